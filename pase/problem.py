@@ -1,0 +1,219 @@
+"""The contract between cost models and solvers.
+
+A :class:`Problem` is a pairwise min-sum problem: choose one candidate per vertex
+to minimise the sum of vertex costs plus, for each edge, the entry of its cost
+matrix at the two choices. Optionally each candidate has a memory footprint and
+a cap bounds the total per device. Solvers see only this: plain numpy arrays
+indexed by vertex number, never a graph or a cost model.
+
+A :class:`Solution` is a solver's answer: a choice per vertex, its cost, a
+:class:`Status`, a lower bound where the solver has one, wall time and stats.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from pase.errors import ProblemError
+
+# Relative tolerance when a solver's reported cost is compared with a re-evaluation;
+# sums of ~1e13-sized floats in different orders differ in the last few bits.
+COST_RTOL = 1e-9
+
+
+class Problem:
+    """Per-vertex cost vectors and per-edge cost matrices.
+
+    Args:
+        vertex_costs: one 1-D array per vertex, ``vertex_costs[v][i]`` = cost of
+            candidate ``i`` at vertex ``v``.
+        edges: ``(u, v)`` vertex-index pairs.
+        edge_costs: one ``(K_u, K_v)`` matrix per edge.
+        names: vertex names for messages (default ``v0, v1, ...``).
+        memory: optional per-vertex memory vectors (bytes per device).
+        memory_cap: optional cap on the summed memory of the chosen candidates.
+        unit: what the costs measure (``"FLOP"``, ``"s"``...).
+
+    Edges between the same two vertices (in either direction) are merged into one
+    matrix by summing, so every solver sees simple undirected pairs with ``u < v``.
+
+    Examples:
+        >>> import numpy as np
+        >>> p = Problem([np.array([1.0, 5.0]), np.array([2.0, 0.0])], [(0, 1)],
+        ...             [np.array([[0.0, 9.0], [0.0, 0.0]])])
+        >>> p.evaluate([0, 0]), p.evaluate([1, 1]), p.evaluate([0, 1])
+        (3.0, 5.0, 10.0)
+    """
+
+    def __init__(
+        self,
+        vertex_costs: Sequence[np.ndarray],
+        edges: Sequence[tuple[int, int]],
+        edge_costs: Sequence[np.ndarray],
+        names: Sequence[str] | None = None,
+        memory: Sequence[np.ndarray] | None = None,
+        memory_cap: float | None = None,
+        unit: str = "FLOP",
+    ):
+        self.vertex_costs = [_as_vector(c, f"vertex_costs[{i}]") for i, c in enumerate(vertex_costs)]
+        n = len(self.vertex_costs)
+        self.names = list(names) if names is not None else [f"v{i}" for i in range(n)]
+        if len(self.names) != n:
+            raise ProblemError(f"{len(self.names)} names for {n} vertices")
+        if len(edges) != len(edge_costs):
+            raise ProblemError(f"{len(edges)} edges but {len(edge_costs)} edge cost matrices")
+        self.edges, self.edge_costs = self._merge_edges(edges, edge_costs)
+        self.memory = None if memory is None else [
+            _as_vector(m, f"memory[{i}]") for i, m in enumerate(memory)]
+        if self.memory is not None:
+            for v, m in enumerate(self.memory):
+                if m.shape != self.vertex_costs[v].shape:
+                    raise ProblemError(f"memory[{v}] has {m.size} entries for "
+                                       f"{self.vertex_costs[v].size} candidates")
+        if memory_cap is not None and self.memory is None:
+            raise ProblemError("memory_cap given without per-vertex memory vectors")
+        self.memory_cap = None if memory_cap is None else float(memory_cap)
+        self.unit = unit
+
+    def _merge_edges(self, edges, edge_costs):
+        n = len(self.vertex_costs)
+        merged: dict[tuple[int, int], np.ndarray] = {}
+        for e, ((u, v), m) in enumerate(zip(edges, edge_costs)):
+            u, v = int(u), int(v)
+            if not (0 <= u < n and 0 <= v < n):
+                raise ProblemError(f"edge {e} ({u}, {v}) names a vertex outside 0..{n - 1}")
+            if u == v:
+                raise ProblemError(f"edge {e} is a self-loop on vertex {u} ({self.names[u]})")
+            m = np.asarray(m, dtype=np.float64)
+            want = (self.vertex_costs[u].size, self.vertex_costs[v].size)
+            if m.shape != want:
+                raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has a "
+                                   f"{m.shape} matrix; expected {want}")
+            if np.isnan(m).any() or (m == -np.inf).any():
+                raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has NaN or -inf")
+            if u > v:
+                u, v, m = v, u, m.T
+            merged[(u, v)] = merged[(u, v)] + m if (u, v) in merged else m
+        keys = sorted(merged)
+        return keys, [np.ascontiguousarray(merged[k]) for k in keys]
+
+    # -- sizes -------------------------------------------------------------
+    @property
+    def num_vertices(self) -> int:
+        return len(self.vertex_costs)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of candidates per vertex."""
+        return np.array([c.size for c in self.vertex_costs], dtype=np.int64)
+
+    def num_strategies(self) -> int:
+        """Product of candidate counts (a Python int: it overflows int64 quickly)."""
+        total = 1
+        for k in self.sizes:
+            total *= int(k)
+        return total
+
+    def neighbors(self) -> list[list[int]]:
+        adj: list[list[int]] = [[] for _ in range(self.num_vertices)]
+        for u, v in self.edges:
+            adj[u].append(v)
+            adj[v].append(u)
+        return adj
+
+    # -- evaluation ----------------------------------------------------------
+    def check_choice(self, choice: Sequence[int]) -> np.ndarray:
+        c = np.asarray(choice, dtype=np.int64)
+        if c.shape != (self.num_vertices,):
+            raise ProblemError(f"a choice needs one index per vertex ({self.num_vertices}), got shape {c.shape}")
+        bad = np.flatnonzero((c < 0) | (c >= self.sizes))
+        if bad.size:
+            v = int(bad[0])
+            raise ProblemError(f"choice {int(c[v])} for vertex {v} ({self.names[v]}) is outside "
+                               f"0..{int(self.sizes[v]) - 1}")
+        return c
+
+    def evaluate(self, choice: Sequence[int]) -> float:
+        """Total cost of one choice (vertex costs plus edge costs)."""
+        c = self.check_choice(choice)
+        total = sum(float(self.vertex_costs[v][c[v]]) for v in range(self.num_vertices))
+        total += sum(float(m[c[u], c[v]]) for (u, v), m in zip(self.edges, self.edge_costs))
+        return total
+
+    def evaluate_many(self, choices: np.ndarray) -> np.ndarray:
+        """Costs of many choices at once: ``choices`` is ``(N, num_vertices)``."""
+        choices = np.asarray(choices, dtype=np.int64)
+        total = np.zeros(choices.shape[0])
+        for v, cost in enumerate(self.vertex_costs):
+            total += cost[choices[:, v]]
+        for (u, v), m in zip(self.edges, self.edge_costs):
+            total += m[choices[:, u], choices[:, v]]
+        return total
+
+    def memory_of(self, choice: Sequence[int]) -> float:
+        """Summed memory of a choice (0 when the Problem has no memory vectors)."""
+        if self.memory is None:
+            return 0.0
+        c = self.check_choice(choice)
+        return float(sum(self.memory[v][c[v]] for v in range(self.num_vertices)))
+
+    def fits(self, choice: Sequence[int]) -> bool:
+        return self.memory_cap is None or self.memory_of(choice) <= self.memory_cap
+
+    def __repr__(self) -> str:
+        return (f"Problem({self.num_vertices} vertices, {len(self.edges)} edges, "
+                f"max {int(self.sizes.max()) if self.num_vertices else 0} candidates, unit={self.unit})")
+
+
+def _as_vector(values: Any, what: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ProblemError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
+    if np.isnan(arr).any() or (arr == -np.inf).any():
+        raise ProblemError(f"{what} has NaN or -inf entries")
+    return arr
+
+
+class Status(enum.Enum):
+    """How far a solver's answer can be trusted."""
+
+    OPTIMAL = "optimal"        # proven optimal (exact solver, or a backend's proof)
+    FEASIBLE = "feasible"      # a valid strategy, optimality not proven
+    TIME_LIMIT = "time_limit"  # stopped by the time limit; the choice is the best found
+    INFEASIBLE = "infeasible"  # no choice satisfies the constraints (e.g. memory cap)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Solution:
+    """A solver's answer to a Problem.
+
+    ``choice`` is None only when ``status`` is INFEASIBLE. ``lower_bound`` is the
+    best proven bound on the optimum (equal to ``cost`` when OPTIMAL), or None.
+    """
+
+    choice: tuple[int, ...] | None
+    cost: float
+    status: Status
+    solver: str
+    lower_bound: float | None = None
+    wall_time: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap between cost and lower bound (0 when proven optimal)."""
+        if self.lower_bound is None or self.choice is None:
+            return None
+        if self.cost == 0:
+            return 0.0
+        return max(0.0, (self.cost - self.lower_bound) / abs(self.cost))
+
+    @property
+    def is_optimal(self) -> bool:
+        return self.status is Status.OPTIMAL

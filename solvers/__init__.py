@@ -1,0 +1,2 @@
+"""Built-in solvers. Importing this package registers them in pase.registry.SOLVERS."""
+from pase.solvers import exhaustive  # noqa: F401
