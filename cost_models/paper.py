@@ -1,0 +1,218 @@
+"""The PaSE paper's cost model (Elango, IPDPS 2021), reproduced exactly.
+
+Costs are FLOP. Communication is converted to FLOP with the FLOP-to-word ratio
+``r = peak_tflops * 1000 / (bandwidth_GBps / 8)`` (a word is 8 bytes). Every
+formula follows ``shared/specs/pase-paper-cost-model.md`` including the paper's
+simplifications; better models belong in other cost models.
+
+All formulas are vectorised over an op's configs: ``cfg`` is a ``(K, ndims)``
+float array and each function returns a ``(K,)`` array.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pase.cost_model import CostModel, port_configs
+from pase.errors import GraphError, OptionError
+from pase.ir import Graph, Op, Port
+from pase.registry import COST_MODELS
+
+
+def flop_per_word(tflops: float, bandwidth_gbps: float) -> float:
+    """FLOP a device computes in the time one 8-byte word crosses a link."""
+    return tflops * 1000.0 / (bandwidth_gbps / 8.0)
+
+
+def allreduce(r: float, words: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Ring all-reduce of ``words`` among ``q`` devices, in FLOP (0 when q = 1)."""
+    return r * (words / q) * 2.0 * (q - 1.0)
+
+
+def gemm(r: float, m, n, k, cm, cn, ck, pw: int = 0, batch=1.0) -> np.ndarray:
+    """A (batched) GEMM's compute (forward + two backward) plus its three all-reduces."""
+    mt, nt, kt = m / cm, n / cn, k / ck
+    compute = 3.0 * mt * nt * kt + 3.0 * pw * mt * nt
+    comm = allreduce(r, mt * nt, ck) + allreduce(r, mt * kt, cn) + allreduce(r, nt * kt, cm)
+    return batch * (compute + comm)
+
+
+def redistribution_words(shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Words each device must receive to go from split ``src`` to split ``dst``.
+
+    ``src`` and ``dst`` hold split factors in their last axis and broadcast
+    against each other (``(K_u, 1, rank)`` with ``(1, K_v, rank)`` gives a matrix).
+    The overlap of the two tiles is credited only when the destination does not
+    use more devices than the source (the paper's rule).
+    """
+    t = np.asarray(shape, dtype=np.float64)
+    src_tile, dst_tile = t / src, t / dst
+    need = np.prod(dst_tile, axis=-1)
+    overlap = np.prod(np.minimum(src_tile, dst_tile), axis=-1)
+    more_devices = np.prod(dst, axis=-1) > np.prod(src, axis=-1)
+    overlap = np.where(more_devices, 0.0, overlap)
+    return np.maximum(need - overlap, 0.0)
+
+
+def _cols(op: Op, cfg: np.ndarray, names: str | list[str]) -> tuple[np.ndarray, float]:
+    """Product of the configs and of the sizes of the named dims."""
+    names = list(names)
+    idx = [op.dim_index(n) for n in names]
+    return np.prod(cfg[:, idx], axis=1), float(math.prod(op.dims[i].size for i in idx))
+
+
+# -- layer costs, one function per op kind ---------------------------------------
+
+def conv_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    cm, m = _cols(op, cfg, "bhw")
+    cn, n = _cols(op, cfg, "n")
+    ck, k = _cols(op, cfg, "crs")
+    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0))
+
+
+def fc_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    lead = list(op.dim_names[:-2])
+    cm, m = _cols(op, cfg, lead)
+    cn, n = _cols(op, cfg, "n")
+    ck, k = _cols(op, cfg, "k")
+    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0))
+
+
+def einsum_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    lhs, out = op.attrs["eq"].split("->")
+    a, b = lhs.split(",")
+    batch = [ch for ch in op.dim_names if ch in a and ch in b and ch in out]
+    ms = [ch for ch in op.dim_names if ch in a and ch not in b]
+    ns = [ch for ch in op.dim_names if ch in b and ch not in a]
+    ks = [ch for ch in op.dim_names if ch in a and ch in b and ch not in out]
+    cb, bsize = _cols(op, cfg, batch)
+    cm, m = _cols(op, cfg, ms)
+    cn, n = _cols(op, cfg, ns)
+    ck, k = _cols(op, cfg, ks)
+    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0), batch=bsize / cb)
+
+
+def lstm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    sizes = dict(zip(op.dim_names, op.shape))
+    layers, seq, bsz, e = sizes["l"], sizes["s"], sizes["b"], sizes["n"]
+    c = {n: cfg[:, op.dim_index(n)] for n in op.dim_names}
+    cost = gemm(r, seq * bsz, 4 * e, 2 * e, c["s"] * c["b"], c["n"], c["k"], pw=3,
+                batch=layers / c["l"])
+    # Re-layout between a cell's output (split b, n) and the next step's input (split b, k).
+    src = np.stack([c["b"], c["n"]], axis=1)
+    dst = np.stack([c["b"], c["k"]], axis=1)
+    words = redistribution_words((bsz, e), src, dst)
+    return cost + layers * seq * r * words
+
+
+def pooling_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    elems = np.prod(np.asarray(op.shape, dtype=np.float64) / cfg, axis=1)
+    _, _, h, w = op.inputs[0].shape
+    kh, kw = op.attrs["window"]
+    cb, cc, ch, cw = (cfg[:, i] for i in range(4))
+    b_tile, c_tile, h_tile, w_tile = op.shape[0] / cb, op.shape[1] / cc, h / ch, w / cw
+    h_grown = h_tile + np.where(ch > 1, kh, 0)
+    w_grown = w_tile + np.where(cw > 1, kw, 0)
+    halo = (h_grown * w_grown - h_tile * w_tile) * b_tile * c_tile
+    return elems + r * halo
+
+
+def _tile(op: Op, cfg: np.ndarray) -> np.ndarray:
+    return np.asarray(op.shape, dtype=np.float64) / cfg
+
+
+def elementwise_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    return (1.0 + op.attrs.get("pw", 0)) * np.prod(_tile(op, cfg), axis=1)
+
+
+def norm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    axis = op.attrs.get("axis", 0)
+    tile = _tile(op, cfg)
+    elems = np.prod(tile, axis=1)
+    others = np.prod(np.delete(cfg, axis, axis=1), axis=1)
+    return (16.0 * elems + 4.0 * allreduce(r, elems / tile[:, axis], cfg[:, axis])
+            + 4.0 * allreduce(r, tile[:, axis], others))
+
+
+def reduce_mean_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    elems = np.prod(_tile(op, cfg), axis=1)
+    return allreduce(r, elems, np.prod(cfg[:, list(op.attrs["axes"])], axis=1))
+
+
+def softmax_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    axis = op.attrs["axis"]
+    tile = _tile(op, cfg)
+    elems = np.prod(tile, axis=1)
+    rows = elems / tile[:, axis]
+    full = float(op.shape[axis])
+    q = cfg[:, axis]
+    return (4.0 * elems + elems * full + allreduce(r, rows, q) + allreduce(r, rows * full, q)
+            + allreduce(r, rows, q))
+
+
+def softmax_xent_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    tile = _tile(op, cfg)
+    elems = np.prod(tile, axis=1)
+    rows = np.prod(tile[:, :-1], axis=1)
+    return 4.0 * elems + 2.0 * rows + np.where(cfg[:, -1] > 1, r * 2.0 * rows, 0.0)
+
+
+def free_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """Layout-only ops (concat, stack, reshape...) cost nothing in this model."""
+    return np.zeros(cfg.shape[0])
+
+
+LAYER_COSTS = {
+    "Conv": conv_cost, "FC": fc_cost, "Einsum": einsum_cost, "Embedding": einsum_cost,
+    "LSTM": lstm_cost, "Pooling": pooling_cost, "Elementwise": elementwise_cost,
+    "Norm": norm_cost, "BatchNorm": norm_cost, "ReduceMean": reduce_mean_cost,
+    "Softmax": softmax_cost, "SoftmaxCrossEntropy": softmax_xent_cost,
+    "Concat": free_cost, "Stack": free_cost, "Unstack": free_cost,
+    "Ravel": free_cost, "Unravel": free_cost,
+}
+
+
+@COST_MODELS.register("paper", "the PaSE paper's FLOP model (one link speed, ring all-reduce)")
+class PaperCostModel(CostModel):
+    """The paper's model: layer costs plus re-distribution costs, in FLOP.
+
+    Args:
+        tflops: peak TFLOP/s of one device (default 10).
+        bandwidth: link bandwidth in GB/s (default 16).
+    """
+
+    name = "paper"
+    unit = "FLOP"
+
+    def __init__(self, tflops: float = 10.0, bandwidth: float = 16.0):
+        for label, value in (("tflops", tflops), ("bandwidth", bandwidth)):
+            if not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+                raise OptionError(f"{label} must be a positive number, got {value!r}")
+        self.tflops = float(tflops)
+        self.bandwidth = float(bandwidth)
+        self.r = flop_per_word(self.tflops, self.bandwidth)
+
+    def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
+        try:
+            formula = LAYER_COSTS[op.kind]
+        except KeyError:
+            raise GraphError(f"the paper cost model has no formula for op {op.name!r} of kind "
+                             f"{op.kind!r}; known kinds: {', '.join(sorted(LAYER_COSTS))}") from None
+        return formula(self.r, op, configs.astype(np.float64))
+
+    def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
+                   consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+        src = port_configs(producer, output, src_configs)
+        dst = port_configs(consumer, input, dst_configs)
+        # Factor 2: the activation forward and its gradient backward.
+        return self.r * 2.0 * redistribution_words(output.shape, src[:, None, :], dst[None, :, :])
+
+    def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
+        """One edge per (producer, consumer) pair: the paper costs only the last input."""
+        last: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        for c in graph.connections:
+            u, v = graph.index(c.src), graph.index(c.dst)
+            last.pop((u, v), None)  # re-insert so the order follows the costed input
+            last[(u, v)] = (u, c.src_output, v, c.dst_input)
+        return sorted(last.values(), key=lambda e: (e[2], e[0]))

@@ -1,0 +1,324 @@
+"""Build graphs layer by layer: ``b.conv(x, ...)`` adds an op and returns its output.
+
+Each method creates one op of a kind the cost models know (see
+``docs/ops.md``), with the iteration space, pinned dims and port mappings of
+the PaSE paper's modelling. A :class:`Value` is a tensor handle carrying its
+shape, its producer, and axis names/roles that later ops reuse for their dims.
+
+Example:
+    >>> b = GraphBuilder("mlp")
+    >>> x = b.input((64, 512), names=("b", "k"))
+    >>> h = b.fc(x, 1024, pw=1)
+    >>> loss = b.softmax_cross_entropy(b.fc(h, 10))
+    >>> g = b.build()
+    >>> [op.kind for op in g.ops]
+    ['FC', 'FC', 'SoftmaxCrossEntropy']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from pase.errors import GraphError
+from pase.ir import Dim, Graph, Op, Port
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor while building: shape, producer, and names/roles for its axes."""
+
+    shape: tuple[int, ...]
+    source: tuple[str, int] | None
+    names: tuple[str, ...]
+    roles: tuple[str, ...]
+
+
+def _default_names(rank: int) -> tuple[str, ...]:
+    return ("b", "c", "h", "w")[:rank] if rank <= 4 else tuple(f"d{i}" for i in range(rank))
+
+
+class GraphBuilder:
+    """Accumulates ops in build order; ``build()`` returns the validated Graph."""
+
+    def __init__(self, name: str, **attrs: Any):
+        self.name = name
+        self.attrs = attrs
+        self.ops: list[Op] = []
+        self._counts: dict[str, int] = {}
+
+    # -- plumbing --------------------------------------------------------------
+    def input(self, shape: Sequence[int], names: Sequence[str] | None = None,
+              roles: Sequence[str] | None = None) -> Value:
+        """A graph input (images, token ids, weights): not an op, adds no edges."""
+        shape = tuple(int(s) for s in shape)
+        names = tuple(names) if names else _default_names(len(shape))
+        roles = tuple(roles) if roles else _guess_roles(names)
+        return Value(shape, None, names, roles)
+
+    def _name(self, kind: str, name: str | None) -> str:
+        if name is not None:
+            return name
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        return f"{kind.lower()}{self._counts[kind]}"
+
+    def _add(self, op: Op, out_names: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[Value]:
+        self.ops.append(op)
+        return [Value(p.shape, (op.name, i), names, roles)
+                for i, (p, (names, roles)) in enumerate(zip(op.outputs, out_names))]
+
+    def build(self) -> Graph:
+        return Graph(self.name, self.ops, self.attrs)
+
+    # -- shape-preserving ops -------------------------------------------------
+    def _pointwise(self, kind: str, xs: Sequence[Value], name: str | None, **attrs: Any) -> Value:
+        x = xs[0]
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, x.shape, x.roles))
+        axes = tuple((n,) for n in x.names)
+        for y in xs[1:]:
+            if y.shape != x.shape:
+                raise GraphError(f"{kind}: operand shapes differ: {x.shape} vs {y.shape}")
+        op = Op(self._name(kind, name), kind, dims,
+                inputs=tuple(Port(v.shape, axes, v.source) for v in xs),
+                outputs=(Port(x.shape, axes),), attrs=attrs)
+        return self._add(op, [(x.names, x.roles)])[0]
+
+    def elementwise(self, x: Value, y: Value, pw: int = 0, name: str | None = None) -> Value:
+        return self._pointwise("Elementwise", [x, y], name, pw=pw)
+
+    def norm(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
+        return self._pointwise("Norm", [x], name, axis=axis % len(x.shape))
+
+    def batch_norm(self, x: Value, name: str | None = None) -> Value:
+        return self._pointwise("BatchNorm", [x], name, axis=0)
+
+    def softmax(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
+        return self._pointwise("Softmax", [x], name, axis=axis % len(x.shape))
+
+    def softmax_cross_entropy(self, x: Value, name: str | None = None) -> Value:
+        return self._pointwise("SoftmaxCrossEntropy", [x], name)
+
+    # -- convolution and pooling ------------------------------------------------
+    def conv(self, x: Value, filters: Sequence[int], stride: int | Sequence[int] = 1,
+             pad: int | Sequence[int] = 0, pw: int = 0, name: str | None = None) -> Value:
+        """Conv2d of ``x (b, c, h, w)`` with ``filters (n, c, r, s)``; output dims never split."""
+        b, c, h, w = _rank(x, 4, "Conv")
+        n, fc, r, s = (int(f) for f in filters)
+        if fc != c:
+            raise GraphError(f"Conv: filter expects {fc} input channels, input has {c}")
+        (sh, sw), (ph, pw_) = _pair(stride), _pair(pad)
+        ho, wo = _out_size(h, r, sh, ph), _out_size(w, s, sw, pw_)
+        dims = (Dim("b", b, "batch"), Dim("c", c, "channel"), Dim("h", ho, "spatial"),
+                Dim("w", wo, "spatial"), Dim("r", r, "window"), Dim("s", s, "window"),
+                Dim("n", n, "parameter"))
+        op = Op(self._name("Conv", name), "Conv", dims,
+                inputs=(Port(x.shape, (("b",), ("c",), ("h",), ("w",)), x.source),),
+                outputs=(Port((b, n, ho, wo), (("b",), ("n",), ("h",), ("w",))),),
+                weights=(Port((n, c, r, s), (("n",), ("c",), ("r",), ("s",))),),
+                pinned=frozenset({"h", "w"}),
+                attrs={"stride": (sh, sw), "pad": (ph, pw_), "pw": pw})
+        return self._add(op, [(("b", "c", "h", "w"), ("batch", "channel", "spatial", "spatial"))])[0]
+
+    def pool(self, x: Value, window: int | Sequence[int], stride: int | Sequence[int] | None = None,
+             pad: int | Sequence[int] = 0, name: str | None = None) -> Value:
+        """Max/average pooling of ``x (b, c, h, w)``; the domain is the output."""
+        b, c, h, w = _rank(x, 4, "Pooling")
+        (kh, kw) = _pair(window)
+        (sh, sw) = _pair(stride if stride is not None else window)
+        (ph, pw_) = _pair(pad)
+        ho, wo = _out_size(h, kh, sh, ph), _out_size(w, kw, sw, pw_)
+        dims = (Dim("b", b, "batch"), Dim("c", c, "channel"), Dim("h", ho, "spatial"),
+                Dim("w", wo, "spatial"))
+        axes = (("b",), ("c",), ("h",), ("w",))
+        op = Op(self._name("Pooling", name), "Pooling", dims,
+                inputs=(Port(x.shape, axes, x.source),), outputs=(Port((b, c, ho, wo), axes),),
+                attrs={"window": (kh, kw), "stride": (sh, sw), "pad": (ph, pw_)})
+        return self._add(op, [(x.names, x.roles)])[0]
+
+    # -- GEMM-shaped ops -----------------------------------------------------
+    def fc(self, x: Value, units: int, pw: int = 0, name: str | None = None) -> Value:
+        """Fully connected layer over the last axis of ``x``; leading axes fold into m."""
+        lead_names = tuple(x.names[:-1])
+        lead_roles = tuple(x.roles[:-1])
+        k = x.shape[-1]
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(lead_names, x.shape[:-1], lead_roles)) + (
+            Dim("n", units, "parameter"), Dim("k", k, "reduction"))
+        lead = tuple((n,) for n in lead_names)
+        out_shape = x.shape[:-1] + (units,)
+        op = Op(self._name("FC", name), "FC", dims,
+                inputs=(Port(x.shape, lead + (("k",),), x.source),),
+                outputs=(Port(out_shape, lead + (("n",),)),),
+                weights=(Port((k, units), (("k",), ("n",))),), attrs={"pw": pw})
+        return self._add(op, [(lead_names + ("k",), lead_roles + ("channel",))])[0]
+
+    def einsum(self, eq: str, a: Value, b: Value, pw: int = 0, name: str | None = None,
+               roles: dict[str, str] | None = None, kind: str = "Einsum") -> Value:
+        """Two-operand einsum; the domain is the output letters, then the reduced ones."""
+        lhs, out = eq.replace(" ", "").split("->")
+        la, lb = lhs.split(",")
+        sizes: dict[str, int] = {}
+        for letters, v in ((la, a), (lb, b)):
+            if len(letters) != len(v.shape):
+                raise GraphError(f"{kind} {eq!r}: operand {letters!r} has rank {len(v.shape)}")
+            for ch, s in zip(letters, v.shape):
+                if sizes.setdefault(ch, s) != s:
+                    raise GraphError(f"{kind} {eq!r}: letter {ch!r} has sizes {sizes[ch]} and {s}")
+        reduced = [ch for ch in dict.fromkeys(la + lb) if ch not in out]
+        order = list(out) + reduced
+        roles = roles or {}
+        dims = tuple(Dim(ch, sizes[ch], roles.get(ch, "other")) for ch in order)
+        ports = [Port(v.shape, tuple((ch,) for ch in letters), v.source)
+                 for letters, v in ((la, a), (lb, b))]
+        inputs = tuple(p for p in ports if p.source is not None)
+        weights = tuple(p for p in ports if p.source is None)
+        out_shape = tuple(sizes[ch] for ch in out)
+        op = Op(self._name(kind, name), kind, dims, inputs=inputs,
+                outputs=(Port(out_shape, tuple((ch,) for ch in out)),), weights=weights,
+                attrs={"eq": f"{la},{lb}->{out}", "pw": pw})
+        return self._add(op, [(tuple(out), tuple(roles.get(ch, "other") for ch in out))])[0]
+
+    def embedding(self, ids: Value, vocab: int, width: int, name: str | None = None) -> Value:
+        """Embedding lookup as the einsum ``abc,cd->abd`` of a one-hot input with a weight."""
+        bsz, seq = _rank(ids, 2, "Embedding")
+        onehot = self.input((bsz, seq, vocab), names=("b", "l", "v"))
+        weight = self.input((vocab, width), names=("v", "e"))
+        out = self.einsum("abc,cd->abd", onehot, weight, name=name, kind="Embedding",
+                          roles={"a": "batch", "b": "sequence", "c": "vocabulary", "d": "channel"})
+        return Value(out.shape, out.source, ("b", "l", "e"), ("batch", "sequence", "channel"))
+
+    def lstm(self, x: Value, units: int, layers: int, name: str | None = None) -> Value:
+        """A stack of LSTM layers over ``x (b, s, e)``; the sequence dim is never split."""
+        b, s, e = _rank(x, 3, "LSTM")
+        if units != e:
+            raise GraphError(f"LSTM: units ({units}) must equal the input width ({e})")
+        dims = (Dim("l", layers, "layer"), Dim("s", s, "sequence"), Dim("b", b, "batch"),
+                Dim("n", units, "parameter"), Dim("k", e, "channel"))
+        op = Op(self._name("LSTM", name), "LSTM", dims,
+                inputs=(Port(x.shape, (("b",), ("s",), ("k",)), x.source),),
+                outputs=(Port((b, s, units), (("b",), ("s",), ("n",))),),
+                weights=(Port((layers, 2 * e, 4 * units), (("l",), ("k",), ("n",))),),
+                pinned=frozenset({"s"}))
+        return self._add(op, [(("b", "s", "e"), ("batch", "sequence", "channel"))])[0]
+
+    # -- layout ops ------------------------------------------------------------
+    def reduce_mean(self, x: Value, axes: Sequence[int], keepdims: bool = False,
+                    name: str | None = None) -> Value:
+        axes = tuple(sorted(a % len(x.shape) for a in axes))
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, x.shape, x.roles))
+        keep = [i for i in range(len(x.shape)) if i not in axes]
+        if keepdims:
+            out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+            out_axes = tuple(() if i in axes else (x.names[i],) for i in range(len(x.shape)))
+            names, roles = x.names, x.roles
+        else:
+            out_shape = tuple(x.shape[i] for i in keep)
+            out_axes = tuple((x.names[i],) for i in keep)
+            names, roles = tuple(x.names[i] for i in keep), tuple(x.roles[i] for i in keep)
+        op = Op(self._name("ReduceMean", name), "ReduceMean", dims,
+                inputs=(Port(x.shape, tuple((n,) for n in x.names), x.source),),
+                outputs=(Port(out_shape, out_axes),), attrs={"axes": axes, "keepdims": keepdims})
+        return self._add(op, [(names, roles)])[0]
+
+    def concat(self, xs: Sequence[Value], axis: int = 1, name: str | None = None) -> Value:
+        """Concatenate along ``axis``; the domain has size 1 there, so it is never split."""
+        x = xs[0]
+        axis %= len(x.shape)
+        for y in xs[1:]:
+            if y.shape[:axis] + y.shape[axis + 1:] != x.shape[:axis] + x.shape[axis + 1:]:
+                raise GraphError(f"Concat: shapes {x.shape} and {y.shape} differ off axis {axis}")
+        dims = tuple(Dim(n, 1 if i == axis else s, r)
+                     for i, (n, s, r) in enumerate(zip(x.names, x.shape, x.roles)))
+        axes = tuple((n,) for n in x.names)
+        out_shape = tuple(sum(y.shape[axis] for y in xs) if i == axis else s
+                          for i, s in enumerate(x.shape))
+        op = Op(self._name("Concat", name), "Concat", dims,
+                inputs=tuple(Port(y.shape, axes, y.source) for y in xs),
+                outputs=(Port(out_shape, axes),), pinned=frozenset({x.names[axis]}),
+                attrs={"axis": axis})
+        return self._add(op, [(x.names, x.roles)])[0]
+
+    def stack(self, xs: Sequence[Value], axis: int = 0, new_name: str = "s",
+              name: str | None = None) -> Value:
+        """Stack along a new axis; its domain dim has size 1, so it is never split."""
+        x = xs[0]
+        names = x.names[:axis] + (new_name,) + x.names[axis:]
+        roles = x.roles[:axis] + ("other",) + x.roles[axis:]
+        shape = x.shape[:axis] + (1,) + x.shape[axis:]
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(names, shape, roles))
+        in_axes = tuple((n,) for n in x.names)
+        out_shape = x.shape[:axis] + (len(xs),) + x.shape[axis:]
+        op = Op(self._name("Stack", name), "Stack", dims,
+                inputs=tuple(Port(y.shape, in_axes, y.source) for y in xs),
+                outputs=(Port(out_shape, tuple((n,) for n in names)),),
+                pinned=frozenset({new_name}), attrs={"axis": axis})
+        return self._add(op, [(names, roles)])[0]
+
+    def unstack(self, x: Value, axis: int = 0, name: str | None = None) -> list[Value]:
+        """Split along ``axis`` into ``x.shape[axis]`` outputs; that dim is never split."""
+        shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, shape, x.roles))
+        out_names = x.names[:axis] + x.names[axis + 1:]
+        out_roles = x.roles[:axis] + x.roles[axis + 1:]
+        out_shape = x.shape[:axis] + x.shape[axis + 1:]
+        out_port = Port(out_shape, tuple((n,) for n in out_names))
+        op = Op(self._name("Unstack", name), "Unstack", dims,
+                inputs=(Port(x.shape, tuple((n,) for n in x.names), x.source),),
+                outputs=(out_port,) * x.shape[axis], pinned=frozenset({x.names[axis]}),
+                attrs={"axis": axis})
+        return self._add(op, [(out_names, out_roles)] * x.shape[axis])
+
+    def reshape(self, x: Value, shape: Sequence[int], names: Sequence[str] | None = None,
+                roles: Sequence[str] | None = None, name: str | None = None) -> Value:
+        """A reshape is a Ravel to 1-D followed by an Unravel (two ops)."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != math.prod(x.shape):
+            raise GraphError(f"reshape: {x.shape} has {math.prod(x.shape)} elements, "
+                             f"target {shape} has {math.prod(shape)}")
+        flat = self._ravel(x, None if name is None else name + "_ravel")
+        names = tuple(names) if names else _default_names(len(shape))
+        roles = tuple(roles) if roles else _guess_roles(names)
+        return self._unravel(flat, shape, names, roles, name)
+
+    def _ravel(self, x: Value, name: str | None) -> Value:
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, x.shape, x.roles))
+        size = math.prod(x.shape)
+        op = Op(self._name("Ravel", name), "Ravel", dims,
+                inputs=(Port(x.shape, tuple((n,) for n in x.names), x.source),),
+                outputs=(Port((size,), (x.names,)),), contiguous=True)
+        return self._add(op, [(("flat",), ("other",))])[0]
+
+    def _unravel(self, x: Value, shape: tuple[int, ...], names: tuple[str, ...],
+                 roles: tuple[str, ...], name: str | None) -> Value:
+        dims = tuple(Dim(n, s, r) for n, s, r in zip(names, shape, roles))
+        op = Op(self._name("Unravel", name), "Unravel", dims,
+                inputs=(Port(x.shape, (names,), x.source),),
+                outputs=(Port(shape, tuple((n,) for n in names)),), contiguous=True)
+        return self._add(op, [(names, roles)])[0]
+
+
+_ROLE_GUESS = {"b": "batch", "c": "channel", "h": "spatial", "w": "spatial", "l": "sequence",
+               "s": "sequence", "e": "channel", "v": "vocabulary", "k": "channel", "n": "parameter"}
+
+
+def _guess_roles(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(_ROLE_GUESS.get(n, "other") for n in names)
+
+
+def _rank(x: Value, rank: int, kind: str) -> tuple[int, ...]:
+    if len(x.shape) != rank:
+        raise GraphError(f"{kind} expects a rank-{rank} input, got shape {x.shape}")
+    return x.shape
+
+
+def _pair(v: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    a, b = v
+    return (int(a), int(b))
+
+
+def _out_size(size: int, window: int, stride: int, pad: int) -> int:
+    out = (size - window + 2 * pad) // stride + 1
+    if out < 1:
+        raise GraphError(f"window {window} with stride {stride} and pad {pad} does not fit size {size}")
+    return out

@@ -1,0 +1,60 @@
+"""The CostModel interface: Graph + configuration space -> Problem.
+
+A cost model prices every candidate config of every op (a vertex cost) and every
+pair of configs across an edge (a re-distribution cost). Solvers never see it;
+they see the Problem it builds.
+"""
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from pase.ir import Graph, Op, Port
+from pase.problem import Problem
+from pase.space import ConfigSpace
+
+
+class CostModel(abc.ABC):
+    """Base class of cost models. Subclasses set ``name`` and ``unit``."""
+
+    name: str = "abstract"
+    unit: str = "FLOP"
+
+    @abc.abstractmethod
+    def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
+        """Cost of each config (rows of ``configs``) of ``op``: shape ``(K,)``."""
+
+    @abc.abstractmethod
+    def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
+                   consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+        """Re-distribution cost of each (producer config, consumer config): ``(K_u, K_v)``."""
+
+    def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
+        """The costed connections as (producer, output, consumer, input) indices.
+
+        Default: every connection (several between one pair add up in the Problem).
+        """
+        return [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
+                for c in graph.connections]
+
+    def problem(self, graph: Graph, space: ConfigSpace) -> Problem:
+        if space.graph is not graph:
+            raise ValueError("the configuration space was built for another graph")
+        vertex = [self.layer_costs(op, space.configs[i]) for i, op in enumerate(graph.ops)]
+        pairs, matrices = [], []
+        for u, out, v, inp in self.edges(graph):
+            pu, pv = graph.ops[u], graph.ops[v]
+            matrices.append(self.edge_costs(pu, pu.outputs[out], space.configs[u],
+                                            pv, pv.inputs[inp], space.configs[v]))
+            pairs.append((u, v))
+        return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit)
+
+
+def port_configs(op: Op, port: Port, configs: np.ndarray) -> np.ndarray:
+    """Per config, the split factor of each axis of ``port``: ``(K, rank)``."""
+    out = np.ones((configs.shape[0], len(port.shape)), dtype=np.int64)
+    for a, dims in enumerate(op.port_axes(port)):
+        for d in dims:
+            out[:, a] *= configs[:, d]
+    return out
