@@ -1,6 +1,18 @@
-"""pase: parallelization strategies for efficient DNN training."""
+"""pase: parallelization strategies for efficient DNN training.
+
+    >>> import pase
+    >>> strategy = pase.solve("alexnet", devices=8)            # PaSE DP, paper cost model
+    >>> print(strategy.table())                                 # doctest: +SKIP
+"""
+from pase.api import build_problem, evaluate, load_graph, run_solver, solve
 from pase.errors import PaseError
+from pase.ir import Dim, Graph, Op, Port
 from pase.problem import Problem, Solution, Status
+from pase.space import ConfigSpace
+from pase.strategy import Strategy
 
 __version__ = "0.1.0"
-__all__ = ["PaseError", "Problem", "Solution", "Status", "__version__"]
+__all__ = [
+    "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
+    "Strategy", "build_problem", "evaluate", "load_graph", "run_solver", "solve", "__version__",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from pase.cli import main
+
+sys.exit(main())

@@ -1,0 +1,208 @@
+"""The ``pase`` command. Mirrors the Python API; ``--format json`` output is stable."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from pase import api
+from pase.errors import OptionError, PaseError
+from pase.registry import COST_MODELS, MODELS, SOLVERS
+from pase.strategy import OUTPUT_VERSION, read_strategy_file
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except PaseError as exc:
+        print(f"pase: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pase: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- commands ----------------------------------------------------------------------
+
+def cmd_models(args: argparse.Namespace) -> None:
+    _listing([(e.name, e.description) for e in MODELS.entries()], args.format, ("name", "description"))
+
+
+def cmd_cost_models(args: argparse.Namespace) -> None:
+    _listing([(e.name, e.description) for e in COST_MODELS.entries()], args.format,
+             ("name", "description"))
+
+
+def cmd_solvers(args: argparse.Namespace) -> None:
+    rows = []
+    for e in SOLVERS.entries():
+        available = e.info.get("available")
+        ok = available() if available else True
+        note = "" if ok else f' (needs pip install "pase[{e.info.get("extra", "all")}]")'
+        rows.append((e.name, "exact" if e.info.get("exact") else "heuristic",
+                     "yes" if ok else "no", e.description + note))
+    _listing(rows, args.format, ("name", "kind", "available", "description"))
+
+
+def cmd_inspect(args: argparse.Namespace) -> None:
+    built = _build(args)
+    g, space = built.graph, built.space
+    ops = [{"name": op.name, "kind": op.kind,
+            "dims": {d.name: d.size for d in op.dims},
+            "roles": {d.name: d.role for d in op.dims},
+            "pinned": sorted(op.pinned), "configs": n}
+           for op, n in zip(g.ops, space.sizes)]
+    data = {"version": OUTPUT_VERSION, "model": g.name, "devices": space.devices,
+            "cutoff": space.cutoff, "vertices": len(g.ops), "edges": len(g.vertex_pairs()),
+            "total_configs": sum(space.sizes), "max_configs": max(space.sizes), "ops": ops}
+    if args.format == "json":
+        print(json.dumps(data, indent=1))
+        return
+    print(f"{g.name}: {data['vertices']} vertices, {data['edges']} edges, p={space.devices}, "
+          f"cutoff={space.cutoff}, configs: {data['total_configs']} in all, {data['max_configs']} at most")
+    rows = [(o["name"], o["kind"], " ".join(f"{k}={v}" for k, v in o["dims"].items()), str(o["configs"]))
+            for o in ops]
+    print(_table(rows, ("op", "kind", "dims", "configs")))
+
+
+def cmd_solve(args: argparse.Namespace) -> None:
+    built = _build(args)
+    solution = api.run_solver(args.solver, built.problem, time_limit=args.time_limit,
+                              seed=args.seed, **_solver_options(args.option))
+    strategy = api.to_strategy(built, solution)
+    _emit(strategy, args)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    built = _build(args)
+    configs = read_strategy_file(args.strategy)
+    choice = api.choice_of(built, configs)
+    from pase.strategy import Strategy
+
+    strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                    cost_model=built.cost_model.name, build_seconds=built.seconds)
+    _emit(strategy, args)
+
+
+# -- helpers -----------------------------------------------------------------------
+
+def _build(args: argparse.Namespace) -> api.Built:
+    cost_options = {}
+    if getattr(args, "tflops", None) is not None:
+        cost_options["tflops"] = args.tflops
+    if getattr(args, "bandwidth", None) is not None:
+        cost_options["bandwidth"] = args.bandwidth
+    return api.build_problem(args.model, args.devices, getattr(args, "cost_model", "paper"),
+                             batch=args.batch, cutoff=args.cutoff,
+                             powers_of_two=args.powers_of_two, cost_options=cost_options)
+
+
+def _solver_options(pairs: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise OptionError(f"--option expects KEY=VALUE, got {pair!r}")
+        try:
+            options[key.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def _emit(strategy: Any, args: argparse.Namespace) -> None:
+    text = strategy.to_json() if args.format == "json" else _describe(strategy)
+    if args.output:
+        strategy.to_json(args.output)
+    print(text)
+
+
+def _describe(strategy: Any) -> str:
+    sol = strategy.solution
+    head = f"{strategy.graph_name} on {strategy.devices} devices"
+    if sol is not None:
+        head += f", solver {sol.solver}: {sol.status}"
+        if sol.gap:
+            head += f" (gap {100 * sol.gap:.2f}%)"
+        head += f", solved in {sol.wall_time:.3f} s"
+    lines = [head, f"total cost: {strategy.total_cost:.6g} {strategy.unit} (cost model {strategy.cost_model})"]
+    if strategy.configs:
+        lines += ["", strategy.table()]
+    return "\n".join(lines)
+
+
+def _listing(rows: list[tuple[str, ...]], fmt: str, header: tuple[str, ...]) -> None:
+    if fmt == "json":
+        print(json.dumps([dict(zip(header, r)) for r in rows], indent=1))
+    else:
+        print(_table(rows, header))
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    rows = [header] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pase", description="Find parallelization strategies for DNN training.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def listing(name: str, run: Any, help_: str) -> None:
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("--format", choices=("table", "json"), default="table")
+        s.set_defaults(run=run)
+
+    listing("models", cmd_models, "list the registered models")
+    listing("solvers", cmd_solvers, "list the solvers and whether each is available")
+    listing("cost-models", cmd_cost_models, "list the cost models")
+
+    def model_command(name: str, run: Any, help_: str, costs: bool = True) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("model", help="a registered model name or a graph JSON file")
+        s.add_argument("-p", "--devices", type=_positive_int, required=True, help="number of devices")
+        s.add_argument("--batch", type=_positive_int, help="batch size (registered models)")
+        s.add_argument("--cutoff", type=_positive_int, help="smallest per-device extent of a split dim")
+        s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
+        s.add_argument("--format", choices=("table", "json"), default="table")
+        if costs:
+            s.add_argument("--cost-model", default="paper", help="cost model name (default: paper)")
+            s.add_argument("--tflops", type=float, help="peak TFLOP/s per device (paper model)")
+            s.add_argument("--bandwidth", type=float, help="link bandwidth in GB/s (paper model)")
+            s.add_argument("--output", help="also write the JSON result to this file")
+        s.set_defaults(run=run)
+        return s
+
+    model_command("inspect", cmd_inspect, "show a model's ops and configuration counts", costs=False)
+    s = model_command("solve", cmd_solve, "find a strategy")
+    s.add_argument("--solver", default="dp", help="solver name (default: dp; see `pase solvers`)")
+    s.add_argument("--time-limit", type=float, help="seconds the solver may use")
+    s.add_argument("--seed", type=int, help="seed for randomised solvers")
+    s.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="a solver option (repeatable), e.g. --option ordering=min-fill")
+    s = model_command("evaluate", cmd_evaluate, "cost of a given strategy")
+    s.add_argument("--strategy", required=True,
+                   help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
+    return p
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
