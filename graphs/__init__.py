@@ -1,2 +1,2 @@
 """Built-in model graphs. Importing this package registers them in pase.registry.MODELS."""
-from pase.graphs import alexnet, rnnlm, small  # noqa: F401
+from pase.graphs import alexnet, inception, resnet, rnnlm, small, transformer  # noqa: F401

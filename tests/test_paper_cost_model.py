@@ -1,0 +1,91 @@
+"""The paper cost model against costs computed by hand (arithmetic in the comments)."""
+import numpy as np
+import pytest
+
+from pase.builder import GraphBuilder
+from pase.cost_models.paper import PaperCostModel, flop_per_word
+from pase.errors import GraphError, OptionError
+from pase.ir import Dim, Op
+from pase.registry import MODELS
+
+MODEL = PaperCostModel()
+
+
+def cost(op, config, model=MODEL):
+    return model.layer_costs(op, np.array([config]))[0]
+
+
+def test_flop_per_word():
+    assert flop_per_word(10, 16) == 5000.0          # 10e12 FLOP/s / (16e9 B/s / 8 B)
+    assert flop_per_word(20, 8) == 20000.0
+
+
+def test_r_scales_communication_only():
+    g = MODELS.get("resnet101")()
+    op = g.ops[242]  # ReduceMean: communication only
+    slow = PaperCostModel(tflops=20, bandwidth=8)
+    assert cost(op, (1, 2, 2, 2), slow) == 4 * cost(op, (1, 2, 2, 2))
+
+
+def test_lstm_cell_relayout_by_hand():
+    g = MODELS.get("rnnlm")()
+    lstm = g.ops[1]  # domain (l=2, s=256, b=128, n=2048, k=2048)
+    # config l=1, s=1, b=2, n=1, k=2. GEMM: batch l/cl = 2; m = s*b = 32768 over cm = 2
+    # -> 16384; n = 4e = 8192 over 1; k = 2e = 4096 over 2 -> 2048.
+    # compute = 3*16384*8192*2048 + 3*3*16384*8192 = 825841680384
+    # comm = allreduce(16384*8192, 2) = 5000*67108864*2 = 671088640000
+    #      + allreduce(16384*2048, 1) = 0 + allreduce(8192*2048, 2) = 5000*8388608*2 = 83886080000
+    # GEMM total = 2 * (825841680384 + 671088640000 + 83886080000) = 3161632800768
+    # Re-layout: cell output tile (128/2, 2048/1) on 2 devices, input tile (64, 1024) on 4:
+    # more devices -> no overlap credit; words = 64*1024 = 65536; cost = 2*256*5000*65536
+    # = 167772160000. Total 3329404960768.
+    assert cost(lstm, (1, 1, 2, 1, 2)) == 3329404960768
+
+
+def test_edge_with_partial_overlap_by_hand():
+    b = GraphBuilder("two", cutoff=1)
+    x = b.fc(b.input((8, 4), names=("b", "k")), 4, name="fc1")
+    b.fc(x, 4, name="fc2")
+    g = b.build()
+    p, c = g.ops
+    # Tensor (8, 4): producer split (b=2, n=1) -> tiles (4, 4); consumer split (b=1, k=2)
+    # -> tiles (8, 2). Both use 2 devices, so the overlap min(4,8)*min(4,2) = 8 counts:
+    # words = 2 * (16 - 8) = 16; cost = 5000 * 16 = 80000.
+    m = MODEL.edge_costs(p, p.outputs[0], np.array([[2, 1, 1]]), c, c.inputs[0], np.array([[1, 1, 2]]))
+    assert m[0, 0] == 80000.0
+    # Same split on both sides: nothing moves.
+    m = MODEL.edge_costs(p, p.outputs[0], np.array([[2, 1, 1]]), c, c.inputs[0], np.array([[2, 1, 1]]))
+    assert m[0, 0] == 0.0
+
+
+def test_small_conv_by_hand():
+    b = GraphBuilder("c")
+    op_out = b.conv(b.input((8, 4, 6, 6)), (16, 4, 3, 3), pw=1, name="conv")
+    op = b.build().ops[0]
+    assert op_out.shape == (8, 16, 4, 4)
+    # cfg b=2, n=2, c=2: m = 8*4*4 = 128 / 2 = 64; n = 16/2 = 8; k = 4*3*3 = 36 / 2 = 18
+    # compute = 3*64*8*18 + 3*1*64*8 = 27648 + 1536 = 29184
+    # comm = allreduce(64*8, 2) + allreduce(64*18, 2) + allreduce(8*18, 2)
+    #      = 5000*(256 + 576 + 72)*2 = 9040000
+    assert cost(op, (2, 2, 1, 1, 1, 1, 2)) == 29184 + 9040000
+
+
+def test_layout_ops_are_free_and_elementwise_counts_pointwise_ops():
+    b = GraphBuilder("e")
+    x = b.fc(b.input((8, 4), names=("b", "k")), 4)
+    y = b.fc(x, 4)
+    b.concat([x, y], axis=1)
+    b.elementwise(x, y, pw=2)
+    g = b.build()
+    concat, elementwise = g.ops[2], g.ops[3]
+    assert cost(concat, (2, 1)) == 0.0
+    assert cost(elementwise, (2, 2)) == 3 * (8 / 2) * (4 / 2)
+
+
+def test_unknown_kind_and_bad_parameters():
+    op = Op("mystery", "Gelu", (Dim("b", 4),))
+    with pytest.raises(GraphError, match="no formula for op 'mystery' of kind 'Gelu'; known kinds: "):
+        cost(op, (1,))
+    for bad in (0, -1, float("nan"), float("inf"), "fast"):
+        with pytest.raises(OptionError, match="tflops must be a positive number"):
+            PaperCostModel(tflops=bad)

@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+
+from pase.errors import ProblemError
+from pase.problem import Problem, Solution, Status
+
+
+def test_evaluate_sums_vertex_and_edge_costs(tiny_problem):
+    # a=0 (1) + b=0 (0) + c=1 (0) + edge(a,b)[0,0]=0 + edge(b,c)[0,1]=3
+    assert tiny_problem.evaluate([0, 0, 1]) == 4.0
+    many = tiny_problem.evaluate_many(np.array([[0, 0, 1], [1, 1, 1]]))
+    assert many.tolist() == [4.0, 0.0 + 5.0 + 0.0 + 0.0 + 0.0]
+
+
+def test_reverse_and_duplicate_edges_are_merged():
+    p = Problem([np.zeros(2), np.zeros(3)], [(0, 1), (1, 0)],
+                [np.ones((2, 3)), np.full((3, 2), 2.0)])
+    assert p.edges == [(0, 1)]
+    assert p.edge_costs[0].tolist() == [[3.0] * 3] * 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(vertex_costs=[np.zeros(2)], edges=[(0, 0)], edge_costs=[np.zeros((2, 2))]), "self-loop"),
+    (dict(vertex_costs=[np.zeros(2)], edges=[(0, 3)], edge_costs=[np.zeros((2, 2))]), "outside"),
+    (dict(vertex_costs=[np.zeros(2), np.zeros(2)], edges=[(0, 1)], edge_costs=[np.zeros((2, 3))]),
+     "expected (2, 2)"),
+    (dict(vertex_costs=[np.array([np.nan])], edges=[], edge_costs=[]), "NaN"),
+    (dict(vertex_costs=[np.array([])], edges=[], edge_costs=[]), "non-empty"),
+])
+def test_bad_problems_are_refused(kwargs, message):
+    with pytest.raises(ProblemError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Problem(**kwargs)
+
+
+def test_choice_outside_range_names_the_vertex(tiny_problem):
+    with pytest.raises(ProblemError, match=r"vertex 1 \(b\)"):
+        tiny_problem.evaluate([0, 2, 0])
+
+
+def test_gap():
+    assert Solution((0,), 10.0, Status.FEASIBLE, "x", lower_bound=8.0).gap == pytest.approx(0.2)
+    assert Solution((0,), 10.0, Status.OPTIMAL, "x", lower_bound=10.0).gap == 0.0
+    assert Solution((0,), 10.0, Status.FEASIBLE, "x").gap is None
