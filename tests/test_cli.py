@@ -1,0 +1,117 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pase.cli import main
+from pase.registry import MODELS
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_listings(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and "alexnet" in out and "transformer" in out
+    code, out, _ = run(capsys, "solvers", "--format", "json")
+    names = [row["name"] for row in json.loads(out)]
+    assert "exhaustive" in names
+    code, out, _ = run(capsys, "cost-models")
+    assert code == 0 and "paper" in out
+
+
+def test_inspect_json_matches_the_structure_table(capsys):
+    code, out, _ = run(capsys, "inspect", "alexnet", "-p", "8", "--format", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["vertices"], data["edges"]) == (14, 13)
+    assert sum(op["configs"] for op in data["ops"]) == 234
+    assert max(op["configs"] for op in data["ops"]) == 28
+
+
+def test_inspect_table(capsys):
+    code, out, _ = run(capsys, "inspect", "rnnlm", "-p", "8", "--batch", "64")
+    assert code == 0 and "b=64" in out and "4 vertices, 3 edges" in out
+
+
+def test_solve_json_fields(capsys, tmp_path):
+    target = tmp_path / "out.json"
+    code, out, _ = run(capsys, "solve", "chain", "-p", "4", "--solver", "exhaustive",
+                       "--format", "json", "--output", str(target))
+    assert code == 0
+    data = json.loads(out)
+    for key in ("model", "devices", "solver", "cost_model", "total_cost", "cost_unit", "status",
+                "solve_seconds", "strategy"):
+        assert key in data
+    assert data["status"] == "optimal" and data["solver"] == "exhaustive"
+    assert json.loads(target.read_text())["total_cost"] == data["total_cost"]
+    # The output file is itself a valid strategy file for `pase evaluate`.
+    code, out, _ = run(capsys, "evaluate", "chain", "-p", "4", "--strategy", str(target),
+                       "--format", "json")
+    assert code == 0 and json.loads(out)["total_cost"] == data["total_cost"]
+
+
+def test_graph_json_file_as_model(capsys, tmp_path):
+    path = tmp_path / "g.json"
+    MODELS.get("diamond")().to_json(path)
+    code, out, _ = run(capsys, "solve", str(path), "-p", "2", "--solver", "exhaustive")
+    assert code == 0 and "diamond on 2 devices" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", "nope", "-p", "8"], "unknown model 'nope'"),
+    (["solve", "chain", "-p", "8", "--solver", "magic"], "unknown solver 'magic'; known: "),
+    (["solve", "chain", "-p", "8", "--cost-model", "magic"], "unknown cost model 'magic'; known: paper"),
+    (["solve", "alexnet", "-p", "8", "--solver", "exhaustive"], "exceeds max_strategies"),
+    (["solve", "chain", "-p", "8", "--solver", "exhaustive", "--option", "bogus=1"],
+     "solver 'exhaustive' has no option 'bogus'; allowed: max_strategies"),
+    (["solve", "chain", "-p", "4", "--tflops", "-1"], "tflops must be a positive number"),
+])
+def test_errors_exit_nonzero_with_a_clear_message(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_bad_strategy_files(capsys, tmp_path):
+    cases = {
+        "unknown_op.json": ({"convX": {"b": 2}}, "unknown op 'convX'"),
+        "unknown_dim.json": ({"conv1": {"q": 2}}, "unknown dim 'q'"),
+        "too_many.json": ({"conv1": {"b": 4, "n": 4}}, "16 ways"),
+        "bad_factor.json": ({"conv1": {"b": 0}}, "factors must be integers >= 1"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(content))
+        code, _, err = run(capsys, "evaluate", "alexnet", "-p", "8", "--strategy", str(path))
+        assert code == 2 and message in err, (name, err)
+    path = tmp_path / "broken.json"
+    path.write_text("{")
+    code, _, err = run(capsys, "evaluate", "alexnet", "-p", "8", "--strategy", str(path))
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_cyclic_graph_file(capsys, tmp_path):
+    data = MODELS.get("chain")().to_dict()
+    data["ops"][0]["inputs"][0]["source"] = {"op": data["ops"][-1]["name"], "output": 0}
+    path = tmp_path / "cyclic.json"
+    path.write_text(json.dumps(data))
+    code, _, err = run(capsys, "inspect", str(path), "-p", "2")
+    assert code == 2 and "cycle" in err
+
+
+def test_device_count_must_be_positive():
+    with pytest.raises(SystemExit) as exc:
+        main(["solve", "chain", "-p", "0"])
+    assert exc.value.code == 2
+
+
+def test_python_dash_m():
+    out = subprocess.run([sys.executable, "-m", "pase", "models", "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "alexnet" in [row["name"] for row in json.loads(out)]
