@@ -11,7 +11,7 @@ import abc
 import numpy as np
 
 from pase.ir import Graph, Op, Port
-from pase.problem import Problem
+from pase.problem import Candidates, Problem
 from pase.space import ConfigSpace
 
 
@@ -48,7 +48,10 @@ class CostModel(abc.ABC):
             matrices.append(self.edge_costs(pu, pu.outputs[out], space.configs[u],
                                             pv, pv.inputs[inp], space.configs[v]))
             pairs.append((u, v))
-        return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit)
+        candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
+                      for i, op in enumerate(graph.ops)]
+        return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit,
+                       candidates=candidates, devices=space.devices)
 
 
 def port_configs(op: Op, port: Port, configs: np.ndarray) -> np.ndarray:

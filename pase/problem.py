@@ -24,6 +24,20 @@ from pase.errors import ProblemError
 COST_RTOL = 1e-9
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """What a vertex's candidates are, for solvers that reason about dims (baselines).
+
+    ``configs[i]`` holds the split factor of each dim for candidate ``i``;
+    ``roles`` are the IR roles (batch, parameter, heads...). Exact solvers ignore it.
+    """
+
+    kind: str
+    dims: tuple[str, ...]
+    roles: tuple[str, ...]
+    configs: np.ndarray
+
+
 class Problem:
     """Per-vertex cost vectors and per-edge cost matrices.
 
@@ -36,6 +50,8 @@ class Problem:
         memory: optional per-vertex memory vectors (bytes per device).
         memory_cap: optional cap on the summed memory of the chosen candidates.
         unit: what the costs measure (``"FLOP"``, ``"s"``...).
+        candidates: optional per-vertex :class:`Candidates` (set by cost models).
+        devices: the device count the candidates were enumerated for, if known.
 
     Edges between the same two vertices (in either direction) are merged into one
     matrix by summing, so every solver sees simple undirected pairs with ``u < v``.
@@ -57,6 +73,8 @@ class Problem:
         memory: Sequence[np.ndarray] | None = None,
         memory_cap: float | None = None,
         unit: str = "FLOP",
+        candidates: Sequence[Candidates] | None = None,
+        devices: int | None = None,
     ):
         self.vertex_costs = [_as_vector(c, f"vertex_costs[{i}]") for i, c in enumerate(vertex_costs)]
         n = len(self.vertex_costs)
@@ -77,6 +95,15 @@ class Problem:
             raise ProblemError("memory_cap given without per-vertex memory vectors")
         self.memory_cap = None if memory_cap is None else float(memory_cap)
         self.unit = unit
+        self.devices = devices
+        self.candidates = None if candidates is None else list(candidates)
+        if self.candidates is not None:
+            if len(self.candidates) != n:
+                raise ProblemError(f"{len(self.candidates)} candidate sets for {n} vertices")
+            for v, c in enumerate(self.candidates):
+                if len(c.configs) != self.vertex_costs[v].size:
+                    raise ProblemError(f"vertex {v} ({self.names[v]}) lists {len(c.configs)} "
+                                       f"configs for {self.vertex_costs[v].size} costs")
 
     def _merge_edges(self, edges, edge_costs):
         n = len(self.vertex_costs)

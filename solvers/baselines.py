@@ -1,0 +1,113 @@
+"""Expert baselines: fixed strategies built from dim roles, not searches.
+
+They need to know what each candidate splits, so they read the Problem's
+optional ``candidates`` (set by every cost model) and refuse a bare Problem.
+
+- ``data-parallel``: split only batch dims, ``p`` ways or as far as allowed.
+- ``owt``: Krizhevsky's "one weird trick": FC layers split their output
+  features (parameter parallelism), every other op is data-parallel.
+- ``megatron``: ``m``-way data parallelism times ``n``-way tensor parallelism
+  on heads, vocabulary and parameter dims (the feed-forward hidden size), the
+  layout of Mesh-TensorFlow and Megatron-LM; the best ``(m, n)`` with
+  ``m * n = p`` under the Problem's costs is kept.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pase.errors import OptionError
+from pase.problem import Candidates, Problem, Solution, Status
+from pase.registry import SOLVERS
+
+TENSOR_ROLES = ("heads", "vocabulary", "parameter")
+
+
+def _candidates(problem: Problem, solver: str) -> list[Candidates]:
+    if problem.candidates is None:
+        raise OptionError(f"solver {solver!r} builds strategies from dim roles and needs a Problem "
+                          f"made by a cost model (problem.candidates is None)")
+    return problem.candidates
+
+
+def _pick(c: Candidates, groups: list[tuple[tuple[str, ...], int]]) -> int:
+    """The candidate splitting each role group as close to its target as allowed.
+
+    ``groups`` is ``[(roles, target)]`` in priority order; dims outside every
+    group stay unsplit. Among candidates whose group products stay within their
+    targets, the lexicographically largest (first group first) wins; ties go
+    to the lowest index.
+    """
+    roles = np.array(c.roles)
+    cfg = c.configs
+    covered = np.zeros(len(roles), dtype=bool)
+    scores = []
+    ok = np.ones(len(cfg), dtype=bool)
+    for group_roles, target in groups:
+        mask = np.isin(roles, group_roles)
+        covered |= mask
+        product = np.prod(cfg[:, mask], axis=1) if mask.any() else np.ones(len(cfg), dtype=np.int64)
+        ok &= product <= target
+        scores.append(product)
+    ok &= np.all(cfg[:, ~covered] == 1, axis=1)
+    # At least the all-ones config satisfies every rule.
+    best, best_key = 0, None
+    for i in np.flatnonzero(ok):
+        key = tuple(int(s[i]) for s in scores)
+        if best_key is None or key > best_key:
+            best, best_key = int(i), key
+    return best
+
+
+def _fixed(problem: Problem, choice: list[int], name: str, **stats) -> Solution:
+    choice_t = tuple(choice)
+    return Solution(choice_t, problem.evaluate(choice_t), Status.FEASIBLE, name, stats=stats)
+
+
+def _devices(problem: Problem, devices: int | None) -> int:
+    if devices is None:
+        devices = problem.devices
+    if devices is None:
+        raise OptionError("the Problem does not say its device count; pass devices=N")
+    if devices < 1:
+        raise OptionError(f"devices must be >= 1, got {devices}")
+    return devices
+
+
+@SOLVERS.register("data-parallel", "split only the batch dim p ways everywhere (baseline)",
+                  kind="baseline")
+def data_parallel(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
+                  seed: int | None = None) -> Solution:
+    cands = _candidates(problem, "data-parallel")
+    p = _devices(problem, devices)
+    return _fixed(problem, [_pick(c, [(("batch",), p)]) for c in cands], "data-parallel")
+
+
+@SOLVERS.register("owt", "one weird trick: data-parallel convs, output-parallel FC layers (baseline)",
+                  kind="baseline")
+def owt(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
+        seed: int | None = None) -> Solution:
+    cands = _candidates(problem, "owt")
+    p = _devices(problem, devices)
+    choice = [_pick(c, [(("parameter",), p)]) if c.kind == "FC" else _pick(c, [(("batch",), p)])
+              for c in cands]
+    return _fixed(problem, choice, "owt")
+
+
+@SOLVERS.register("megatron", "m-way data x n-way tensor parallelism on heads, vocabulary, "
+                  "hidden (baseline; best m x n = p)", kind="baseline")
+def megatron(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
+             seed: int | None = None) -> Solution:
+    cands = _candidates(problem, "megatron")
+    p = _devices(problem, devices)
+    best: tuple[float, int, list[int]] | None = None
+    for n in range(1, p + 1):
+        if p % n:
+            continue
+        m = p // n
+        choice = [_pick(c, [(("batch",), m), (TENSOR_ROLES, n)]) for c in cands]
+        cost = problem.evaluate(choice)
+        if best is None or cost < best[0]:
+            best = (cost, n, choice)
+    assert best is not None  # n = 1 always divides p
+    cost, n, choice = best
+    return _fixed(problem, choice, "megatron", data_parallel=p // n, tensor_parallel=n)
