@@ -84,6 +84,7 @@ def solve(problem: Problem, *, ordering: str = "auto",
         raise OptionError(f"time_limit must be positive seconds or None, got {time_limit}")
     chosen, predicted = _choose(problem, ordering)
     _check_budget(problem, chosen, memory_budget)
+    _check_dims(chosen)
     deadline = None if time_limit is None else start + time_limit
     total, choice, used = _execute(problem, chosen, deadline)
 
@@ -103,21 +104,35 @@ def _check_budget(problem: Problem, chosen: Plan, budget: float) -> None:
     step = chosen.peak_step
     if step is None or chosen.peak_bytes <= budget:
         return
-    names = problem.names
-    dep = ", ".join(names[u] for u in step.dependent) or "none"
-    shape = " x ".join(str(int(problem.sizes[u])) for u in step.dependent + (step.vertex,))
-    others = ", ".join(n for n in ("auto",) + tuple(ORDERINGS) if n != chosen.ordering)
+    names, sizes = problem.names, problem.sizes
+    dep = ", ".join(f"{names[u]} ({sizes[u]})" for u in sorted(step.dependent)) or "none"
+    others = ", ".join(n for n in AUTO_ORDERINGS if n != chosen.ordering)
     raise TooLargeError(
         f"dp (ordering {chosen.ordering!r}) needs {_human(chosen.peak_bytes)} "
-        f"({chosen.peak_bytes} bytes) at vertex {names[step.vertex]!r} (dependent set: {dep}; "
-        f"broadcast {shape}), over memory_budget={_human(budget)} ({int(budget)} bytes); "
-        f"try another ordering ({others}), fewer devices, or a larger memory_budget")
+        f"({chosen.peak_bytes} bytes) at vertex {names[step.vertex]!r} ({sizes[step.vertex]} "
+        f"candidates; dependent set with candidate counts: {dep}), over "
+        f"memory_budget={_human(budget)} ({int(budget)} bytes); try another ordering "
+        f"({others}), fewer devices, or a larger memory_budget")
+
+
+def _check_dims(chosen: Plan) -> None:
+    """Refuse a dependent set with more axes than numpy arrays may have.
+
+    Only reachable when most of the set has a single candidate, since the
+    budget already refuses a product of 60-odd counts above one.
+    """
+    ndim = chosen.max_dependent_set + 1
+    try:
+        np.empty((1,) * ndim)
+    except ValueError:
+        raise TooLargeError(f"dp (ordering {chosen.ordering!r}) needs a {ndim}-axis table, "
+                            f"more than numpy supports; try another ordering") from None
 
 
 def _human(nbytes: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
+            return f"{nbytes / scale:.3g} {unit}"
     return f"{int(nbytes)} B"
 
 
@@ -243,7 +258,7 @@ def _run_step(problem: Problem, step: Step, sizes: list[int], values: dict[int, 
 
 def _verified_cost(problem: Problem, choice: tuple[int, ...], dp_value: float) -> float:
     """Re-evaluate the choice; a mismatch beyond rounding is a DP bug."""
-    cost = problem.evaluate(choice)
+    cost = float(problem.evaluate(choice))
     if cost == dp_value:
         return cost
     # Rounding scales with the summed magnitudes of the terms, not with their

@@ -160,15 +160,21 @@ def plan_for_order(problem: Problem, order: list[int] | tuple[int, ...],
 def _fold(elim: Elimination, i: int, sizes: list[int]) -> tuple[tuple[Term, ...], ...]:
     """Group step ``i``'s terms: each joins the smallest base spanning its axes."""
     v = elim.order[i]
-    kids = sorted(elim.children[i], key=lambda j: (-len(elim.dependent[j]), j))
-    terms = ([Term("child", j, elim.dependent[j]) for j in kids]
+    terms = ([Term("child", j, elim.dependent[j]) for j in elim.children[i]]
              + [Term("edge", u, (u, v)) for u in elim.later_neighbors[i]]
              + [Term("vertex", v, (v,))])
+
+    def entries(t: Term) -> int:
+        return math.prod(sizes[u] for u in t.axes)
+
+    # Largest first, so every term can fold into a base seen before it; a small
+    # child table then folds into an edge matrix instead of costing a full pass.
+    terms.sort(key=lambda t: (-entries(t), -len(t.axes)))
     groups: list[list[Term]] = []
     for t in terms:
         hosts = [g for g in groups if set(t.axes) <= set(g[0].axes)]
         if hosts:
-            min(hosts, key=lambda g: math.prod(sizes[u] for u in g[0].axes)).append(t)
+            min(hosts, key=lambda g: entries(g[0])).append(t)
         else:
             groups.append([t])
     return tuple(tuple(g) for g in groups)

@@ -22,15 +22,17 @@ Examples:
     [0, 1, 2]
     >>> e = eliminate(path, [1, 0, 2])
     >>> e.dependent, e.children
-    (((2, 0), (), ()), ((), (0,), ()))
+    (((2, 0), (2,), ()), ((), (0,), (1,)))
+    >>> fill_in(path, [1, 0, 2])  # eliminating 1 first joins 0 and 2
+    1
 """
 from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
 
 from pase.errors import OptionError
 from pase.problem import Problem
@@ -40,6 +42,13 @@ RULES = ("connected", "prefix")
 
 def _adjacency(problem: Problem) -> list[set[int]]:
     return [set(nbrs) for nbrs in problem.neighbors()]
+
+
+def _eliminate_vertex(d: list[set[int]], v: int) -> None:
+    """Join ``v``'s remaining neighbours pairwise and drop ``v`` from their sets."""
+    for u in d[v]:
+        d[u] |= d[v]
+        d[u] -= {u, v}
 
 
 def generateseq(problem: Problem) -> list[int]:
@@ -58,9 +67,8 @@ def generateseq(problem: Problem) -> list[int]:
             continue  # a stale heap entry; the fresh one is still queued
         done[v] = True
         order.append(v)
+        _eliminate_vertex(d, v)
         for u in d[v]:
-            d[u] |= d[v]
-            d[u] -= {u, v}
             heapq.heappush(heap, (len(d[u]), u))
     return order
 
@@ -110,9 +118,7 @@ def min_fill(problem: Problem) -> list[int]:
         remaining.remove(v)
         order.append(v)
         nbrs = d[v]
-        for u in nbrs:
-            d[u] |= nbrs
-            d[u] -= {u, v}
+        _eliminate_vertex(d, v)
         # Only the neighbours and their neighbours can see their fill change.
         dirty = set(nbrs)
         for u in nbrs:
@@ -121,6 +127,16 @@ def min_fill(problem: Problem) -> list[int]:
             key[u] = (_fill(d, u), len(d[u]), u)
         del key[v]
     return order
+
+
+def fill_in(problem: Problem, order: Sequence[int]) -> int:
+    """Number of fill edges that eliminating the vertices in ``order`` adds."""
+    d = _adjacency(problem)
+    fill = 0
+    for v in order:
+        fill += _fill(d, v)
+        _eliminate_vertex(d, v)
+    return fill
 
 
 ORDERINGS: Mapping[str, Callable[[Problem], list[int]]] = MappingProxyType({

@@ -1,0 +1,186 @@
+"""The PaSE DP against brute force, plus its memory guard, limits and plan."""
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pase.errors import OptionError, TooLargeError
+from pase.problem import Problem, Status
+from pase.registry import SOLVERS
+from pase.solvers import dp, exhaustive
+from pase.testing import random_problem
+
+ORDERINGS = ("generateseq", "bfs", "min-fill", "auto")
+
+problems = st.builds(
+    random_problem,
+    num_vertices=st.integers(1, 9),
+    max_candidates=st.integers(1, 6),
+    extra_edges=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+    tie_prob=st.floats(0, 1),
+    zero_prob=st.floats(0, 1),
+)
+
+
+def disjoint_union(a: Problem, b: Problem) -> Problem:
+    """``a`` and ``b`` side by side, with no edge between them."""
+    n = a.num_vertices
+    return Problem(a.vertex_costs + b.vertex_costs,
+                   list(a.edges) + [(u + n, v + n) for u, v in b.edges],
+                   a.edge_costs + b.edge_costs)
+
+
+def assert_matches_exhaustive(problem: Problem) -> None:
+    best = exhaustive.solve(problem).cost
+    for ordering in ORDERINGS:
+        sol = dp.solve(problem, ordering=ordering)
+        assert sol.status is Status.OPTIMAL
+        assert math.isclose(sol.cost, best, rel_tol=1e-9), ordering
+        assert sol.lower_bound == sol.cost
+        assert math.isclose(problem.evaluate(sol.choice), best, rel_tol=1e-9), ordering
+        # The DP's own byte count is exactly what its plan predicted.
+        assert sol.stats["peak_table_bytes_used"] == sol.stats["peak_table_bytes"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems)
+def test_matches_exhaustive(problem):
+    assert_matches_exhaustive(problem)
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems, problems)
+def test_matches_exhaustive_on_disconnected(a, b):
+    if a.num_strategies() * b.num_strategies() <= 10**5:
+        assert_matches_exhaustive(disjoint_union(a, b))
+
+
+def test_single_vertex_and_isolated_vertices():
+    one = Problem([np.array([3.0, 1.0, 2.0])], [], [])
+    sol = dp.solve(one)
+    assert sol.choice == (1,) and sol.cost == 1.0
+    three = Problem([np.array([3.0, 1.0]), np.array([0.0, 5.0]), np.array([4.0])], [], [])
+    sol = dp.solve(three, ordering="bfs")
+    assert sol.choice == (1, 0, 0) and sol.cost == 5.0
+
+
+def test_registered():
+    assert "dp" in SOLVERS
+    entry = SOLVERS.entry("dp")
+    assert entry.obj is dp.solve and entry.info["exact"]
+
+
+def test_ties_are_deterministic():
+    problem = random_problem(40, max_candidates=5, extra_edges=15, seed=7, zero_prob=1.0)
+    first = dp.solve(problem)
+    assert first.cost == 0.0
+    assert first.choice == dp.solve(problem).choice
+    # argmin takes the first of equal entries, so every vertex picks candidate 0.
+    assert first.choice == (0,) * 40
+
+
+def clique(n: int, k: int, seed: int = 0) -> Problem:
+    rng = np.random.default_rng(seed)
+    edges = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    return Problem([rng.random(k) for _ in range(n)], edges,
+                   [rng.random((k, k)) for _ in edges], names=[f"layer{i}" for i in range(n)])
+
+
+def test_memory_guard_names_vertex_and_bytes():
+    problem = clique(4, 20)
+    needed = dp.plan(problem, "generateseq").peak_bytes
+    with pytest.raises(TooLargeError) as info:
+        dp.solve(problem, ordering="generateseq", memory_budget=1000)
+    msg = str(info.value)
+    # Min-degree eliminates layer0 first; its dependent set is the other three.
+    assert "'layer0'" in msg and "layer1 (20), layer2 (20), layer3 (20)" in msg
+    assert f"{needed} bytes" in msg and "1000 bytes" in msg
+    assert "ordering" in msg and "fewer devices" in msg and "memory_budget" in msg
+
+
+def test_predicted_peak_bounds_allocations():
+    # A 4-clique with a tail: dependent sets of 3 over 40 candidates, so the
+    # tables and the chunked broadcast buffer are several MB.
+    rng = np.random.default_rng(1)
+    k, edges = 40, [(a, b) for a in range(4) for b in range(a + 1, 4)] + [(3, 4), (4, 5), (0, 5)]
+    problem = Problem([rng.random(k) for _ in range(6)], edges,
+                      [rng.random((k, k)) for _ in edges])
+    for ordering in ("generateseq", "bfs", "min-fill"):
+        predicted = dp.plan(problem, ordering).peak_bytes
+        assert predicted > 4 * 2**20
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            sol = dp.solve(problem, ordering=ordering)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        assert sol.stats["peak_table_bytes_used"] == predicted
+        # Everything numpy allocated, plus a little room for the plan's Python objects.
+        assert peak <= predicted + 512 * 2**10, ordering
+
+
+def test_chunked_steps_match_unchunked(monkeypatch):
+    problem = clique(4, 12, seed=3)
+    whole = dp.solve(problem, ordering="generateseq")
+    monkeypatch.setattr("pase.solvers.dp_plan.CHUNK_BYTES", 1)  # one row per chunk
+    assert all(s.chunk_rows == 1 for s in dp.plan(problem, "generateseq").steps)
+    chunked = dp.solve(problem, ordering="generateseq")
+    assert chunked.choice == whole.choice and chunked.cost == whole.cost
+
+
+def test_auto_picks_fewest_entries_and_reports():
+    problem = random_problem(30, max_candidates=4, extra_edges=12, seed=2)
+    sol = dp.solve(problem)
+    predicted = sol.stats["predicted"]
+    assert set(predicted) == {"generateseq", "min-fill"}
+    fewest = min(p["table_entries"] for p in predicted.values())
+    assert sol.stats["table_entries"] == fewest
+    assert predicted[sol.stats["ordering"]]["table_entries"] == fewest
+    for key in ("max_dependent_set", "peak_table_bytes"):
+        assert sol.stats[key] == predicted[sol.stats["ordering"]][key]
+
+
+def test_bfs_blows_up_on_a_star():
+    star = Problem([np.zeros(10)] * 9, [(0, v) for v in range(1, 9)],
+                   [np.zeros((10, 10))] * 8)
+    assert dp.plan(star, "generateseq").max_dependent_set == 1
+    assert dp.plan(star, "bfs").max_dependent_set == 8
+    budget = 2**20  # generateseq needs ~20 KB, bfs ~1 GB
+    assert dp.solve(star, ordering="generateseq", memory_budget=budget).cost == 0.0
+    with pytest.raises(TooLargeError, match="bfs"):
+        dp.solve(star, ordering="bfs", memory_budget=budget)
+
+
+def test_options_are_validated():
+    problem = random_problem(4, seed=0, with_memory=True)
+    with pytest.raises(OptionError, match="unknown ordering"):
+        dp.solve(problem, ordering="dfs")
+    with pytest.raises(OptionError, match="memory_budget"):
+        dp.solve(problem, memory_budget=0)
+    capped = Problem(problem.vertex_costs, problem.edges, problem.edge_costs,
+                     memory=problem.memory, memory_cap=100.0)
+    with pytest.raises(OptionError, match="memory caps"):
+        dp.solve(capped)
+
+
+def test_time_limit():
+    problem = random_problem(50, seed=4)
+    with pytest.raises(TooLargeError, match="time limit"):
+        dp.solve(problem, time_limit=1e-9)
+
+
+def test_infinite_costs():
+    inf = math.inf
+    problem = Problem([np.array([1.0, 2.0]), np.array([0.0, 0.0])], [(0, 1)],
+                      [np.array([[inf, 0.0], [inf, inf]])])
+    sol = dp.solve(problem)
+    assert sol.choice == (0, 1) and sol.cost == 1.0
+    hopeless = Problem([np.array([inf])], [], [])
+    assert dp.solve(hopeless).status is Status.INFEASIBLE
