@@ -210,7 +210,7 @@ class Status(enum.Enum):
     OPTIMAL = "optimal"        # proven optimal (exact solver, or a backend's proof)
     FEASIBLE = "feasible"      # a valid strategy, optimality not proven
     TIME_LIMIT = "time_limit"  # stopped by the time limit; the choice is the best found
-    INFEASIBLE = "infeasible"  # no choice satisfies the constraints (e.g. memory cap)
+    INFEASIBLE = "infeasible"  # no choice within the constraints (exact solvers: none exists)
 
     def __str__(self) -> str:
         return self.value

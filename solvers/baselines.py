@@ -60,6 +60,10 @@ def _pick(c: Candidates, groups: list[tuple[tuple[str, ...], int]]) -> int:
 
 def _fixed(problem: Problem, choice: list[int], name: str, **stats) -> Solution:
     choice_t = tuple(choice)
+    if not problem.fits(choice_t):
+        # A fixed layout cannot adapt: say it does not fit rather than break the cap.
+        stats["memory"] = problem.memory_of(choice_t)
+        return Solution(None, float("inf"), Status.INFEASIBLE, name, stats=stats)
     return Solution(choice_t, problem.evaluate(choice_t), Status.FEASIBLE, name, stats=stats)
 
 
