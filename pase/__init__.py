@@ -5,6 +5,7 @@
     >>> print(strategy.table())                                 # doctest: +SKIP
 """
 from pase.api import build_problem, evaluate, load_graph, run_solver, solve
+from pase.compare import compare
 from pase.errors import PaseError
 from pase.ir import Dim, Graph, Op, Port
 from pase.problem import Problem, Solution, Status
@@ -14,5 +15,5 @@ from pase.strategy import Strategy
 __version__ = "0.1.0"
 __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
-    "Strategy", "build_problem", "evaluate", "load_graph", "run_solver", "solve", "__version__",
+    "Strategy", "build_problem", "compare", "evaluate", "load_graph", "run_solver", "solve", "__version__",
 ]

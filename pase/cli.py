@@ -85,6 +85,41 @@ def cmd_solve(args: argparse.Namespace) -> None:
     _emit(strategy, args)
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    from pase.compare import compare_problem, plot_comparison
+
+    built = _build(args)
+    solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
+    if not solvers:
+        raise OptionError("--solvers needs at least one solver name")
+    for name in solvers:
+        SOLVERS.entry(name)  # unknown names fail before any work, listing the known ones
+    progress = None if args.format == "json" else (lambda m: print(m, file=sys.stderr, flush=True))
+    rows = compare_problem(built, solvers, time_limit=args.time_limit, seed=args.seed,
+                           progress=progress)
+    if args.plot:
+        plot_comparison(rows, args.plot, f"{built.graph.name}, p={built.space.devices}, "
+                                         f"{built.cost_model.name} cost model")
+    if args.format == "json":
+        print(json.dumps({"version": OUTPUT_VERSION, "model": built.graph.name,
+                          "devices": built.space.devices, "cost_model": built.cost_model.name,
+                          "cost_unit": built.problem.unit,
+                          "rows": [r.to_dict() for r in rows]}, indent=1))
+        return
+    table = [(r.solver, r.status,
+              "-" if r.total_cost is None else f"{r.total_cost:.6g}",
+              "-" if r.ratio_to_best is None else f"{r.ratio_to_best:.4f}",
+              "-" if r.gap is None else f"{100 * r.gap:.2f}%",
+              "-" if r.solve_seconds is None else f"{r.solve_seconds:.3f}")
+             for r in rows]
+    print(f"{built.graph.name} on {built.space.devices} devices ({built.cost_model.name} cost model, "
+          f"{built.problem.unit})")
+    print(_table(table, ("solver", "status", "total cost", "ratio to best", "gap", "seconds")))
+    for r in rows:
+        if r.error:
+            print(f"{r.solver}: {r.error}")
+
+
 # Min-plus table entries the dp fills per second, measured on a 2-core machine
 # (Transformer p=64: 1.5e9 entries in 0.8 s); dry runs use it for a rough time.
 DP_ENTRIES_PER_SECOND = 1e9
@@ -245,6 +280,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="a solver option (repeatable), e.g. --option ordering=min-fill")
     s.add_argument("--dry-run", action="store_true",
                    help="predict the dp's table sizes, memory and time per ordering; do not solve")
+    s = model_command("compare", cmd_compare, "run several solvers on one problem")
+    s.add_argument("--solvers", default="dp,ilp-cpsat,ilp-highs,greedy,mcmc,data-parallel,owt",
+                   help="comma-separated solver names")
+    s.add_argument("--time-limit", type=float, help="seconds each solver may use")
+    s.add_argument("--seed", type=int, help="seed for randomised solvers")
+    s.add_argument("--plot", metavar="FILE.png", help="bar chart of cost and solve time")
     s = model_command("evaluate", cmd_evaluate, "cost of a given strategy")
     s.add_argument("--strategy", required=True,
                    help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")

@@ -17,11 +17,28 @@ the same as fixing it to 0. No scipy: the matrix is COO arrays built by hand.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
-from pase.problem import Problem
+from pase.errors import OptionError, SolverUnavailableError
+from pase.problem import Problem, Solution, Status
+from pase.solvers.greedy import greedy_choice
+
+# A backend's answer is reported OPTIMAL only if, besides the backend's own proof,
+# the float-evaluated cost is within this relative distance of the derived lower
+# bound (relative to the cost, or to the largest offset-free coefficient when the
+# cost is near 0); it absorbs CP-SAT's integer rounding and float MIP tolerances.
+OPTIMAL_RTOL = 1e-6
+INSTALL_HINT = 'pip install "pase[ilp]"'
+# Float MIP backends (HiGHS, CBC): the conservative re-solve lowers the
+# normalised cap (<= 1) by ten times their default 1e-6 MIP feasibility tolerance.
+MEMORY_MARGIN = 1e-5
+# Bound on the rounding of one normalised (|value| <= 1) memory term on its way
+# into a float backend: 13 significant digits in an MPS file, division, sums.
+ROW_ROUNDING = 1e-13
 
 
 @dataclass(frozen=True)
@@ -98,18 +115,24 @@ def build(problem: Problem) -> Formulation:
     costs, groups, rows, cols, vals, rhs = [], [], [], [], [], []
     offset_terms: list[float] = []
     infeasible = None
+    cap = problem.memory_cap
+    if cap is not None and cap == np.inf:
+        cap = None  # an infinite cap constrains nothing
 
-    # x columns: one per finite-cost vertex candidate.
+    # x columns: one per finite-cost vertex candidate (and finite memory under a cap).
     x_col = []  # per vertex: column of each candidate, -1 when forbidden
     next_col = 0
     for v, c in enumerate(problem.vertex_costs):
         ok = np.isfinite(c)
+        if cap is not None:
+            ok &= np.isfinite(problem.memory[v])
         idx = np.full(c.size, -1, dtype=np.int64)
         idx[ok] = np.arange(next_col, next_col + int(ok.sum()))
         next_col += int(ok.sum())
         x_col.append(idx)
         if not ok.any():
-            infeasible = infeasible or f"every candidate of vertex {v} ({problem.names[v]}) costs inf"
+            infeasible = infeasible or (f"every candidate of vertex {v} ({problem.names[v]}) "
+                                        "costs inf (or needs inf memory)")
             offset_terms.append(0.0)
             costs.append(np.zeros(0))
         else:
@@ -162,14 +185,17 @@ def build(problem: Problem) -> Formulation:
             next_row += present.size
 
     memory = None
-    cap = problem.memory_cap
     if cap is not None:
         memory = _cat([mem[x_col[v] >= 0] for v, mem in enumerate(problem.memory)], np.float64)
         least = sum(float(mem[x_col[v] >= 0].min(initial=np.inf)) for v, mem in
                     enumerate(problem.memory))
+        most = sum(float(mem[x_col[v] >= 0].max(initial=0.0)) for v, mem in
+                   enumerate(problem.memory))
         if least > cap:
             infeasible = infeasible or (f"memory cap {cap:g} is below the smallest possible "
                                         f"total memory {least:g}")
+        elif most <= cap:  # every choice fits (float sums are monotone): no row needed
+            memory, cap = None, None
 
     return Formulation(
         num_vertices=n, num_x=num_x, cost=_cat(costs, np.float64),
@@ -189,3 +215,123 @@ def group_max(values: np.ndarray, group: np.ndarray, num_groups: int) -> np.ndar
     out = np.zeros(num_groups)
     np.maximum.at(out, group, values)
     return out
+
+
+# -- shared by the backends ---------------------------------------------------
+
+@dataclass
+class BackendResult:
+    """What one backend run found, before it is checked against the true Problem."""
+
+    choice: tuple[int, ...] | None  # None when no solution was found
+    proven: bool                    # the backend proved its choice optimal for its model
+    infeasible: bool                # the backend proved that its model has no solution
+    time_limited: bool              # the backend stopped on the time limit
+    bound: float | None             # valid lower bound on ``cost @ z`` (offset excluded)
+    status: str                     # the backend's own status string
+    extra: dict = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """One backend run. ``conservative=False`` may round the memory row looser
+    (bounds and infeasibility stay valid); ``True`` rounds it tighter (every
+    solution truly fits). ``start`` is a warm start: a value per column, or None.
+    """
+
+    def __call__(self, form: Formulation, *, conservative: bool, start: np.ndarray | None,
+                 time_limit: float | None) -> BackendResult: ...
+
+
+def float_memory_row(form: Formulation, conservative: bool,
+                     raw_integers: bool = True) -> tuple[np.ndarray, float]:
+    """The memory row ``coef @ x <= rhs`` for the float MIP backends.
+
+    With ``raw_integers``, integral memory (bytes) goes in unscaled with
+    ``rhs = floor(cap) + 0.5``: the same integer choices fit, and an absolute
+    feasibility tolerance below half a byte cannot admit one more byte.
+    Otherwise the row is divided by its largest entry so tolerances are
+    relative; the conservative row is normalised too and lowered by
+    :data:`MEMORY_MARGIN`.
+    """
+    mem, cap = form.memory, form.memory_cap
+    if raw_integers and not conservative and np.all(mem == np.round(mem)):
+        return mem, math.floor(cap) + 0.5
+    norm = max(abs(cap), float(np.abs(mem).max(initial=0.0)), np.finfo(float).tiny)
+    if conservative:
+        return mem / norm, cap / norm - MEMORY_MARGIN
+    # Loosen by the rounding a choice exactly at the cap can pick up (division,
+    # float sums, CBC's 13-digit MPS file), else CBC calls such ties infeasible.
+    return mem / norm, cap / norm + (form.num_vertices + 10) * ROW_ROUNDING
+
+
+def unavailable(solver: str, package: str, err: ImportError) -> SolverUnavailableError:
+    """The error a backend raises when its package is missing (chain ``err``)."""
+    return SolverUnavailableError(
+        f"solver {solver!r} needs the optional package {package!r}, which failed to import "
+        f"({err}); install the ILP backends with: {INSTALL_HINT}")
+
+
+def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
+                      time_limit: float | None, warm_start: bool = True) -> Solution:
+    """Build, run ``backend``, check the answer against ``problem``, report honestly.
+
+    ``time_limit`` covers the build and every backend run. The status is OPTIMAL
+    only when the backend proved optimality and the evaluated cost is within
+    :data:`OPTIMAL_RTOL` of the derived bound, so a time-limited run is OPTIMAL
+    only if it was proven anyway. With ``warm_start`` the greedy choice is given
+    to the backend; when the backend finds nothing within the limit, the greedy
+    choice is returned (status TIME_LIMIT, ``stats["fallback"] == "greedy"``).
+    """
+    if time_limit is not None and not time_limit >= 0:
+        raise OptionError(f"time_limit must be >= 0 seconds or None, got {time_limit!r}")
+    t0 = time.perf_counter()
+    form = build(problem)
+    stats: dict = {"variables": form.num_cols, "integer_variables": form.num_x,
+                   "constraints": form.num_rows + (form.memory is not None),
+                   "nonzeros": int(form.val.size), "build_seconds": time.perf_counter() - t0}
+    if form.infeasible:
+        stats["infeasible"] = form.infeasible
+        return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
+    if problem.num_vertices == 0:
+        return Solution((), 0.0, Status.OPTIMAL, solver, lower_bound=0.0, stats=stats)
+
+    def remaining() -> float | None:
+        return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+
+    start = greedy_choice(problem) if warm_start else None
+    usable = start is not None and math.isfinite(problem.evaluate(start))
+    start_cols = form.columns_for(start) if usable else None  # never hint a forbidden pair
+    t1 = time.perf_counter()
+    res = backend(form, conservative=False, start=start_cols, time_limit=remaining())
+    stats["backend_status"] = res.status
+    stats.update(res.extra)
+    if res.infeasible:
+        stats["solve_seconds"] = time.perf_counter() - t1
+        return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
+    choice, proven, time_limited = res.choice, res.proven, res.time_limited
+    if choice is not None and not problem.fits(choice):
+        # Memory rounding or a solver tolerance let a marginal overflow through:
+        # re-solve with the cap rounded the safe way. The first bound stays valid.
+        again = backend(form, conservative=True, start=start_cols, time_limit=remaining())
+        stats["backend_status"] += f"; conservative re-solve: {again.status}"
+        proven, time_limited = False, time_limited or again.time_limited
+        ok = again.choice is not None and problem.fits(again.choice)
+        choice = again.choice if ok else None
+    stats["solve_seconds"] = time.perf_counter() - t1
+    if choice is None:
+        choice = start if start is not None else greedy_choice(problem)
+        stats["fallback"] = "greedy"
+        proven = False
+        if choice is None:  # unreachable: build() already proved the cap unreachable
+            return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
+    cost = problem.evaluate(choice)
+    lower = None if res.bound is None else min(cost, form.offset + res.bound)
+    # Relative to the cost, or to the largest coefficient when the cost is ~0.
+    scale = max(abs(cost), abs(lower or 0.0), float(form.cost.max(initial=0.0)))
+    if proven and lower is not None and cost - lower <= OPTIMAL_RTOL * scale:
+        status = Status.OPTIMAL
+    elif time_limited:
+        status = Status.TIME_LIMIT
+    else:
+        status = Status.FEASIBLE
+    return Solution(tuple(choice), cost, status, solver, lower_bound=lower, stats=stats)

@@ -1,0 +1,99 @@
+"""Run several solvers on one Problem and line up their answers.
+
+    >>> import pase
+    >>> rows = pase.compare("alexnet", devices=8, solvers=["dp", "greedy", "data-parallel"])
+    >>> [r.solver for r in rows]
+    ['dp', 'greedy', 'data-parallel']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from pase.api import Built, build_problem, run_solver
+from pase.errors import PaseError, SolverUnavailableError
+
+DEFAULT_SOLVERS = ("dp", "ilp-cpsat", "ilp-highs", "greedy", "mcmc", "data-parallel", "owt")
+
+
+@dataclass
+class Row:
+    """One solver's answer; ``error`` says why there is none."""
+
+    solver: str
+    status: str
+    total_cost: float | None
+    ratio_to_best: float | None
+    gap: float | None
+    lower_bound: float | None
+    solve_seconds: float | None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare_problem(built: Built, solvers: Sequence[str], *, time_limit: float | None = None,
+                    seed: int | None = None, progress: Any = None) -> list[Row]:
+    rows = []
+    for name in solvers:
+        if progress:
+            progress(f"running {name}...")
+        try:
+            sol = run_solver(name, built.problem, time_limit=time_limit, seed=seed)
+        except SolverUnavailableError as exc:
+            rows.append(Row(name, "unavailable", None, None, None, None, None, str(exc)))
+            continue
+        except PaseError as exc:
+            rows.append(Row(name, "refused", None, None, None, None, None, str(exc)))
+            continue
+        cost = None if sol.choice is None else sol.cost
+        rows.append(Row(name, str(sol.status), cost, None, sol.gap, sol.lower_bound, sol.wall_time))
+    costs = [r.total_cost for r in rows if r.total_cost is not None]
+    best = min(costs) if costs else None
+    for r in rows:
+        if r.total_cost is not None and best is not None:
+            r.ratio_to_best = r.total_cost / best if best > 0 else (1.0 if r.total_cost == 0 else math.inf)
+    return rows
+
+
+def compare(model: Any, devices: int = 8, solvers: Sequence[str] = DEFAULT_SOLVERS,
+            cost_model: Any = "paper", *, time_limit: float | None = None,
+            seed: int | None = None, **build_options: Any) -> list[Row]:
+    """Each solver's cost, ratio to the best, status, gap and time on one Problem."""
+    built = build_problem(model, devices, cost_model, **build_options)
+    return compare_problem(built, solvers, time_limit=time_limit, seed=seed)
+
+
+def plot_comparison(rows: Sequence[Row], path: str | Path, title: str = "") -> None:
+    """Bar charts of total cost and solve time per solver (matplotlib, PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise SolverUnavailableError('plotting needs matplotlib: pip install "pase[plot]"') from exc
+    done = [r for r in rows if r.total_cost is not None]
+    if not done:
+        raise PaseError("no solver produced a strategy; nothing to plot")
+    names = [r.solver for r in done]
+    fig, (ax_cost, ax_time) = plt.subplots(1, 2, figsize=(11, 4))
+    colors = ["tab:green" if r.status == "optimal" else "tab:blue" for r in done]
+    ax_cost.bar(names, [r.ratio_to_best for r in done], color=colors)
+    ax_cost.axhline(1.0, color="black", linewidth=0.8)
+    ax_cost.set_ylabel("total cost / best")
+    ax_cost.set_title("cost (green: proven optimal)")
+    ax_time.bar(names, [r.solve_seconds for r in done], color="tab:gray")
+    ax_time.set_yscale("log")
+    ax_time.set_ylabel("solve time (s, log scale)")
+    ax_time.set_title("solve time")
+    for ax in (ax_cost, ax_time):
+        ax.tick_params(axis="x", rotation=30)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
