@@ -77,13 +77,17 @@ def _devices(problem: Problem, devices: int | None) -> int:
     return devices
 
 
+def data_parallel_choice(problem: Problem, devices: int | None = None) -> tuple[int, ...]:
+    """The data-parallel choice (batch dims split as far as allowed), cap ignored."""
+    p = _devices(problem, devices)
+    return tuple(_pick(c, [(("batch",), p)]) for c in _candidates(problem, "data-parallel"))
+
+
 @SOLVERS.register("data-parallel", "split only the batch dim p ways everywhere (baseline)",
                   kind="baseline")
 def data_parallel(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
                   seed: int | None = None) -> Solution:
-    cands = _candidates(problem, "data-parallel")
-    p = _devices(problem, devices)
-    return _fixed(problem, [_pick(c, [(("batch",), p)]) for c in cands], "data-parallel")
+    return _fixed(problem, list(data_parallel_choice(problem, devices)), "data-parallel")
 
 
 @SOLVERS.register("owt", "one weird trick: data-parallel convs, output-parallel FC layers (baseline)",
