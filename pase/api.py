@@ -95,7 +95,7 @@ def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None
                                      f'pip install "pase[{extra}]"')
     if time_limit is not None and not time_limit > 0:
         raise OptionError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    _check_options(entry.obj, options, f"solver {solver!r}")
+    _check_options(entry.obj, options, f"solver {solver!r}", reserved=("time_limit", "seed"))
     start = time.perf_counter()
     solution = entry.obj(problem, time_limit=time_limit, seed=seed, **options)
     solution.wall_time = time.perf_counter() - start
@@ -158,7 +158,8 @@ def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[i
     return tuple(built.space.index_of(op.name, configs.get(op.name, {})) for op in built.graph.ops)
 
 
-def _check_options(func: Any, options: Mapping[str, Any], what: str) -> None:
+def _check_options(func: Any, options: Mapping[str, Any], what: str,
+                   reserved: tuple[str, ...] = ()) -> None:
     """Reject unknown keyword options with the list of allowed ones."""
     try:
         params = inspect.signature(func).parameters
@@ -167,7 +168,7 @@ def _check_options(func: Any, options: Mapping[str, Any], what: str) -> None:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
     allowed = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and n not in ("problem", "self", "time_limit", "seed")]
+               and n not in ("problem", "self") + reserved]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise OptionError(f"{what} has no option {', '.join(map(repr, unknown))}; "
