@@ -75,7 +75,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         raise OptionError(f"beta must be >= 0, got {beta}")
     if time_limit is not None and not time_limit >= 0:
         raise OptionError(f"time_limit must be >= 0 seconds or None, got {time_limit!r}")
-    n = problem.num_vertices
     start_kind = "given"
     if start is None:
         start, start_kind = _default_start(problem)

@@ -1,9 +1,8 @@
-import numpy as np
 import pytest
 
 from pase.builder import GraphBuilder
 from pase.errors import OptionError, StrategyError, TooLargeError
-from pase.ir import Dim, Graph, Op
+from pase.ir import Dim, Op
 from pase.registry import MODELS
 from pase.space import ConfigSpace, candidate_factors, enumerate_configs
 

@@ -111,7 +111,7 @@ def check_solver(solver: str | Callable[..., Solution], *, exact: bool | None = 
                 fail(label, "refused a small graph-derived Problem it should solve")
             report.refused.append(label)
             continue
-        _check_answer(problem, sol, best, exact, lambda m: fail(label, m))
+        _check_answer(problem, sol, best, exact, lambda m, at=label: fail(at, m))
         again = _call(solve, problem, seed=seed, **options)
         if again is None or again.choice != sol.choice:
             fail(label, f"not deterministic for seed={seed}: {sol.choice} then "

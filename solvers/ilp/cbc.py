@@ -33,9 +33,15 @@ import numpy as np
 from pase.errors import OptionError, PaseError, SolverUnavailableError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
-from pase.solvers.ilp.formulation import (INSTALL_HINT, BackendResult, Formulation,
-                                          float_memory_row, group_max, solve_formulation,
-                                          unavailable)
+from pase.solvers.ilp.formulation import (
+    INSTALL_HINT,
+    BackendResult,
+    Formulation,
+    float_memory_row,
+    group_max,
+    solve_formulation,
+    unavailable,
+)
 
 NAME = "ilp-cbc"
 # PuLP writes MPS coefficients in this format (pulp/mps_lp.py).

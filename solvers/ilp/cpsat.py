@@ -42,8 +42,13 @@ import numpy as np
 from pase.errors import OptionError, PaseError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
-from pase.solvers.ilp.formulation import (BackendResult, Formulation, group_max,
-                                          solve_formulation, unavailable)
+from pase.solvers.ilp.formulation import (
+    BackendResult,
+    Formulation,
+    group_max,
+    solve_formulation,
+    unavailable,
+)
 
 NAME = "ilp-cpsat"
 # Largest scaled objective coefficient, and cap on their sum (int64 headroom).

@@ -28,8 +28,13 @@ import numpy as np
 from pase.errors import OptionError, PaseError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
-from pase.solvers.ilp.formulation import (BackendResult, Formulation, float_memory_row,
-                                          solve_formulation, unavailable)
+from pase.solvers.ilp.formulation import (
+    BackendResult,
+    Formulation,
+    float_memory_row,
+    solve_formulation,
+    unavailable,
+)
 
 NAME = "ilp-highs"
 
