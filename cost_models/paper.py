@@ -14,10 +14,11 @@ import math
 
 import numpy as np
 
-from pase.cost_model import CostModel, port_configs
+from pase.cost_model import CostModel
 from pase.errors import GraphError, OptionError
 from pase.ir import Graph, Op, Port
 from pase.registry import COST_MODELS
+from pase.work.tiles import overlap_elements, port_factors
 
 
 def flop_per_word(tflops: float, bandwidth_gbps: float) -> float:
@@ -36,23 +37,6 @@ def gemm(r: float, m, n, k, cm, cn, ck, pw: int = 0, batch=1.0) -> np.ndarray:
     compute = 3.0 * mt * nt * kt + 3.0 * pw * mt * nt
     comm = allreduce(r, mt * nt, ck) + allreduce(r, mt * kt, cn) + allreduce(r, nt * kt, cm)
     return batch * (compute + comm)
-
-
-def redistribution_words(shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Words each device must receive to go from split ``src`` to split ``dst``.
-
-    ``src`` and ``dst`` hold split factors in their last axis and broadcast
-    against each other (``(K_u, 1, rank)`` with ``(1, K_v, rank)`` gives a matrix).
-    The overlap of the two tiles is credited only when the destination does not
-    use more devices than the source (the paper's rule).
-    """
-    t = np.asarray(shape, dtype=np.float64)
-    src_tile, dst_tile = t / src, t / dst
-    need = np.prod(dst_tile, axis=-1)
-    overlap = np.prod(np.minimum(src_tile, dst_tile), axis=-1)
-    more_devices = np.prod(dst, axis=-1) > np.prod(src, axis=-1)
-    overlap = np.where(more_devices, 0.0, overlap)
-    return np.maximum(need - overlap, 0.0)
 
 
 def _cols(op: Op, cfg: np.ndarray, names: str | list[str]) -> tuple[np.ndarray, float]:
@@ -102,7 +86,7 @@ def lstm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     # Re-layout between a cell's output (split b, n) and the next step's input (split b, k).
     src = np.stack([c["b"], c["n"]], axis=1)
     dst = np.stack([c["b"], c["k"]], axis=1)
-    words = redistribution_words((bsz, e), src, dst)
+    words = overlap_elements((bsz, e), src, dst)
     return cost + layers * seq * r * words
 
 
@@ -203,10 +187,10 @@ class PaperCostModel(CostModel):
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        src = port_configs(producer, output, src_configs)
-        dst = port_configs(consumer, input, dst_configs)
+        src = port_factors(producer, output, src_configs)
+        dst = port_factors(consumer, input, dst_configs)
         # Factor 2: the activation forward and its gradient backward.
-        return self.r * 2.0 * redistribution_words(output.shape, src[:, None, :], dst[None, :, :])
+        return self.r * 2.0 * overlap_elements(output.shape, src[:, None, :], dst[None, :, :])
 
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """One edge per (producer, consumer) pair: the paper costs only the last input."""

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +65,16 @@ class Built:
 def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str | CostModel = "paper",
                   *, batch: int | None = None, cutoff: int | None = None,
                   powers_of_two: bool = False, max_configs: int | None = None,
+                  cluster: Any = None, memory_cap: float | str | None = None,
                   model_options: Mapping[str, Any] | None = None,
                   cost_options: Mapping[str, Any] | None = None) -> Built:
-    """Graph -> ConfigSpace -> Problem, timed."""
+    """Graph -> ConfigSpace -> Problem, timed.
+
+    ``cluster`` goes to cost models that take one (``alpha-beta``).
+    ``memory_cap`` (bytes, or text such as ``"16GiB"``; ``"none"`` for no cap)
+    bounds each device's memory; by default a cost model with memory vectors
+    and a cluster caps at the cluster's device memory.
+    """
     start = time.perf_counter()
     devices = check_devices(devices)
     options = dict(model_options or {})
@@ -77,9 +85,48 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     if max_configs is not None:
         space_kwargs["max_configs"] = max_configs
     space = ConfigSpace(graph, devices, **space_kwargs)
-    model_obj = make_cost_model(cost_model, **dict(cost_options or {}))
+    cost_kwargs = dict(cost_options or {})
+    if cluster is not None:
+        cost_kwargs["cluster"] = cluster
+    model_obj = make_cost_model(cost_model, **cost_kwargs)
     problem = model_obj.problem(graph, space)
+    problem = problem.with_memory_cap(_memory_cap(memory_cap, problem, model_obj))
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(text: float | str) -> float:
+    """``16GiB``, ``40GB``, ``512 MiB`` or a plain number of bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(text))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise OptionError(f"cannot read {text!r} as a memory size; use e.g. 16GiB, 40GB, "
+                              f"512MiB or a number of bytes")
+        try:
+            value = float(match.group(1)) * _UNITS[unit]
+        except ValueError:
+            raise OptionError(f"cannot read {text!r} as a memory size") from None
+    if not value > 0:
+        raise OptionError(f"a memory size must be positive, got {text!r}")
+    return value
+
+
+def _memory_cap(cap: float | str | None, problem: Problem, model: CostModel) -> float | None:
+    if isinstance(cap, str) and cap.strip().lower() == "none":
+        return None
+    if cap is None:
+        cluster = getattr(model, "cluster", None)
+        return cluster.device.memory_bytes if problem.memory is not None and cluster else None
+    if problem.memory is None:
+        raise OptionError(f"cost model {model.name!r} has no memory model, so a memory cap cannot "
+                          f"apply; use a cost model with memory such as 'alpha-beta'")
+    return parse_bytes(cap)
 
 
 def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None,
@@ -111,6 +158,7 @@ def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None
 def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
           cost_model: str | CostModel = "paper", *, batch: int | None = None,
           cutoff: int | None = None, powers_of_two: bool = False,
+          cluster: Any = None, memory_cap: float | str | None = None,
           model_options: Mapping[str, Any] | None = None,
           cost_options: Mapping[str, Any] | None = None,
           time_limit: float | None = None, seed: int | None = None,
@@ -121,30 +169,40 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     Graph. Extra keyword arguments go to the solver.
     """
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, model_options=model_options,
-                          cost_options=cost_options)
+                          powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
+                          model_options=model_options, cost_options=cost_options)
     solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed, **solver_options)
     return to_strategy(built, solution)
 
 
 def to_strategy(built: Built, solution: Solution) -> Strategy:
+    meta = memory_report(built.problem, solution.choice)
     if solution.choice is None:
         return Strategy(built.graph.name, built.space.devices, {}, float("inf"), built.problem.unit,
-                        {}, [], built.cost_model.name, solution, built.seconds)
+                        {}, [], built.cost_model.name, solution, built.seconds, meta)
     return Strategy.from_choice(built.graph, built.space, built.problem, solution.choice,
                                 cost_model=built.cost_model.name, solution=solution,
-                                build_seconds=built.seconds)
+                                build_seconds=built.seconds, meta=meta)
+
+
+def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
+    """Memory facts for outputs: the cap, the strategy's need, the least any needs."""
+    if problem.memory is None:
+        return {}
+    return {"memory_cap_bytes": problem.memory_cap,
+            "memory_bytes": None if choice is None else problem.memory_of(choice),
+            "min_memory_bytes": problem.min_memory()}
 
 
 def evaluate(model: str | Path | Graph, strategy: Mapping[str, Mapping[str, int]] | Strategy,
              devices: int = 8, cost_model: str | CostModel = "paper", *,
              batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
-             model_options: Mapping[str, Any] | None = None,
+             cluster: Any = None, model_options: Mapping[str, Any] | None = None,
              cost_options: Mapping[str, Any] | None = None) -> Strategy:
     """The cost of a given strategy. Ops it does not name stay unsplit."""
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, model_options=model_options,
-                          cost_options=cost_options)
+                          powers_of_two=powers_of_two, cluster=cluster, memory_cap="none",
+                          model_options=model_options, cost_options=cost_options)
     configs = strategy.configs if isinstance(strategy, Strategy) else check_strategy_mapping(strategy)
     choice = choice_of(built, configs)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,

@@ -54,6 +54,51 @@ def cmd_solvers(args: argparse.Namespace) -> None:
     _listing(rows, args.format, ("name", "kind", "available", "description"))
 
 
+def cmd_clusters(args: argparse.Namespace) -> None:
+    from pase.cluster import PRESETS
+
+    rows = [(c.name, str(c.devices_per_node), c.device.name, f"{c.device.peak_tflops:g} {c.device.precision}",
+             f"{c.device.memory_gib:g}", f"{c.intra.bandwidth_gbps:g}", f"{c.inter.bandwidth_gbps:g}")
+            for c in PRESETS.values()]
+    if args.format == "json":
+        print(json.dumps([c.to_dict() for c in PRESETS.values()], indent=1))
+        return
+    print(_table(rows, ("name", "per node", "device", "TFLOP/s", "GiB", "intra GB/s", "inter GB/s")))
+    print("Add xN for N nodes (dgx-a100x2); a preset without xN grows to the device count.")
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    from pase.sim import simulate
+
+    if args.strategy:
+        configs: Any = read_strategy_file(args.strategy)
+        source = f"strategy file {args.strategy}"
+    else:
+        built = _build(args, cost_model=args.cost_model or "alpha-beta")
+        solution = api.run_solver(args.solver, built.problem, seed=args.seed)
+        if solution.choice is None:
+            raise OptionError(f"solver {args.solver!r} found no strategy ({solution.status}) to simulate")
+        configs = api.to_strategy(built, solution).configs
+        source = f"solver {args.solver} ({built.cost_model.name} cost model)"
+    model = args.model
+    if args.batch is not None:
+        model = api.load_graph(args.model, batch=args.batch)
+    result = simulate(model, configs, args.cluster, args.devices,
+                      timeline=bool(args.plot or args.timeline))
+    if args.plot:
+        from pase.sim.plot import plot_timeline
+
+        plot_timeline(result, args.plot)
+    if args.format == "json":
+        data = {"version": OUTPUT_VERSION, "strategy_source": source,
+                **result.to_dict(timeline=args.timeline)}
+        print(json.dumps(data, indent=1))
+        return
+    print(f"{result.summary()}\nstrategy: {source}")
+    if args.plot:
+        print(f"timeline written to {args.plot}")
+
+
 def cmd_inspect(args: argparse.Namespace) -> None:
     built = _build(args)
     g, space = built.graph, built.space
@@ -172,23 +217,32 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 # -- helpers -----------------------------------------------------------------------
 
-def _build(args: argparse.Namespace) -> api.Built:
-    cost_options = {}
+def _build(args: argparse.Namespace, cost_model: str | None = None,
+           memory_cap: str | None = None) -> api.Built:
+    cost_options = _key_values(getattr(args, "cost_option", None), "--cost-option")
     if getattr(args, "tflops", None) is not None:
         cost_options["tflops"] = args.tflops
     if getattr(args, "bandwidth", None) is not None:
         cost_options["bandwidth"] = args.bandwidth
-    return api.build_problem(args.model, args.devices, getattr(args, "cost_model", "paper"),
+    return api.build_problem(args.model, args.devices,
+                             cost_model or getattr(args, "cost_model", None) or "paper",
                              batch=args.batch, cutoff=args.cutoff,
-                             powers_of_two=args.powers_of_two, cost_options=cost_options)
+                             powers_of_two=args.powers_of_two,
+                             cluster=getattr(args, "cluster", None),
+                             memory_cap=memory_cap or getattr(args, "memory_cap", None),
+                             cost_options=cost_options)
 
 
 def _solver_options(pairs: Sequence[str]) -> dict[str, Any]:
+    return _key_values(pairs, "--option")
+
+
+def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise OptionError(f"--option expects KEY=VALUE, got {pair!r}")
+            raise OptionError(f"{flag} expects KEY=VALUE, got {pair!r}")
         try:
             options[key.replace("-", "_")] = json.loads(value)
         except json.JSONDecodeError:
@@ -211,10 +265,26 @@ def _describe(strategy: Any) -> str:
         if sol.gap:
             head += f" (gap {100 * sol.gap:.2f}%)"
         head += f", solved in {sol.wall_time:.3f} s"
-    lines = [head, f"total cost: {strategy.total_cost:.6g} {strategy.unit} (cost model {strategy.cost_model})"]
+    lines = [head]
+    meta = strategy.meta
+    if sol is not None and sol.choice is None and meta.get("memory_cap_bytes") is not None:
+        lines.append(f"no strategy found within the memory cap of {_gib(meta['memory_cap_bytes'])} "
+                     f"per device; the least memory any strategy needs is "
+                     f"{_gib(meta['min_memory_bytes'])}")
+    else:
+        lines.append(f"total cost: {strategy.total_cost:.6g} {strategy.unit} "
+                     f"(cost model {strategy.cost_model})")
+    if meta.get("memory_bytes") is not None:
+        cap = meta.get("memory_cap_bytes")
+        lines.append(f"memory per device: {_gib(meta['memory_bytes'])}"
+                     + (f" (cap {_gib(cap)})" if cap is not None else " (no cap)"))
     if strategy.configs:
         lines += ["", strategy.table()]
     return "\n".join(lines)
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.3f} GiB"
 
 
 def _listing(rows: list[tuple[str, ...]], fmt: str, header: tuple[str, ...]) -> None:
@@ -254,6 +324,7 @@ def _parser() -> argparse.ArgumentParser:
     listing("models", cmd_models, "list the registered models")
     listing("solvers", cmd_solvers, "list the solvers and whether each is available")
     listing("cost-models", cmd_cost_models, "list the cost models")
+    listing("clusters", cmd_clusters, "list the cluster presets")
 
     def model_command(name: str, run: Any, help_: str, costs: bool = True) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_)
@@ -268,6 +339,12 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--tflops", type=float, help="peak TFLOP/s per device (paper model)")
             s.add_argument("--bandwidth", type=float, help="link bandwidth in GB/s (paper model)")
             s.add_argument("--output", help="also write the JSON result to this file")
+            s.add_argument("--cluster", help="cluster preset or JSON file (alpha-beta cost model); "
+                                             "see `pase clusters`")
+            s.add_argument("--memory-cap", help="per-device memory cap, e.g. 16GiB, or none "
+                                                "(default: the cluster's device memory)")
+            s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
+                           help="a cost model option (repeatable), e.g. efficiency=0.4")
         s.set_defaults(run=run)
         return s
 
@@ -286,6 +363,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, help="seconds each solver may use")
     s.add_argument("--seed", type=int, help="seed for randomised solvers")
     s.add_argument("--plot", metavar="FILE.png", help="bar chart of cost and solve time")
+    s = sub.add_parser("simulate", help="simulate one training step of a strategy on a cluster")
+    s.add_argument("model", help="a registered model name or a graph JSON file")
+    s.add_argument("-p", "--devices", type=_positive_int, required=True, help="number of devices")
+    s.add_argument("--cluster", required=True, help="cluster preset or JSON file (`pase clusters`)")
+    s.add_argument("--strategy", help="JSON strategy file (else solve with --solver)")
+    s.add_argument("--solver", default="dp", help="solver when no --strategy is given (default dp)")
+    s.add_argument("--cost-model", help="cost model for --solver (default alpha-beta on --cluster)")
+    s.add_argument("--cost-option", action="append", metavar="KEY=VALUE")
+    s.add_argument("--memory-cap", help="memory cap for --solver (default: device memory)")
+    s.add_argument("--batch", type=_positive_int)
+    s.add_argument("--cutoff", type=_positive_int)
+    s.add_argument("--powers-of-two", action="store_true")
+    s.add_argument("--seed", type=int)
+    s.add_argument("--format", choices=("table", "json"), default="table")
+    s.add_argument("--timeline", action="store_true", help="include the timeline in the JSON")
+    s.add_argument("--plot", metavar="FILE.png", help="draw a Gantt chart of devices and links")
+    s.set_defaults(run=cmd_simulate)
     s = model_command("evaluate", cmd_evaluate, "cost of a given strategy")
     s.add_argument("--strategy", required=True,
                    help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")

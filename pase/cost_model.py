@@ -30,6 +30,10 @@ class CostModel(abc.ABC):
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
         """Re-distribution cost of each (producer config, consumer config): ``(K_u, K_v)``."""
 
+    def memory(self, op: Op, configs: np.ndarray) -> np.ndarray | None:
+        """Bytes per device of each config, or None when the model has no memory notion."""
+        return None
+
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """The costed connections as (producer, output, consumer, input) indices.
 
@@ -48,16 +52,9 @@ class CostModel(abc.ABC):
             matrices.append(self.edge_costs(pu, pu.outputs[out], space.configs[u],
                                             pv, pv.inputs[inp], space.configs[v]))
             pairs.append((u, v))
+        memory = [self.memory(op, space.configs[i]) for i, op in enumerate(graph.ops)]
         candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
                       for i, op in enumerate(graph.ops)]
         return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit,
-                       candidates=candidates, devices=space.devices)
-
-
-def port_configs(op: Op, port: Port, configs: np.ndarray) -> np.ndarray:
-    """Per config, the split factor of each axis of ``port``: ``(K, rank)``."""
-    out = np.ones((configs.shape[0], len(port.shape)), dtype=np.int64)
-    for a, dims in enumerate(op.port_axes(port)):
-        for d in dims:
-            out[:, a] *= configs[:, d]
-    return out
+                       candidates=candidates, devices=space.devices,
+                       memory=None if any(m is None for m in memory) else memory)

@@ -187,6 +187,17 @@ class Problem:
         c = self.check_choice(choice)
         return float(sum(self.memory[v][c[v]] for v in range(self.num_vertices)))
 
+    def min_memory(self) -> float:
+        """The least total memory any strategy needs (memory is additive per vertex)."""
+        if self.memory is None:
+            return 0.0
+        return float(sum(m.min() for m in self.memory))
+
+    def with_memory_cap(self, cap: float | None) -> "Problem":
+        """The same Problem with another memory cap (None: uncapped)."""
+        return Problem(self.vertex_costs, self.edges, self.edge_costs, self.names, self.memory,
+                       cap, self.unit, self.candidates, self.devices)
+
     def fits(self, choice: Sequence[int]) -> bool:
         return self.memory_cap is None or self.memory_of(choice) <= self.memory_cap
 

@@ -1,0 +1,199 @@
+"""Build the task graph of one training step from a graph and a config per op.
+
+Per op ``v`` on its devices ``0 .. P_v - 1`` (the mapping of :mod:`pase.work`):
+
+- forward compute on each device, then the op's forward collectives (one per
+  group, members joining when all have computed); the output is ready after them;
+- for each connection, transfers of the producer's output blocks each consumer
+  device lacks (:mod:`pase.sim.transfers`); the consumer's forward waits for them;
+- backward compute on each device after its forward and after the gradients of
+  its outputs arrive from every consumer (transfers in the reverse direction);
+  then the op's backward collectives (the input gradients are ready after them);
+- parameter-gradient collectives start after the backward compute and block
+  nothing but the end of the step, so they overlap later backward compute.
+
+Compute durations are ``FLOP / (peak * efficiency)``; a device runs forward
+tasks in topological order before backward ones in reverse order.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from pase.cluster import Cluster
+from pase.ir import Graph
+from pase.sim import transfers
+from pase.sim.engine import TaskGraph
+from pase.work import Collective, collective_phases, group_members, op_work, port_blocks
+from pase.work.ops import OpWork
+from pase.work.tiles import port_factors
+
+LINK_CLASSES = ("intra", "inter")
+
+
+def link_resource(device: int, link: str, receive: bool) -> int:
+    """Resource id of a device's port: intra/inter, send/receive direction."""
+    return 4 * device + 2 * LINK_CLASSES.index(link) + int(receive)
+
+
+def resource_name(resource: int) -> str:
+    return f"gpu{resource // 4}.{LINK_CLASSES[(resource // 2) % 2]}"
+
+
+@dataclass
+class OpTasks:
+    """Task ids and memory of one op, for the result's accounting."""
+
+    name: str
+    devices: int
+    forward: list[int]
+    backward: list[int]
+    activation_bytes: float
+    state_bytes: float
+
+
+def topological_order(graph: Graph) -> list[int]:
+    """Op indices in dependency order, build order breaking ties."""
+    n = len(graph.ops)
+    succ: list[set[int]] = [set() for _ in range(n)]
+    indeg = [0] * n
+    for u, v in graph.vertex_pairs():
+        if v not in succ[u]:
+            succ[u].add(v)
+            indeg[v] += 1
+    ready = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in sorted(succ[u]):
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, v)
+    return order
+
+
+class _Builder:
+    def __init__(self, graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
+                 efficiency: float, bytes_per_element: float, optimizer: str):
+        self.graph = graph
+        self.configs = configs
+        self.cluster = cluster
+        self.dpn = cluster.devices_per_node
+        self.flops = cluster.device.peak_tflops * 1e12 * efficiency
+        self.dt = float(bytes_per_element)
+        self.optimizer = optimizer
+        cap = []
+        for _ in range(devices):
+            for link in (cluster.intra, cluster.inter):
+                cap += [link.bytes_per_second, link.bytes_per_second]
+        self.tg = TaskGraph(cap, devices)
+        self.out_ready: list[list[int]] = []
+        self.grad_ready: list[list[int]] = []
+        self.ops: list[OpTasks] = []
+
+    # -- collectives ---------------------------------------------------------------
+    def _collective(self, members: np.ndarray, c: Collective, tokens: list[int], label: str,
+                    category: str) -> None:
+        """Flows of one group's collective, chained after the members' tokens."""
+        nodes = members // self.dpn
+        counts = np.unique(nodes, return_counts=True)[1]
+        rounds = float(c.rounds[0])
+        prev = -1
+        for ph in collective_phases(c.kind, float(c.nbytes[0]), len(counts), int(counts.max())):
+            volume, steps = float(ph.volume) * rounds, float(ph.steps) * rounds
+            if volume <= 0.0 and steps <= 0.0:
+                continue
+            link = self.cluster.intra if ph.link == "intra" else self.cluster.inter
+            res = tuple(link_resource(int(m), ph.link, rx) for m in members for rx in (False, True))
+            shows = tuple(f"gpu{int(m)}.{ph.link}" for m in members)
+            f = self.tg.flow(res, volume, steps * link.latency_s, label, category, shows)
+            if prev < 0:
+                self.tg.after(f, *(tokens[int(m)] for m in members))
+            else:
+                self.tg.after(f, prev)
+            prev = f
+        if prev >= 0:
+            for m in members:
+                tokens[int(m)] = prev
+
+    def _collectives(self, work: OpWork, cfg: np.ndarray, phase: str, tokens: list[int],
+                     category: str) -> None:
+        op = work.op
+        for c in work.collectives:
+            if c.phase != phase or work.group_size(c)[0] <= 1 or c.nbytes[0] <= 0:
+                continue
+            for members in group_members(op, cfg, c.dims):
+                self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category)
+
+    # -- ops -----------------------------------------------------------------------
+    def add_ops(self, order: list[int]) -> None:
+        position = {v: i for i, v in enumerate(order)}
+        n = len(self.graph.ops)
+        self.out_ready = [[] for _ in range(n)]
+        self.grad_ready = [[] for _ in range(n)]
+        self.ops = [None] * n  # type: ignore[list-item]
+        for v in order:
+            op, cfg = self.graph.ops[v], self.configs[v]
+            work = op_work(op, cfg[None, :], self.dt, self.optimizer)
+            p = int(np.prod(cfg))
+            fwd_t = float(work.forward_flop[0]) / self.flops
+            bwd_t = float(work.backward_flop[0]) / self.flops
+            fwd = [self.tg.compute(d, fwd_t, (0, position[v]), f"{op.name} fwd", "forward")
+                   for d in range(p)]
+            bwd = [self.tg.compute(d, bwd_t, (1, -position[v]), f"{op.name} bwd", "backward")
+                   for d in range(p)]
+            for f, b in zip(fwd, bwd):
+                self.tg.after(b, f)
+            tokens = list(fwd)
+            self._collectives(work, cfg, "forward", tokens, "communication")
+            self.out_ready[v] = tokens
+            tokens = list(bwd)
+            self._collectives(work, cfg, "backward", tokens, "communication")
+            self.grad_ready[v] = tokens
+            self._collectives(work, cfg, "gradient", list(bwd), "gradient-sync")
+            self.ops[v] = OpTasks(op.name, p, fwd, bwd, float(work.activation_bytes[0]),
+                                  float(work.state_bytes[0]))
+
+    # -- edges ---------------------------------------------------------------------
+    def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: list[int],
+                   waiting: list[int], label: str) -> None:
+        for (s, d), elems in sends.items():
+            link = "intra" if s // self.dpn == d // self.dpn else "inter"
+            spec = self.cluster.intra if link == "intra" else self.cluster.inter
+            f = self.tg.flow((link_resource(s, link, False), link_resource(d, link, True)),
+                             elems * self.dt, spec.latency_s, label, "communication",
+                             (f"gpu{s}.{link}", f"gpu{d}.{link}"))
+            self.tg.after(f, ready[s])
+            self.tg.after(waiting[d], f)
+        for d in local:
+            self.tg.after(waiting[d], ready[d])
+
+    def add_edges(self) -> None:
+        g = self.graph
+        for conn in g.connections:
+            u, v = g.index(conn.src), g.index(conn.dst)
+            pu, pv = g.ops[u], g.ops[v]
+            out, inp = pu.outputs[conn.src_output], pv.inputs[conn.dst_input]
+            cu, cv = self.configs[u], self.configs[v]
+            bu, bv = port_blocks(pu, out, cu), port_blocks(pv, inp, cv)
+            fu = port_factors(pu, out, cu[None, :])[0]
+            fv = port_factors(pv, inp, cv[None, :])[0]
+            sends, local = transfers.plan(out.shape, bu, fu, bv, fv, self.dpn)
+            self._transfers(sends, local, self.out_ready[u], self.ops[v].forward,
+                            f"{pu.name}->{pv.name} activation")
+            sends, local = transfers.plan(out.shape, bv, fv, bu, fu, self.dpn)
+            self._transfers(sends, local, self.grad_ready[v], self.ops[u].backward,
+                            f"{pv.name}->{pu.name} gradient")
+
+
+def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
+          efficiency: float, bytes_per_element: float, optimizer: str) -> tuple[TaskGraph, list[OpTasks]]:
+    """The task graph of one step and per-op task ids (``configs[i]``: op i's factors)."""
+    b = _Builder(graph, configs, cluster, devices, efficiency, bytes_per_element, optimizer)
+    b.add_ops(topological_order(graph))
+    b.add_edges()
+    return b.tg, b.ops

@@ -1,0 +1,72 @@
+"""Which device sends which bytes to which, when a tensor changes layout.
+
+Unlike the analytic rule (one overlap per device), this follows the device
+mapping of :mod:`pase.work`: each destination device needs its tile, which
+overlaps some source blocks; a block is held by every source device whose
+coordinates differ only in dims that do not split the tensor (replicas). A
+device that holds a block itself uses it in place; otherwise it reads it from
+a holder on its own node if there is one, else from any holder, spreading the
+load by picking holder ``rank % count``.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+# Tiles can be fractional (a pooling input split like its smaller output), so
+# block boundaries are compared with this tolerance.
+_EPS = 1e-9
+
+
+def _blocks_needed(lo: np.ndarray, hi: np.ndarray, tile: np.ndarray) -> list[tuple[tuple[int, ...], float]]:
+    """Source blocks overlapping the box ``[lo, hi)`` and the elements of each overlap."""
+    ranges = []
+    for a in range(len(lo)):
+        first = int(math.floor(lo[a] / tile[a] + _EPS))
+        last = int(math.ceil(hi[a] / tile[a] - _EPS)) - 1
+        ranges.append([(i, min(hi[a], (i + 1) * tile[a]) - max(lo[a], i * tile[a]))
+                       for i in range(first, last + 1)])
+    out = []
+    for combo in itertools.product(*ranges):
+        elems = math.prod(length for _, length in combo)
+        if elems > _EPS:
+            out.append((tuple(i for i, _ in combo), elems))
+    return out
+
+
+def plan(shape: tuple[int, ...], src_blocks: np.ndarray, src_factors: np.ndarray,
+         dst_blocks: np.ndarray, dst_factors: np.ndarray,
+         devices_per_node: int) -> tuple[dict[tuple[int, int], float], list[int]]:
+    """Transfers for a re-layout of a tensor of ``shape``.
+
+    ``src_blocks`` (``(P_s, rank)``) and ``dst_blocks`` give each rank's block
+    index per axis under factors ``src_factors`` / ``dst_factors``. Returns
+    ``({(sender, receiver): elements}, receivers that use a local copy)``.
+    """
+    t = np.asarray(shape, dtype=np.float64)
+    src_tile, dst_tile = t / src_factors, t / dst_factors
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for rank, row in enumerate(src_blocks.tolist()):
+        holders.setdefault(tuple(row), []).append(rank)
+    needed: dict[tuple[int, ...], list[tuple[tuple[int, ...], float]]] = {}
+    sends: dict[tuple[int, int], float] = {}
+    local: list[int] = []
+    for d, row in enumerate(dst_blocks.tolist()):
+        key = tuple(row)
+        if key not in needed:
+            lo = np.asarray(row, dtype=np.float64) * dst_tile
+            needed[key] = _blocks_needed(lo, lo + dst_tile, src_tile)
+        uses_local = False
+        for block, elems in needed[key]:
+            have = holders[block]
+            if d in have:
+                uses_local = True
+                continue
+            near = [h for h in have if h // devices_per_node == d // devices_per_node] or have
+            s = near[d % len(near)]
+            sends[(s, d)] = sends.get((s, d), 0.0) + float(elems)
+        if uses_local:
+            local.append(d)
+    return sends, local

@@ -1,0 +1,289 @@
+"""Per-op, per-device work for every config: FLOP, collectives, memory, tiles.
+
+FLOP follow the PaSE paper's accounting (``shared/specs/pase-paper-cost-model.md``):
+a GEMM of per-device sizes ``m' n' k'`` does ``m'n'k'`` forward and ``2 m'n'k'``
+backward (input and weight gradients), plus ``pw`` point-wise ops on its output
+(``pw m'n'`` forward, ``2 pw m'n'`` backward); other ops use the paper's element
+counts, one third forward and two thirds backward.
+
+Collectives follow from the GEMM view ``C[m, n] = A[m, k] B[k, n]``:
+
+- forward, all-reduce of the output tile over the devices splitting ``k``;
+- backward, all-reduce of ``dA`` (A's tile) over the devices splitting ``n``;
+- ``dB`` (B's tile) all-reduced over the devices splitting ``m`` (the batch-like
+  dims): phase ``gradient`` when B is a parameter (it may overlap later backward
+  compute), ``backward`` when B is an activation (its producer waits for it).
+
+An operand gets no gradient when it is neither a parameter nor made by an op
+(the embedding's one-hot ids). A parameter is a weight port with no batch-role
+axis. Non-GEMM ops carry the paper's all-reduces (norms, softmaxes, mean), halo
+exchanges (pooling) and the LSTM's per-step cell re-layout; see each function.
+
+Memory per device: parameters times the optimizer's state factor (weights,
+gradients and, for Adam, two moments: 4x), plus activations kept for the
+backward pass (each op's output tiles), at ``bytes_per_element``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from pase.errors import GraphError, OptionError
+from pase.ir import Op, Port
+from pase.work.tiles import overlap_elements, port_tiles
+
+PHASES = ("forward", "backward", "gradient")
+# Copies of the parameters each device keeps: weights + gradients (+ momentum, + Adam's 2nd moment).
+OPTIMIZER_STATE = {"sgd": 2, "momentum": 3, "adam": 4}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective an op needs, per config.
+
+    ``nbytes`` is the buffer per device for one round; ``rounds`` sequential
+    repetitions (LSTM time steps); ``dims`` the op dims whose devices form the
+    group (devices differing only in those coordinates). ``phase`` is one of
+    ``forward``, ``backward`` (blocks the producer's backward) or ``gradient``
+    (a parameter-gradient sync that only the end of the step waits for).
+    """
+
+    kind: str
+    phase: str
+    nbytes: np.ndarray
+    dims: tuple[int, ...]
+    rounds: np.ndarray
+    label: str
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """What each device does for each config of ``op`` (arrays of length K)."""
+
+    op: Op
+    configs: np.ndarray
+    forward_flop: np.ndarray
+    backward_flop: np.ndarray
+    collectives: tuple[Collective, ...]
+    parameter_bytes: np.ndarray
+    state_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    input_tiles: tuple[np.ndarray, ...]
+    output_tiles: tuple[np.ndarray, ...]
+
+    @property
+    def flop(self) -> np.ndarray:
+        return self.forward_flop + self.backward_flop
+
+    @property
+    def memory(self) -> np.ndarray:
+        """Bytes per device: parameter and optimizer state plus kept activations."""
+        return self.state_bytes + self.activation_bytes
+
+    @property
+    def devices(self) -> np.ndarray:
+        return np.prod(self.configs, axis=1)
+
+    def group_size(self, c: Collective) -> np.ndarray:
+        return np.prod(self.configs[:, list(c.dims)], axis=1) if c.dims else np.ones(len(self.configs))
+
+
+def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
+            optimizer: str = "adam") -> OpWork:
+    """The per-device work of ``op`` for each row of ``configs`` (``(K, ndims)``)."""
+    if optimizer not in OPTIMIZER_STATE:
+        raise OptionError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZER_STATE)}")
+    if not bytes_per_element > 0:
+        raise OptionError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
+    try:
+        formula = _KINDS[op.kind]
+    except KeyError:
+        raise GraphError(f"no work formula for op {op.name!r} of kind {op.kind!r}; known kinds: "
+                         f"{', '.join(sorted(_KINDS))}") from None
+    configs = np.asarray(configs, dtype=np.int64)
+    cfg = configs.astype(np.float64)
+    flop, colls = formula(op, cfg, float(bytes_per_element))
+    fwd, bwd = flop
+    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in op.weights if _is_parameter(op, p)),
+                 start=np.zeros(len(configs))) * bytes_per_element
+    outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
+    acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
+    return OpWork(op, configs, fwd, bwd, tuple(colls), params, params * OPTIMIZER_STATE[optimizer],
+                  acts, tuple(port_tiles(op, p, configs) for p in op.inputs), outs)
+
+
+# -- helpers -------------------------------------------------------------------
+
+def _is_parameter(op: Op, port: Port) -> bool:
+    roles = {d.name: d.role for d in op.dims}
+    return port in op.weights and not any(roles[n] == "batch" for axis in port.dims for n in axis)
+
+
+def _idx(op: Op, names) -> tuple[int, ...]:
+    return tuple(op.dim_index(n) for n in names)
+
+
+def _prod(cfg: np.ndarray, op: Op, idx: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(per-device extent, group size) of the dims ``idx``."""
+    sizes = np.asarray([op.dims[i].size for i in idx], dtype=np.float64)
+    split = np.prod(cfg[:, list(idx)], axis=1) if idx else np.ones(len(cfg))
+    return float(np.prod(sizes)) / split, split
+
+
+def _tile_elems(op: Op, port: Port, cfg: np.ndarray) -> np.ndarray:
+    return np.prod(port_tiles(op, port, cfg.astype(np.int64)), axis=1)
+
+
+def _split13(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return total / 3.0, 2.0 * total / 3.0
+
+
+def _ar(phase: str, nbytes, dims, label: str, rounds=1.0, kind: str = "all-reduce") -> Collective:
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    return Collective(kind, phase, nbytes, tuple(dims), np.broadcast_to(
+        np.asarray(rounds, dtype=np.float64), nbytes.shape), label)
+
+
+Formula = Callable[[Op, np.ndarray, float], tuple[tuple[np.ndarray, np.ndarray], list[Collective]]]
+
+
+def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b: Port | None):
+    """A (batched) GEMM: FLOP and the three all-reduces of the module docstring."""
+    bt, _ = _prod(cfg, op, batch)
+    mt, _ = _prod(cfg, op, m)
+    nt, _ = _prod(cfg, op, n)
+    kt, _ = _prod(cfg, op, k)
+    pw = op.attrs.get("pw", 0)
+    fwd = bt * (mt * nt * kt + pw * mt * nt)
+    colls = [_ar("forward", bt * mt * nt * dt, k, "output")]
+    for port, dims, name in ((a, n, "dA"), (b, m, "dB")):
+        if port is None:
+            continue
+        if _is_parameter(op, port):
+            colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, dims, f"{name} (weights)"))
+        elif port.source is not None:
+            colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name))
+    return (fwd, 2.0 * fwd), colls
+
+
+def _conv(op: Op, cfg: np.ndarray, dt: float):
+    return _gemm(op, cfg, dt, (), _idx(op, "bhw"), _idx(op, "n"), _idx(op, "crs"),
+                 op.inputs[0], op.weights[0])
+
+
+def _fc(op: Op, cfg: np.ndarray, dt: float):
+    lead = tuple(range(len(op.dims) - 2))
+    return _gemm(op, cfg, dt, (), lead, _idx(op, "n"), _idx(op, "k"), op.inputs[0], op.weights[0])
+
+
+def _einsum(op: Op, cfg: np.ndarray, dt: float):
+    lhs, out = op.attrs["eq"].split("->")
+    la, lb = lhs.split(",")
+    names = op.dim_names
+    batch = [c for c in names if c in la and c in lb and c in out]
+    ms = [c for c in names if c in la and c not in lb]
+    ns = [c for c in names if c in lb and c not in la]
+    ks = [c for c in names if c in la and c in lb and c not in out]
+    ports = list(op.inputs) + list(op.weights)
+    a = next(p for p in ports if p.dims == tuple((c,) for c in la))
+    b = next(p for p in ports if p.dims == tuple((c,) for c in lb) and p is not a)
+    return _gemm(op, cfg, dt, _idx(op, batch), _idx(op, ms), _idx(op, ns), _idx(op, ks), a, b)
+
+
+def _lstm(op: Op, cfg: np.ndarray, dt: float):
+    """The paper's GEMM per layer (m = s*b, n = 4e, k = 2e, pw = 3) plus per-step traffic.
+
+    Each device runs ``l/cl`` layers of ``s`` steps; per step it all-reduces its
+    gate tile over the k-split devices and re-lays its cell output (split b, n)
+    as the next step's input (split b, k), forward and backward.
+    """
+    size = dict(zip(op.dim_names, op.shape))
+    c = {name: cfg[:, op.dim_index(name)] for name in op.dim_names}
+    e = size["n"]
+    bt, mt = size["l"] / c["l"], size["s"] * size["b"] / (c["s"] * c["b"])
+    nt, kt = 4 * e / c["n"], 2 * e / c["k"]
+    fwd = bt * (mt * nt * kt + 3 * mt * nt)
+    steps = bt * size["s"] / c["s"]
+    rows = size["b"] / c["b"]
+    relayout = overlap_elements((size["b"], e), np.stack([c["b"], c["n"]], axis=1),
+                                np.stack([c["b"], c["k"]], axis=1))
+    colls = [_ar("forward", rows * nt * dt, _idx(op, "k"), "gates", steps),
+             _ar("forward", relayout * dt, _idx(op, "nk"), "cell re-layout", steps, "exchange"),
+             _ar("backward", rows * kt * dt, _idx(op, "n"), "dA", steps),
+             _ar("backward", relayout * dt, _idx(op, "nk"), "cell re-layout", steps, "exchange"),
+             _ar("gradient", bt * nt * kt * dt, _idx(op, "sb"), "dB (weights)")]
+    return (fwd, 2.0 * fwd), colls
+
+
+def _elems(op: Op, cfg: np.ndarray) -> np.ndarray:
+    return np.prod(np.asarray(op.shape, dtype=np.float64) / cfg, axis=1)
+
+
+def _pooling(op: Op, cfg: np.ndarray, dt: float):
+    """Output elements; a halo exchange with the h/w neighbours, forward and backward."""
+    _, _, h, w = op.inputs[0].shape
+    kh, kw = op.attrs["window"]
+    cb, cc, ch, cw = (cfg[:, i] for i in range(4))
+    bt, ct, ht, wt = op.shape[0] / cb, op.shape[1] / cc, h / ch, w / cw
+    halo = ((ht + np.where(ch > 1, kh, 0)) * (wt + np.where(cw > 1, kw, 0)) - ht * wt) * bt * ct
+    hw = _idx(op, op.dim_names[2:4])
+    return _split13(_elems(op, cfg)), [_ar("forward", halo * dt, hw, "halo", kind="exchange"),
+                                       _ar("backward", halo * dt, hw, "halo", kind="exchange")]
+
+
+def _elementwise(op: Op, cfg: np.ndarray, dt: float):
+    return _split13((1.0 + op.attrs.get("pw", 0)) * _elems(op, cfg)), []
+
+
+def _norm(op: Op, cfg: np.ndarray, dt: float):
+    """16 FLOP/element; the paper's 4 all-reduces of row statistics (2 forward,
+    2 backward) over the normalised axis, and 4 of per-feature sums over the
+    other dims, taken as parameter-gradient syncs."""
+    axis = op.attrs.get("axis", 0)
+    tile = np.asarray(op.shape, dtype=np.float64) / cfg
+    elems = np.prod(tile, axis=1)
+    others = tuple(i for i in range(len(op.dims)) if i != axis)
+    return _split13(16.0 * elems), [
+        _ar("forward", elems / tile[:, axis] * dt, (axis,), "statistics", 2),
+        _ar("backward", elems / tile[:, axis] * dt, (axis,), "statistics", 2),
+        _ar("gradient", tile[:, axis] * dt, others, "feature sums", 4)]
+
+
+def _reduce_mean(op: Op, cfg: np.ndarray, dt: float):
+    zero = np.zeros(len(cfg))
+    return (zero, zero), [_ar("forward", _elems(op, cfg) * dt, tuple(op.attrs["axes"]), "mean")]
+
+
+def _softmax(op: Op, cfg: np.ndarray, dt: float):
+    axis = op.attrs["axis"]
+    tile = np.asarray(op.shape, dtype=np.float64) / cfg
+    elems = np.prod(tile, axis=1)
+    rows = elems / tile[:, axis]
+    full = float(op.shape[axis])
+    return _split13(4.0 * elems + elems * full), [
+        _ar("forward", rows * dt, (axis,), "max and sum", 2),
+        _ar("backward", rows * full * dt, (axis,), "rows")]
+
+
+def _softmax_xent(op: Op, cfg: np.ndarray, dt: float):
+    tile = np.asarray(op.shape, dtype=np.float64) / cfg
+    rows = np.prod(tile[:, :-1], axis=1)
+    last = len(op.dims) - 1
+    return _split13(4.0 * np.prod(tile, axis=1) + 2.0 * rows), [
+        _ar("forward", rows * dt, (last,), "max and sum", 2)]
+
+
+def _free(op: Op, cfg: np.ndarray, dt: float):
+    zero = np.zeros(len(cfg))
+    return (zero, zero), []
+
+
+_KINDS: dict[str, Formula] = {
+    "Conv": _conv, "FC": _fc, "Einsum": _einsum, "Embedding": _einsum, "LSTM": _lstm,
+    "Pooling": _pooling, "Elementwise": _elementwise, "Norm": _norm, "BatchNorm": _norm,
+    "ReduceMean": _reduce_mean, "Softmax": _softmax, "SoftmaxCrossEntropy": _softmax_xent,
+    "Concat": _free, "Stack": _free, "Unstack": _free, "Ravel": _free, "Unravel": _free,
+}
+KNOWN_KINDS = tuple(sorted(_KINDS))

@@ -1,0 +1,132 @@
+"""The alpha-beta cost model against closed forms computed by hand."""
+import pytest
+
+from pase.api import run_solver
+from pase.cluster import get_cluster
+from pase.cost_models.alpha_beta import AlphaBetaCostModel
+from pase.errors import OptionError, UnknownNameError
+from pase.registry import COST_MODELS, MODELS
+from pase.solvers import dp
+from pase.space import ConfigSpace
+from pase.work import op_work
+
+
+def build(model, devices, cluster="dgx-a100", **options):
+    graph = MODELS.get(model)() if isinstance(model, str) else model
+    space = ConfigSpace(graph, devices)
+    cm = AlphaBetaCostModel(cluster, **options)
+    return graph, space, cm, cm.problem(graph, space)
+
+
+def test_registered_in_seconds():
+    assert COST_MODELS.get("alpha-beta") is AlphaBetaCostModel
+    assert AlphaBetaCostModel.unit == "s"
+
+
+def test_one_device_is_the_sum_of_compute_times():
+    graph, space, cm, problem = build("alexnet", 1, "gtx1080ti", efficiency=0.4)
+    assert all(len(c) == 1 for c in space.configs)
+    flop = sum(op_work(op, space.configs[i]).flop[0] for i, op in enumerate(graph.ops))
+    assert problem.evaluate([0] * len(graph.ops)) == pytest.approx(flop / (11.3e12 * 0.4), rel=1e-12)
+
+
+def mlp_data_parallel(devices, cluster):
+    graph, space, cm, problem = build("mlp", devices, cluster)
+    sol = run_solver("data-parallel", problem)
+    assert all(space.config(i, c).get("b", 1) == devices for i, c in enumerate(sol.choice))
+    return cm, sol.cost
+
+
+def mlp_compute(devices):
+    # mlp(): batch 64, three FC 1024 -> 1024 with pw 1, a classifier 1024 -> 10, the loss.
+    m = 64 / devices
+    fc = 3 * (m * 1024 * 1024 + m * 1024)
+    classifier = 3 * m * 10 * 1024
+    loss = 4 * m * 10 + 2 * m
+    return 3 * fc + classifier + loss
+
+
+WEIGHT_BYTES = [1024 * 1024 * 4] * 3 + [1024 * 10 * 4]
+
+
+def test_data_parallel_mlp_on_one_node_by_hand():
+    cm, cost = mlp_data_parallel(8, "dgx-a100")
+    cl = cm.cluster
+    a, bw = cl.intra.latency_s, cl.intra.bytes_per_second
+    compute = mlp_compute(8) / (312e12 * 0.5)
+    ring = sum(2 * 7 * (a + n / (8 * bw)) for n in WEIGHT_BYTES)
+    assert cost == pytest.approx(compute + ring, rel=1e-12)
+
+
+def test_two_node_all_reduce_costs_exactly_the_inter_node_ring_more():
+    cm8, cost8 = mlp_data_parallel(8, "dgx-a100")
+    cm16, cost16 = mlp_data_parallel(16, "dgx-a100")
+    assert cm16.cluster.nodes == 2
+    inter = cm16.cluster.inter
+    # 16 = 2 nodes x 8: reduce-scatter and all-gather in the node are the one-node ring;
+    # across nodes each device all-reduces its n/8 shard with one peer: 2(a + n/8/(2B)).
+    extra = sum(2 * (inter.latency_s + n / 8 / (2 * inter.bytes_per_second)) for n in WEIGHT_BYTES)
+    ring8 = cost8 - mlp_compute(8) / (312e12 * 0.5)
+    ring16 = cost16 - mlp_compute(16) / (312e12 * 0.5)
+    assert ring16 - ring8 == pytest.approx(extra, rel=1e-9)
+    assert ring16 > ring8
+
+
+def test_memory_vectors_of_an_fc_layer_by_hand():
+    graph, space, cm, problem = build("mlp", 4, "dgx-a100")
+    fc1 = graph.index("fc1")  # dims (b, n, k): 64 x 1024 x 1024
+    for j, row in enumerate(space.configs[fc1]):
+        b, n, k = (int(f) for f in row)
+        weights = 1024 * 1024 / (n * k) * 4
+        out = 64 * 1024 / (b * n) * 4
+        assert problem.memory[fc1][j] == 4 * weights + out  # weights, grads, 2 Adam moments
+    assert problem.memory_cap is None
+
+
+def test_dp_agrees_with_exhaustive_on_the_diamond():
+    _, _, _, problem = build("diamond", 4, "dgx-a100")
+    best = dp.solve(problem)
+    brute = run_solver("exhaustive", problem)
+    assert best.cost == pytest.approx(brute.cost, rel=1e-12)
+
+
+def test_dp_solves_the_paper_graphs_and_beats_data_parallel():
+    for model in ("alexnet", "rnnlm"):
+        _, _, _, problem = build(model, 8, "gtx1080ti")
+        assert dp.solve(problem).cost <= run_solver("data-parallel", problem).cost
+
+
+def test_cluster_grows_to_the_device_count():
+    _, _, cm, _ = build("mlp", 16, "dgx-a100")
+    assert cm.cluster.name == "dgx-a100x2"
+    with pytest.raises(OptionError, match="16 requested"):
+        build("mlp", 16, get_cluster("dgx-a100"))
+
+
+def test_edges_price_bytes_on_the_slowest_link():
+    graph = MODELS.get("chain")(length=2, batch=128, width=64)
+    graph, space, cm, _ = build(graph, 16, "dgx-a100", bytes_per_element=2)
+    fc1, fc2 = graph.ops  # fc1 writes (128, 128); fc2 reads it
+    m = cm.edge_costs(fc1, fc1.outputs[0], space.configs[0], fc2, fc2.inputs[0], space.configs[1])
+    src16, src8 = space.index_of("fc1", {"b": 16}), space.index_of("fc1", {"b": 8})
+    inter, intra = cm.cluster.inter, cm.cluster.intra
+
+    def cost(elements, link):  # forward activation + backward gradient
+        return 2 * (link.latency_s + elements * 2 / link.bytes_per_second)
+
+    # b=16 -> n=16: each device needs all 128 x 128, holds 8 x 128; 16 devices span 2 nodes.
+    assert m[src16, space.index_of("fc2", {"n": 16})] == pytest.approx(cost(128 * 128 - 8 * 128, inter))
+    # b=16 -> b=8: needs 16 x 128, holds 8 x 128; the producer's 16 devices span 2 nodes.
+    assert m[src16, space.index_of("fc2", {"b": 8})] == pytest.approx(cost(8 * 128, inter))
+    # b=8 -> n=8: one node.
+    assert m[src8, space.index_of("fc2", {"n": 8})] == pytest.approx(cost(128 * 128 - 16 * 128, intra))
+    assert m[src8, space.index_of("fc2", {"b": 8})] == 0.0
+
+
+def test_bad_options_name_the_allowed_values():
+    with pytest.raises(OptionError, match="efficiency"):
+        AlphaBetaCostModel(efficiency=1.5)
+    with pytest.raises(OptionError, match="adam"):
+        AlphaBetaCostModel(optimizer="lamb")
+    with pytest.raises(UnknownNameError, match="presets"):
+        AlphaBetaCostModel("tpu-v9")

@@ -1,0 +1,130 @@
+"""pase.work: per-op FLOP, collectives, memory and the device mapping, by hand."""
+import numpy as np
+import pytest
+
+from pase.builder import GraphBuilder
+from pase.cluster import get_cluster
+from pase.cost_models.paper import PaperCostModel
+from pase.errors import GraphError, OptionError
+from pase.ir import Dim, Op
+from pase.registry import MODELS
+from pase.work import (
+    collective_phases,
+    collective_time,
+    device_coords,
+    group_members,
+    group_topology,
+    mesh_order,
+    op_work,
+    overlap_elements,
+    port_blocks,
+)
+
+
+def fc_op(batch=64, k=512, n=1024):
+    """The second of two FC layers (its input is made by an op, so it gets a gradient)."""
+    b = GraphBuilder("two")
+    x = b.fc(b.input((batch, 16), names=("b", "k")), k, name="fc0")
+    b.fc(x, n, name="fc")
+    return b.build().ops[1]  # dims (b, n, k)
+
+
+@pytest.mark.parametrize("model", ["alexnet", "rnnlm", "transformer", "inception_v3"])
+def test_flop_on_one_device_equal_the_paper_compute(model):
+    paper = PaperCostModel()
+    for op in MODELS.get(model)().ops:
+        one = np.ones((1, len(op.dims)), dtype=np.int64)
+        w = op_work(op, one)
+        assert w.flop[0] == pytest.approx(paper.layer_costs(op, one)[0], rel=1e-12), op.name
+        assert w.backward_flop[0] == pytest.approx(2 * w.forward_flop[0])
+
+
+def test_fc_collectives_by_hand():
+    op = fc_op()
+    w = op_work(op, np.array([[2, 2, 2]]))  # b, n, k each split 2
+    by = {(c.phase, c.label): c for c in w.collectives}
+    out = by[("forward", "output")]
+    assert out.nbytes[0] == 32 * 512 * 4 and out.dims == (op.dim_index("k"),)
+    da = by[("backward", "dA")]
+    assert da.nbytes[0] == 32 * 256 * 4 and da.dims == (op.dim_index("n"),)
+    dw = by[("gradient", "dB (weights)")]
+    assert dw.nbytes[0] == 256 * 512 * 4 and dw.dims == (op.dim_index("b"),)
+    assert w.forward_flop[0] == 32 * 512 * 256
+    assert all(w.group_size(c)[0] == 2 for c in w.collectives)
+
+
+def test_fc_memory_by_hand():
+    op = fc_op()
+    w = op_work(op, np.array([[1, 4, 2], [8, 1, 1]]), bytes_per_element=4, optimizer="adam")
+    # (b=1, n=4, k=2): weight tile 256 x 256 fp32, x4 for weights+grads+2 moments;
+    # output tile 64 x 256.
+    assert w.parameter_bytes[0] == 256 * 256 * 4
+    assert w.state_bytes[0] == 4 * 256 * 256 * 4
+    assert w.activation_bytes[0] == 64 * 256 * 4
+    assert w.memory[1] == 4 * 512 * 1024 * 4 + 8 * 1024 * 4
+    sgd = op_work(op, np.array([[1, 1, 1]]), optimizer="sgd")
+    assert sgd.state_bytes[0] == 2 * 512 * 1024 * 4
+
+
+def test_embedding_ids_are_not_parameters_and_get_no_gradient():
+    op = MODELS.get("rnnlm")().ops[0]
+    w = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
+    assert w.parameter_bytes[0] == 100_000 * 2048 * 4
+    assert [c.label for c in w.collectives] == ["output", "dB (weights)"]
+
+
+def test_unknown_kind_and_bad_options():
+    op = Op("x", "Mystery", (Dim("a", 4),))
+    with pytest.raises(GraphError, match="Mystery.*known kinds"):
+        op_work(op, np.ones((1, 1), dtype=np.int64))
+    with pytest.raises(OptionError, match="adam"):
+        op_work(fc_op(), np.ones((1, 3), dtype=np.int64), optimizer="lamb")
+
+
+def test_mesh_puts_batch_dims_outermost():
+    op = fc_op()  # dims b (batch), n, k
+    assert mesh_order(op) == (0, 1, 2)
+    coords = device_coords(op, [2, 4, 1])
+    assert coords.tolist()[:5] == [[0, 0, 0], [0, 1, 0], [0, 2, 0], [0, 3, 0], [1, 0, 0]]
+    # model-parallel groups are consecutive ranks, data-parallel ones strided
+    assert [g.tolist() for g in group_members(op, [2, 4, 1], [1])] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [g.tolist() for g in group_members(op, [2, 4, 1], [0])] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    op2 = Op("x", "Elementwise", (Dim("c", 8, "channel"), Dim("b", 8, "batch")))
+    assert mesh_order(op2) == (1, 0)
+
+
+def test_group_topology_across_nodes():
+    op = fc_op()
+    cfg = np.array([[2, 8, 1], [1, 8, 1], [16, 1, 1]])
+    nodes, local = group_topology(op, cfg, [0], devices_per_node=8)   # over b
+    assert nodes.tolist() == [2, 1, 2] and local.tolist() == [1, 1, 8]
+    nodes, local = group_topology(op, cfg, [1], devices_per_node=8)   # over n
+    assert nodes.tolist() == [1, 1, 1] and local.tolist() == [8, 8, 1]
+
+
+def test_collective_formulas():
+    cl = get_cluster("dgx-a100x2")
+    a_i, b_i = cl.intra.latency_s, cl.intra.bytes_per_second
+    a_e, b_e = cl.inter.latency_s, cl.inter.bytes_per_second
+    n = 1e8
+    assert collective_time("all-reduce", n, 1, 8, cl) == pytest.approx(14 * (a_i + n / (8 * b_i)))
+    assert collective_time("all-reduce", n, 4, 1, cl) == pytest.approx(6 * (a_e + n / (4 * b_e)))
+    hier = 2 * 7 * (a_i + n / (8 * b_i)) + 2 * (a_e + n / 8 / (2 * b_e))
+    assert collective_time("all-reduce", n, 2, 8, cl) == pytest.approx(hier)
+    assert collective_time("all-gather", n, 1, 4, cl) == pytest.approx(3 * (a_i + n / (4 * b_i)))
+    assert collective_time("reduce-scatter", n, 2, 1, cl) == pytest.approx(a_e + n / (2 * b_e))
+    assert collective_time("exchange", n, 2, 4, cl) == pytest.approx(a_e + n / b_e)
+    assert collective_time("all-reduce", n, 1, 1, cl) == 0.0
+    with pytest.raises(OptionError, match="all-reduce"):
+        collective_phases("broadcast", n, 1, 2)
+
+
+def test_overlap_rule_and_ravel_blocks():
+    assert overlap_elements((8, 8), np.array([2, 1]), np.array([2, 1])) == 0
+    assert overlap_elements((8, 8), np.array([2, 1]), np.array([1, 2])) == 32 - 16
+    assert overlap_elements((8, 8), np.array([1, 1]), np.array([2, 2])) == 16  # more devices: no credit
+    b = GraphBuilder("r")
+    b.reshape(b.input((4, 6), names=("b", "c")), (24,), names=("f",))
+    ravel = b.build().ops[0]
+    blocks = port_blocks(ravel, ravel.outputs[0], [4, 2])
+    assert blocks[:, 0].tolist() == list(range(8))
