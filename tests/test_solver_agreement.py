@@ -61,3 +61,10 @@ def test_baselines_refuse_a_bare_problem():
 
     with pytest.raises(pase.PaseError, match="needs a Problem made by a cost model"):
         pase.run_solver("owt", random_problem(3))
+
+
+@pytest.mark.parametrize("backend", [n for n in EXACT if n.startswith("ilp-")])
+def test_ilp_refuses_a_model_too_large_for_memory(backend):
+    built = pase.build_problem("alexnet", 8)
+    with pytest.raises(pase.PaseError, match=r"ILP would have [\d,]+ variables .* max_variables=1,000"):
+        pase.run_solver(backend, built.problem, max_variables=1000)

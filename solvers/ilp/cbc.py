@@ -34,6 +34,7 @@ from pase.errors import OptionError, PaseError, SolverUnavailableError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
 from pase.solvers.ilp.formulation import (
+    DEFAULT_MAX_VARIABLES,
     INSTALL_HINT,
     BackendResult,
     Formulation,
@@ -78,7 +79,8 @@ def available() -> bool:
 @SOLVERS.register(NAME, "exact ILP on COIN-OR CBC through PuLP (slowest to build)",
                   exact=True, available=available, extra="ilp")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None = None,
-          threads: int | None = None, warm_start: bool = True) -> Solution:
+          threads: int | None = None, warm_start: bool = True,
+          max_variables: int = DEFAULT_MAX_VARIABLES) -> Solution:
     """Solve exactly with CBC (``seed`` is ignored: CBC is deterministic here).
 
     Args:
@@ -99,7 +101,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         raise OptionError(f"threads must be an integer >= 1 or None, got {threads!r}")
     backend = functools.partial(_run, pulp=pulp, threads=threads)
     return solve_formulation(problem, NAME, backend, time_limit=time_limit,
-                             warm_start=warm_start)
+                             warm_start=warm_start, max_variables=max_variables)
 
 
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,

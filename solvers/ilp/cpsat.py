@@ -43,6 +43,7 @@ from pase.errors import OptionError, PaseError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
 from pase.solvers.ilp.formulation import (
+    DEFAULT_MAX_VARIABLES,
     BackendResult,
     Formulation,
     group_max,
@@ -80,7 +81,8 @@ def available() -> bool:
 @SOLVERS.register(NAME, "exact ILP on OR-Tools CP-SAT (integer-scaled costs)", exact=True,
                   available=available, extra="ilp")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None = None,
-          num_workers: int = DEFAULT_WORKERS, warm_start: bool = True) -> Solution:
+          num_workers: int = DEFAULT_WORKERS, warm_start: bool = True,
+          max_variables: int = DEFAULT_MAX_VARIABLES) -> Solution:
     """Solve exactly with CP-SAT (see the module docstring for the precision).
 
     Args:
@@ -99,7 +101,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         raise OptionError(f"num_workers must be an integer >= 1, got {num_workers!r}")
     backend = functools.partial(_run, cp_model=cp_model, num_workers=int(num_workers), seed=seed)
     return solve_formulation(problem, NAME, backend, time_limit=time_limit,
-                             warm_start=warm_start)
+                             warm_start=warm_start, max_variables=max_variables)
 
 
 def scale_objective(form: Formulation) -> tuple[np.ndarray, float, float]:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pase.errors import OptionError, SolverUnavailableError
+from pase.errors import OptionError, SolverUnavailableError, TooLargeError
 from pase.problem import Problem, Solution, Status
 from pase.solvers.greedy import greedy_choice
 
@@ -39,6 +39,12 @@ MEMORY_MARGIN = 1e-5
 # Bound on the rounding of one normalised (|value| <= 1) memory term on its way
 # into a float backend: 13 significant digits in an MPS file, division, sums.
 ROW_ROUNDING = 1e-13
+
+
+# Variables (candidate one-hots + edge config pairs) an ILP may have by default:
+# the Transformer at p = 32 (5.1e6) drove a backend past 20 GiB on this 24 GiB
+# machine, while Inception-v3 and ResNet-101 at p = 64 (1.6e6, 1.3e6) fit.
+DEFAULT_MAX_VARIABLES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -264,6 +270,17 @@ def float_memory_row(form: Formulation, conservative: bool,
     return mem / norm, cap / norm + (form.num_vertices + 10) * ROW_ROUNDING
 
 
+def check_size(problem: Problem, solver: str, max_variables: int) -> None:
+    """Refuse a model whose variable count would exhaust memory before it starts."""
+    count = int(problem.sizes.sum()) + sum(int(m.size) for m in problem.edge_costs)
+    if count > max_variables:
+        raise TooLargeError(
+            f"{solver}: the ILP would have {count:,} variables ({len(problem.edges)} edges' "
+            f"config pairs), over max_variables={max_variables:,}; at 5.1 million variables a "
+            f"backend was killed for using over 20 GiB here. Use 'dp', fewer devices, or raise "
+            f"max_variables")
+
+
 def unavailable(solver: str, package: str, err: ImportError) -> SolverUnavailableError:
     """The error a backend raises when its package is missing (chain ``err``)."""
     return SolverUnavailableError(
@@ -272,7 +289,8 @@ def unavailable(solver: str, package: str, err: ImportError) -> SolverUnavailabl
 
 
 def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
-                      time_limit: float | None, warm_start: bool = True) -> Solution:
+                      time_limit: float | None, warm_start: bool = True,
+                      max_variables: int = DEFAULT_MAX_VARIABLES) -> Solution:
     """Build, run ``backend``, check the answer against ``problem``, report honestly.
 
     ``time_limit`` covers the build and every backend run. The status is OPTIMAL
@@ -284,6 +302,7 @@ def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
     """
     if time_limit is not None and not time_limit >= 0:
         raise OptionError(f"time_limit must be >= 0 seconds or None, got {time_limit!r}")
+    check_size(problem, solver, max_variables)
     t0 = time.perf_counter()
     form = build(problem)
     stats: dict = {"variables": form.num_cols, "integer_variables": form.num_x,

@@ -29,6 +29,7 @@ from pase.errors import OptionError, PaseError
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
 from pase.solvers.ilp.formulation import (
+    DEFAULT_MAX_VARIABLES,
     BackendResult,
     Formulation,
     float_memory_row,
@@ -56,7 +57,8 @@ def available() -> bool:
                   available=available, extra="ilp")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None = None,
           threads: int | None = None, mip_rel_gap: float = 0.0,
-          warm_start: bool = True) -> Solution:
+          warm_start: bool = True,
+          max_variables: int = DEFAULT_MAX_VARIABLES) -> Solution:
     """Solve exactly with HiGHS's MIP solver.
 
     Args:
@@ -80,7 +82,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
     backend = functools.partial(_run, highspy=highspy, threads=threads, seed=seed,
                                 mip_rel_gap=float(mip_rel_gap))
     return solve_formulation(problem, NAME, backend, time_limit=time_limit,
-                             warm_start=warm_start)
+                             warm_start=warm_start, max_variables=max_variables)
 
 
 @contextlib.contextmanager
