@@ -11,6 +11,11 @@ the last axis. Only the argmin tables are kept for back-substitution; a child's
 value table is freed once its parent has used it. What each step allocates is
 fixed beforehand by a :class:`~pase.solvers.dp_plan.Plan`, so the memory guard
 refuses a problem before any numeric work rather than part way through.
+
+Under a memory cap (``problem.memory_cap``) the answer is still exact: the
+unconstrained optimum is returned when it fits; otherwise, unless even the
+least memory any strategy needs is over the cap (INFEASIBLE), the tables hold
+Pareto fronts of (cost, memory), see :mod:`pase.solvers.dp_memory`.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 from pase.errors import OptionError, PaseError, TooLargeError
 from pase.problem import COST_RTOL, Problem, Solution, Status
 from pase.registry import SOLVERS
+from pase.solvers.dp_memory import CAP_RTOL, DEFAULT_MAX_STATES, Minimiser, pareto_solve
 from pase.solvers.dp_plan import Plan, Step, Term, argmin_dtype
 from pase.solvers.dp_plan import plan as plan_named
 from pase.solvers.ordering import ORDERINGS
@@ -63,6 +69,7 @@ def _choose(problem: Problem, ordering: str) -> tuple[Plan, dict[str, dict[str, 
 @SOLVERS.register("dp", "PaSE dynamic program (exact)", exact=True)
 def solve(problem: Problem, *, ordering: str = "auto",
           memory_budget: float = DEFAULT_MEMORY_BUDGET,
+          max_states: int = DEFAULT_MAX_STATES,
           time_limit: float | None = None, seed: int | None = None) -> Solution:
     """Exact optimum of ``problem`` by the PaSE dynamic program.
 
@@ -71,15 +78,17 @@ def solve(problem: Problem, *, ordering: str = "auto",
             generateseq and min-fill), or a name in ``ORDERINGS``.
         memory_budget: bytes the DP's tables and buffers may hold at once; a
             larger predicted peak raises TooLargeError before any work.
+        max_states: under a memory cap, the most (cost, memory) front points
+            the DP may generate at once or keep in all; more raises TooLargeError.
         time_limit: seconds; the DP has no partial answer, so exceeding it
             raises TooLargeError.
         seed: unused (the DP is deterministic); accepted like every solver.
     """
     start = time.perf_counter()
-    if problem.memory_cap is not None:
-        raise OptionError("dp does not support memory caps yet")
     if not memory_budget > 0:
         raise OptionError(f"memory_budget must be a positive number of bytes, got {memory_budget}")
+    if not max_states >= 1 or int(max_states) != max_states:
+        raise OptionError(f"max_states must be a positive integer, got {max_states}")
     if time_limit is not None and not time_limit > 0:
         raise OptionError(f"time_limit must be positive seconds or None, got {time_limit}")
     chosen, predicted = _choose(problem, ordering)
@@ -95,9 +104,81 @@ def solve(problem: Problem, *, ordering: str = "auto",
     if total == math.inf:  # every strategy has infinite cost, as exhaustive reports it
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
                         wall_time=time.perf_counter() - start, stats=stats)
+    if problem.memory_cap is not None:
+        return _solve_capped(problem, chosen, choice, total, int(max_states), deadline,
+                             start, stats)
     cost = _verified_cost(problem, choice, total)
     return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
                     wall_time=time.perf_counter() - start, stats=stats)
+
+
+def _solve_capped(problem: Problem, chosen: Plan, choice: tuple[int, ...], total: float,
+                  max_states: int, deadline: float | None, start: float,
+                  stats: dict[str, Any]) -> Solution:
+    """The capped optimum, given the unconstrained one (``choice``, ``total``)."""
+    cap = problem.memory_cap
+    stats["memory_cap"] = cap
+    # The unconstrained optimum is a lower bound; when it fits it is the answer.
+    stats["capped"] = not problem.fits(choice)
+    if stats["capped"]:
+        stats["min_memory"] = least = _min_memory(problem, chosen, deadline)
+        if least > cap:
+            return Solution(None, math.inf, Status.INFEASIBLE, "dp",
+                            wall_time=time.perf_counter() - start, stats=stats)
+        found, front_stats = pareto_solve(problem, chosen.elimination, cap,
+                                          _minimiser(problem, chosen, deadline, choice, total),
+                                          max_states=max_states, deadline=deadline)
+        stats.update(front_stats)
+        if found is None:
+            # Only rounding can do this: the least-memory strategy sums to the cap
+            # in the DP's order but not in Problem.memory_of's.
+            if least < cap - CAP_RTOL * max(abs(cap), 1.0):
+                raise PaseError(f"dp internal error: the least memory {least!r} fits the cap "
+                                f"{cap!r} but the Pareto DP found no strategy; please report this")
+            return Solution(None, math.inf, Status.INFEASIBLE, "dp",
+                            wall_time=time.perf_counter() - start, stats=stats)
+        choice, total = found
+    stats["memory"] = problem.memory_of(choice)
+    cost = _verified_cost(problem, choice, total)
+    return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
+                    wall_time=time.perf_counter() - start, stats=stats)
+
+
+def _min_memory(problem: Problem, chosen: Plan, deadline: float | None) -> float:
+    """Least total memory over strategies of finite cost.
+
+    Memory is per vertex, so that is the sum of per-vertex minima unless some
+    cost is infinite; then the same DP runs with memory as the cost.
+    """
+    assert problem.memory is not None
+    finite = all(np.isfinite(c).all() for c in problem.vertex_costs) and \
+        all(np.isfinite(m).all() for m in problem.edge_costs)
+    if finite:
+        return float(sum(float(m.min()) for m in problem.memory))
+    as_cost = Problem([m + np.where(np.isinf(c), np.inf, 0.0)
+                       for m, c in zip(problem.memory, problem.vertex_costs)],
+                      problem.edges, [np.where(np.isinf(m), np.inf, 0.0) for m in problem.edge_costs],
+                      names=problem.names)
+    return _execute(as_cost, chosen, deadline)[0]
+
+
+def _minimiser(problem: Problem, chosen: Plan, deadline: float | None,
+               choice: tuple[int, ...], total: float) -> Minimiser:
+    """The plain DP on ``cost + lam * memory``, for the Lagrangian search.
+
+    ``choice`` and ``total`` are its known answer at ``lam = 0``.
+    """
+    assert problem.memory is not None
+
+    def minimise(lam: float) -> tuple[tuple[int, ...], float]:
+        if lam == 0:
+            return choice, total
+        costs = [c + lam * m for c, m in zip(problem.vertex_costs, problem.memory)]
+        shifted = Problem(costs, problem.edges, problem.edge_costs, names=problem.names)
+        value, minimiser, _ = _execute(shifted, chosen, deadline)
+        return minimiser, value
+
+    return minimise
 
 
 def _check_budget(problem: Problem, chosen: Plan, budget: float) -> None:

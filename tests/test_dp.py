@@ -164,10 +164,8 @@ def test_options_are_validated():
         dp.solve(problem, ordering="dfs")
     with pytest.raises(OptionError, match="memory_budget"):
         dp.solve(problem, memory_budget=0)
-    capped = Problem(problem.vertex_costs, problem.edges, problem.edge_costs,
-                     memory=problem.memory, memory_cap=100.0)
-    with pytest.raises(OptionError, match="memory caps"):
-        dp.solve(capped)
+    with pytest.raises(OptionError, match="max_states"):
+        dp.solve(problem, max_states=0)
 
 
 def test_time_limit():

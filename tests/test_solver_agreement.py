@@ -68,3 +68,21 @@ def test_ilp_refuses_a_model_too_large_for_memory(backend):
     built = pase.build_problem("alexnet", 8)
     with pytest.raises(pase.PaseError, match=r"ILP would have [\d,]+ variables .* max_variables=1,000"):
         pase.run_solver(backend, built.problem, max_variables=1000)
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.integers(1, 7), seed=st.integers(0, 10_000), fraction=st.floats(-0.2, 1.0))
+def test_memory_capped_dp_equals_capped_exhaustive_and_ilp(size, seed, fraction):
+    from pase.testing import random_problem
+
+    base = random_problem(size, 5, 2, seed=seed, with_memory=True)
+    low = base.min_memory()
+    high = sum(float(m.max()) for m in base.memory)
+    problem = base.with_memory_cap(low + fraction * (high - low))
+    truth = pase.run_solver("exhaustive", problem)
+    for name in EXACT:
+        sol = pase.run_solver(name, problem, seed=0)
+        assert sol.status is truth.status, name
+        if truth.status is pase.Status.OPTIMAL:
+            assert sol.cost == pytest.approx(truth.cost, rel=1e-6), name
+            assert problem.fits(sol.choice), name
