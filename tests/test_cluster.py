@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from pase.cluster import PRESETS, Cluster, Device, Link, get_cluster
+from pase.errors import OptionError, UnknownNameError
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_round_trip_through_json(name, tmp_path):
+    cluster = get_cluster(name)
+    path = tmp_path / f"{name}.json"
+    cluster.to_json(path)
+    assert Cluster.from_json(path) == cluster
+    assert cluster.source, "every preset documents where its figures come from"
+
+
+def test_node_composition():
+    c = get_cluster("dgx-a100x2")
+    assert (c.nodes, c.devices) == (2, 16)
+    assert c.node_of(7) == 0 and c.node_of(8) == 1
+    assert c.link_between(0, 7) == c.intra and c.link_between(7, 8) == c.inter
+    assert get_cluster("gtx1080ti", 20).nodes == 3  # grows to hold 20 devices
+    assert get_cluster("dgx-a100", 8).nodes == 1
+
+
+@pytest.mark.parametrize("spec, devices, message", [
+    ("tpu-v9", None, "unknown cluster 'tpu-v9'; presets: dgx-a100, dgx1-v100, gtx1080ti"),
+    ("dgx-a100x2", 32, "has 16 devices (2 x 8); 32 requested"),
+    ("dgx-a100x0", None, "node count must be >= 1"),
+])
+def test_bad_names(spec, devices, message):
+    with pytest.raises((OptionError, UnknownNameError), match=message.replace("(", r"\(").replace(")", r"\)")):
+        get_cluster(spec, devices)
+
+
+def test_bad_cluster_files(tmp_path):
+    good = get_cluster("dgx-a100").to_dict()
+    cases = {
+        "not_json.json": ("{", "not valid JSON"),
+        "wrong_schema.json": (json.dumps({"name": "x"}), "not a pase cluster"),
+        "old_version.json": (json.dumps({**good, "version": 7}), "version 7 is not supported"),
+        "missing.json": (json.dumps({k: v for k, v in good.items() if k != "intra"}),
+                         "malformed cluster JSON"),
+        "zero_bw.json": (json.dumps({**good, "inter": {"bandwidth_gbps": 0, "latency_us": 1}}),
+                         "inter.bandwidth_gbps must be a positive number"),
+        "neg_latency.json": (json.dumps({**good, "intra": {"bandwidth_gbps": 1, "latency_us": -1}}),
+                             "intra.latency_us must be a number >= 0"),
+        "zero_nodes.json": (json.dumps({**good, "nodes": 0}), "nodes must be an integer >= 1"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(OptionError, match=message):
+            get_cluster(str(path))
+    with pytest.raises(OptionError, match="cannot read cluster file"):
+        Cluster.from_json(tmp_path / "absent.json")
+
+
+def test_custom_cluster_in_code():
+    c = Cluster("lab", 2, 4, Device("toy", 1.0, 8.0), Link(10, 1), Link(1, 10))
+    assert c.devices == 8 and c.spans_nodes(range(3, 6)) and not c.spans_nodes(range(4))
