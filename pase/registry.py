@@ -59,8 +59,9 @@ class Registry:
         self._loaded = True
         importlib.import_module(self._builtin_package)
         for ep in entry_points(group=self._group):
+            obj = ep.load()  # importing may register it through the decorator already
             if ep.name not in self._entries:
-                self.add(ep.name, ep.load())
+                self.add(ep.name, obj)
 
     def entry(self, name: str) -> Entry:
         self._load()
