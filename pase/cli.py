@@ -99,6 +99,16 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         print(f"timeline written to {args.plot}")
 
 
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from pase import papers
+
+    papers.entry(args.paper)  # unknown names fail at once, listing the known ones
+    written = papers.reproduce(args.paper, args.out, quick=args.quick,
+                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+    for label, path in written.items():
+        print(f"{label}: {path}")
+
+
 def cmd_inspect(args: argparse.Namespace) -> None:
     built = _build(args)
     g, space = built.graph, built.space
@@ -380,6 +390,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--timeline", action="store_true", help="include the timeline in the JSON")
     s.add_argument("--plot", metavar="FILE.png", help="draw a Gantt chart of devices and links")
     s.set_defaults(run=cmd_simulate)
+    s = sub.add_parser("reproduce", help="regenerate a paper's tables and figures")
+    s.add_argument("paper", help="reproduction name, e.g. pase-ipdps2021")
+    s.add_argument("--quick", action="store_true", help="a reduced grid (minutes, for CI)")
+    s.add_argument("--out", help="output folder (default: the paper's results folder)")
+    s.set_defaults(run=cmd_reproduce)
     s = model_command("evaluate", cmd_evaluate, "cost of a given strategy")
     s.add_argument("--strategy", required=True,
                    help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")

@@ -1,0 +1,178 @@
+"""Table I: search time per model and device count, next to the paper's.
+
+For each (model, p) of the grid: the dp solver's time with the paper's
+ordering (``generateseq``), with ``auto`` (the ordering with the fewest
+predicted table entries) and with the breadth-first ablation (``bfs``, reported
+as OOM with the predicted need when its tables exceed the dp's memory budget, as
+the paper's BF column does); then the ILP backends and mcmc under a time limit.
+ILP runs go to a child process with a hard cap (:mod:`.isolated`).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pase.api import build_problem, run_solver
+from pase.papers.pase_ipdps2021 import isolated
+from pase.papers.pase_ipdps2021.report import gib, md_table, seconds, write_json
+from pase.papers.pase_ipdps2021.settings import (
+    ILP_SOLVERS,
+    PAPER_TABLE1,
+    PAPER_TABLE1_RANGES,
+    TITLES,
+    Settings,
+    machine_line,
+)
+from pase.solvers import dp as dp_solver
+
+ORDERINGS = ("generateseq", "auto", "bfs")
+
+
+def run(settings: Settings, progress: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """One row per (model, p): dp timings per ordering, ILP and mcmc results."""
+    rows = []
+    for model in settings.table1_models:
+        for p in settings.table1_devices:
+            progress(f"table I: {model} p={p}")
+            rows.append(_row(model, p, settings, progress))
+    return rows
+
+
+def _row(model: str, p: int, settings: Settings, progress: Callable[[str], Any]) -> dict[str, Any]:
+    built = build_problem(model, p)
+    problem = built.problem
+    row: dict[str, Any] = {
+        "model": model, "devices": p, "build_seconds": built.seconds,
+        "vertices": problem.num_vertices, "configs": int(sum(int(k) for k in problem.sizes)),
+        "pair_columns": int(sum(m.size for m in problem.edge_costs)),
+        "paper_seconds": PAPER_TABLE1.get(model, {}).get(p),
+        "paper_range": PAPER_TABLE1_RANGES.get(model)}
+    dp_runs: dict[str, Any] = {}
+    for ordering in ORDERINGS:
+        plan = dp_solver.plan(problem, ordering)
+        entry: dict[str, Any] = {"ordering": plan.ordering,
+                                 "max_dependent_set": plan.max_dependent_set,
+                                 "table_entries": plan.table_entries,
+                                 "peak_bytes": plan.peak_bytes}
+        if plan.peak_bytes > dp_solver.DEFAULT_MEMORY_BUDGET:
+            entry["oom"] = True
+        else:
+            best, cost = float("inf"), None
+            for _ in range(settings.repeats):
+                sol = run_solver("dp", problem, ordering=ordering)
+                best, cost = min(best, sol.wall_time), sol.cost
+            entry.update(seconds=best, cost=cost)
+        dp_runs[ordering] = entry
+    row["dp"] = dp_runs
+    row["dp_cost"] = dp_runs["generateseq"]["cost"]
+    others: dict[str, Any] = {}
+    for solver in ILP_SOLVERS:
+        if row["pair_columns"] > settings.ilp_max_pairs:
+            others[solver] = {"status": "skipped",
+                              "note": f"{row['pair_columns']:,} edge pair columns > "
+                                      f"{settings.ilp_max_pairs:,} (memory)"}
+            continue
+        progress(f"  {solver} (limit {settings.time_limit:g} s)")
+        others[solver] = isolated.run(model, p, solver, time_limit=settings.time_limit,
+                                      hard_timeout=settings.hard_timeout, seed=settings.seed)
+    progress(f"  mcmc (limit {settings.time_limit:g} s)")
+    sol = run_solver("mcmc", problem, time_limit=settings.time_limit, seed=settings.seed)
+    others["mcmc"] = {"status": str(sol.status), "cost": sol.cost, "solve_seconds": sol.wall_time,
+                      "iterations": sol.stats.get("iterations"), "stop": sol.stats.get("stop")}
+    for result in others.values():
+        if result.get("cost") is not None:
+            result["cost_ratio"] = result["cost"] / row["dp_cost"]
+    row["solvers"] = others
+    return row
+
+
+# -- output --------------------------------------------------------------------------
+
+def write(rows: list[dict[str, Any]], settings: Settings, info: dict[str, Any], elapsed: float,
+          out_dir: Path) -> dict[str, Path]:
+    data = {"title": "Table I: search time", "quick": settings.quick, "machine": info,
+            "settings": settings.to_dict(), "elapsed_seconds": elapsed, "rows": rows}
+    json_path = write_json(out_dir / "table1.json", data)
+    md_path = out_dir / "table1.md"
+    md_path.write_text(markdown(rows, settings, info, elapsed))
+    return {"table1.md": md_path, "table1.json": json_path}
+
+
+def markdown(rows: list[dict[str, Any]], settings: Settings, info: dict[str, Any],
+             elapsed: float) -> str:
+    quick = " (QUICK RUN: reduced grid and limits)" if settings.quick else ""
+    out = [f"# Table I: search time{quick}", "",
+           f"Machine: {machine_line(info)}. Generated by `pase reproduce pase-ipdps2021"
+           f"{' --quick' if settings.quick else ''}` in {elapsed:.0f} s.", "",
+           "## The dp solver against the paper", "",
+           f"dp solve time in seconds (best of {settings.repeats}; building the Problem is the "
+           "`build s` column), paper cost model, default machine, batch 128. The paper's "
+           "figures are the reference prototype on a Sandy Bridge Xeon (its Table I); "
+           "AlexNet and RNNLM are given there only as ranges over p, ResNet-101 not at all. "
+           "`bfs` is the breadth-first ablation: OOM with the memory its tables would need "
+           f"when over the dp's {gib(dp_solver.DEFAULT_MEMORY_BUDGET)} budget. `max dep. set` "
+           "is the largest dependent set under generateseq (the exponent M of the paper's "
+           "O(|V|^2 K^(M+1)) bound), `table entries` the cells its tables fill.", ""]
+    header = ["model", "p", "build s", "generateseq s", "auto s (ordering)", "bfs s", "max dep. set",
+              "table entries", "paper s", "paper / ours"]
+    body = []
+    for r in rows:
+        d = r["dp"]
+        paper = r["paper_seconds"]
+        ours = d["generateseq"].get("seconds")
+        body.append([
+            TITLES[r["model"]], r["devices"], seconds(r["build_seconds"]), seconds(ours),
+            f"{seconds(d['auto'].get('seconds'))} ({d['auto']['ordering']})", _bfs_cell(d["bfs"]),
+            d["generateseq"]["max_dependent_set"], f"{d['generateseq']['table_entries']:,}",
+            f"{paper:g}" if paper else (r["paper_range"] or "-"),
+            f"{paper / ours:,.0f}x" if paper and ours else "-"])
+    out += [md_table(header, body), "",
+            "## ILP backends and mcmc under a time limit", "",
+            f"Each run had a time limit of **{settings.time_limit:g} s** (ILP: model build "
+            f"included, in a child process killed after {settings.hard_timeout:g} s of wall "
+            f"time; skipped above {settings.ilp_max_pairs:,} edge pair columns). A cell is "
+            "status, solver seconds, the relative gap to the proven lower bound when not "
+            "optimal, cost / dp optimum when not equal, and the child process's peak memory "
+            "(ILP only). mcmc (seed "
+            f"{settings.seed}) never proves optimality: `feasible`.", ""]
+    header = ["model", "p", "configs", "pair columns"] + list(ILP_SOLVERS) + ["mcmc"]
+    body = []
+    for r in rows:
+        body.append([TITLES[r["model"]], r["devices"], f"{r['configs']:,}",
+                     f"{r['pair_columns']:,}"] +
+                    [_solver_cell(r["solvers"][s]) for s in list(ILP_SOLVERS) + ["mcmc"]])
+    out += [md_table(header, body), ""]
+    return "\n".join(out)
+
+
+def _bfs_cell(entry: dict[str, Any]) -> str:
+    if entry.get("oom"):
+        return f"OOM (needs {gib(entry['peak_bytes'])})"
+    return seconds(entry.get("seconds"))
+
+
+def _solver_cell(result: dict[str, Any]) -> str:
+    status = result["status"]
+    if status == "skipped":
+        return "not run (too large)"
+    if status == "killed":
+        return f"killed at {result['wall_seconds']:.0f} s"
+    if status in ("error", "refused"):
+        return f"{status}: {result.get('note', '')[:60]}"
+    parts = [status, f"{seconds(result.get('solve_seconds'))} s"]
+    gap = result.get("gap")
+    if status != "optimal" and gap is not None:
+        parts.append(f"gap {100 * gap:.2g}%")
+    ratio = result.get("cost_ratio")
+    if ratio is not None and abs(ratio - 1) > 1e-9:
+        parts.append(f"x{ratio:.4f}")
+    if result.get("peak_rss_gib") is not None:
+        parts.append(f"{result['peak_rss_gib']:.2g} GiB")
+    return ", ".join(parts)
+
+
+def timed_run(settings: Settings, progress: Callable[[str], Any]) -> tuple[list[dict[str, Any]], float]:
+    start = time.perf_counter()
+    rows = run(settings, progress)
+    return rows, time.perf_counter() - start
