@@ -29,27 +29,27 @@ def _candidates(problem: Problem, solver: str) -> list[Candidates]:
     return problem.candidates
 
 
-def _pick(c: Candidates, groups: list[tuple[tuple[str, ...], int]]) -> int:
-    """The candidate splitting each role group as close to its target as allowed.
+def pick_config(c: Candidates, groups: list[tuple[tuple[str, ...], int]], by: str = "roles") -> int:
+    """The candidate splitting each group as close to its target as allowed.
 
-    ``groups`` is ``[(roles, target)]`` in priority order; dims outside every
-    group stay unsplit. Among candidates whose group products stay within their
-    targets, the lexicographically largest (first group first) wins; ties go
-    to the lowest index.
+    ``groups`` is ``[(names, target)]`` in priority order, the names being dim
+    roles (``by="roles"``) or dim names (``by="dims"``); dims outside every group
+    stay unsplit. Among candidates whose group products stay within their
+    targets, the lexicographically largest (first group first) wins; ties go to
+    the lowest index. The all-ones config always qualifies.
     """
-    roles = np.array(c.roles)
+    labels = np.array(c.roles if by == "roles" else c.dims)
     cfg = c.configs
-    covered = np.zeros(len(roles), dtype=bool)
+    covered = np.zeros(len(labels), dtype=bool)
     scores = []
     ok = np.ones(len(cfg), dtype=bool)
-    for group_roles, target in groups:
-        mask = np.isin(roles, group_roles)
+    for names, target in groups:
+        mask = np.isin(labels, list(names))
         covered |= mask
         product = np.prod(cfg[:, mask], axis=1) if mask.any() else np.ones(len(cfg), dtype=np.int64)
         ok &= product <= target
         scores.append(product)
     ok &= np.all(cfg[:, ~covered] == 1, axis=1)
-    # At least the all-ones config satisfies every rule.
     best, best_key = 0, None
     for i in np.flatnonzero(ok):
         key = tuple(int(s[i]) for s in scores)
@@ -80,7 +80,7 @@ def _devices(problem: Problem, devices: int | None) -> int:
 def data_parallel_choice(problem: Problem, devices: int | None = None) -> tuple[int, ...]:
     """The data-parallel choice (batch dims split as far as allowed), cap ignored."""
     p = _devices(problem, devices)
-    return tuple(_pick(c, [(("batch",), p)]) for c in _candidates(problem, "data-parallel"))
+    return tuple(pick_config(c, [(("batch",), p)]) for c in _candidates(problem, "data-parallel"))
 
 
 @SOLVERS.register("data-parallel", "split only the batch dim p ways everywhere (baseline)",
@@ -96,7 +96,7 @@ def owt(problem: Problem, *, devices: int | None = None, time_limit: float | Non
         seed: int | None = None) -> Solution:
     cands = _candidates(problem, "owt")
     p = _devices(problem, devices)
-    choice = [_pick(c, [(("parameter",), p)]) if c.kind == "FC" else _pick(c, [(("batch",), p)])
+    choice = [pick_config(c, [(("parameter",), p)]) if c.kind == "FC" else pick_config(c, [(("batch",), p)])
               for c in cands]
     return _fixed(problem, choice, "owt")
 
@@ -112,7 +112,7 @@ def megatron(problem: Problem, *, devices: int | None = None, time_limit: float 
         if p % n:
             continue
         m = p // n
-        choice = [_pick(c, [(("batch",), m), (TENSOR_ROLES, n)]) for c in cands]
+        choice = [pick_config(c, [(("batch",), m), (TENSOR_ROLES, n)]) for c in cands]
         cost = problem.evaluate(choice)
         if best is None or cost < best[0]:
             best = (cost, n, choice)

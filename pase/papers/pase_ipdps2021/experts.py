@@ -44,6 +44,7 @@ import numpy as np
 from pase.api import run_solver
 from pase.errors import OptionError
 from pase.problem import Candidates, Problem, Solution, Status
+from pase.solvers.baselines import pick_config
 
 GNMT = "gnmt"
 
@@ -63,23 +64,7 @@ def pick(c: Candidates, groups: Sequence[tuple[Sequence[str], int]]) -> int:
         >>> pick(c, [(("b",), 2), (("l",), 2)])
         3
     """
-    cfg = np.asarray(c.configs)
-    covered = np.zeros(len(c.dims), dtype=bool)
-    ok = np.ones(len(cfg), dtype=bool)
-    scores = []
-    for dims, target in groups:
-        mask = np.isin(np.array(c.dims), list(dims))
-        covered |= mask
-        product = np.prod(cfg[:, mask], axis=1) if mask.any() else np.ones(len(cfg), dtype=np.int64)
-        ok &= product <= target
-        scores.append(product)
-    ok &= np.all(cfg[:, ~covered] == 1, axis=1)
-    best, best_key = 0, None
-    for i in np.flatnonzero(ok):
-        key = tuple(int(s[i]) for s in scores)
-        if best_key is None or key > best_key:
-            best, best_key = int(i), key
-    return best
+    return pick_config(c, list(groups), by="dims")
 
 
 def _dims_with_role(c: Candidates, role: str) -> tuple[str, ...]:
