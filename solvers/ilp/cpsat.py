@@ -47,6 +47,7 @@ from pase.solvers.ilp.formulation import (
     BackendResult,
     Formulation,
     group_max,
+    importable,
     solve_formulation,
     unavailable,
 )
@@ -71,11 +72,7 @@ def _import() -> ModuleType:
 
 
 def available() -> bool:
-    try:
-        _import()
-    except ImportError:
-        return False
-    return True
+    return importable(_import)
 
 
 @SOLVERS.register(NAME, "exact ILP on OR-Tools CP-SAT (integer-scaled costs)", exact=True,

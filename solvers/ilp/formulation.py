@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -279,6 +279,15 @@ def check_size(problem: Problem, solver: str, max_variables: int) -> None:
             f"config pairs), over max_variables={max_variables:,}; at 5.1 million variables a "
             f"backend was killed for using over 20 GiB here. Use 'dp', fewer devices, or raise "
             f"max_variables")
+
+
+def importable(load: Callable[[], object]) -> bool:
+    """Whether an optional backend's import succeeds (a solver's ``available()``)."""
+    try:
+        load()
+    except ImportError:
+        return False
+    return True
 
 
 def unavailable(solver: str, package: str, err: ImportError) -> SolverUnavailableError:

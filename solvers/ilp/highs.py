@@ -33,6 +33,7 @@ from pase.solvers.ilp.formulation import (
     BackendResult,
     Formulation,
     float_memory_row,
+    importable,
     solve_formulation,
     unavailable,
 )
@@ -46,11 +47,7 @@ def _import() -> ModuleType:
 
 
 def available() -> bool:
-    try:
-        _import()
-    except ImportError:
-        return False
-    return True
+    return importable(_import)
 
 
 @SOLVERS.register(NAME, "exact ILP on HiGHS (highspy, matrix form)", exact=True,
