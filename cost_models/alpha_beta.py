@@ -94,6 +94,10 @@ class AlphaBetaCostModel(CostModel):
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work(op, configs).memory
 
+    def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        work = self.work(op, configs)  # one decomposition serves both costs and memory
+        return self.work_costs(work), work.memory
+
     def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work_costs(self.work(op, configs))
 

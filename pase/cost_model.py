@@ -34,6 +34,10 @@ class CostModel(abc.ABC):
         """Bytes per device of each config, or None when the model has no memory notion."""
         return None
 
+    def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Layer costs and memory of each config; override to share work between the two."""
+        return self.layer_costs(op, configs), self.memory(op, configs)
+
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """The costed connections as (producer, output, consumer, input) indices.
 
@@ -45,14 +49,15 @@ class CostModel(abc.ABC):
     def problem(self, graph: Graph, space: ConfigSpace) -> Problem:
         if space.graph is not graph:
             raise ValueError("the configuration space was built for another graph")
-        vertex = [self.layer_costs(op, space.configs[i]) for i, op in enumerate(graph.ops)]
+        terms = [self.vertex_terms(op, space.configs[i]) for i, op in enumerate(graph.ops)]
+        vertex = [cost for cost, _ in terms]
+        memory = [mem for _, mem in terms]
         pairs, matrices = [], []
         for u, out, v, inp in self.edges(graph):
             pu, pv = graph.ops[u], graph.ops[v]
             matrices.append(self.edge_costs(pu, pu.outputs[out], space.configs[u],
                                             pv, pv.inputs[inp], space.configs[v]))
             pairs.append((u, v))
-        memory = [self.memory(op, space.configs[i]) for i, op in enumerate(graph.ops)]
         candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
                       for i, op in enumerate(graph.ops)]
         return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit,

@@ -29,7 +29,7 @@ from pase.errors import OptionError, PaseError, TooLargeError
 from pase.problem import COST_RTOL, Problem, Solution, Status
 from pase.registry import SOLVERS
 from pase.solvers.dp_memory import CAP_RTOL, DEFAULT_MAX_STATES, Minimiser, pareto_solve
-from pase.solvers.dp_plan import Plan, Step, Term, argmin_dtype
+from pase.solvers.dp_plan import Plan, Step, Term, argmin_dtype, sum_into
 from pase.solvers.dp_plan import plan as plan_named
 from pase.solvers.ordering import ORDERINGS
 
@@ -320,13 +320,7 @@ def _run_step(problem: Problem, step: Step, sizes: list[int], values: dict[int, 
         if buffer is None:
             block = parts[0]  # a C-contiguous table slice spanning every axis
         else:
-            block = buffer[:e * kv].reshape((r1 - r0,) + rest + (kv,))
-            if len(parts) == 1:
-                np.copyto(block, parts[0])
-            else:
-                np.add(parts[0], parts[1], out=block)
-            for part in parts[2:]:
-                np.add(block, part, out=block)
+            block = sum_into(buffer[:e * kv].reshape((r1 - r0,) + rest + (kv,)), parts)
         ix = index[:e]
         np.argmin(block.reshape(e, kv), axis=1, out=ix)
         np.copyto(arg_rows[r0:r1].reshape(e), ix, casting="unsafe")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pase.problem import Problem
-from pase.solvers.dp_plan import CHUNK_BYTES, VALUE_BYTES
+from pase.solvers.dp_plan import CHUNK_BYTES, VALUE_BYTES, sum_into
 from pase.solvers.ordering import Elimination
 
 # Slack of the Lagrangian cost bounds, relative to the summed magnitudes of the
@@ -239,16 +239,7 @@ def fold(arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 def block_sum(arrays: list[np.ndarray], r0: int, r1: int, shape: tuple[int, ...]) -> np.ndarray:
     """Rows ``r0:r1`` of the broadcast sum of ``arrays`` over ``shape``."""
-    out = np.empty((r1 - r0,) + shape[1:])
-    parts = [rows(a, r0, r1) for a in arrays]
-    # np.add into a buffer: np.array of a broadcast view takes a far slower copy path.
-    if len(parts) == 1:
-        np.copyto(out, parts[0])
-    else:
-        np.add(parts[0], parts[1], out=out)
-    for part in parts[2:]:
-        np.add(out, part, out=out)
-    return out
+    return sum_into(np.empty((r1 - r0,) + shape[1:]), [rows(a, r0, r1) for a in arrays])
 
 
 def rows(array: np.ndarray, r0: int, r1: int) -> np.ndarray:

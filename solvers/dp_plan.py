@@ -178,3 +178,17 @@ def _fold(elim: Elimination, i: int, sizes: list[int]) -> tuple[tuple[Term, ...]
         else:
             groups.append([t])
     return tuple(tuple(g) for g in groups)
+
+
+def sum_into(out: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+    """The broadcast sum of ``parts`` written into ``out`` (no temporaries).
+
+    np.add into a buffer: np.array of a broadcast view takes a far slower copy path.
+    """
+    if len(parts) == 1:
+        np.copyto(out, parts[0])
+    else:
+        np.add(parts[0], parts[1], out=out)
+    for part in parts[2:]:
+        np.add(out, part, out=out)
+    return out
