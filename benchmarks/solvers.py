@@ -15,7 +15,7 @@ import sys
 import time
 
 import pase
-from pase.compare import compare_problem
+from pase.comparison import compare_problem
 
 SOLVERS = ["dp", "ilp-highs", "ilp-cpsat", "ilp-cbc", "greedy", "mcmc", "data-parallel", "owt",
            "megatron"]

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.cost_model import CostModel
+from pase.costing import CostModel
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem

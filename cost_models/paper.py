@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from pase.cost_model import CostModel
+from pase.costing import CostModel
 from pase.errors import GraphError, OptionError
 from pase.ir import Graph, Op, Port
 from pase.registry import COST_MODELS

@@ -5,7 +5,7 @@
     >>> print(strategy.table())                                 # doctest: +SKIP
 """
 from pase.api import build_problem, evaluate, load_graph, run_solver, solve
-from pase.compare import compare
+from pase.comparison import compare
 from pase.errors import PaseError
 from pase.ir import Dim, Graph, Op, Port
 from pase.problem import Problem, Solution, Status

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from pase.cost_model import CostModel
+from pase.costing import CostModel
 from pase.errors import OptionError, PaseError, UnknownNameError
 from pase.ir import Graph
 from pase.problem import COST_RTOL, Problem, Solution

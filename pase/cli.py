@@ -141,7 +141,7 @@ def cmd_solve(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from pase.compare import compare_problem, plot_comparison
+    from pase.comparison import compare_problem, plot_comparison
 
     built = _build(args)
     solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]

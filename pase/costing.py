@@ -1,4 +1,4 @@
-"""The CostModel interface: Graph + configuration space -> Problem.
+"""The CostModel interface (module `pase.costing`): Graph + configuration space -> Problem.
 
 A cost model prices every candidate config of every op (a vertex cost) and every
 pair of configs across an edge (a re-distribution cost). Solvers never see it;
