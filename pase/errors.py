@@ -33,5 +33,9 @@ class TooLargeError(PaseError, ValueError):
     """A search would exceed a size or memory limit; the message says which."""
 
 
+class TimeLimitError(PaseError, TimeoutError):
+    """A solver with no partial answer (the dp) ran past its time limit."""
+
+
 class SolverUnavailableError(PaseError, ImportError):
     """A solver's optional backend is not installed; the message names the extra."""
