@@ -144,6 +144,24 @@ class Problem:
             total *= int(k)
         return total
 
+    def edge_matrix(self, u: int, v: int) -> np.ndarray:
+        """The cost matrix of edge ``{u, v}`` oriented ``(K_u, K_v)``, whichever index is lower.
+
+        Raises ProblemError when ``u`` and ``v`` are not adjacent.
+        """
+        index = self._edge_index()
+        if (u, v) in index:
+            return self.edge_costs[index[(u, v)]]
+        if (v, u) in index:
+            return self.edge_costs[index[(v, u)]].T
+        raise ProblemError(f"vertices {u} and {v} share no edge")
+
+    def _edge_index(self) -> dict[tuple[int, int], int]:
+        cached = self.__dict__.get("_edges_by_pair")
+        if cached is None:
+            cached = self.__dict__["_edges_by_pair"] = {e: i for i, e in enumerate(self.edges)}
+        return cached
+
     def neighbors(self) -> list[list[int]]:
         adj: list[list[int]] = [[] for _ in range(self.num_vertices)]
         for u, v in self.edges:
