@@ -13,7 +13,8 @@ from pase.solvers import dp
 ROOT = Path(__file__).resolve().parents[1]
 TABLE2 = ROOT / "papers" / "pase_ipdps2021" / "strategies" / "alexnet_p32.json"
 
-# Optimal total cost (FLOP) from the reference prototype (spec section 6).
+# Optimal total cost (FLOP) from the reference prototype (docs/cost-model.md,
+# "Reference figures").
 REFERENCE_OPTIMA = [("alexnet", 8, 97098296512.0), ("alexnet", 32, 53136349552.0),
                     ("rnnlm", 8, 7462723813376.0)]
 
@@ -29,11 +30,11 @@ def test_reference_optima(model, p, optimum, ordering):
 def test_table2_alexnet_p32():
     """The paper's Table II strategy for AlexNet on 32 devices.
 
-    The spec summarises Table II as "the first four convs split only the batch",
-    but under the spec's own formulas that cannot reach the reference optimum:
-    with conv4 pinned to b=32 the best strategy costs 54579410800 FLOP, 2.7%
+    The summary of Table II in docs/cost-model.md says the first four convs split
+    only the batch, but under the paper's cost model that cannot reach the reference
+    optimum: with conv4 pinned to b=32 the best strategy costs 54579410800 FLOP, 2.7%
     above 53136349552 (checked below). The optimum splits conv4 like conv5
-    (batch 16, in-channels 2); every other layer is as the spec describes.
+    (batch 16, in-channels 2); every other layer is as the summary says.
     """
     s = pase.solve("alexnet", devices=32)
     for conv in ("conv1", "conv2", "conv3"):

@@ -1,7 +1,8 @@
 """The five paper graphs and the paper cost model against the reference figures.
 
-Every reference number below is typed in from shared/specs/pase-paper-cost-model.md
-(section 6 structural self-checks, section 8 spot values), not computed here.
+Every reference number below comes from the paper's reference prototype and is typed
+in, not computed here; docs/cost-model.md ("Reference figures") lists them all with
+the graphs, ops and configurations they belong to.
 """
 from __future__ import annotations
 

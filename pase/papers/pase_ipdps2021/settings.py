@@ -17,8 +17,9 @@ FIGURE6_BATCH = {"alexnet": 128, "inception_v3": 128, "rnnlm": 64, "transformer"
 EXPERTS = {"alexnet": "owt", "inception_v3": "owt", "rnnlm": "gnmt", "transformer": "megatron"}
 CLUSTERS = ("gtx1080ti", "rtx2080ti")
 
-# Table I of the paper (spec section 7): seconds at p = 4, 8, 16, 32, 64 on a Sandy
-# Bridge Xeon; AlexNet and RNNLM are given only as ranges over p; no ResNet-101 figure.
+# Table I of the paper (also in docs/cost-model.md): seconds at p = 4, 8, 16, 32, 64 on
+# a Sandy Bridge Xeon; AlexNet and RNNLM are given only as ranges over p; no ResNet-101
+# figure.
 PAPER_TABLE1 = {
     "inception_v3": {4: 14.0, 8: 20.0, 16: 40.0, 32: 86.0, 64: 196.0},
     "transformer": {4: 9.8, 8: 29.0, 16: 131.0, 32: 553.0, 64: 1883.0},

@@ -6,8 +6,9 @@ Repeated structure is grouped the way the paper groups layers: Inception
 modules of one type, ResNet stages, Transformer encoder and decoder layers get
 one row per layer role, with a note saying whether every member agrees.
 
-Only AlexNet's Table II is available to us (the spec's summary, section 6), so
-only AlexNet is diffed; :data:`CONV4_NOTE` explains its one difference.
+Only AlexNet's Table II is available to us, as a written summary (recorded in
+docs/cost-model.md, "Reference figures"), so only AlexNet is diffed;
+:data:`CONV4_NOTE` explains its one difference.
 """
 from __future__ import annotations
 
@@ -48,22 +49,23 @@ INCEPTION_TYPES = {"Mixed_5b": "A", "Mixed_5c": "A", "Mixed_5d": "A", "Mixed_6a"
                    "Mixed_6b": "C", "Mixed_6c": "C", "Mixed_6d": "C", "Mixed_6e": "C",
                    "Mixed_7a": "D", "Mixed_7b": "E", "Mixed_7c": "E"}
 
-# The spec's summary of the paper's Table II for AlexNet at p = 32 (section 6), in our
-# dim names; ops it does not mention are absent.
+# The summary of the paper's Table II for AlexNet at p = 32 (docs/cost-model.md), in
+# our dim names; ops it does not mention are absent.
 PAPER_ALEXNET = {"conv1": {"b": 32}, "conv2": {"b": 32}, "conv3": {"b": 32}, "conv4": {"b": 32},
                  "conv5": {"b": 16, "c": 2}, "fc6": {"n": 4, "k": 8}, "fc7": {"n": 8, "k": 4},
                  "fc8": {"n": 4, "k": 8}, "loss": {"k": 4}}
-REFERENCE_OPTIMUM_ALEXNET_P32 = 53136349552.0  # the reference prototype's optimum (spec section 6)
+# The reference prototype's optimum (docs/cost-model.md, "Optimal total costs").
+REFERENCE_OPTIMUM_ALEXNET_P32 = 53136349552.0
 
 CONV4_NOTE = (
-    "The spec summarises the paper's Table II as \"the first four convs split only the batch "
-    "32 ways\", and in the same breath says that this is the optimum, whose cost it gives "
-    "as {ref:.0f} FLOP. Both cannot hold under the spec's formulas: our dp reaches exactly "
-    "that optimum ({ours:.0f} FLOP, relative difference {rel:.1e}) with conv4 split like "
-    "conv5 (b16 c2), and the best strategy with conv4 forced to b32 (every other layer free) "
-    "costs {forced:.0f} FLOP, {pct:.1f}% more. So the summary's \"first four\" is off by one "
-    "(it should read \"first three\"); we keep the optimum. The same is checked in "
-    "tests/test_dp_reference.py.")
+    "The summary of the paper's Table II that we have (docs/cost-model.md) says that the "
+    "first four convolutions split only the batch, 32 ways, and also that this strategy is "
+    "the optimum, at {ref:.0f} FLOP. Both cannot hold under the paper's cost model: our dp "
+    "reaches exactly that optimum ({ours:.0f} FLOP, relative difference {rel:.1e}) with "
+    "conv4 split like conv5 (b16 c2), and the best strategy with conv4 forced to b32 (every "
+    "other layer free) costs {forced:.0f} FLOP, {pct:.1f}% more. So the summary's \"first "
+    "four\" is off by one (it should read \"first three\"); we keep the optimum. The same is "
+    "checked in tests/test_dp_reference.py.")
 
 
 def letters(model: str, kind: str, dim: str) -> str:
@@ -220,7 +222,7 @@ def _batch(graph) -> int | None:
 
 
 def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str]) -> dict[str, Any]:
-    """Row-by-row diff against the spec's AlexNet Table II, with the forced-conv4 check."""
+    """Row-by-row diff against the summary of AlexNet's Table II, with the forced-conv4 check."""
     rows = []
     for op, config in configs.items():
         ours = config_text("alexnet", kinds[op], config)
@@ -247,10 +249,11 @@ def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str
 # -- output --------------------------------------------------------------------------
 
 NOT_AVAILABLE = (
-    "The paper's Table II for the other networks could not be obtained here: the spec "
-    "gives only AlexNet's, and searching the stored copies of the paper's pages (arXiv "
-    "2407.04001 and its mirrors) found its abstract but not its tables. Their strategies "
-    "below are ours alone and are **not** diffed against the paper.")
+    "The paper's Table II for the other networks could not be obtained here: we have only a "
+    "summary of AlexNet's (docs/cost-model.md), and searching the stored copies of the "
+    "paper's pages (arXiv 2407.04001 and its mirrors) found its abstract but not its "
+    "tables. Their strategies below are ours alone and are **not** diffed against the "
+    "paper.")
 
 
 def write(data: dict[str, Any], settings: Settings, info: dict[str, Any], elapsed: float,
@@ -301,7 +304,7 @@ def _alexnet_section(diff: dict[str, Any]) -> list[str]:
              "-" if r["agree"] is None else ("yes" if r["agree"] else "**no**")]
             for r in diff["rows"]]
     return ["### AlexNet against the paper's Table II", "",
-            "The paper's column is the spec's summary of the paper's Table II (section 6); "
-            "it does not mention the pooling and flatten layers.", "",
+            "The paper's column is the summary of the paper's Table II recorded in "
+            "`docs/cost-model.md`; it does not mention the pooling and flatten layers.", "",
             md_table(["layer", "paper", "ours", "agree"], body), "",
             f"Why conv4 differs: {diff['note']}", ""]
