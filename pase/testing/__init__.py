@@ -1,9 +1,30 @@
-"""Helpers for testing solvers: random Problems and a conformance suite.
+"""Helpers for testing solvers: random Problems, reference DPs and a conformance battery.
 
     from pase.testing import check_solver
-    check_solver(my_solve)      # raises ConformanceError naming the broken rule
-"""
-from pase.testing.conformance import ConformanceError, Report, check_solver
-from pase.testing.random_problems import random_problem
+    check_solver(my_solve, scope="chain", memory_cap=False)  # ConformanceError lists failures
 
-__all__ = ["ConformanceError", "Report", "check_solver", "random_problem"]
+or, one pytest case per (solver, check):
+
+    @pase.testing.solver_checks(["dp", my_solve])
+    def test_conformance(solver, check):
+        check(solver)
+"""
+from pase.testing.checks import CHECKS, Check, checks_for
+from pase.testing.conformance import ConformanceError, Report, check_solver, solver_checks
+from pase.testing.random_problems import (
+    add_memory,
+    cap_memory,
+    random_chain,
+    random_dag,
+    random_problem,
+    random_tree,
+    scale_costs,
+)
+from pase.testing.reference import reference_chain_dp, reference_tree_dp
+from pase.testing.runner import SolverSpec, solver_spec
+
+__all__ = [
+    "CHECKS", "Check", "ConformanceError", "Report", "SolverSpec", "add_memory", "cap_memory",
+    "check_solver", "checks_for", "random_chain", "random_dag", "random_problem", "random_tree",
+    "reference_chain_dp", "reference_tree_dp", "scale_costs", "solver_checks", "solver_spec",
+]

@@ -1,0 +1,120 @@
+"""The battery's Problems: small enough for exhaustive search, at every cost scale.
+
+A solver's scope picks the shapes: ``chain`` solvers see chains, ``tree``
+solvers chains and trees, ``general`` solvers diamonds, fork-joins and random
+DAGs as well. Each shape comes at three cost scales (seconds, plain numbers,
+FLOP) and, for solvers that honour memory caps, also under a cap some strategies
+fit and under one none fits.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pase.problem import Problem, Solution, Status
+from pase.testing.random_problems import (
+    add_memory,
+    cap_memory,
+    random_chain,
+    random_dag,
+    random_tree,
+    scale_costs,
+)
+
+SCOPES = ("chain", "tree", "general")
+# (label, cost scale, memory scale): seconds-sized costs with byte-sized memory,
+# plain small numbers, FLOP-sized costs.
+SCALES = (("x1e-9", 1e-9, 2.0**26), ("x1", 1.0, 1.0), ("x1e15", 1e15, 2.0**30))
+# Graph-derived Problems are normalised to this largest entry before scaling.
+GRAPH_MAX_ENTRY = 100.0
+# Where a feasible cap sits between the least and the most memory (0..1).
+CAP_FRACTION = 0.4
+
+
+@dataclass
+class Case:
+    """One Problem of the battery, with what a solver owes on it."""
+
+    label: str
+    problem: Problem
+    graph_derived: bool  # from a real graph and cost model: every solver must solve it
+    _optimum: Solution | None = field(default=None, repr=False)
+
+    @property
+    def optimum(self) -> Solution:
+        """Exhaustive search's answer (INFEASIBLE when nothing fits the cap)."""
+        if self._optimum is None:
+            from pase.solvers import exhaustive
+
+            self._optimum = exhaustive.solve(self.problem)
+        return self._optimum
+
+    @property
+    def feasible(self) -> bool:
+        return self.optimum.status is not Status.INFEASIBLE
+
+    @functools.cached_property
+    def magnitude(self) -> float:
+        """The largest absolute cost entry: the scale tolerances are relative to."""
+        arrays = self.problem.vertex_costs + self.problem.edge_costs
+        return max(float(np.abs(a).max()) for a in arrays)
+
+
+def _graph(model: str, devices: int) -> Problem:
+    from pase.api import build_problem
+
+    p = build_problem(model, devices).problem.with_memory_cap(None)
+    top = max(float(np.abs(a).max()) for a in p.vertex_costs + p.edge_costs) or 1.0
+    return scale_costs(p, GRAPH_MAX_ENTRY / top)
+
+
+def _bases(scope: str, seed: int) -> list[tuple[str, Problem, bool]]:
+    """(label, Problem at scale 1 without memory, graph-derived) for a scope."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; known: {', '.join(SCOPES)}")
+    bases = [("chain p=4", _graph("chain", 4), True), ("mlp p=2", _graph("mlp", 2), True),
+             ("random chain 1", random_chain(1, 4, seed), False),
+             ("random chain 5", random_chain(5, 5, seed + 1), False)]
+    if scope in ("tree", "general"):
+        bases += [("random tree 5", random_tree(5, 4, seed + 2), False),
+                  ("random tree 7", random_tree(7, 3, seed + 3), False)]
+    if scope == "general":
+        bases += [("diamond p=4", _graph("diamond", 4), True),
+                  ("fork-join p=2", _graph("fork-join", 2), True),
+                  ("random dag 5", random_dag(5, 4, 2, seed + 4), False),
+                  ("random dag 6", random_dag(6, 3, 4, seed + 5), False)]
+    return bases
+
+
+@functools.lru_cache(maxsize=12)
+def battery_cases(scope: str, memory_cap: bool, seed: int = 0) -> tuple[Case, ...]:
+    """Every Case a solver of ``scope`` meets; capped ones too when ``memory_cap``."""
+    cases = []
+    bases = _bases(scope, seed)
+    for i, (label, base, graph) in enumerate(bases):
+        for tag, cost_scale, memory_scale in SCALES:
+            problem = scale_costs(base, cost_scale)
+            cases.append(Case(f"{label} {tag}", problem, graph))
+            if not memory_cap:
+                continue
+            with_memory = add_memory(problem, seed + i, memory_scale)
+            cases.append(Case(f"{label} {tag} capped", cap_memory(with_memory, CAP_FRACTION),
+                              graph))
+            if i in (0, len(bases) - 1):
+                cases.append(Case(f"{label} {tag} cap below any strategy",
+                                  cap_memory(with_memory, -1.0), graph))
+    return tuple(cases)
+
+
+def big_problems(scope: str, seed: int = 0) -> list[tuple[str, Problem]]:
+    """Problems too large to finish fast, for the time-limit check, at every scale."""
+    if scope == "chain":
+        base = random_chain(400, 30, seed)
+    elif scope == "tree":
+        base = random_tree(200, 30, seed)
+    else:
+        base = random_dag(40, 20, 20, seed)
+    return [(f"a {base.num_vertices}-vertex {scope} Problem {tag}", scale_costs(base, s))
+            for tag, s, _ in SCALES]
