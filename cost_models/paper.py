@@ -2,11 +2,16 @@
 
 Costs are FLOP. Communication is converted to FLOP with the FLOP-to-word ratio
 ``r = peak_tflops * 1000 / (bandwidth_GBps / 8)`` (a word is 8 bytes). Every
-formula follows ``shared/specs/pase-paper-cost-model.md`` including the paper's
-simplifications; better models belong in other cost models.
+formula is the paper's, simplifications included (BatchNorm normalised over the
+batch axis, spatial conv dims never split, one costed edge per producer-consumer
+pair); ``docs/cost-model.md`` writes them out. Better models belong in other cost
+models.
 
 All formulas are vectorised over an op's configs: ``cfg`` is a ``(K, ndims)``
-float array and each function returns a ``(K,)`` array.
+float array and each function returns a ``(K,)`` array. Attributes are read
+through :func:`pase.schema.attr`, and each formula relies on the structure the
+op's schema guarantees (``docs/ops.md``): a Conv's dims are ``b c h w r s n``, an
+Einsum's dims are the letters of its ``eq``, an axis is in range.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from pase.costing import CostModel
 from pase.errors import GraphError, OptionError
 from pase.ir import Graph, Op, Port
 from pase.registry import COST_MODELS
+from pase.schema import attr, parse_einsum
 from pase.work.tiles import overlap_elements, port_factors
 
 
@@ -52,7 +58,7 @@ def conv_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     cm, m = _cols(op, cfg, "bhw")
     cn, n = _cols(op, cfg, "n")
     ck, k = _cols(op, cfg, "crs")
-    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0))
+    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"))
 
 
 def fc_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -60,12 +66,11 @@ def fc_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     cm, m = _cols(op, cfg, lead)
     cn, n = _cols(op, cfg, "n")
     ck, k = _cols(op, cfg, "k")
-    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0))
+    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"))
 
 
 def einsum_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    lhs, out = op.attrs["eq"].split("->")
-    a, b = lhs.split(",")
+    a, b, out = parse_einsum(attr(op, "eq"))
     batch = [ch for ch in op.dim_names if ch in a and ch in b and ch in out]
     ms = [ch for ch in op.dim_names if ch in a and ch not in b]
     ns = [ch for ch in op.dim_names if ch in b and ch not in a]
@@ -74,7 +79,7 @@ def einsum_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     cm, m = _cols(op, cfg, ms)
     cn, n = _cols(op, cfg, ns)
     ck, k = _cols(op, cfg, ks)
-    return gemm(r, m, n, k, cm, cn, ck, op.attrs.get("pw", 0), batch=bsize / cb)
+    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"), batch=bsize / cb)
 
 
 def lstm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -93,7 +98,7 @@ def lstm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 def pooling_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     elems = np.prod(np.asarray(op.shape, dtype=np.float64) / cfg, axis=1)
     _, _, h, w = op.inputs[0].shape
-    kh, kw = op.attrs["window"]
+    kh, kw = attr(op, "window")
     cb, cc, ch, cw = (cfg[:, i] for i in range(4))
     b_tile, c_tile, h_tile, w_tile = op.shape[0] / cb, op.shape[1] / cc, h / ch, w / cw
     h_grown = h_tile + np.where(ch > 1, kh, 0)
@@ -107,11 +112,11 @@ def _tile(op: Op, cfg: np.ndarray) -> np.ndarray:
 
 
 def elementwise_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    return (1.0 + op.attrs.get("pw", 0)) * np.prod(_tile(op, cfg), axis=1)
+    return (1.0 + attr(op, "pw")) * np.prod(_tile(op, cfg), axis=1)
 
 
 def norm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    axis = op.attrs.get("axis", 0)
+    axis = attr(op, "axis")
     tile = _tile(op, cfg)
     elems = np.prod(tile, axis=1)
     others = np.prod(np.delete(cfg, axis, axis=1), axis=1)
@@ -121,11 +126,11 @@ def norm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 
 def reduce_mean_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     elems = np.prod(_tile(op, cfg), axis=1)
-    return allreduce(r, elems, np.prod(cfg[:, list(op.attrs["axes"])], axis=1))
+    return allreduce(r, elems, np.prod(cfg[:, list(attr(op, "axes"))], axis=1))
 
 
 def softmax_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    axis = op.attrs["axis"]
+    axis = attr(op, "axis")
     tile = _tile(op, cfg)
     elems = np.prod(tile, axis=1)
     rows = elems / tile[:, axis]

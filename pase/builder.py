@@ -4,6 +4,9 @@ Each method creates one op of a kind the cost models know (see
 ``docs/ops.md``), with the iteration space, pinned dims and port mappings of
 the PaSE paper's modelling. A :class:`Value` is a tensor handle carrying its
 shape, its producer, and axis names/roles that later ops reuse for their dims.
+Each op is checked against the schema of its kind (:mod:`pase.schema`) as it is
+added, so a bad argument (``pw=-1``, an axis out of range) fails at the call that
+passed it; ``build()`` returns an immutable :class:`~pase.ir.Graph`.
 
 Example:
     >>> b = GraphBuilder("mlp")
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pase.errors import GraphError
-from pase.ir import Dim, Graph, Op, Port
+from pase.ir import Dim, Graph, Op, Port, check_op
+from pase.schema import parse_einsum
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class GraphBuilder:
         self.attrs = attrs
         self.ops: list[Op] = []
         self._counts: dict[str, int] = {}
+        self._names: set[str] = set()
 
     # -- plumbing --------------------------------------------------------------
     def input(self, shape: Sequence[int], names: Sequence[str] | None = None,
@@ -63,15 +68,22 @@ class GraphBuilder:
         return f"{kind.lower()}{self._counts[kind]}"
 
     def _add(self, op: Op, out_names: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[Value]:
+        check_op(op)
+        if op.name in self._names:
+            raise GraphError(f"duplicate op name {op.name!r} in graph {self.name!r}")
+        self._names.add(op.name)
         self.ops.append(op)
         return [Value(p.shape, (op.name, i), names, roles)
                 for i, (p, (names, roles)) in enumerate(zip(op.outputs, out_names))]
 
     def build(self) -> Graph:
-        return Graph(self.name, self.ops, self.attrs)
+        """The immutable, validated Graph of the ops added so far."""
+        return Graph(self.name, tuple(self.ops), self.attrs, check_ops=False)  # checked in _add
 
     # -- shape-preserving ops -------------------------------------------------
     def _pointwise(self, kind: str, xs: Sequence[Value], name: str | None, **attrs: Any) -> Value:
+        if not xs:
+            raise GraphError(f"{kind} needs at least one input")
         x = xs[0]
         dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, x.shape, x.roles))
         axes = tuple((n,) for n in x.names)
@@ -87,13 +99,13 @@ class GraphBuilder:
         return self._pointwise("Elementwise", [x, y], name, pw=pw)
 
     def norm(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
-        return self._pointwise("Norm", [x], name, axis=axis % len(x.shape))
+        return self._pointwise("Norm", [x], name, axis=_axis(axis, len(x.shape), "Norm"))
 
     def batch_norm(self, x: Value, name: str | None = None) -> Value:
         return self._pointwise("BatchNorm", [x], name, axis=0)
 
     def softmax(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
-        return self._pointwise("Softmax", [x], name, axis=axis % len(x.shape))
+        return self._pointwise("Softmax", [x], name, axis=_axis(axis, len(x.shape), "Softmax"))
 
     def softmax_cross_entropy(self, x: Value, name: str | None = None) -> Value:
         return self._pointwise("SoftmaxCrossEntropy", [x], name)
@@ -154,8 +166,12 @@ class GraphBuilder:
     def einsum(self, eq: str, a: Value, b: Value, pw: int = 0, name: str | None = None,
                roles: dict[str, str] | None = None, kind: str = "Einsum") -> Value:
         """Two-operand einsum; the domain is the output letters, then the reduced ones."""
-        lhs, out = eq.replace(" ", "").split("->")
-        la, lb = lhs.split(",")
+        if not isinstance(eq, str):
+            raise GraphError(f"{kind}: eq must be a string such as 'ab,bc->ac', got {eq!r}")
+        try:
+            la, lb, out = parse_einsum(eq)
+        except ValueError as exc:
+            raise GraphError(f"{kind} {eq!r}: {exc}") from None
         sizes: dict[str, int] = {}
         for letters, v in ((la, a), (lb, b)):
             if len(letters) != len(v.shape):
@@ -203,7 +219,7 @@ class GraphBuilder:
     # -- layout ops ------------------------------------------------------------
     def reduce_mean(self, x: Value, axes: Sequence[int], keepdims: bool = False,
                     name: str | None = None) -> Value:
-        axes = tuple(sorted(a % len(x.shape) for a in axes))
+        axes = tuple(sorted(_axis(a, len(x.shape), "ReduceMean") for a in axes))
         dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, x.shape, x.roles))
         keep = [i for i in range(len(x.shape)) if i not in axes]
         if keepdims:
@@ -221,8 +237,10 @@ class GraphBuilder:
 
     def concat(self, xs: Sequence[Value], axis: int = 1, name: str | None = None) -> Value:
         """Concatenate along ``axis``; the domain has size 1 there, so it is never split."""
+        if not xs:
+            raise GraphError("Concat needs at least one input")
         x = xs[0]
-        axis %= len(x.shape)
+        axis = _axis(axis, len(x.shape), "Concat")
         for y in xs[1:]:
             if y.shape[:axis] + y.shape[axis + 1:] != x.shape[:axis] + x.shape[axis + 1:]:
                 raise GraphError(f"Concat: shapes {x.shape} and {y.shape} differ off axis {axis}")
@@ -240,7 +258,10 @@ class GraphBuilder:
     def stack(self, xs: Sequence[Value], axis: int = 0, new_name: str = "s",
               name: str | None = None) -> Value:
         """Stack along a new axis; its domain dim has size 1, so it is never split."""
+        if not xs:
+            raise GraphError("Stack needs at least one input")
         x = xs[0]
+        axis = _axis(axis, len(x.shape) + 1, "Stack")
         names = x.names[:axis] + (new_name,) + x.names[axis:]
         roles = x.roles[:axis] + ("other",) + x.roles[axis:]
         shape = x.shape[:axis] + (1,) + x.shape[axis:]
@@ -255,6 +276,7 @@ class GraphBuilder:
 
     def unstack(self, x: Value, axis: int = 0, name: str | None = None) -> list[Value]:
         """Split along ``axis`` into ``x.shape[axis]`` outputs; that dim is never split."""
+        axis = _axis(axis, len(x.shape), "Unstack")
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
         dims = tuple(Dim(n, s, r) for n, s, r in zip(x.names, shape, x.roles))
         out_names = x.names[:axis] + x.names[axis + 1:]
@@ -302,6 +324,14 @@ _ROLE_GUESS = {"b": "batch", "c": "channel", "h": "spatial", "w": "spatial", "l"
 
 def _guess_roles(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(_ROLE_GUESS.get(n, "other") for n in names)
+
+
+def _axis(axis: int, rank: int, kind: str) -> int:
+    """``axis`` in ``-rank..rank-1`` as ``0..rank-1`` (GraphError otherwise)."""
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise GraphError(f"{kind}: axis {axis!r} is out of range; allowed: integers in "
+                         f"{-rank}..{rank - 1} for a rank-{rank} tensor")
+    return axis % rank
 
 
 def _rank(x: Value, rank: int, kind: str) -> tuple[int, ...]:

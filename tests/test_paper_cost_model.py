@@ -89,3 +89,28 @@ def test_unknown_kind_and_bad_parameters():
     for bad in (0, -1, float("nan"), float("inf"), "fast"):
         with pytest.raises(OptionError, match="tflops must be a positive number"):
             PaperCostModel(tflops=bad)
+
+
+def test_einsum_by_hand_whatever_the_operand_order():
+    b = GraphBuilder("e", cutoff=1)
+    x = b.fc(b.input((8, 4), names=("b", "k")), 4, name="fc")
+    w = b.input((4, 16), names=("k", "n"))
+    b.einsum("bk,kn->bn", x, w, pw=2, name="mm")
+    b.einsum("kn,bk->bn", w, x, pw=2, name="nm")  # same product, operands swapped
+    g = b.build()
+    # dims (b, n, k) = (8, 16, 4), config (2, 1, 2): m' = 4, n' = 16, k' = 2.
+    # compute = 3*4*16*2 + 3*2*4*16 = 768; all-reduces: m'n' = 64 words over k (2 devices)
+    # = 5000*32*2 = 320000, m'k' over n (1 device) = 0, n'k' = 32 over m (2) = 160000.
+    assert cost(g.op("mm"), (2, 1, 2)) == 768 + 320000 + 160000
+    assert g.op("nm").dim_names == ("b", "n", "k")
+    assert cost(g.op("nm"), (2, 1, 2)) == 768 + 320000 + 160000
+
+
+def test_absent_pw_is_zero():
+    # pw is read through the op schema: absent means the schema's default, 0.
+    b = GraphBuilder("e")
+    x = b.fc(b.input((8, 4), names=("b", "k")), 4, name="fc")
+    b.elementwise(x, x, name="add")
+    op = b.build().op("add")
+    bare = Op(op.name, op.kind, op.dims, op.inputs, op.outputs)
+    assert cost(bare, (1, 1)) == cost(op, (1, 1)) == 8 * 4

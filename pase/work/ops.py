@@ -1,6 +1,6 @@
 """Per-op, per-device work for every config: FLOP, collectives, memory, tiles.
 
-FLOP follow the PaSE paper's accounting (``shared/specs/pase-paper-cost-model.md``):
+FLOP follow the PaSE paper's accounting (``docs/cost-model.md``):
 a GEMM of per-device sizes ``m' n' k'`` does ``m'n'k'`` forward and ``2 m'n'k'``
 backward (input and weight gradients), plus ``pw`` point-wise ops on its output
 (``pw m'n'`` forward, ``2 pw m'n'`` backward); other ops use the paper's element
@@ -22,6 +22,9 @@ exchanges (pooling) and the LSTM's per-step cell re-layout; see each function.
 Memory per device: parameters times the optimizer's state factor (weights,
 gradients and, for Adam, two moments: 4x), plus activations kept for the
 backward pass (each op's output tiles), at ``bytes_per_element``.
+
+Attributes are read through :func:`pase.schema.attr`; the formulas rely on the
+structure each kind's schema guarantees (``docs/ops.md``).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import numpy as np
 
 from pase.errors import GraphError, OptionError
 from pase.ir import Op, Port
+from pase.schema import attr, parse_einsum
 from pase.work.tiles import overlap_elements, port_tiles
 
 PHASES = ("forward", "backward", "gradient")
@@ -155,7 +159,7 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
     mt, _ = _prod(cfg, op, m)
     nt, _ = _prod(cfg, op, n)
     kt, _ = _prod(cfg, op, k)
-    pw = op.attrs.get("pw", 0)
+    pw = attr(op, "pw")
     fwd = bt * (mt * nt * kt + pw * mt * nt)
     colls = [_ar("forward", bt * mt * nt * dt, k, "output")]
     for port, dims, name in ((a, n, "dA"), (b, m, "dB")):
@@ -179,8 +183,7 @@ def _fc(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _einsum(op: Op, cfg: np.ndarray, dt: float):
-    lhs, out = op.attrs["eq"].split("->")
-    la, lb = lhs.split(",")
+    la, lb, out = parse_einsum(attr(op, "eq"))
     names = op.dim_names
     batch = [c for c in names if c in la and c in lb and c in out]
     ms = [c for c in names if c in la and c not in lb]
@@ -224,7 +227,7 @@ def _elems(op: Op, cfg: np.ndarray) -> np.ndarray:
 def _pooling(op: Op, cfg: np.ndarray, dt: float):
     """Output elements; a halo exchange with the h/w neighbours, forward and backward."""
     _, _, h, w = op.inputs[0].shape
-    kh, kw = op.attrs["window"]
+    kh, kw = attr(op, "window")
     cb, cc, ch, cw = (cfg[:, i] for i in range(4))
     bt, ct, ht, wt = op.shape[0] / cb, op.shape[1] / cc, h / ch, w / cw
     halo = ((ht + np.where(ch > 1, kh, 0)) * (wt + np.where(cw > 1, kw, 0)) - ht * wt) * bt * ct
@@ -234,14 +237,14 @@ def _pooling(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _elementwise(op: Op, cfg: np.ndarray, dt: float):
-    return _split13((1.0 + op.attrs.get("pw", 0)) * _elems(op, cfg)), []
+    return _split13((1.0 + attr(op, "pw")) * _elems(op, cfg)), []
 
 
 def _norm(op: Op, cfg: np.ndarray, dt: float):
     """16 FLOP/element; the paper's 4 all-reduces of row statistics (2 forward,
     2 backward) over the normalised axis, and 4 of per-feature sums over the
     other dims, taken as parameter-gradient syncs."""
-    axis = op.attrs.get("axis", 0)
+    axis = attr(op, "axis")
     tile = np.asarray(op.shape, dtype=np.float64) / cfg
     elems = np.prod(tile, axis=1)
     others = tuple(i for i in range(len(op.dims)) if i != axis)
@@ -253,11 +256,11 @@ def _norm(op: Op, cfg: np.ndarray, dt: float):
 
 def _reduce_mean(op: Op, cfg: np.ndarray, dt: float):
     zero = np.zeros(len(cfg))
-    return (zero, zero), [_ar("forward", _elems(op, cfg) * dt, tuple(op.attrs["axes"]), "mean")]
+    return (zero, zero), [_ar("forward", _elems(op, cfg) * dt, tuple(attr(op, "axes")), "mean")]
 
 
 def _softmax(op: Op, cfg: np.ndarray, dt: float):
-    axis = op.attrs["axis"]
+    axis = attr(op, "axis")
     tile = np.asarray(op.shape, dtype=np.float64) / cfg
     elems = np.prod(tile, axis=1)
     rows = elems / tile[:, axis]
