@@ -115,10 +115,12 @@ class GraphBuilder:
              pad: int | Sequence[int] = 0, pw: int = 0, name: str | None = None) -> Value:
         """Conv2d of ``x (b, c, h, w)`` with ``filters (n, c, r, s)``; output dims never split."""
         b, c, h, w = _rank(x, 4, "Conv")
+        if isinstance(filters, (str, bytes)) or len(filters) != 4:
+            raise GraphError(f"Conv: filters must be (n, c, r, s), got {filters!r}")
         n, fc, r, s = (int(f) for f in filters)
         if fc != c:
             raise GraphError(f"Conv: filter expects {fc} input channels, input has {c}")
-        (sh, sw), (ph, pw_) = _pair(stride), _pair(pad)
+        (sh, sw), (ph, pw_) = _pair(stride, "Conv stride", 1), _pair(pad, "Conv pad", 0)
         ho, wo = _out_size(h, r, sh, ph), _out_size(w, s, sw, pw_)
         dims = (Dim("b", b, "batch"), Dim("c", c, "channel"), Dim("h", ho, "spatial"),
                 Dim("w", wo, "spatial"), Dim("r", r, "window"), Dim("s", s, "window"),
@@ -135,9 +137,9 @@ class GraphBuilder:
              pad: int | Sequence[int] = 0, name: str | None = None) -> Value:
         """Max/average pooling of ``x (b, c, h, w)``; the domain is the output."""
         b, c, h, w = _rank(x, 4, "Pooling")
-        (kh, kw) = _pair(window)
-        (sh, sw) = _pair(stride if stride is not None else window)
-        (ph, pw_) = _pair(pad)
+        (kh, kw) = _pair(window, "Pooling window", 1)
+        (sh, sw) = _pair(stride if stride is not None else window, "Pooling stride", 1)
+        (ph, pw_) = _pair(pad, "Pooling pad", 0)
         ho, wo = _out_size(h, kh, sh, ph), _out_size(w, kw, sw, pw_)
         dims = (Dim("b", b, "batch"), Dim("c", c, "channel"), Dim("h", ho, "spatial"),
                 Dim("w", wo, "spatial"))
@@ -340,11 +342,13 @@ def _rank(x: Value, rank: int, kind: str) -> tuple[int, ...]:
     return x.shape
 
 
-def _pair(v: int | Sequence[int]) -> tuple[int, int]:
-    if isinstance(v, int):
-        return (v, v)
-    a, b = v
-    return (int(a), int(b))
+def _pair(v: int | Sequence[int], what: str, low: int) -> tuple[int, int]:
+    """An int or a pair of ints, each >= ``low``, as a pair (GraphError otherwise)."""
+    pair = (v, v) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if len(pair) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= low
+                                 for x in pair):
+        raise GraphError(f"{what} is {v!r}; allowed: an integer >= {low} or a pair of them")
+    return (int(pair[0]), int(pair[1]))
 
 
 def _out_size(size: int, window: int, stride: int, pad: int) -> int:

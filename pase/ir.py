@@ -512,14 +512,14 @@ def check_op(op: Op) -> None:
     the schema of its kind (:func:`pase.schema.check_op`). GraphError otherwise."""
     if not isinstance(op.name, str) or not op.name:
         raise GraphError(f"an op has name {op.name!r}; op names must be non-empty strings")
-    if not isinstance(op.kind, str):
-        raise GraphError(f"op {op.name!r} has kind {op.kind!r}; known kinds: {', '.join(schema.KINDS)}")
+    schema.schema_of(op)  # a known kind, so messages may quote it
     where = f"op {op.name!r} ({op.kind})"
     for d in op.dims:
         if not isinstance(d, Dim):
             raise GraphError(f"{where} has a dim {d!r} that is not a Dim")
-        if not isinstance(d.name, str) or not d.name:
-            raise GraphError(f"{where} has a dim named {d.name!r}; dim names must be non-empty strings")
+        if not isinstance(d.name, str) or not d.name or not d.name.isprintable():
+            raise GraphError(f"{where} has a dim named {d.name!r}; dim names must be non-empty "
+                             f"strings of printable characters")
         if not _is_size(d.size):
             raise GraphError(f"{where} dim {d.name!r} has size {_short(d.size)}; sizes must be {_SIZES}")
         if d.role not in ROLES:

@@ -561,9 +561,10 @@ def _short(value: Any) -> str:
 
 
 def schema_of(op: Op) -> OpSchema:
+    """The schema of ``op``'s kind; GraphError listing the known kinds otherwise."""
     try:
         return OP_SCHEMAS[op.kind]
-    except KeyError:
+    except (KeyError, TypeError):
         raise GraphError(f"op {op.name!r} has unknown kind {op.kind!r}; known kinds: "
                          f"{', '.join(KINDS)}") from None
 

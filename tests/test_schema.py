@@ -10,7 +10,6 @@ import pytest
 
 import pase
 from pase.builder import GraphBuilder
-from pase.cli import main
 from pase.errors import GraphError
 from pase.ir import Dim, Graph, Op, Port
 from pase.registry import MODELS
@@ -236,6 +235,7 @@ def test_bad_graph_is_refused_on_load(case_id, base, mutate, words, tmp_path):
 @pytest.mark.parametrize("case_id", ["einsum letters are not the dims", "softmax axis 7",
                                      "pw a string", "no ops", "dim against port shape"])
 def test_cli_gives_one_error_line(case_id, tmp_path, capsys):
+    from pase.cli import main
     path = _bad_file(tmp_path, case_id)
     code = main(["solve", str(path), "-p", "4"])
     out, err = capsys.readouterr()
@@ -244,6 +244,7 @@ def test_cli_gives_one_error_line(case_id, tmp_path, capsys):
 
 
 def test_cli_file_errors(tmp_path, capsys):
+    from pase.cli import main
     latin1 = tmp_path / "latin1.json"
     latin1.write_bytes('{"name": "café"}'.encode("latin-1"))
     deep = tmp_path / "deep.json"
@@ -283,6 +284,22 @@ def test_builder_refuses_bad_attributes_at_the_call():
         b.fc(y, 4, name="fc")
     s = b.softmax(y, axis=-1, name="sm")
     assert b.build().op("sm").attrs["axis"] == 1 and s.shape == (8, 4)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda b, x: b.pool(x, 3, 0), "Pooling stride is 0; allowed: an integer >= 1"),
+    (lambda b, x: b.pool(x, (2, 2, 2)), r"Pooling window is \(2, 2, 2\); allowed"),
+    (lambda b, x: b.conv(x, (8, 3, 3)), r"filters must be \(n, c, r, s\)"),
+    (lambda b, x: b.conv(x, (8, 3, 3, 3), pad=-1), "Conv pad is -1; allowed: an integer >= 0"),
+    (lambda b, x: b.conv(x, (8, 3, 3, 3), pw=float("nan")), "attribute 'pw' is nan"),
+    (lambda b, x: b.fc(x, 0), r"op 'fc1' \(FC\) dim 'n' has size 0"),
+    (lambda b, x: b.reduce_mean(x, (4,)), "ReduceMean: axis 4 is out of range"),
+    (lambda b, x: b.concat([], axis=1), "Concat needs at least one input"),
+])
+def test_builder_arguments_give_graph_errors(call, message):
+    b = GraphBuilder("t")
+    with pytest.raises(GraphError, match=message):
+        call(b, b.input((2, 3, 16, 16)))
 
 
 def test_builder_stack_and_unstack_normalise_negative_axes():
@@ -414,3 +431,45 @@ def test_numbers_for_ports_and_dims_can_be_numpy():
             outputs=(Port((4,), (("b",),)),), attrs={"axis": np.int64(0)})
     g = Graph("g", [op])
     assert json.loads(g.to_json())["ops"][0]["attrs"] == {"axis": 0}
+
+
+# Values a careless or hostile graph file might hold anywhere.
+_JUNK = [-1, 0, 1, 2, 7, 2**60, 10**30, "x", "", None, [], {}, True, False, 1.5, float("nan"),
+         float("inf"), [1, 2], [0, 0], [[]], ["b"], {"op": "conv"}, "abc,cd->abd"]
+
+
+def _paths(x, path=()):
+    yield path
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _paths(v, path + (k,))
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _paths(v, path + (i,))
+
+
+@pytest.mark.parametrize("base, tries", [("cnn", 400), ("rnn", 400), ("transformer", 100)])
+def test_random_damage_gives_a_graph_or_a_one_line_graph_error(base, tries):
+    """Replace or delete random fields: never a traceback, never the catch-all message."""
+    import random
+    rng = random.Random(1234)
+    good = _base(base)
+    paths = list(_paths(good))[1:]
+    for _ in range(tries):
+        data = copy.deepcopy(good)
+        for _ in range(rng.choice((1, 2))):
+            *parents, last = rng.choice(paths)
+            target = data
+            try:
+                for key in parents:
+                    target = target[key]
+                if isinstance(target, dict) and rng.random() < 0.2:
+                    del target[last]
+                else:
+                    target[last] = copy.deepcopy(rng.choice(_JUNK))
+            except (KeyError, IndexError, TypeError):
+                pass  # an earlier change removed the path
+        try:
+            Graph.from_dict(data)
+        except GraphError as exc:
+            assert "\n" not in str(exc) and "malformed graph JSON" not in str(exc), str(exc)
