@@ -66,7 +66,11 @@ def _is_int(value: Any) -> bool:
 def _check_count(value: Any, n: int) -> str | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return ""
-    return None if math.isfinite(value) and value >= 0 else ""
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return "too large"
+    return None if finite and value >= 0 else ""
 
 
 def _check_axis(value: Any, n: int) -> str | None:
@@ -129,6 +133,8 @@ class Attr:
     def allowed(self, n: int | None = None) -> str:
         """What is accepted, in words (with the op's rank filled in when given)."""
         text = self.type.allowed
+        if n == 0:
+            return text.replace("in 0..{n-1}", "of the op's dims (it has none)")
         return text.replace("{n-1}", "rank-1" if n is None else str(n - 1))
 
 

@@ -145,6 +145,8 @@ BAD_GRAPHS = [
     ("pw infinite", "cnn", attrs("fc", pw=float("inf")),
      ["op 'fc' (FC)", "attribute 'pw' is inf", "finite"]),
     ("pw a boolean", "cnn", attrs("fc", pw=True), ["op 'fc' (FC)", "attribute 'pw' is True"]),
+    ("pw too large for a float", "cnn", attrs("fc", pw=10**400),
+     ["op 'fc' (FC)", "attribute 'pw' is 1000000", "(too large); allowed: a finite number >= 0"]),
     ("dim against port shape", "transformer", dim_size(SCORES, "l", 2048),
      [SCORES, "input 0 axis 2 has size 8 but dim 'l' has size 2048", "must be equal"]),
     ("port shape against dim", "transformer", port_shape_axis(SOFTMAX, "outputs", 0, 3, 1024),
@@ -434,7 +436,7 @@ def test_numbers_for_ports_and_dims_can_be_numpy():
 
 
 # Values a careless or hostile graph file might hold anywhere.
-_JUNK = [-1, 0, 1, 2, 7, 2**60, 10**30, "x", "", None, [], {}, True, False, 1.5, float("nan"),
+_JUNK = [-1, 0, 1, 2, 7, 2**60, 10**30, 10**400, -(10**400), "x", "", None, [], {}, True, False, 1.5, float("nan"),
          float("inf"), [1, 2], [0, 0], [[]], ["b"], {"op": "conv"}, "abc,cd->abd"]
 
 
