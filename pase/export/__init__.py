@@ -1,0 +1,16 @@
+"""Export strategies to real compilers.
+
+- :func:`to_jax` writes a self-contained JAX program of one training step with
+  every op pinned to its pase layout on a device mesh (or, ``local=True``, one
+  device's share of the compute at tile shapes);
+- :func:`run_equivalence` runs such a program on ``p`` fake CPU devices and on one
+  device in a subprocess and reports how far loss and gradients differ.
+
+Neither imports jax in the calling process.
+"""
+from pase.export.equivalence import check_programs, run_equivalence
+from pase.export.jax import strategy_configs, to_jax
+from pase.export.mesh import assign_axes, mesh_axes, port_spec, prime_factors
+
+__all__ = ["assign_axes", "check_programs", "mesh_axes", "port_spec", "prime_factors",
+           "run_equivalence", "strategy_configs", "to_jax"]

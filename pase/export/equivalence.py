@@ -1,0 +1,122 @@
+"""Run exported programs sharded on fake CPU devices and unsharded, and compare.
+
+JAX reads ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` only when its
+CPU backend starts, so the programs run in a fresh Python subprocess; the
+calling process never imports jax.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pase.errors import OptionError, PaseError
+from pase.ir import Graph
+from pase.space import check_devices
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+_DRIVER = r'''
+import importlib.util, json, re, sys, time
+import numpy as np
+import jax
+
+KINDS = "|".join(%(kinds)r)
+PATTERN = re.compile(r"= (\S+(?: \S+)*?) (" + KINDS + r")(?:-start)?\(")
+
+
+def compare(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    return diff, diff / scale if scale > 0 else diff
+
+
+for index, path in enumerate(sys.argv[1:]):
+    spec = importlib.util.spec_from_file_location(f"exported{index}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    start = time.perf_counter()
+    params, batch = mod.init_params(), mod.make_batch()
+    mesh = mod.make_mesh()
+    ps, bs = mod.place(params, mesh, mod.PARAMS), mod.place(batch, mesh, mod.DATA)
+    compiled = mod.make_step(mesh).lower(ps, bs).compile()
+    hlo = compiled.as_text()
+    loss_p, grads_p = jax.device_get(compiled(ps, bs))
+    loss_1, grads_1 = jax.device_get(mod.make_step(None)(params, batch))
+    loss_abs, loss_rel = compare(loss_p, loss_1)
+    worst, grad_abs, grad_rel = None, 0.0, 0.0
+    for name in sorted(grads_1):
+        d_abs, d_rel = compare(grads_p[name], grads_1[name])
+        grad_abs = max(grad_abs, d_abs)
+        if worst is None or d_rel > grad_rel:
+            worst, grad_rel = name, d_rel
+    found = [[m.group(2), m.group(1)] for m in PATTERN.finditer(hlo)]
+    print(json.dumps({
+        "model": mod.MODEL, "devices": mod.DEVICES, "loss_sharded": float(loss_p),
+        "loss_single": float(loss_1), "loss_abs_diff": loss_abs, "loss_rel_diff": loss_rel,
+        "grad_max_abs_diff": grad_abs, "grad_max_rel_diff": grad_rel, "worst_param": worst,
+        "parameters": len(grads_1),
+        "collectives": {k: sum(1 for f in found if f[0] == k) for k in KINDS.split("|")},
+        "collective_shapes": found, "seconds": time.perf_counter() - start}), flush=True)
+'''
+
+
+def _need_jax() -> None:
+    if importlib.util.find_spec("jax") is None:
+        raise PaseError("the JAX exporter's checks need jax: pip install \"pase[jax]\"")
+
+
+def check_programs(programs: Sequence[str], devices: int, *, timeout: float = 600) -> list[dict[str, Any]]:
+    """Run each exported program (source text) on ``devices`` fake CPU devices and on one.
+
+    All programs run in one subprocess (one JAX start-up). Per program the result
+    holds both losses, ``loss_abs_diff``/``loss_rel_diff``, ``grad_max_abs_diff``
+    and ``grad_max_rel_diff`` (per parameter the largest absolute difference over
+    the reference's largest magnitude; the worst parameter in ``worst_param``),
+    and the collectives in the sharded step's compiled HLO (``collectives``:
+    count per kind; ``collective_shapes``: ``[kind, result shape]``).
+    """
+    devices = check_devices(devices)
+    _need_jax()
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="pase-export-") as tmp:
+        paths = []
+        for i, text in enumerate(programs):
+            path = Path(tmp) / f"program{i}.py"
+            path.write_text(text)
+            paths.append(str(path))
+        driver = _DRIVER % {"kinds": COLLECTIVES}
+        try:
+            run = subprocess.run([sys.executable, "-c", driver, *paths], capture_output=True,
+                                 text=True, env=env, timeout=timeout, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise PaseError(f"the exported programs did not finish within {timeout} s") from None
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise PaseError(f"an exported program failed (exit {run.returncode}): {last}")
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in lines]
+
+
+def run_equivalence(model: str | Path | Graph, strategy: Any, devices: int, *,
+                    batch: int | None = None, dtype: str = "float32",
+                    model_options: Mapping[str, Any] | None = None,
+                    timeout: float = 600) -> dict[str, Any]:
+    """Export ``strategy`` (see :func:`pase.export.to_jax`), run it on ``devices`` fake
+    CPU devices and on one device, and return how far loss and gradients differ
+    (the keys of :func:`check_programs`)."""
+    from pase.export.jax import to_jax
+
+    text = to_jax(model, strategy, devices, batch=batch, dtype=dtype, model_options=model_options)
+    return check_programs([text], devices, timeout=timeout)[0]

@@ -1,0 +1,376 @@
+"""Export a pase strategy as a self-contained JAX training step (source text).
+
+:func:`to_jax` writes a Python program that imports only jax and numpy. It holds
+seeded parameter and data initialisation (``init_params``, ``make_batch``), a
+``forward`` that computes every op of the graph and a scalar loss,
+``make_step(mesh)`` that jits ``jax.value_and_grad`` of it, and ``step(params,
+batch)`` on the default mesh. On a mesh every op's inputs, weights and outputs
+are pinned to pase's layout with ``jax.lax.with_sharding_constraint``, so XLA
+inserts the collectives and re-layouts the strategy implies; the mesh and the
+dims' mesh axes follow pase's device mapping (:mod:`pase.export.mesh`).
+
+With ``local=True`` the program is instead what ONE device of the strategy
+computes: every op at its per-device tile shape, no mesh, no communication. A
+tensor whose producer's tile differs from its consumer's is cropped or
+zero-padded (``fit``), a memory-bound stand-in for the re-layout.
+
+Op kinds and how exactly they are reproduced:
+
+- exact: ``FC``, ``Einsum``, ``Conv`` (NCHW, OIHW filters), ``Elementwise`` (an
+  add), ``Softmax``, ``ReduceMean``, ``Concat``, ``Stack``, ``Unstack``, ``Ravel``
+  and ``Unravel`` (row-major reshapes), ``SoftmaxCrossEntropy`` (log-softmax
+  output, mean negative log-likelihood of seeded integer labels into the loss);
+- ``Embedding``: computed as pase models it, the one-hot of seeded token ids
+  times the table (the same values as a gather, and pase's FLOP);
+- ``Pooling``: max pooling, or average pooling (padding counted, as torch's
+  default) when the op's ``mode`` attribute says ``avg`` or, lacking one, its
+  name contains ``avg``: the graph IR does not record which;
+- ``Norm`` and ``BatchNorm``: layer normalisation over the op's axis and
+  training-mode batch normalisation over every axis but channels, without
+  affine parameters (the graphs give these ops no weights);
+- ``pw`` (point-wise ops per output element, a FLOP count in pase) becomes one
+  ReLU when it is at least 1;
+- ``LSTM``: a real LSTM stack (``jax.lax.scan`` over time, four gates), with the
+  weight's rows and columns interleaved so that splitting them in blocks splits
+  features and units as pase's ``k`` and ``n`` dims do (see ``lstm`` in the
+  program).
+
+The loss is the sum of the cross-entropies; a graph without one uses half the
+mean square of every output no op reads. An op kind not listed raises a
+GraphError naming the op and its kind.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from pase.errors import GraphError, OptionError, StrategyError
+from pase.export import jax_runtime
+from pase.export.mesh import assign_axes, mesh_axes, port_spec
+from pase.ir import Graph, Op, Port
+from pase.space import check_devices
+from pase.strategy import Strategy, check_strategy_mapping
+
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM", "Norm",
+         "Pooling", "Ravel", "ReduceMean", "Softmax", "SoftmaxCrossEntropy", "Stack", "Unravel",
+         "Unstack")
+
+
+def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dict[str, int]]:
+    """``{op: {dim: factor}}`` for every op of ``graph``, validated (one-line StrategyErrors).
+
+    ``strategy`` is such a mapping (ops it does not name stay unsplit), a Strategy,
+    or a parsed ``pase solve --format json`` object.
+    """
+    if isinstance(strategy, Strategy):
+        if strategy.graph_name != graph.name:
+            raise StrategyError(f"the strategy is for graph {strategy.graph_name!r}, not {graph.name!r}")
+        strategy = strategy.configs
+    elif isinstance(strategy, Mapping) and isinstance(strategy.get("strategy"), Mapping) \
+            and "strategy" not in graph:
+        strategy = strategy["strategy"]
+    if isinstance(strategy, Mapping):
+        strategy = {op: {d: int(f) if isinstance(f, np.integer) else f for d, f in dims.items()}
+                    if isinstance(dims, Mapping) else dims for op, dims in strategy.items()}
+    given = check_strategy_mapping(strategy)
+    for name in given:
+        if name not in graph:
+            known = ", ".join(op.name for op in graph.ops[:8])
+            raise StrategyError(f"strategy names unknown op {name!r} (graph {graph.name!r} has "
+                                f"{len(graph)} ops: {known}{', ...' if len(graph) > 8 else ''})")
+    out = {}
+    for op in graph.ops:
+        dims = given.get(op.name, {})
+        for d in dims:
+            if d not in op.dim_names:
+                raise StrategyError(f"strategy for op {op.name!r} names unknown dim {d!r}; "
+                                    f"dims: {', '.join(op.dim_names)}")
+        cfg = {d.name: dims.get(d.name, 1) for d in op.dims}
+        for d in op.dims:
+            f = cfg[d.name]
+            if d.size % f or (d.name in op.pinned and f != 1):
+                why = "is pinned" if d.name in op.pinned else f"has size {d.size}, which {f} does not divide"
+                raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
+                                    f"but that dim {why}")
+        if math.prod(cfg.values()) > devices:
+            raise StrategyError(f"strategy splits op {op.name!r} {math.prod(cfg.values())} ways "
+                                f"({ {d: f for d, f in cfg.items() if f > 1} }), more than p={devices}")
+        out[op.name] = cfg
+    return out
+
+
+def _tile(op: Op, port: Port, cfg: Mapping[str, int]) -> tuple[int, ...]:
+    """A device's tile of ``port`` (rounded up where an axis does not divide evenly)."""
+    return tuple(-(-size // math.prod(cfg[n] for n in names))
+                 for size, names in zip(port.shape, port.dims))
+
+
+def _is_parameter(op: Op, port: Port) -> bool:
+    roles = {d.name: d.role for d in op.dims}
+    return not any(roles[n] == "batch" for axis in port.dims for n in axis)
+
+
+def _fan_in(op: Op, port: Port) -> int:
+    """Product of the weight's axes that are contracted away (no output has them)."""
+    if op.kind == "Embedding":
+        return 1
+    out_dims = {n for p in op.outputs for axis in p.dims for n in axis}
+    roles = {d.name: d.role for d in op.dims}
+    return max(1, math.prod(size for size, names in zip(port.shape, port.dims)
+                            if names and not set(names) & out_dims
+                            and all(roles[n] != "layer" for n in names)))
+
+
+def _pool_mode(op: Op) -> str:
+    mode = str(op.attrs.get("mode", "avg" if "avg" in op.name.lower() else "max")).lower()
+    if mode not in ("max", "avg"):
+        raise GraphError(f"op {op.name!r} (Pooling) has mode {mode!r}; allowed: max, avg")
+    return mode
+
+
+class _Writer:
+    """Turns a graph and its configs into the ``forward`` body and the tables."""
+
+    def __init__(self, graph: Graph, configs: dict[str, dict[str, int]], devices: int, local: bool):
+        self.graph, self.configs, self.local = graph, configs, local
+        self.axes = mesh_axes(devices)
+        self.assigned = {op.name: ({} if local else assign_axes(op, configs[op.name], self.axes))
+                         for op in graph.ops}
+        self.params: dict[str, tuple] = {}
+        self.data: dict[str, tuple] = {}
+        self.lines: list[str] = []
+        self.var: dict[tuple[str, int], str] = {}
+        self.out_tile: dict[tuple[str, int], tuple[int, ...]] = {}
+        self.losses: list[str] = []
+
+    # -- tensors -----------------------------------------------------------------------
+    def shape(self, op: Op, port: Port) -> tuple[int, ...]:
+        return _tile(op, port, self.configs[op.name]) if self.local else tuple(port.shape)
+
+    def spec(self, op: Op, port: Port) -> tuple:
+        return port_spec(op, port, self.assigned[op.name])
+
+    def pin(self, expr: str, spec: tuple) -> str:
+        return expr if self.local else f"pin({expr}, {spec!r})"
+
+    def input(self, op: Op, i: int) -> str:
+        port = op.inputs[i]
+        if port.source is None:
+            key = f"{op.name}:x{i}"
+            self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
+            return self.pin(f"batch[{key!r}]", self.spec(op, port))
+        expr = self.var[port.source]
+        if self.local:
+            tile = self.shape(op, port)
+            return expr if self.out_tile[port.source] == tile else f"fit({expr}, {tile!r})"
+        return self.pin(expr, self.spec(op, port))
+
+    def weight(self, op: Op, j: int) -> str:
+        port = op.weights[j]
+        key = f"{op.name}:w{j}"
+        if _is_parameter(op, port):
+            self.params[key] = (self.shape(op, port), self.spec(op, port), _fan_in(op, port))
+            return self.pin(f"params[{key!r}]", self.spec(op, port))
+        self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
+        return self.pin(f"batch[{key!r}]", self.spec(op, port))
+
+    def operands(self, op: Op) -> list[tuple[Port, str]]:
+        return ([(p, self.input(op, i)) for i, p in enumerate(op.inputs)]
+                + [(p, self.weight(op, j)) for j, p in enumerate(op.weights)])
+
+    # -- ops ---------------------------------------------------------------------------
+    def op(self, op: Op) -> None:
+        k = self.graph.index(op.name)
+        outs = [f"t{k}" if len(op.outputs) == 1 else f"t{k}_{j}" for j in range(len(op.outputs))]
+        split = {d: f for d, f in self.configs[op.name].items() if f > 1}
+        self.lines.append(f"    # {op.name}: {op.kind}, split {split or 'none'}")
+        if op.kind not in KINDS:
+            raise GraphError(f"op {op.name!r} has kind {op.kind!r}, which the JAX exporter cannot "
+                             f"write; known kinds: {', '.join(KINDS)}")
+        expr = getattr(self, "kind_" + op.kind)(op, outs)
+        if expr is not None:
+            self.lines.append(f"    {', '.join(outs)} = {expr}")
+        for j, (name, port) in enumerate(zip(outs, op.outputs)):
+            self.var[(op.name, j)] = name
+            self.out_tile[(op.name, j)] = self.shape(op, port)
+            if not self.local:
+                self.lines.append(f"    {name} = {self.pin(name, self.spec(op, port))}")
+
+    def attr(self, op: Op, name: str, default: Any = None) -> Any:
+        value = op.attrs.get(name, default)
+        return tuple(value) if isinstance(value, list) else value
+
+    def kind_FC(self, op: Op, outs):
+        return f"fc({self.input(op, 0)}, {self.weight(op, 0)}, pw={self.attr(op, 'pw', 0)!r})"
+
+    def kind_Einsum(self, op: Op, outs):
+        eq = op.attrs["eq"]
+        la, lb = eq.split("->")[0].split(",")
+        ports = self.operands(op)
+        a = next((x for x in ports if x[0].dims == tuple((c,) for c in la)), None)
+        b = next((x for x in ports if x[0].dims == tuple((c,) for c in lb) and x is not a), None)
+        if a is None or b is None or len(ports) != 2:
+            raise GraphError(f"op {op.name!r} ({op.kind}): its ports do not match equation {eq!r}")
+        return f"einsum({eq!r}, {a[1]}, {b[1]}, pw={self.attr(op, 'pw', 0)!r})"
+
+    def kind_Embedding(self, op: Op, outs):
+        eq = op.attrs["eq"]
+        la = eq.split("->")[0].split(",")[0]
+        hot = [p for p in op.weights if not _is_parameter(op, p)]
+        table = [j for j, p in enumerate(op.weights) if _is_parameter(op, p)]
+        if op.inputs or len(hot) != 1 or len(table) != 1 or hot[0].dims != tuple((c,) for c in la):
+            raise GraphError(f"op {op.name!r} (Embedding): expected a one-hot graph input for "
+                             f"{la!r} and one parameter table ({eq!r})")
+        shape, spec = self.shape(op, hot[0]), self.spec(op, hot[0])
+        key = f"{op.name}:ids"
+        self.data[key] = (shape[:-1], spec[:-1], "ids", shape[-1])
+        return (f"embedding({eq!r}, {self.pin(f'batch[{key!r}]', spec[:-1])}, "
+                f"{self.weight(op, table[0])}, {shape[-1]}, {spec!r}, pin)")
+
+    def kind_Conv(self, op: Op, outs):
+        out = self.shape(op, op.outputs[0])[2:]
+        return (f"conv({self.input(op, 0)}, {self.weight(op, 0)}, stride={self.attr(op, 'stride', (1, 1))!r}, "
+                f"pad={self.attr(op, 'pad', (0, 0))!r}, out={out!r}, pw={self.attr(op, 'pw', 0)!r})")
+
+    def kind_Pooling(self, op: Op, outs):
+        out = self.shape(op, op.outputs[0])[2:]
+        window = self.attr(op, "window")
+        return (f"pool({self.input(op, 0)}, {window!r}, {self.attr(op, 'stride', window)!r}, "
+                f"{self.attr(op, 'pad', (0, 0))!r}, {out!r}, {_pool_mode(op)!r})")
+
+    def kind_LSTM(self, op: Op, outs):
+        a = self.assigned[op.name]
+        hspec = tuple(a.get(n) for n in ("b", "n"))
+        return f"lstm({self.input(op, 0)}, {self.weight(op, 0)}, {hspec!r}, pin)"
+
+    def kind_Elementwise(self, op: Op, outs):
+        args = [self.input(op, i) for i in range(len(op.inputs))]
+        if len(args) == 1:
+            return f"act({args[0]}, {self.attr(op, 'pw', 0)!r})"
+        expr = args[0]
+        for other in args[1:]:
+            expr = f"elementwise({expr}, {other}, pw={self.attr(op, 'pw', 0)!r})"
+        return expr
+
+    def kind_Norm(self, op: Op, outs):
+        return f"norm({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r})"
+
+    def kind_BatchNorm(self, op: Op, outs):
+        return f"batch_norm({self.input(op, 0)})"
+
+    def kind_Softmax(self, op: Op, outs):
+        return f"softmax({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r})"
+
+    def kind_SoftmaxCrossEntropy(self, op: Op, outs):
+        port = op.inputs[0]
+        shape, spec = self.shape(op, port), self.spec(op, port)
+        key = f"{op.name}:labels"
+        self.data[key] = (shape[:-1], spec[:-1], "labels", shape[-1])
+        loss = f"loss{len(self.losses)}"
+        self.losses.append(loss)
+        self.lines.append(f"    {outs[0]}, {loss} = softmax_xent({self.input(op, 0)}, "
+                          f"{self.pin(f'batch[{key!r}]', spec[:-1])})")
+        return None
+
+    def kind_ReduceMean(self, op: Op, outs):
+        return (f"reduce_mean({self.input(op, 0)}, {tuple(self.attr(op, 'axes'))!r}, "
+                f"{bool(self.attr(op, 'keepdims', False))!r})")
+
+    def _many(self, op: Op) -> str:
+        return "[" + ", ".join(self.input(op, i) for i in range(len(op.inputs))) + "]"
+
+    def kind_Concat(self, op: Op, outs):
+        return f"concat({self._many(op)}, {self.attr(op, 'axis')!r})"
+
+    def kind_Stack(self, op: Op, outs):
+        return f"stack({self._many(op)}, {self.attr(op, 'axis')!r})"
+
+    def kind_Unstack(self, op: Op, outs):
+        return f"unstack({self.input(op, 0)}, {self.attr(op, 'axis')!r})" + ("[0]" if len(outs) == 1 else "")
+
+    def kind_Ravel(self, op: Op, outs):
+        return f"reshape({self.input(op, 0)}, {self.shape(op, op.outputs[0])!r})"
+
+    kind_Unravel = kind_Ravel
+
+    # -- the loss ----------------------------------------------------------------------
+    def loss(self) -> None:
+        if self.losses:
+            self.lines.append(f"    return {' + '.join(self.losses)}")
+            return
+        read = {p.source for op in self.graph.ops for p in op.inputs if p.source is not None}
+        sinks = [v for key, v in self.var.items() if key not in read]
+        terms = [f"0.5 * jnp.mean(jnp.square({v}.astype(jnp.float32)))" for v in sinks]
+        self.lines.append(f"    return {' + '.join(terms)}")
+
+
+def _order(graph: Graph) -> list[Op]:
+    from pase.sim.tasks import topological_order
+
+    return [graph.ops[i] for i in topological_order(graph)]
+
+
+def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int | None = None,
+           dtype: str = "float32", local: bool = False,
+           model_options: Mapping[str, Any] | None = None) -> str:
+    """Python source of a self-contained JAX training step of ``strategy`` on ``devices``.
+
+    Args:
+        model: a registered model name, a graph JSON path or a Graph.
+        strategy: ``{op: {dim: factor}}`` (ops it does not name stay unsplit), a
+            Strategy, or a parsed ``pase solve --format json`` object.
+        devices: ``p``; the program's mesh has ``p`` devices in prime-sized axes.
+        batch: the model's batch size (registered models only).
+        dtype: ``float32``, ``bfloat16``, ``float16`` or ``float64`` (parameters,
+            data and activations; the cross-entropy is taken in float32).
+        local: write one device's share instead: every op at its tile shape, no
+            mesh, no communication (see the module docstring).
+        model_options: other options of a registered model (``layers=1``...).
+    """
+    from pase.api import load_graph
+
+    devices = check_devices(devices)
+    if dtype not in DTYPES:
+        raise OptionError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    options = dict(model_options or {})
+    if batch is not None:
+        options["batch"] = batch
+    graph = load_graph(model, **options)
+    configs = strategy_configs(graph, strategy, devices)
+    w = _Writer(graph, configs, devices, bool(local))
+    for op in _order(graph):
+        w.op(op)
+    w.loss()
+    return _program(graph, configs, devices, dtype, bool(local), w)
+
+
+def _table(name: str, rows: Mapping[str, tuple]) -> str:
+    body = "".join(f"    {k!r}: {v!r},\n" for k, v in sorted(rows.items()))
+    return f"{name} = {{\n{body}}}\n"
+
+
+def _program(graph: Graph, configs, devices: int, dtype: str, local: bool, w: _Writer) -> str:
+    split = sum(1 for c in configs.values() if any(f > 1 for f in c.values()))
+    what = ("one device's share (every op at its tile shape, no communication)" if local
+            else f"pinned to pase's layouts on a mesh of {devices} devices")
+    doc = (f'"""Training step of pase graph {graph.name!r} ({len(graph)} ops, {split} split), {what}.\n\n'
+           f"Written by pase.export.to_jax for p = {devices}, {dtype}. Run it with\n"
+           f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} to try the mesh on a CPU.\n"
+           f'"""\n')
+    x64 = 'jax.config.update("jax_enable_x64", True)\n' if dtype == "float64" else ""
+    meta = (f"MODEL = {graph.name!r}\nDEVICES = {devices}\nMESH_AXES = {w.axes!r}\n"
+            f"DTYPE = jnp.{dtype}\nLOCAL = {local!r}\n"
+            f"# the strategy: {{op: {{dim: factor}}}} (factors > 1 only)\n"
+            f"STRATEGY = {({k: {d: f for d, f in v.items() if f > 1} for k, v in configs.items()})!r}\n")
+    tables = ("# parameters: name -> (shape, PartitionSpec entries, fan-in)\n" + _table("PARAMS", w.params)
+              + "# data: name -> (shape, PartitionSpec entries, kind, upper bound of ids/labels)\n"
+              + _table("DATA", w.data))
+    forward = ("\n\ndef forward(params, batch, pin):\n"
+               '    """The scalar loss; ``pin(x, spec)`` fixes a tensor\'s layout on the mesh."""\n'
+               + "\n".join(w.lines) + "\n")
+    return "\n".join([doc + jax_runtime.HEADER + x64, meta, tables, jax_runtime.OPS, forward,
+                      "", jax_runtime.FOOTER])

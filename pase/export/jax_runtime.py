@@ -1,0 +1,262 @@
+"""The op library every exported JAX program carries, as source text.
+
+:func:`pase.export.to_jax` copies :data:`HEADER` and :data:`OPS` verbatim into
+the program it writes, then the graph's parameters, data and ``forward``, then
+:data:`FOOTER`. It is text, not an importable module, so ``import pase`` never
+imports jax; the tests execute the programs it ends up in.
+"""
+
+HEADER = '''\
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+'''
+
+OPS = '''\
+# -- ops (NCHW activations, OIHW filters) -------------------------------------------
+
+
+def act(y, pw):
+    """The point-wise tail of a layer: a ReLU when the layer has point-wise ops."""
+    return jax.nn.relu(y) if pw else y
+
+
+def fit(x, shape):
+    """Crop or zero-pad ``x`` to ``shape`` (local programs only: stands in for a re-layout)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    x = x[tuple(slice(0, min(a, b)) for a, b in zip(x.shape, shape))]
+    return jnp.pad(x, [(0, b - a) for a, b in zip(x.shape, shape)])
+
+
+def _window_pads(x, window, stride, pad, out):
+    """Per spatial axis the (low, high) padding giving ``out`` outputs; crops when negative."""
+    pads = []
+    for axis, (k, s, p, o) in enumerate(zip(window, stride, pad, out)):
+        size = x.shape[2 + axis]
+        total = (o - 1) * s + k - size
+        if total < 0:
+            x = jax.lax.slice_in_dim(x, 0, size + total, axis=2 + axis)
+            total = 0
+        low = min(p, total)
+        pads.append((low, total - low))
+    return x, pads
+
+
+def fc(x, w, pw=0):
+    return act(jnp.einsum("...k,kn->...n", x, w), pw)
+
+
+def einsum(eq, a, b, pw=0):
+    return act(jnp.einsum(eq, a, b), pw)
+
+
+def embedding(eq, ids, w, vocab, spec, pin):
+    """An embedding as pase models it: the one-hot of ``ids`` (pinned) times the table."""
+    onehot = pin(jax.nn.one_hot(ids, vocab, dtype=w.dtype), spec)
+    return jnp.einsum(eq, onehot, w)
+
+
+def conv(x, w, stride, pad, out, pw=0):
+    x, pads = _window_pads(x, w.shape[2:], stride, pad, out)
+    y = jax.lax.conv_general_dilated(x, w, tuple(stride), pads,
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return act(y, pw)
+
+
+def pool(x, window, stride, pad, out, mode):
+    x, pads = _window_pads(x, window, stride, pad, out)
+    dims, strides = (1, 1) + tuple(window), (1, 1) + tuple(stride)
+    padding = ((0, 0), (0, 0)) + tuple(pads)
+    if mode == "max":
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, dims, strides, padding)
+    total = jax.lax.reduce_window(x, 0.0, jax.lax.add, dims, strides, padding)
+    return total / (window[0] * window[1])  # padding counts, as torch's default
+
+
+def elementwise(x, y, pw=0):
+    return act(x + y, pw)
+
+
+def norm(x, axis, eps=1e-5):
+    """Layer normalisation over ``axis`` (no affine parameters: the graph has none)."""
+    mean = jnp.mean(x, axis=axis, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps)
+
+
+def batch_norm(x, eps=1e-5):
+    """Training-mode batch normalisation: statistics over every axis but channels (1)."""
+    axes = tuple(i for i in range(x.ndim) if i != 1) if x.ndim > 1 else (0,)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps)
+
+
+def softmax(x, axis):
+    return jax.nn.softmax(x, axis=axis)
+
+
+def softmax_xent(x, labels):
+    """Log-probabilities (the op's output) and the mean cross-entropy against ``labels``."""
+    logp = jax.nn.log_softmax(x.astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)
+    return logp.astype(x.dtype), jnp.mean(nll)
+
+
+def reduce_mean(x, axes, keepdims):
+    return jnp.mean(x, axis=tuple(axes), keepdims=keepdims)
+
+
+def concat(xs, axis):
+    return jnp.concatenate(xs, axis=axis)
+
+
+def stack(xs, axis):
+    return jnp.stack(xs, axis=axis)
+
+
+def unstack(x, axis):
+    return [jnp.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
+def reshape(x, shape):
+    return jnp.reshape(x, tuple(shape))
+
+
+def lstm(x, w, hspec, pin):
+    """A stack of LSTM layers over ``x (b, s, e)`` with ``w (layers, 2e, 4u)``.
+
+    Row ``2i + j`` of a layer's weight is input feature ``i`` of the step's input
+    (``j = 0``) or of the previous hidden state (``j = 1``); column ``4i + g`` is gate
+    ``g`` (input, forget, cell, output) of unit ``i``. So a split of the rows or
+    columns into blocks splits features or units, as pase's k and n dims do.
+    """
+    layers, rows, cols = w.shape
+    w = w.reshape(layers, rows // 2, 2, cols // 4, 4)
+    seq = jnp.swapaxes(x, 0, 1)  # (s, b, e)
+    for layer in range(layers):
+        wx, wh = w[layer, :, 0], w[layer, :, 1]
+        xg = jnp.einsum("sbe,eug->sbug", fit(seq, seq.shape[:2] + wx.shape[:1]), wx)
+
+        def cell(carry, xg_t, wh=wh):
+            h, c = carry
+            g = xg_t + jnp.einsum("be,eug->bug", fit(h, (h.shape[0], wh.shape[0])), wh)
+            i, f, z, o = (g[..., k] for k in range(4))
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(z)
+            h = pin(jax.nn.sigmoid(o) * jnp.tanh(c), hspec)
+            return (h, c), h
+
+        zeros = jnp.zeros(xg.shape[1:3], x.dtype)
+        _, seq = jax.lax.scan(cell, (zeros, zeros), xg)
+    return jnp.swapaxes(seq, 0, 1)
+'''
+
+FOOTER = '''\
+# -- running it -----------------------------------------------------------------------
+
+
+def make_mesh(devices=None):
+    """The device mesh: axes MESH_AXES over the first DEVICES devices."""
+    devices = jax.devices() if devices is None else devices
+    n = int(np.prod([size for _, size in MESH_AXES]))
+    if len(devices) < n:
+        raise RuntimeError(f"this program needs {n} devices, JAX sees {len(devices)}")
+    grid = np.array(devices[:n], dtype=object).reshape([size for _, size in MESH_AXES])
+    return Mesh(grid, tuple(name for name, _ in MESH_AXES))
+
+
+def _pinner(mesh):
+    if mesh is None:
+        return lambda x, spec: x
+    return lambda x, spec: jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+
+
+def init_params(seed=0):
+    """Seeded parameters: normal with standard deviation 1/sqrt(fan-in)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (shape, _, fan_in) in sorted(PARAMS.items()):
+        values = rng.standard_normal(shape, dtype=np.float32) / np.sqrt(fan_in)
+        out[name] = jnp.asarray(values, dtype=DTYPE)
+    return out
+
+
+def make_batch(seed=1):
+    """Seeded data: normal inputs, integer ids below ``high`` and labels below ``high``."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (shape, _, kind, high) in sorted(DATA.items()):
+        if kind == "normal":
+            out[name] = jnp.asarray(rng.standard_normal(shape, dtype=np.float32), dtype=DTYPE)
+        else:
+            out[name] = jnp.asarray(rng.integers(0, high, shape), dtype=jnp.int32)
+    return out
+
+
+def _sharding(mesh, shape, spec):
+    """The argument sharding: the spec where it divides the shape evenly, else replicated."""
+    for size, entry in zip(shape, spec):
+        axes = () if entry is None else entry
+        if size % int(np.prod([mesh.shape[a] for a in axes])):
+            return NamedSharding(mesh, P())
+    return NamedSharding(mesh, P(*spec))
+
+
+def make_step(mesh=None):
+    """The jitted step ``(params, batch) -> (loss, grads)``; pinned layouts on ``mesh``."""
+    pin = _pinner(mesh)
+
+    def loss_fn(params, batch):
+        return forward(params, batch, pin)
+
+    grad_fn = jax.value_and_grad(loss_fn)
+    if mesh is None:
+        return jax.jit(grad_fn)
+    params = {k: _sharding(mesh, shape, spec) for k, (shape, spec, _) in PARAMS.items()}
+    data = {k: _sharding(mesh, shape, spec) for k, (shape, spec, _, _) in DATA.items()}
+    return jax.jit(grad_fn, in_shardings=(params, data),
+                   out_shardings=(NamedSharding(mesh, P()), params))
+
+
+def place(tree, mesh, specs):
+    """``tree`` put on ``mesh`` with the argument shardings of ``specs`` (PARAMS or DATA)."""
+    return {k: jax.device_put(v, _sharding(mesh, v.shape, specs[k][1])) for k, v in tree.items()}
+
+
+_STEP = None
+
+
+def step(params, batch):
+    """One training step on the default mesh (or unsharded when LOCAL): ``(loss, grads)``."""
+    global _STEP
+    if _STEP is None:
+        _STEP = make_step(None if LOCAL else make_mesh())
+    return _STEP(params, batch)
+
+
+def main():
+    params, batch = init_params(), make_batch()
+    mesh = None if LOCAL or len(jax.devices()) < DEVICES else make_mesh()
+    run = make_step(mesh)
+    if mesh is not None:
+        params, batch = place(params, mesh, PARAMS), place(batch, mesh, DATA)
+    loss, grads = run(params, batch)
+    jax.block_until_ready(grads)
+    start = time.perf_counter()
+    loss, grads = run(params, batch)
+    jax.block_until_ready(grads)
+    where = "unsharded" if mesh is None else f"on a mesh of {DEVICES} devices"
+    print(f"{MODEL}: loss {float(loss):.6g}, step {1e3 * (time.perf_counter() - start):.3f} ms "
+          f"{where}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
+'''
