@@ -4,7 +4,7 @@
     >>> strategy = pase.solve("alexnet", devices=8)            # PaSE DP, paper cost model
     >>> print(strategy.table())                                 # doctest: +SKIP
 """
-from pase.api import build_problem, evaluate, load_graph, run_solver, solve
+from pase.api import build_problem, build_space, dry_run, evaluate, load_graph, run_solver, solve
 from pase.comparison import compare
 from pase.errors import PaseError
 from pase.ir import Dim, Graph, Op, Port
@@ -15,5 +15,6 @@ from pase.strategy import Strategy
 __version__ = "0.1.0"
 __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
-    "Strategy", "build_problem", "compare", "evaluate", "load_graph", "run_solver", "solve", "__version__",
+    "Strategy", "build_problem", "build_space", "compare", "dry_run", "evaluate", "load_graph",
+    "run_solver", "solve", "__version__",
 ]

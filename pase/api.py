@@ -5,24 +5,31 @@ Example:
     >>> s = pase.solve("alexnet", devices=8)
     >>> s.total_cost
     97098296512.0
+
+Options reach plug-ins validated: solver, cost-model and model options are
+checked against the plug-in's signature and coerced to its annotated types
+(:mod:`pase.options`), so ``iterations="abc"`` is a one-line OptionError
+naming the option, never a TypeError deep inside a solver.
 """
 from __future__ import annotations
 
-import inspect
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from pase.claims import check_answer
 from pase.costing import CostModel
-from pase.errors import OptionError, PaseError, UnknownNameError
-from pase.ir import Graph
-from pase.problem import COST_RTOL, Problem, Solution
+from pase.errors import OptionError, SolverUnavailableError, UnknownNameError
+from pase.ir import Graph, read_graph_file
+from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
+from pase.problem import Problem, Solution
 from pase.registry import COST_MODELS, MODELS, SOLVERS
 from pase.space import ConfigSpace, check_devices
-from pase.strategy import Strategy, check_strategy_mapping
+from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping
 
+__all__ = ["Built", "build_problem", "build_space", "choice_of", "dry_run", "evaluate", "load_graph",
+           "make_cost_model", "memory_report", "parse_bytes", "run_solver", "solve", "to_strategy"]
 
 def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
     """A Graph from a registered model name, a graph JSON path, or a Graph."""
@@ -33,22 +40,23 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
     name = str(model)
     if name in MODELS:
         builder = MODELS.get(name)
-        _check_options(builder, model_options, f"model {name!r}")
-        return builder(**model_options)
+        return builder(**coerce_options(builder, model_options, f"model {name!r}"))
     if name.endswith(".json") or Path(name).is_file():
         if model_options:
             raise OptionError(f"model options {sorted(model_options)} apply only to registered models")
-        return Graph.from_json(Path(name))
+        return read_graph_file(Path(name))
     raise UnknownNameError(f"unknown model {name!r} (not a registered name or a graph JSON file); "
                            f"known: {', '.join(MODELS.names())}")
 
 
 def make_cost_model(cost_model: str | CostModel = "paper", **options: Any) -> CostModel:
     if isinstance(cost_model, CostModel):
+        if options:
+            raise OptionError(f"cost model options {sorted(options)} apply only to a cost model "
+                              f"given by name, not to a CostModel instance")
         return cost_model
     cls = COST_MODELS.get(cost_model)
-    _check_options(cls, options, f"cost model {cost_model!r}")
-    return cls(**options)
+    return cls(**coerce_options(cls, options, f"cost model {cost_model!r}"))
 
 
 @dataclass
@@ -60,6 +68,24 @@ class Built:
     cost_model: CostModel
     problem: Problem
     seconds: float
+
+
+def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | None = None,
+                cutoff: int | None = None, powers_of_two: bool = False,
+                max_configs: int | None = None,
+                model_options: Mapping[str, Any] | None = None) -> tuple[Graph, ConfigSpace]:
+    """The graph and its configuration space, without any costs (``pase inspect``)."""
+    devices = check_devices(devices)
+    options = dict(model_options or {})
+    if batch is not None:
+        if "batch" in options:
+            raise OptionError("batch given twice: as an argument and as a model option")
+        options["batch"] = batch
+    graph = load_graph(model, **options)
+    space_kwargs: dict[str, Any] = {"cutoff": cutoff, "powers_of_two": powers_of_two}
+    if max_configs is not None:
+        space_kwargs["max_configs"] = max_configs
+    return graph, ConfigSpace(graph, devices, **space_kwargs)
 
 
 def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str | CostModel = "paper",
@@ -76,45 +102,18 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     and a cluster caps at the cluster's device memory.
     """
     start = time.perf_counter()
-    devices = check_devices(devices)
-    options = dict(model_options or {})
-    if batch is not None:
-        options["batch"] = batch
-    graph = load_graph(model, **options)
-    space_kwargs: dict[str, Any] = {"cutoff": cutoff, "powers_of_two": powers_of_two}
-    if max_configs is not None:
-        space_kwargs["max_configs"] = max_configs
-    space = ConfigSpace(graph, devices, **space_kwargs)
+    graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
+                               powers_of_two=powers_of_two, max_configs=max_configs,
+                               model_options=model_options)
     cost_kwargs = dict(cost_options or {})
     if cluster is not None:
+        if "cluster" in cost_kwargs:
+            raise OptionError("cluster given twice: as an argument and as a cost option")
         cost_kwargs["cluster"] = cluster
     model_obj = make_cost_model(cost_model, **cost_kwargs)
     problem = model_obj.problem(graph, space)
     problem = problem.with_memory_cap(_memory_cap(memory_cap, problem, model_obj))
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
-
-
-_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_bytes(text: float | str) -> float:
-    """``16GiB``, ``40GB``, ``512 MiB`` or a plain number of bytes."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(text))
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in _UNITS:
-            raise OptionError(f"cannot read {text!r} as a memory size; use e.g. 16GiB, 40GB, "
-                              f"512MiB or a number of bytes")
-        try:
-            value = float(match.group(1)) * _UNITS[unit]
-        except ValueError:
-            raise OptionError(f"cannot read {text!r} as a memory size") from None
-    if not value > 0:
-        raise OptionError(f"a memory size must be positive, got {text!r}")
-    return value
 
 
 def _memory_cap(cap: float | str | None, problem: Problem, model: CostModel) -> float | None:
@@ -131,27 +130,30 @@ def _memory_cap(cap: float | str | None, problem: Problem, model: CostModel) -> 
 
 def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None,
                seed: int | None = None, **options: Any) -> Solution:
-    """Run a registered solver on a Problem, timing it and checking its claim."""
+    """Run a registered solver on a Problem, timing it and checking its answer.
+
+    Before the run, ``seed`` must be None or an integer >= 0, ``time_limit``
+    None or finite seconds > 0, and ``options`` are checked and coerced by the
+    solver's annotations. After it, :func:`pase.claims.check_answer` checks
+    the claim: a valid choice (or none, with status infeasible or time_limit),
+    its re-evaluated cost, a lower bound not above the cost, an optimal
+    status backed by a bound equal to the cost, and the memory cap. A broken
+    claim raises :class:`pase.claims.ClaimError` (a bug in the solver).
+    """
     entry = SOLVERS.entry(solver)
+    time_limit, seed = check_time_limit(time_limit), check_seed(seed)
+    options = coerce_options(entry.obj, options, f"solver {solver!r}", reserved=("time_limit", "seed"))
     available = entry.info.get("available")
     if available is not None and not available():
-        from pase.errors import SolverUnavailableError
-
         extra = entry.info.get("extra", "all")
         raise SolverUnavailableError(f"solver {solver!r} needs an optional backend: "
                                      f'pip install "pase[{extra}]"')
-    if time_limit is not None and not time_limit > 0:
-        raise OptionError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    _check_options(entry.obj, options, f"solver {solver!r}", reserved=("time_limit", "seed"))
     start = time.perf_counter()
     solution = entry.obj(problem, time_limit=time_limit, seed=seed, **options)
-    solution.wall_time = time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    check_answer(problem, solution, solver)
+    solution.wall_time = elapsed
     solution.solver = solver
-    if solution.choice is not None:
-        true_cost = problem.evaluate(solution.choice)
-        if abs(true_cost - solution.cost) > COST_RTOL * max(1.0, abs(true_cost)):
-            raise PaseError(f"solver {solver!r} reported cost {solution.cost!r} but its choice "
-                            f"evaluates to {true_cost!r}: a bug in the solver")
     return solution
 
 
@@ -168,6 +170,7 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     ``model`` is a registered name (``pase models``), a graph JSON path, or a
     Graph. Extra keyword arguments go to the solver.
     """
+    SOLVERS.entry(solver)  # an unknown name fails before the build
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                           powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
                           model_options=model_options, cost_options=cost_options)
@@ -186,27 +189,38 @@ def to_strategy(built: Built, solution: Solution) -> Strategy:
 
 
 def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
-    """Memory facts for outputs: the cap, the strategy's need, the least any needs."""
+    """Memory facts for outputs: the cap, the strategy's need, whether it fits, the least any needs."""
     if problem.memory is None:
         return {}
+    fits = None if choice is None or problem.memory_cap is None else bool(problem.fits(choice))
     return {"memory_cap_bytes": problem.memory_cap,
             "memory_bytes": None if choice is None else problem.memory_of(choice),
+            "fits_memory_cap": fits,
             "min_memory_bytes": problem.min_memory()}
 
 
-def evaluate(model: str | Path | Graph, strategy: Mapping[str, Mapping[str, int]] | Strategy,
-             devices: int = 8, cost_model: str | CostModel = "paper", *,
+def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
+             cost_model: str | CostModel = "paper", *,
              batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
-             cluster: Any = None, model_options: Mapping[str, Any] | None = None,
+             cluster: Any = None, memory_cap: float | str | None = None,
+             model_options: Mapping[str, Any] | None = None,
              cost_options: Mapping[str, Any] | None = None) -> Strategy:
-    """The cost of a given strategy. Ops it does not name stay unsplit."""
+    """The cost of a given strategy. Ops it does not name stay unsplit.
+
+    ``strategy`` is a ``{op: {dim: factor}}`` mapping (numpy integers are
+    fine), a Strategy, or a parsed ``pase solve --format json`` object. With a
+    cost model that has memory vectors, the result's ``meta`` reports the
+    memory per device, the cap (as for :func:`build_problem`) and
+    ``fits_memory_cap``; a strategy over the cap is still evaluated.
+    """
+    configs = strategy_mapping(strategy)
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, cluster=cluster, memory_cap="none",
+                          powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
                           model_options=model_options, cost_options=cost_options)
-    configs = strategy.configs if isinstance(strategy, Strategy) else check_strategy_mapping(strategy)
     choice = choice_of(built, configs)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                cost_model=built.cost_model.name, build_seconds=built.seconds)
+                                cost_model=built.cost_model.name, build_seconds=built.seconds,
+                                meta=memory_report(built.problem, choice))
 
 
 def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:
@@ -216,18 +230,52 @@ def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[i
     return tuple(built.space.index_of(op.name, configs.get(op.name, {})) for op in built.graph.ops)
 
 
-def _check_options(func: Any, options: Mapping[str, Any], what: str,
-                   reserved: tuple[str, ...] = ()) -> None:
-    """Reject unknown keyword options with the list of allowed ones."""
-    try:
-        params = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    allowed = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and n not in ("problem", "self") + reserved]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise OptionError(f"{what} has no option {', '.join(map(repr, unknown))}; "
-                          f"allowed: {', '.join(allowed) or '(none)'}")
+def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float | str | None = None,
+            batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
+            model_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The dp's predicted tables, memory and time per ordering, without building any costs.
+
+    Reads only the graph and its configuration counts
+    (:func:`pase.costing.problem_shape`), so it answers in seconds on graphs
+    whose Problem would not fit in memory. ``memory_budget`` (bytes or text
+    such as ``"8GiB"``; default the dp's) is the dp's option of that name.
+    Returns the JSON-able dict ``pase solve --dry-run --format json`` prints.
+    """
+    from pase.solvers import dp
+
+    budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
+    graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
+                               powers_of_two=powers_of_two, model_options=model_options)
+    report = _dp_dry_run(_problem_shape(graph, space), budget)
+    return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
+
+
+def _problem_shape(graph: Graph, space: ConfigSpace) -> Any:
+    from pase import costing
+
+    shape = getattr(costing, "problem_shape", None)
+    if shape is not None:
+        return shape(graph, space)
+    return make_cost_model("paper").problem(graph, space)  # older pase: build it
+
+
+# Min-plus table entries the dp fills per second (older pase without dp.dry_run).
+_DP_ENTRIES_PER_SECOND = 1e9
+
+
+def _dp_dry_run(shape: Any, budget: float) -> dict[str, Any]:
+    from pase.solvers import dp
+    from pase.solvers.ordering import ORDERINGS
+
+    if hasattr(dp, "dry_run"):
+        return dp.dry_run(shape, memory_budget=budget)
+    rows = []
+    for name in ORDERINGS:
+        plan = dp.plan(shape, name)
+        step = plan.peak_step
+        rows.append({**plan.summary(),
+                     "estimated_seconds": plan.table_entries / _DP_ENTRIES_PER_SECOND,
+                     "within_memory_budget": plan.peak_bytes <= budget,
+                     "peak_vertex": None if step is None else shape.names[step.vertex]})
+    return {"vertices": shape.num_vertices, "edges": len(shape.edges), "memory_budget": budget,
+            "auto_ordering": dp.plan(shape, "auto").ordering, "orderings": rows}

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pase.api import Built, build_problem, run_solver
+from pase.claims import ClaimError
 from pase.errors import PaseError, SolverUnavailableError
+from pase.strategy import finite_or_none
 
 DEFAULT_SOLVERS = ("dp", "ilp-cpsat", "ilp-highs", "greedy", "mcmc", "data-parallel", "owt")
 
@@ -32,31 +34,46 @@ class Row:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-able: values that are not finite become None (``status`` says why)."""
+        return {k: finite_or_none(v) for k, v in asdict(self).items()}
 
 
 def compare_problem(built: Built, solvers: Sequence[str], *, time_limit: float | None = None,
                     seed: int | None = None, progress: Any = None) -> list[Row]:
+    """One Row per solver. A solver that refuses (a PaseError), is not installed, or
+    crashes gets a row saying so (status ``refused``, ``unavailable`` or ``error``);
+    the others still run.
+    """
     rows = []
     for name in solvers:
         if progress:
             progress(f"running {name}...")
-        try:
-            sol = run_solver(name, built.problem, time_limit=time_limit, seed=seed)
-        except SolverUnavailableError as exc:
-            rows.append(Row(name, "unavailable", None, None, None, None, None, str(exc)))
-            continue
-        except PaseError as exc:
-            rows.append(Row(name, "refused", None, None, None, None, None, str(exc)))
-            continue
-        cost = None if sol.choice is None else sol.cost
-        rows.append(Row(name, str(sol.status), cost, None, sol.gap, sol.lower_bound, sol.wall_time))
+        rows.append(_run_one(built, name, time_limit, seed))
     costs = [r.total_cost for r in rows if r.total_cost is not None]
     best = min(costs) if costs else None
     for r in rows:
         if r.total_cost is not None and best is not None:
             r.ratio_to_best = r.total_cost / best if best > 0 else (1.0 if r.total_cost == 0 else math.inf)
     return rows
+
+
+def _run_one(built: Built, name: str, time_limit: float | None, seed: int | None) -> Row:
+    def failed(status: str, exc: BaseException, prefix: str = "") -> Row:
+        message = prefix + " ".join(str(exc).split())
+        return Row(name, status, None, None, None, None, None, message)
+
+    try:
+        sol = run_solver(name, built.problem, time_limit=time_limit, seed=seed)
+    except SolverUnavailableError as exc:
+        return failed("unavailable", exc)
+    except ClaimError as exc:
+        return failed("error", exc)
+    except PaseError as exc:
+        return failed("refused", exc)
+    except Exception as exc:  # a crashing solver (a bug) must not lose the others' answers
+        return failed("error", exc, f"{type(exc).__name__}: ")
+    cost = None if sol.choice is None or not math.isfinite(sol.cost) else sol.cost
+    return Row(name, str(sol.status), cost, None, sol.gap, sol.lower_bound, sol.wall_time)
 
 
 def compare(model: Any, devices: int = 8, solvers: Sequence[str] = DEFAULT_SOLVERS,

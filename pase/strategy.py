@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +16,38 @@ from pase.space import ConfigSpace
 
 # Version of the JSON that `pase solve/evaluate --format json` print; bump on a breaking change.
 OUTPUT_VERSION = 1
+# How many known op names an unknown-op message lists.
+NAMES_SHOWN = 5
+
+
+class UnknownOpError(StrategyError, KeyError):
+    """A Strategy lookup names an op the graph does not have (also a KeyError)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class OpMapping(dict):
+    """A dict keyed by op name whose unknown keys raise UnknownOpError listing known ops.
+
+        >>> OpMapping({"conv1": 1.0, "fc6": 2.0}, "op_costs")["nope"]
+        Traceback (most recent call last):
+        ...
+        pase.strategy.UnknownOpError: op_costs has no op 'nope'; ops: conv1, fc6
+    """
+
+    def __init__(self, data: Any = (), what: str = "strategy"):
+        super().__init__(data)
+        self.what = what
+
+    def __missing__(self, key: Any) -> Any:
+        known = list(self)
+        more = f", ... ({len(known)} in all)" if len(known) > NAMES_SHOWN else ""
+        raise UnknownOpError(f"{self.what} has no op {key!r}; ops: "
+                             f"{', '.join(known[:NAMES_SHOWN])}{more}")
+
+    def __reduce__(self) -> Any:  # pickle and deepcopy keep the class and its label
+        return (OpMapping, (dict(self), self.what))
 
 
 @dataclass
@@ -37,6 +70,10 @@ class Strategy:
     solution: Solution | None = None
     build_seconds: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.configs = OpMapping(self.configs, "strategy")
+        self.op_costs = OpMapping(self.op_costs, "op_costs")
 
     @classmethod
     def from_choice(cls, graph: Graph, space: ConfigSpace, problem: Problem,
@@ -73,7 +110,11 @@ class Strategy:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON form documented in the README."""
+        """The stable JSON form documented in the README.
+
+        Costs, bounds and gaps that are not finite (an infeasible answer has no
+        cost) are None, and ``status`` says why.
+        """
         sol = self.solution
         out: dict[str, Any] = {
             "version": OUTPUT_VERSION,
@@ -81,23 +122,24 @@ class Strategy:
             "devices": self.devices,
             "solver": sol.solver if sol else None,
             "cost_model": self.cost_model,
-            "total_cost": self.total_cost,
+            "total_cost": finite_or_none(self.total_cost),
             "cost_unit": self.unit,
             "status": str(sol.status) if sol else None,
-            "lower_bound": sol.lower_bound if sol else None,
-            "gap": sol.gap if sol else None,
+            "lower_bound": finite_or_none(sol.lower_bound) if sol else None,
+            "gap": finite_or_none(sol.gap) if sol else None,
             "build_seconds": self.build_seconds,
             "solve_seconds": sol.wall_time if sol else None,
-            "stats": _jsonable(sol.stats) if sol else {},
-            "strategy": self.configs,
-            "op_costs": self.op_costs,
-            "edge_costs": [{"src": s, "dst": d, "cost": c} for s, d, c in self.edge_costs],
+            "stats": finite_json(sol.stats) if sol else {},
+            "strategy": dict(self.configs),
+            "op_costs": {op: finite_or_none(c) for op, c in self.op_costs.items()},
+            "edge_costs": [{"src": s, "dst": d, "cost": finite_or_none(c)}
+                           for s, d, c in self.edge_costs],
         }
-        out.update(_jsonable(self.meta))
+        out.update(finite_json(self.meta))
         return out
 
     def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1)
+        text = json_text(self.to_dict())
         if path is not None:
             Path(path).write_text(text + "\n")
         return text
@@ -106,38 +148,81 @@ class Strategy:
 def read_strategy_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Read ``{op: {dim: factor}}`` from a JSON file (or a ``pase solve`` output)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
         raise StrategyError(f"cannot read strategy file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise StrategyError(f"strategy file {path} is not UTF-8 text: {exc.reason} at byte "
+                            f"{exc.start}") from exc
     except json.JSONDecodeError as exc:
         raise StrategyError(f"strategy file {path} is not valid JSON: {exc}") from exc
-    if isinstance(data, Mapping) and "strategy" in data:
-        data = data["strategy"]
-    return check_strategy_mapping(data)
+    except RecursionError:
+        raise StrategyError(f"strategy file {path} nests too deeply to be a strategy") from None
+    return strategy_mapping(data)
+
+
+def strategy_mapping(strategy: Any) -> dict[str, dict[str, int]]:
+    """``{op: {dim: factor}}`` from a Strategy, a ``pase solve --format json`` object or a mapping."""
+    if isinstance(strategy, Strategy):
+        return {op: dict(dims) for op, dims in strategy.configs.items()}
+    if isinstance(strategy, Mapping) and _is_solve_output(strategy):
+        strategy = strategy["strategy"]
+    return check_strategy_mapping(strategy)
+
+
+def _is_solve_output(data: Mapping[str, Any]) -> bool:
+    """A solve output holds ``"strategy": {op: {dim: factor}}``; an op named so holds factors."""
+    inner = data.get("strategy")
+    return isinstance(inner, Mapping) and all(isinstance(v, Mapping) for v in inner.values())
 
 
 def check_strategy_mapping(data: Any) -> dict[str, dict[str, int]]:
+    """A validated copy of ``{op: {dim: factor}}``; factors are integers >= 1 (numpy ones too)."""
     if not isinstance(data, Mapping):
-        raise StrategyError("a strategy must map op names to {dim: factor} objects")
+        raise StrategyError(f"a strategy must map op names to {{dim: factor}} objects, "
+                            f"got {type(data).__name__}")
     out = {}
     for op, dims in data.items():
         if not isinstance(dims, Mapping):
             raise StrategyError(f"strategy entry for op {op!r} must be a {{dim: factor}} object")
         for d, f in dims.items():
-            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+            if isinstance(f, (bool, np.bool_)) or not isinstance(f, (int, np.integer)) or f < 1:
                 raise StrategyError(f"strategy splits dim {d!r} of op {op!r} {f!r} ways; "
                                     f"factors must be integers >= 1")
         out[str(op)] = {str(d): int(f) for d, f in dims.items()}
     return out
 
 
-def _jsonable(value: Any) -> Any:
+def finite_or_none(value: Any) -> Any:
+    """``value`` as a plain Python number, or None when it is not finite."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def finite_json(value: Any) -> Any:
+    """Plain JSON types throughout; non-finite floats become None (for free-form stats)."""
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [finite_json(v) for v in value]
+    return finite_or_none(value)
+
+
+def json_text(data: Any, indent: int | None = 1) -> str:
+    """Strict JSON: numpy values become Python ones; Infinity or NaN raise ValueError.
+
+    Outputs put None where a value is legitimately not finite (with a status
+    saying why); anything else non-finite is a bug, and this fails loudly.
+    """
+    return json.dumps(data, indent=indent, allow_nan=False, default=_plain)
+
+
+def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None if np.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -1,0 +1,85 @@
+"""The ``pase`` command. Mirrors the Python API; ``--format json`` output is stable.
+
+Exit statuses, each failure one line on stderr:
+
+- 0: done (an infeasible answer is an answer: its status says so);
+- 2: bad input (``pase: error: ...`` saying what is wrong and what is allowed),
+  including usage errors, which add a line pointing at ``--help``;
+- 1: an internal error, i.e. a bug in pase or in a plug-in (``pase: error:
+  internal error: TYPE: message; rerun with --debug for the traceback``).
+  It differs from 2 so scripts and bug reports can tell "fix your input"
+  from "pase failed";
+- 130: interrupted (Ctrl-C).
+
+Output the reader no longer wants (``pase solve ... | head``) is not an error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Sequence
+
+from pase.claims import ClaimError
+from pase.errors import PaseError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``pase`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader left, not an error; silence the final flush
+        sys.stdout = open(os.devnull, "w")
+        return EXIT_OK
+    except ClaimError as exc:  # a solver contradicted its Problem: a bug, not bad input
+        _say(f"error: {_one_line(str(exc))}")
+        return EXIT_INTERNAL
+    except PaseError as exc:
+        _say(f"error: {_one_line(str(exc))}")
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # the file system refused (a full disk, a vanished folder...)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"error: {where}{exc.strerror or _one_line(str(exc))}")
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else "; rerun with --debug for the traceback"
+        _say(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}")
+        return EXIT_INTERNAL
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    from pase.cli import comparing, listings, simulating, solving
+    from pase.cli.parser import build
+
+    parser = build({"models": listings.cmd_models, "solvers": listings.cmd_solvers,
+                    "cost-models": listings.cmd_cost_models, "clusters": listings.cmd_clusters,
+                    "inspect": solving.cmd_inspect, "solve": solving.cmd_solve,
+                    "compare": comparing.cmd_compare, "evaluate": solving.cmd_evaluate,
+                    "simulate": simulating.cmd_simulate, "reproduce": simulating.cmd_reproduce})
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.error("a command is required: models, solvers, cost-models, clusters, inspect, "
+                         "solve, compare, evaluate, simulate, reproduce")
+    except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
+        return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    return args.run(args) or EXIT_OK
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "(no message)"
+
+
+def _say(message: str) -> None:
+    print(f"pase: {message}", file=sys.stderr, flush=True)
+
+
+__all__ = ["main"]

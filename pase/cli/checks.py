@@ -1,0 +1,84 @@
+"""Checks the ``pase`` command makes before any work: output paths and flag combinations.
+
+A flag the command would silently ignore is refused, naming the flag and why,
+so a user never believes a setting took effect when it did not.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from pase.errors import OptionError
+
+# File types matplotlib writes (by extension); a plot path without one is a PNG.
+PLOT_TYPES = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
+def output_file(path: str | None, flag: str) -> None:
+    """Refuse an output file that could not be written: a folder, a missing or read-only parent."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise OptionError(f"{flag} {path} is a folder; give a file name")
+    _writable_folder(p.parent, f"{flag} {path}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise OptionError(f"{flag} {path} exists and is not writable")
+
+
+def output_folder(path: str | Path, flag: str) -> None:
+    """Refuse an output folder that is a file, or that could not be created or written."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise OptionError(f"{flag} {path} is a file, not a folder")
+        _writable_folder(p, f"{flag} {path}")
+        return
+    ancestor = p.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OptionError(f"{flag} {path}: {ancestor} is a file, so the folder cannot be created")
+    _writable_folder(ancestor, f"{flag} {path}")
+
+
+def plot_file(path: str | None, flag: str = "--plot") -> None:
+    """An output file of a type matplotlib writes, with matplotlib installed."""
+    if path is None:
+        return
+    output_file(path, flag)
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in PLOT_TYPES:
+        raise OptionError(f"{flag} {path}: cannot draw a .{suffix} file; use one of "
+                          f"{', '.join('.' + t for t in PLOT_TYPES)}")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise OptionError(f'{flag} needs matplotlib: pip install "pase[plot]"')
+
+
+def _writable_folder(folder: Path, what: str) -> None:
+    folder = folder if str(folder) else Path(".")
+    if not folder.exists():
+        raise OptionError(f"{what}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise OptionError(f"{what}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"{what}: folder {folder} is not writable")
+
+
+def refuse(args: Any, flags: Iterable[str], reason: str) -> None:
+    """Refuse the first of ``flags`` (argparse dests) the user set; ``reason`` says why it is ignored."""
+    for dest in flags:
+        if given(args, dest):
+            raise OptionError(f"{flag_name(dest)} {reason}")
+
+
+def given(args: Any, dest: str) -> bool:
+    """Whether the user set a flag (defaults are None, False or an empty list)."""
+    value = getattr(args, dest, None)
+    return value not in (None, False, [])
+
+
+def flag_name(dest: str) -> str:
+    return "--" + dest.replace("_", "-")

@@ -1,0 +1,57 @@
+"""``pase compare``: several solvers on one Problem."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pase import api
+from pase.cli import checks
+from pase.cli.args import cost_kwargs, space_kwargs
+from pase.cli.output import print_json, table
+from pase.errors import OptionError
+from pase.registry import SOLVERS
+from pase.strategy import OUTPUT_VERSION
+
+
+def solver_names(text: str) -> list[str]:
+    """``"dp, greedy"`` -> ``["dp", "greedy"]``; every name known, none twice."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise OptionError("--solvers needs at least one solver name")
+    for name in names:
+        if names.count(name) > 1:
+            raise OptionError(f"--solvers names {name!r} twice")
+        SOLVERS.entry(name)  # unknown names fail before any work, listing the known ones
+    return names
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from pase.comparison import compare_problem, plot_comparison
+
+    checks.plot_file(args.plot)
+    solvers = solver_names(args.solvers)
+    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
+    progress = None if args.format == "json" else (lambda m: print(m, file=sys.stderr, flush=True))
+    rows = compare_problem(built, solvers, time_limit=args.time_limit, seed=args.seed,
+                           progress=progress)
+    if args.plot:
+        plot_comparison(rows, args.plot, f"{built.graph.name}, p={built.space.devices}, "
+                                         f"{built.cost_model.name} cost model")
+    if args.format == "json":
+        print_json({"version": OUTPUT_VERSION, "model": built.graph.name,
+                    "devices": built.space.devices, "cost_model": built.cost_model.name,
+                    "cost_unit": built.problem.unit, "rows": [r.to_dict() for r in rows]})
+        return
+    cells = [(r.solver, r.status, _num(r.total_cost, ".6g"), _num(r.ratio_to_best, ".4f"),
+              "-" if r.gap is None else f"{100 * r.gap:.2f}%", _num(r.solve_seconds, ".3f"))
+             for r in rows]
+    print(f"{built.graph.name} on {built.space.devices} devices ({built.cost_model.name} cost "
+          f"model, {built.problem.unit})")
+    print(table(cells, ("solver", "status", "total cost", "ratio to best", "gap", "seconds")))
+    for r in rows:
+        if r.error:
+            print(f"{r.solver}: {r.error}")
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)

@@ -1,0 +1,70 @@
+"""``pase models``, ``pase solvers``, ``pase cost-models``, ``pase clusters``.
+
+A third-party plug-in that failed to load is listed with status ``broken``
+and its error; the others are listed as usual.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pase.cli.output import listing, print_json, table
+from pase.registry import COST_MODELS, MODELS, SOLVERS, Registry
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    listing(_plain_rows(MODELS), args.format, ("name", "status", "description"))
+
+
+def cmd_cost_models(args: argparse.Namespace) -> None:
+    listing(_plain_rows(COST_MODELS), args.format, ("name", "status", "description"))
+
+
+def cmd_solvers(args: argparse.Namespace) -> None:
+    rows = [_solver_row(e) for e in SOLVERS.entries()]
+    rows += [{**_broken_row(b), "kind": None, "scope": None, "memory_cap": None, "available": False}
+             for b in SOLVERS.broken()]
+    if args.format == "json":
+        print_json(rows)
+        return
+    shown = [{**r, "memory_cap": {True: "yes", False: "no", None: ""}[r["memory_cap"]]} for r in rows]
+    listing(shown, "table", ("name", "kind", "scope", "memory_cap", "status", "description"))
+
+
+def _solver_row(e: Any) -> dict[str, Any]:
+    available = e.info.get("available")
+    try:
+        ok = bool(available()) if available else True
+        note = "" if ok else f'needs pip install "pase[{e.info.get("extra", "all")}]"'
+    except Exception as exc:  # a plug-in's own check failing is its error, not a crash
+        ok, note = False, f"its availability check failed: {type(exc).__name__}: {exc}"
+    kind = e.info.get("kind") or ("exact" if e.info.get("exact", False) else "heuristic")
+    return {"name": e.name, "kind": kind, "scope": e.info.get("scope", "general"),
+            "memory_cap": bool(e.info.get("memory_cap", True)), "available": ok,
+            "status": "ok" if ok else "unavailable", "error": note or None,
+            "description": e.description + (f" ({note})" if note else "")}
+
+
+def _plain_rows(registry: Registry) -> list[dict[str, Any]]:
+    rows = [{"name": e.name, "status": "ok", "error": None, "description": e.description}
+            for e in registry.entries()]
+    return rows + [_broken_row(b) for b in registry.broken()]
+
+
+def _broken_row(b: Any) -> dict[str, Any]:
+    return {"name": b.name, "status": "broken", "error": b.error,
+            "description": f"plug-in {b.target} failed to load: {b.error}"}
+
+
+def cmd_clusters(args: argparse.Namespace) -> None:
+    from pase.cluster import PRESETS
+
+    if args.format == "json":
+        print_json([c.to_dict() for c in PRESETS.values()])
+        return
+    rows = [(c.name, str(c.devices_per_node), c.device.name,
+             f"{c.device.peak_tflops:g} {c.device.precision}", f"{c.device.memory_gib:g}",
+             f"{c.intra.bandwidth_gbps:g}", f"{c.inter.bandwidth_gbps:g}")
+            for c in PRESETS.values()]
+    print(table(rows, ("name", "per node", "device", "TFLOP/s", "GiB", "intra GB/s", "inter GB/s")))
+    print("Add xN for N nodes (dgx-a100x2); a preset without xN grows to the device count.")

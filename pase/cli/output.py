@@ -1,0 +1,79 @@
+"""Printing for the ``pase`` command: tables, listings, strict JSON, strategy summaries."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pase.strategy import Strategy, json_text
+
+
+def print_json(data: Any) -> None:
+    """Strict JSON (no Infinity or NaN: a ValueError if one slips through)."""
+    print(json_text(data))
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A plain text table with a dashed rule under the header.
+
+        >>> print(table([("dp", "exact")], ("name", "kind")))
+        name  kind
+        ----  -----
+        dp    exact
+    """
+    cells = [tuple(header)] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def listing(rows: list[dict[str, Any]], fmt: str, columns: Sequence[str]) -> None:
+    """``rows`` as JSON objects (every key) or as a table of ``columns``."""
+    if fmt == "json":
+        print_json(rows)
+    else:
+        print(table([tuple("" if r.get(c) is None else r[c] for c in columns) for r in rows],
+                    columns))
+
+
+def gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.3f} GiB"
+
+
+def describe(strategy: Strategy) -> str:
+    """The table form of ``pase solve`` and ``pase evaluate``."""
+    sol = strategy.solution
+    head = f"{strategy.graph_name} on {strategy.devices} devices"
+    if sol is not None:
+        head += f", solver {sol.solver}: {sol.status}"
+        if sol.gap:
+            head += f" (gap {100 * sol.gap:.2f}%)"
+        head += f", solved in {sol.wall_time:.3f} s"
+    lines = [head]
+    meta = strategy.meta
+    if sol is not None and sol.choice is None:
+        lines.append(_no_strategy(meta))
+    else:
+        lines.append(f"total cost: {strategy.total_cost:.6g} {strategy.unit} "
+                     f"(cost model {strategy.cost_model})")
+    if meta.get("memory_bytes") is not None:
+        lines.append(_memory_line(meta))
+    if strategy.configs:
+        lines += ["", strategy.table()]
+    return "\n".join(lines)
+
+
+def _no_strategy(meta: dict[str, Any]) -> str:
+    if meta.get("memory_cap_bytes") is not None:
+        return (f"no strategy found within the memory cap of {gib(meta['memory_cap_bytes'])} "
+                f"per device; the least memory any strategy needs is "
+                f"{gib(meta['min_memory_bytes'])}")
+    return "no strategy found"
+
+
+def _memory_line(meta: dict[str, Any]) -> str:
+    cap = meta.get("memory_cap_bytes")
+    line = f"memory per device: {gib(meta['memory_bytes'])}"
+    if cap is None:
+        return line + " (no cap)"
+    verdict = "within" if meta.get("fits_memory_cap") else "OVER"
+    return line + f" ({verdict} the cap of {gib(cap)})"

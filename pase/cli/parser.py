@@ -1,0 +1,241 @@
+"""The ``pase`` command's argument parser: commands, flags, value types, one-line errors."""
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+from typing import Any, Callable
+
+from pase.errors import OptionError
+from pase.options import parse_bytes
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``pase: error: ...``) and a pointer to --help.
+
+    A help text may be a callable, called only when help is shown, so option
+    lists are read from the plug-in registries for ``--help`` alone.
+    """
+
+    def error(self, message: str) -> Any:  # argparse's prints the full usage first
+        self.exit(2, f"pase: error: {' '.join(message.split())}\nsee `{self.prog} --help`\n")
+
+    def format_help(self) -> str:
+        for action in self._actions:
+            if callable(action.help):
+                action.help = action.help()
+        return super().format_help()
+
+
+# -- value types (an ArgumentTypeError becomes a one-line usage error) --------------
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a time limit must be > 0 seconds, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def memory_size(text: str) -> str:
+    """A memory cap: ``none`` or a size parse_bytes reads (kept as text for the API)."""
+    if text.strip().lower() != "none":
+        try:
+            parse_bytes(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+# -- help texts listing what each plug-in accepts --------------------------------------
+
+def options_help(kind: str, lead: str) -> Callable[[], str]:
+    """A help text (computed for --help only) listing each plug-in's options with defaults."""
+
+    def text() -> str:
+        from pase import registry
+
+        reg = {"solver": registry.SOLVERS, "cost model": registry.COST_MODELS,
+               "model": registry.MODELS}[kind]
+        listed = []
+        for entry in reg.entries():
+            opts = _defaults(entry.obj)
+            if opts:
+                listed.append(f"{entry.name}: {', '.join(opts)}")
+        return (f"{lead} Repeatable. Each value is read as the option's type (integer, number, "
+                f"true/false, text, none; byte sizes such as 1GiB for *_budget and *_bytes). "
+                f"Options: {'; '.join(listed) or 'none'}.").replace("%", "%%")
+
+    return text
+
+
+def _defaults(obj: Any) -> list[str]:
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [f"{p.name}={p.default!r}" for p in params
+            if p.name not in ("self", "problem", "time_limit", "seed")
+            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and p.default is not p.empty]
+
+
+# -- the parser -------------------------------------------------------------------------
+
+def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
+    """The ``pase`` parser; ``commands`` maps each command name to the function that runs it."""
+    debug = Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an internal error")
+    p = Parser(prog="pase", description="Find parallelization strategies for DNN training.")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an internal error")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    def command(name: str, help_: str) -> Parser:
+        s = sub.add_parser(name, help=help_, description=help_, parents=[debug])
+        s.set_defaults(run=commands[name])
+        return s
+
+    for name, help_ in (("models", "list the registered models"),
+                        ("solvers", "list the solvers: kind, scope, memory caps, availability"),
+                        ("cost-models", "list the cost models"),
+                        ("clusters", "list the cluster presets")):
+        _format(command(name, help_))
+    _inspect(command("inspect", "show a model's ops and configuration counts (no costs)"))
+    _solve(command("solve", "find a strategy"))
+    _compare(command("compare", "run several solvers on one problem"))
+    _evaluate(command("evaluate", "cost and memory of a given strategy"))
+    _simulate(command("simulate", "simulate one training step of a strategy on a cluster"))
+    _reproduce(command("reproduce", "regenerate a paper's tables and figures"))
+    return p
+
+
+def _format(s: Parser) -> None:
+    s.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def _model(s: Parser) -> None:
+    s.add_argument("model", help="a registered model name (`pase models`) or a graph JSON file")
+    s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
+    s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
+    s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
+                   help=options_help("model", "An option of a registered model, e.g. size=100 "
+                                              "for random."))
+    s.add_argument("--cutoff", type=positive_int, help="smallest per-device extent of a split dim")
+    s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
+    _format(s)
+
+
+def _costs(s: Parser, default: str = "paper") -> None:
+    s.add_argument("--cost-model", help=f"cost model name (default: {default}; `pase cost-models`)")
+    s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
+                   help=options_help("cost model", "An option of the cost model, e.g. "
+                                                   "efficiency=0.4 for alpha-beta."))
+    s.add_argument("--tflops", type=positive_number,
+                   help="peak TFLOP/s per device: --cost-option tflops=X (paper model)")
+    s.add_argument("--bandwidth", type=positive_number,
+                   help="link bandwidth in GB/s: --cost-option bandwidth=Y (paper model)")
+    s.add_argument("--cluster", help="cluster preset or JSON file (`pase clusters`): "
+                                     "--cost-option cluster=NAME (alpha-beta model)")
+    s.add_argument("--memory-cap", type=memory_size,
+                   help="per-device memory cap, e.g. 16GiB, or none (cost models with memory; "
+                        "default: the cluster's device memory)")
+
+
+def _search(s: Parser, each: str = "") -> None:
+    s.add_argument("--time-limit", type=seconds, help=f"seconds {each}solver may use (> 0)")
+    s.add_argument("--seed", type=seed, help="seed (integer >= 0) for randomised solvers")
+
+
+def _inspect(s: Parser) -> None:
+    _model(s)
+
+
+def _solve(s: Parser) -> None:
+    _model(s)
+    _costs(s)
+    s.add_argument("--solver", help="solver name (default: dp; see `pase solvers`)")
+    _search(s, "the ")
+    s.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help=options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
+    s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
+    s.add_argument("--dry-run", action="store_true",
+                   help="predict the dp's table sizes, memory and time per ordering from the "
+                        "graph alone; do not solve (only --option memory_budget applies)")
+
+
+def _compare(s: Parser) -> None:
+    _model(s)
+    _costs(s)
+    s.add_argument("--solvers", default="dp,ilp-cpsat,ilp-highs,greedy,mcmc,data-parallel,owt",
+                   help="comma-separated solver names (default: %(default)s)")
+    _search(s, "each ")
+    s.add_argument("--plot", metavar="FILE.png", help="bar chart of cost and solve time")
+
+
+def _evaluate(s: Parser) -> None:
+    _model(s)
+    _costs(s)
+    s.add_argument("--strategy", required=True, metavar="FILE",
+                   help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
+    s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
+
+
+def _simulate(s: Parser) -> None:
+    _model(s)
+    s.add_argument("--cluster", required=True, help="cluster preset or JSON file (`pase clusters`)")
+    s.add_argument("--strategy", metavar="FILE", help="JSON strategy file (else solve with --solver)")
+    s.add_argument("--solver", help="solver when no --strategy is given (default: dp)")
+    s.add_argument("--seed", type=seed, help="seed for a randomised --solver")
+    s.add_argument("--cost-model", help="cost model for --solver (default: alpha-beta on --cluster)")
+    s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
+                   help=options_help("cost model", "An option of --solver's cost model; "
+                                                   "efficiency, bytes_per_element and optimizer "
+                                                   "also set the simulation's."))
+    s.add_argument("--memory-cap", type=memory_size,
+                   help="memory cap for --solver (default: the device memory)")
+    s.add_argument("--timeline", action="store_true", help="include the timeline in the JSON")
+    s.add_argument("--plot", metavar="FILE.png", help="draw a Gantt chart of devices and links")
+
+
+def _reproduce(s: Parser) -> None:
+    s.add_argument("paper", help="reproduction name, e.g. pase-ipdps2021")
+    s.add_argument("--quick", action="store_true", help="a reduced grid (minutes, for CI)")
+    s.add_argument("--out", metavar="DIR", help="output folder (default: the paper's results folder)")

@@ -1,0 +1,89 @@
+"""``pase simulate`` (one training step on a cluster) and ``pase reproduce``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pase import api
+from pase.cli import checks
+from pase.cli.args import cost_kwargs, space_kwargs
+from pase.cli.output import print_json
+from pase.errors import OptionError
+from pase.strategy import OUTPUT_VERSION, read_strategy_file
+
+# Flags that only steer the solver, which a given --strategy replaces.
+_SOLVER_FLAGS = ("solver", "seed", "cost_model", "cost_option", "memory_cap", "cutoff",
+                 "powers_of_two")
+# Cost-model options the simulator shares (same meaning in both).
+_SHARED_OPTIONS = ("efficiency", "bytes_per_element", "optimizer")
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    from pase.sim import simulate
+
+    _check_simulate(args)
+    graph_kwargs = space_kwargs(args)
+    if args.strategy:
+        configs: Any = read_strategy_file(args.strategy)
+        source = f"strategy file {args.strategy}"
+        sim_options: dict[str, Any] = {}
+    else:
+        configs, source, sim_options = _solve_for(args)
+    model = api.load_graph(args.model, **_model_options(graph_kwargs))
+    result = simulate(model, configs, args.cluster, args.devices,
+                      timeline=bool(args.plot or args.timeline), **sim_options)
+    if args.plot:
+        from pase.sim.plot import plot_timeline
+
+        plot_timeline(result, args.plot)
+    if args.format == "json":
+        print_json({"version": OUTPUT_VERSION, "strategy_source": source,
+                    **result.to_dict(timeline=args.timeline)})
+        return
+    print(f"{result.summary()}\nstrategy: {source}")
+    if args.plot:
+        print(f"timeline written to {args.plot}")
+
+
+def _check_simulate(args: argparse.Namespace) -> None:
+    if args.strategy:
+        checks.refuse(args, _SOLVER_FLAGS, "steers the solver, which --strategy replaces; "
+                                           "drop one of them")
+    if args.timeline and args.format != "json":
+        raise OptionError("--timeline adds the timeline to the JSON output; it needs --format json "
+                          "(or draw it with --plot)")
+    checks.plot_file(args.plot)
+
+
+def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
+    """The --solver's strategy under --cost-model (alpha-beta on --cluster by default)."""
+    solver = args.solver or "dp"
+    costs = cost_kwargs(args, default="alpha-beta")
+    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **costs)
+    solution = api.run_solver(solver, built.problem, seed=args.seed)
+    if solution.choice is None:
+        raise OptionError(f"solver {solver!r} found no strategy ({solution.status}) to simulate")
+    shared = {k: v for k, v in built.cost_model.__dict__.items() if k in _SHARED_OPTIONS
+              and k in costs["cost_options"]}
+    source = f"solver {solver} ({built.cost_model.name} cost model)"
+    return api.to_strategy(built, solution).configs, source, shared
+
+
+def _model_options(graph_kwargs: dict[str, Any]) -> dict[str, Any]:
+    options = dict(graph_kwargs["model_options"])
+    if graph_kwargs["batch"] is not None:
+        options["batch"] = graph_kwargs["batch"]
+    return options
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from pase import papers
+
+    paper = papers.entry(args.paper)  # unknown names fail at once, listing the known ones
+    checks.output_folder(args.out or paper.default_out, "--out")
+    written = papers.reproduce(args.paper, args.out, quick=args.quick,
+                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+    for label, path in written.items():
+        print(f"{label}: {path}")
+

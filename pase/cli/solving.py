@@ -1,0 +1,94 @@
+"""``pase inspect``, ``pase solve`` (and its ``--dry-run``), ``pase evaluate``."""
+from __future__ import annotations
+
+import argparse
+
+from pase import api
+from pase.cli import checks
+from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, space_kwargs
+from pase.cli.output import describe, print_json, table
+from pase.errors import OptionError
+from pase.registry import SOLVERS
+from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_file
+
+# Flags that only matter for costs and solving, which --dry-run does neither of.
+_NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
+                    "memory_cap") + COST_FLAGS
+# The one dp option a dry run uses.
+_DRY_RUN_OPTIONS = ("memory_budget",)
+
+
+def cmd_inspect(args: argparse.Namespace) -> None:
+    graph, space = api.build_space(args.model, args.devices, **space_kwargs(args))
+    sizes = space.sizes
+    ops = [{"name": op.name, "kind": op.kind,
+            "dims": {d.name: d.size for d in op.dims},
+            "roles": {d.name: d.role for d in op.dims},
+            "pinned": sorted(op.pinned), "configs": n}
+           for op, n in zip(graph.ops, sizes)]
+    data = {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices,
+            "cutoff": space.cutoff, "vertices": len(graph.ops), "edges": len(graph.vertex_pairs()),
+            "total_configs": sum(sizes), "max_configs": max(sizes, default=0), "ops": ops}
+    if args.format == "json":
+        print_json(data)
+        return
+    print(f"{graph.name}: {data['vertices']} vertices, {data['edges']} edges, p={space.devices}, "
+          f"cutoff={space.cutoff}, configs: {data['total_configs']} in all, "
+          f"{data['max_configs']} at most")
+    rows = [(o["name"], o["kind"], " ".join(f"{k}={v}" for k, v in o["dims"].items()),
+             str(o["configs"])) for o in ops]
+    print(table(rows, ("op", "kind", "dims", "configs")))
+
+
+def cmd_solve(args: argparse.Namespace) -> None:
+    if args.dry_run:
+        return _dry_run(args)
+    solver = args.solver or "dp"
+    checks.output_file(args.output, "--output")
+    options = key_values(args.option, "--option")
+    SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
+    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
+    solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,
+                              seed=args.seed, **options)
+    _emit(api.to_strategy(built, solution), args)
+
+
+def _dry_run(args: argparse.Namespace) -> None:
+    if args.solver not in (None, "dp"):
+        raise OptionError(f"--dry-run predicts the dp solver's work; it does not apply to "
+                          f"--solver {args.solver}")
+    checks.refuse(args, _NOT_FOR_DRY_RUN, "does not apply to --dry-run, which reads only the "
+                                          "graph and its configuration counts")
+    options = key_values(args.option, "--option")
+    extra = sorted(set(options) - set(_DRY_RUN_OPTIONS))
+    if extra:
+        raise OptionError(f"--option {extra[0]} does not apply to --dry-run (it predicts every "
+                          f"ordering); allowed: {', '.join(_DRY_RUN_OPTIONS)}")
+    data = api.dry_run(args.model, args.devices, memory_budget=options.get("memory_budget"),
+                       **space_kwargs(args))
+    if args.format == "json":
+        print_json(data)
+        return
+    print(f"{data['model']} on {data['devices']} devices: {data['vertices']} vertices, "
+          f"{data['edges']} edges; dp would use ordering {data['auto_ordering']!r} "
+          f"(memory budget {data['memory_budget']:.4g} B)")
+    print(table([(r["ordering"], str(r["max_dependent_set"]), f"{r['table_entries']:.3g}",
+                  f"{r['peak_table_bytes'] / 2**20:.4g}", f"{r['estimated_seconds']:.3g}",
+                  "yes" if r["within_memory_budget"] else "NO")
+                 for r in data["orderings"]],
+                ("ordering", "max |D|", "table entries", "peak MiB", "est. seconds", "fits budget")))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    checks.output_file(args.output, "--output")
+    configs = read_strategy_file(args.strategy)
+    strategy = api.evaluate(args.model, configs, args.devices, **space_kwargs(args),
+                            **cost_kwargs(args))
+    _emit(strategy, args)
+
+
+def _emit(strategy: Strategy, args: argparse.Namespace) -> None:
+    text = strategy.to_json() if args.format == "json" else describe(strategy)
+    if args.output:
+        strategy.to_json(args.output)
+    print(text)
