@@ -1,13 +1,14 @@
 """AlexNet as modelled in the PaSE paper (14 ops, 13 edges at batch 128)."""
 from __future__ import annotations
 
-from pase.builder import GraphBuilder
+from pase.builder import GraphBuilder, check_model_options
 from pase.ir import Graph
 from pase.registry import MODELS
 
 
 @MODELS.register("alexnet", "AlexNet (Krizhevsky 2012), the paper's CNN benchmark")
 def alexnet(batch: int = 128, classes: int = 1024) -> Graph:
+    check_model_options("alexnet", batch=batch, classes=classes)
     b = GraphBuilder("alexnet", cutoff=4, batch=batch)
     x = b.input((batch, 3, 227, 227))
     x = b.conv(x, (96, 3, 11, 11), stride=4, pw=1, name="conv1")

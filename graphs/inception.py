@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, check_model_options
 from pase.ir import Graph
 from pase.registry import MODELS
 
@@ -88,6 +88,7 @@ def _inception_e(b: GraphBuilder, x: Value, m: str) -> Value:
 
 @MODELS.register("inception_v3", "Inception-v3 (Szegedy 2016), torchvision layout without aux head")
 def inception_v3(batch: int = 128, classes: int = 1000) -> Graph:
+    check_model_options("inception_v3", batch=batch, classes=classes)
     b = GraphBuilder("inception_v3", cutoff=4, batch=batch)
     x = b.input((batch, 3, 299, 299))
     x = _basic(b, x, 32, 3, "Conv2d_1a_3x3", stride=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, check_model_options
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.registry import MODELS
@@ -37,6 +37,7 @@ def _bottleneck(b: GraphBuilder, x: Value, planes: int, stride: int, prefix: str
 @MODELS.register("resnet101", "ResNet-101 (He 2016), bottleneck blocks (3, 4, 23, 3)")
 def resnet101(batch: int = 128, classes: int = 1000,
               blocks: Sequence[int] = (3, 4, 23, 3)) -> Graph:
+    check_model_options("resnet101", batch=batch, classes=classes)
     blocks = tuple(blocks)
     if len(blocks) != len(PLANES) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
                                          for n in blocks):

@@ -3,21 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, check_model_options
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.registry import MODELS
 
 
-def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
-
-
 @MODELS.register("mlp", "a small multi-layer perceptron (teaching)")
 def mlp(batch: int = 64, width: int = 1024, layers: int = 3, classes: int = 10) -> Graph:
-    _positive("layers", layers)
+    check_model_options("mlp", batch=batch, width=width, layers=layers, classes=classes)
     b = GraphBuilder("mlp", cutoff=4, batch=batch)
     x = b.input((batch, width), names=("b", "k"))
     for i in range(layers):
@@ -29,7 +23,7 @@ def mlp(batch: int = 64, width: int = 1024, layers: int = 3, classes: int = 10) 
 
 @MODELS.register("chain", "a chain of FC layers of alternating widths (tests)")
 def chain(length: int = 4, batch: int = 32, width: int = 64) -> Graph:
-    _positive("length", length)
+    check_model_options("chain", length=length, batch=batch, width=width)
     b = GraphBuilder("chain", cutoff=4, batch=batch)
     x = b.input((batch, width), names=("b", "k"))
     for i in range(length):
@@ -39,6 +33,7 @@ def chain(length: int = 4, batch: int = 32, width: int = 64) -> Graph:
 
 @MODELS.register("diamond", "FC -> two parallel FCs -> add (tests)")
 def diamond(batch: int = 32, width: int = 64) -> Graph:
+    check_model_options("diamond", batch=batch, width=width)
     b = GraphBuilder("diamond", cutoff=4, batch=batch)
     x = b.fc(b.input((batch, width), names=("b", "k")), width, name="split")
     left = b.fc(x, width, name="left")
@@ -49,7 +44,7 @@ def diamond(batch: int = 32, width: int = 64) -> Graph:
 
 @MODELS.register("fork-join", "FC -> several parallel FC branches -> concat -> FC (tests)")
 def fork_join(branches: int = 3, batch: int = 32, width: int = 64) -> Graph:
-    _positive("branches", branches)
+    check_model_options("fork-join", branches=branches, batch=batch, width=width)
     b = GraphBuilder("fork-join", cutoff=4, batch=batch)
     x = b.fc(b.input((batch, width), names=("b", "k")), width, name="fork")
     outs = [b.fc(x, width, name=f"branch{i + 1}") for i in range(branches)]
@@ -61,7 +56,9 @@ def fork_join(branches: int = 3, batch: int = 32, width: int = 64) -> Graph:
 @MODELS.register("random", "a seeded random DAG of FC/elementwise ops (tests)")
 def random_dag(size: int = 8, seed: int = 0, batch: int = 32, width: int = 64) -> Graph:
     """``size`` ops; each reads one or two earlier ops, so the graph is connected."""
-    _positive("size", size)
+    check_model_options("random", size=size, batch=batch, width=width)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise OptionError(f"model 'random' option seed must be an integer >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     b = GraphBuilder(f"random-{size}-{seed}", cutoff=4, batch=batch)
     values: list[Value] = [b.fc(b.input((batch, width), names=("b", "k")), width, name="op0")]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, check_model_options
 from pase.ir import Graph
 from pase.registry import MODELS
 
@@ -61,6 +61,8 @@ def _embed(b: GraphBuilder, batch: int, seq: int, vocab: int, width: int, p: str
 @MODELS.register("transformer", "Transformer (Vaswani 2017), the paper's small config (6+6 layers)")
 def transformer(batch: int = 128, seq: int = 256, vocab: int = 50_000, width: int = 512,
                 heads: int = 8, d_k: int = 64, ff: int = 2048, layers: int = 6) -> Graph:
+    check_model_options("transformer", batch=batch, seq=seq, vocab=vocab, width=width, heads=heads,
+                        d_k=d_k, ff=ff, layers=layers)
     b = GraphBuilder("transformer", cutoff=1, batch=batch)
     enc = _embed(b, batch, seq, vocab, width, "enc")
     for i in range(layers):

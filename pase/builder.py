@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pase.errors import GraphError
+from pase.errors import GraphError, OptionError
 from pase.ir import Dim, Graph, Op, Port, check_op
 from pase.schema import parse_einsum
 
@@ -318,6 +318,19 @@ class GraphBuilder:
                 inputs=(Port(x.shape, (names,), x.source),),
                 outputs=(Port(shape, tuple((n,) for n in names)),), contiguous=True)
         return self._add(op, [(names, roles)])[0]
+
+
+def check_model_options(model: str, **values: Any) -> None:
+    """OptionError unless every value is an integer >= 1 (a model's sizes and counts).
+
+    >>> check_model_options("mlp", batch=0)
+    Traceback (most recent call last):
+    pase.errors.OptionError: model 'mlp' option batch must be an integer >= 1, got 0
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise OptionError(f"model {model!r} option {name} must be an integer >= 1, "
+                              f"got {value!r}")
 
 
 _ROLE_GUESS = {"b": "batch", "c": "channel", "h": "spatial", "w": "spatial", "l": "sequence",

@@ -475,3 +475,16 @@ def test_random_damage_gives_a_graph_or_a_one_line_graph_error(base, tries):
             Graph.from_dict(data)
         except GraphError as exc:
             assert "\n" not in str(exc) and "malformed graph JSON" not in str(exc), str(exc)
+
+
+@pytest.mark.parametrize("model, option, value", [
+    ("alexnet", "batch", 0), ("resnet101", "classes", -1), ("inception_v3", "batch", 0),
+    ("rnnlm", "layers", 0), ("transformer", "heads", 0), ("mlp", "width", True),
+    ("chain", "length", 2.5), ("fork-join", "branches", 0), ("random", "size", 0),
+    ("random", "seed", -1),
+])
+def test_model_options_out_of_range_are_option_errors(model, option, value):
+    from pase.errors import OptionError
+    with pytest.raises(OptionError, match=f"model '{model}' option {option} must be an integer "
+                                          f">= {0 if option == 'seed' else 1}, got {value!r}"):
+        MODELS.get(model)(**{option: value})
