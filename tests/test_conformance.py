@@ -43,8 +43,17 @@ def brute_force(problem):
 
 # -- the battery on every built-in solver, one pytest case per (solver, check) ----------
 
-@pase.testing.solver_checks(SOLVERS.names(), options=FAST_OPTIONS)
+ILP = [name for name in SOLVERS.names() if name.startswith("ilp-")]
+
+
+@pase.testing.solver_checks([n for n in SOLVERS.names() if n not in ILP], options=FAST_OPTIONS)
 def test_builtin_solver_conforms(solver, check):
+    check(solver)
+
+
+@pytest.mark.slow  # a few seconds per backend: model building and time limits dominate
+@pase.testing.solver_checks(ILP)
+def test_ilp_backend_conforms(solver, check):
     check(solver)
 
 

@@ -57,17 +57,21 @@ class Case:
 
     @functools.cached_property
     def magnitude(self) -> float:
-        """The largest absolute cost entry: the scale tolerances are relative to."""
-        arrays = self.problem.vertex_costs + self.problem.edge_costs
-        return max(float(np.abs(a).max()) for a in arrays)
+        """The largest finite absolute cost entry: the scale tolerances are relative to."""
+        return _largest_entry(self.problem)
+
+
+def _largest_entry(problem: Problem) -> float:
+    """The largest finite |cost| (``+inf`` marks a forbidden candidate), 0 if none."""
+    finite = [np.abs(a[np.isfinite(a)]) for a in problem.vertex_costs + problem.edge_costs]
+    return max((float(a.max()) for a in finite if a.size), default=0.0)
 
 
 def _graph(model: str, devices: int) -> Problem:
     from pase.api import build_problem
 
     p = build_problem(model, devices).problem.with_memory_cap(None)
-    top = max(float(np.abs(a).max()) for a in p.vertex_costs + p.edge_costs) or 1.0
-    return scale_costs(p, GRAPH_MAX_ENTRY / top)
+    return scale_costs(p, GRAPH_MAX_ENTRY / (_largest_entry(p) or 1.0))
 
 
 def _bases(scope: str, seed: int) -> list[tuple[str, Problem, bool]]:
