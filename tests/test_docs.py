@@ -10,15 +10,20 @@
   other blocks run in order as one script next to those files, and a saved
   ``test_*.py`` file then runs under pytest. Each guide runs in a fresh
   interpreter, so the plug-ins it registers never leak into the other tests.
+- docs/cost-model.md lists exactly the reference figures the tests check, and
+  its formulas, re-implemented here from the page alone, give the paper model's
+  costs for every configuration of every op of the five paper graphs.
 """
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,3 +234,124 @@ def test_cost_model_doc_lists_the_reference_figures_the_tests_check():
         row = next(r for r in section(doc, "Layer costs of single ops (p = 8)").splitlines()
                    if r.endswith(f"| {cost} |"))
         assert f"op {n} |" in row and str(config) in row, row
+
+
+# -- docs/cost-model.md's formulas, re-implemented from the page ------------------------
+
+R = 10 * 1000 / (16 / 8)  # FLOP per word on the default machine
+
+
+def allreduce(words: float, q: float) -> float:
+    return R * (words / q) * 2 * (q - 1)
+
+
+def gemm(m, n, k, cm, cn, ck, pw=0, batch=1.0) -> float:
+    mt, nt, kt = m / cm, n / cn, k / ck
+    compute = 3 * mt * nt * kt + 3 * pw * mt * nt
+    return batch * (compute + allreduce(mt * nt, ck) + allreduce(mt * kt, cn)
+                    + allreduce(nt * kt, cm))
+
+
+def moved(shape, src, dst) -> float:
+    """Elements a device receives: the page's edge rule without its factor 2."""
+    a = [t / f for t, f in zip(shape, src)]
+    b = [t / f for t, f in zip(shape, dst)]
+    overlap = 0 if math.prod(dst) > math.prod(src) else math.prod(map(min, a, b))
+    return max(math.prod(b) - overlap, 0)
+
+
+def doc_layer_cost(op, cfg: list[int]) -> float:
+    c, s = dict(zip(op.dim_names, cfg)), dict(zip(op.dim_names, op.shape))
+    tile = [d / f for d, f in zip(op.shape, cfg)]
+    elems, pw, kind = math.prod(tile), op.attrs.get("pw", 0), op.kind
+
+    def prod(names, values):
+        return math.prod(values[n] for n in names)
+
+    if kind == "Conv":
+        return gemm(prod("bhw", s), s["n"], prod("crs", s), prod("bhw", c), c["n"],
+                    prod("crs", c), pw)
+    if kind == "FC":
+        lead = op.dim_names[:-2]
+        return gemm(prod(lead, s), s["n"], s["k"], prod(lead, c), c["n"], c["k"], pw)
+    if kind in ("Einsum", "Embedding"):
+        (a, b), out = op.attrs["eq"].split("->")[0].split(","), op.attrs["eq"].split("->")[1]
+        bt = [x for x in op.dim_names if x in a and x in b and x in out]
+        ms = [x for x in op.dim_names if x in a and x not in b]
+        ns = [x for x in op.dim_names if x in b and x not in a]
+        ks = [x for x in op.dim_names if x in a and x in b and x not in out]
+        return gemm(prod(ms, s), prod(ns, s), prod(ks, s), prod(ms, c), prod(ns, c),
+                    prod(ks, c), pw, prod(bt, s) / prod(bt, c))
+    if kind == "LSTM":
+        e = s["n"]
+        relayout = moved((s["b"], e), (c["b"], c["n"]), (c["b"], c["k"]))
+        return (gemm(s["s"] * s["b"], 4 * e, 2 * e, c["s"] * c["b"], c["n"], c["k"], 3,
+                     s["l"] / c["l"]) + s["l"] * s["s"] * R * relayout)
+    if kind == "Pooling":
+        _, _, h, w = op.inputs[0].shape
+        kh, kw = op.attrs["window"]
+        ht, wt = h / c["h"], w / c["w"]
+        grown = (ht + (kh if c["h"] > 1 else 0)) * (wt + (kw if c["w"] > 1 else 0))
+        return elems + R * (grown - ht * wt) * s["b"] / c["b"] * s["c"] / c["c"]
+    if kind == "Elementwise":
+        return (1 + pw) * elems
+    if kind in ("Norm", "BatchNorm"):
+        ax = 0 if kind == "BatchNorm" else op.attrs["axis"]
+        others = math.prod(f for i, f in enumerate(cfg) if i != ax)
+        return 16 * elems + 4 * allreduce(elems / tile[ax], cfg[ax]) + 4 * allreduce(tile[ax], others)
+    if kind == "ReduceMean":
+        return allreduce(elems, math.prod(cfg[i] for i in op.attrs["axes"]))
+    if kind == "Softmax":
+        ax = op.attrs["axis"]
+        e, q, full = elems / tile[ax], cfg[ax], op.shape[ax]
+        return 4 * elems + elems * full + 2 * allreduce(e, q) + allreduce(e * full, q)
+    if kind == "SoftmaxCrossEntropy":
+        rows = math.prod(tile[:-1])
+        return 4 * elems + 2 * rows + (R * 2 * rows if cfg[-1] > 1 else 0)
+    assert kind in ("Concat", "Stack", "Unstack", "Ravel", "Unravel"), kind
+    return 0.0
+
+
+def tensor_split(op, port, cfg) -> tuple[int, ...]:
+    c = dict(zip(op.dim_names, cfg))
+    return tuple(math.prod(c[n] for n in axis) for axis in port.dims)
+
+
+@pytest.mark.parametrize("model", ["alexnet", "resnet101", "inception_v3", "rnnlm", "transformer"])
+def test_cost_model_doc_formulas_match_the_paper_model(model):
+    """Every config of every op at p = 8, and sampled config pairs of every costed edge."""
+    import random
+
+    import pase
+    from pase.cost_models.paper import PaperCostModel
+    from pase.space import ConfigSpace
+
+    graph = pase.api.load_graph(model)
+    space, paper = ConfigSpace(graph, 8), PaperCostModel()
+    for i, op in enumerate(graph.ops):
+        got = paper.layer_costs(op, space.configs[i])
+        want = [doc_layer_cost(op, [int(f) for f in row]) for row in space.configs[i]]
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=op.name)
+
+    last = {}  # only the last connection between two ops is costed
+    for c in graph.connections:
+        last[(c.src, c.dst)] = c
+    problem = paper.problem(graph, space)
+    assert len(problem.edges) == len(last)
+    rng = random.Random(0)
+    choice = [rng.randrange(len(k)) for k in space.configs]
+    total = sum(doc_layer_cost(op, [int(f) for f in space.configs[i][choice[i]]])
+                for i, op in enumerate(graph.ops))
+    for (a, b), c in last.items():
+        pu, pv = graph.op(a), graph.op(b)
+        u, v = graph.index(a), graph.index(b)
+        out, inp = pu.outputs[c.src_output], pv.inputs[c.dst_input]
+        matrix = problem.edge_matrix(u, v)
+        src = [tensor_split(pu, out, row) for row in space.configs[u]]
+        dst = [tensor_split(pv, inp, row) for row in space.configs[v]]
+        for _ in range(5):
+            x, y = rng.randrange(matrix.shape[0]), rng.randrange(matrix.shape[1])
+            want = R * 2 * moved(out.shape, src[x], dst[y])
+            assert matrix[x, y] == pytest.approx(want, rel=1e-12, abs=1e-6), (a, b, x, y)
+        total += R * 2 * moved(out.shape, src[choice[u]], dst[choice[v]])
+    assert problem.evaluate(choice) == pytest.approx(total, rel=1e-12)
