@@ -120,7 +120,8 @@ def _defaults(obj: Any) -> list[str]:
 # -- the parser -------------------------------------------------------------------------
 
 def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
-    """The ``pase`` parser; ``commands`` maps each command name to the function that runs it."""
+    """The ``pase`` parser; ``commands`` maps each command name to the function that runs it
+    (a name it lacks parses, and runs nothing)."""
     debug = Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback of an internal error")
@@ -130,7 +131,7 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
 
     def command(name: str, help_: str) -> Parser:
         s = sub.add_parser(name, help=help_, description=help_, parents=[debug])
-        s.set_defaults(run=commands[name])
+        s.set_defaults(run=commands.get(name))
         return s
 
     for name, help_ in (("models", "list the registered models"),
