@@ -4,6 +4,9 @@ Each error subclasses the matching builtin, so ``except ValueError`` still works
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 
 class PaseError(Exception):
     """Base class of every error pase raises on purpose."""
@@ -39,3 +42,43 @@ class TimeLimitError(PaseError, TimeoutError):
 
 class SolverUnavailableError(PaseError, ImportError):
     """A solver's optional backend is not installed; the message names the extra."""
+
+
+# -- option checks shared by the solvers ---------------------------------------
+
+def check_int(name: str, value: object, minimum: int) -> int:
+    """``value`` as an int >= ``minimum`` (an integral float such as 1e6 is accepted)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and \
+            float(value).is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise OptionError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_float(name: str, value: object, minimum: float = 0.0, *,
+                strict: bool = False, finite: bool = True) -> float:
+    """``value`` as a float > ``minimum`` (``strict``) or >= it; finite unless told."""
+    number = math.nan
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value) if abs(value) < 2**1023 else math.inf if value > 0 else -math.inf
+    if not (number > minimum if strict else number >= minimum) or (finite and math.isinf(number)):
+        bound = f"{'>' if strict else '>='} {minimum:g}"
+        raise OptionError(f"{name} must be a{' finite' if finite else ''} number {bound}, "
+                          f"got {value!r}")
+    return number
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise OptionError(f"unknown {name} {value!r}; choose from {', '.join(choices)}")
+    return value
+
+
+def check_common(time_limit: object, seed: object) -> None:
+    """The options every solver takes: ``time_limit`` > 0 seconds, ``seed`` >= 0 (or None)."""
+    if time_limit is not None:
+        check_float("time_limit", time_limit, 0.0, strict=True, finite=False)
+    if seed is not None:
+        check_int("seed", seed, 0)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pase.problem import Problem
-from pase.solvers.dp_plan import CHUNK_BYTES, VALUE_BYTES, sum_into
+from pase.solvers.dp_kernel import fold, folded, row_blocks
 from pase.solvers.ordering import Elimination
 
 # Slack of the Lagrangian cost bounds, relative to the summed magnitudes of the
@@ -36,8 +36,11 @@ LAGRANGE_RTOL = 1e-12
 LAGRANGE_STEP = 16.0
 
 Choice = tuple[int, ...]
-# The plain DP on cost + lam * memory: lam -> (a minimiser, the minimum).
-Minimiser = Callable[[float], tuple[Choice, float]]
+Axes = tuple[int, ...]
+# The plain DP under the solver's plan, on a Problem of the same graph:
+# run(problem, keep=False) -> (the minimum, a minimiser, value tables R(i) by
+# position when keep is true).
+PlainDP = Callable[..., tuple[float, Choice, dict[int, np.ndarray]]]
 
 
 @dataclass
@@ -50,63 +53,52 @@ class Bound:
     slack: float      # rounding allowance of the bound, in cost units
 
 
-class Tables:
-    """Dense per-step arrays of one Problem under one elimination, in row chunks."""
+def shifted(problem: Problem, lam: float) -> Problem:
+    """The same graph with vertex costs ``cost + lam * memory`` and no cap."""
+    assert problem.memory is not None
+    costs = [c + lam * m for c, m in zip(problem.vertex_costs, problem.memory)]
+    return Problem(costs, problem.edges, problem.edge_costs, names=problem.names)
 
-    def __init__(self, problem: Problem, elim: Elimination):
+
+class Tables:
+    """Per-step terms and tables of one Problem under one elimination."""
+
+    def __init__(self, problem: Problem, elim: Elimination, run: PlainDP | None = None):
         assert problem.memory is not None
-        self.problem, self.elim = problem, elim
+        self.problem, self.elim, self.run = problem, elim, run
         self.sizes = [int(k) for k in problem.sizes]
         self.memory = problem.memory
-        self.edge_cost = dict(zip(problem.edges, problem.edge_costs))
 
-    def full(self, i: int) -> tuple[int, ...]:
+    def full(self, i: int) -> Axes:
         """Axes of step ``i``'s work: ``D(i)`` then ``v(i)``, in table order."""
         return self.elim.dependent[i] + (self.elim.order[i],)
 
-    def shape(self, axes: tuple[int, ...]) -> tuple[int, ...]:
+    def shape(self, axes: Axes) -> tuple[int, ...]:
         return tuple(self.sizes[u] for u in axes)
 
-    def terms(self, i: int, lam: float = 0.0) -> list[np.ndarray]:
-        """Vertex and edge costs step ``i`` adds (plus ``lam`` times v's memory),
-        as views over its full axes."""
-        v, full = self.elim.order[i], self.full(i)
+    def terms(self, i: int, lam: float = 0.0) -> tuple[list[np.ndarray], list[Axes]]:
+        """Vertex costs (plus ``lam`` times v's memory) and edge costs step ``i``
+        adds, with their axes."""
+        v = self.elim.order[i]
         own = self.problem.vertex_costs[v]
         if lam:
             own = own + lam * self.memory[v]
-        out = [expand(own, (v,), full)]
-        for u in self.elim.later_neighbors[i]:
-            matrix = self.edge_cost[(u, v)] if u < v else self.edge_cost[(v, u)].T
-            out.append(expand(matrix, (u, v), full))
-        return out
+        later = self.elim.later_neighbors[i]
+        return ([own] + [self.problem.edge_matrix(u, v) for u in later],
+                [(v,)] + [(u, v) for u in later])
 
-    def blocks(self, i: int) -> Iterator[tuple[int, int]]:
-        """Row ranges of the first axis, each about CHUNK_BYTES of float64.
-
-        A root (no dependent set) is one block: its only axis is reduced.
-        """
-        shape = self.shape(self.full(i))
-        if len(shape) == 1:
-            yield 0, shape[0]
-            return
-        rows = max(1, CHUNK_BYTES // (VALUE_BYTES * math.prod(shape[1:])))
-        for r0 in range(0, shape[0], rows):
-            yield r0, min(r0 + rows, shape[0])
+    def reduce(self, arrays: list[np.ndarray], axes: list[Axes], i: int
+               ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Row blocks of step ``i``'s sum of ``arrays`` (folded), over its full axes."""
+        full = self.full(i)
+        bases = folded(arrays, axes, fold(axes, self.sizes), full)
+        return row_blocks(bases, self.shape(full))
 
     def inside(self, lam: float) -> list[np.ndarray]:
         """The plain DP's value tables ``R(i)`` on ``cost + lam * memory``."""
-        elim, values = self.elim, []
-        for i in range(len(elim.order)):
-            full = self.full(i)
-            shape = self.shape(full)
-            arrays = fold(self.terms(i, lam) + [expand(values[j], elim.dependent[j], full)
-                                                 for j in elim.children[i]])
-            table = np.empty(shape[:-1])
-            for r0, r1 in self.blocks(i):
-                target = table[r0:r1] if table.ndim else table
-                target[...] = block_sum(arrays, r0, r1, shape).min(axis=-1)
-            values.append(table)
-        return values
+        assert self.run is not None, "inside tables need the plain DP"
+        values = self.run(shifted(self.problem, lam), keep=True)[2]
+        return [values[i] for i in range(len(self.elim.order))]
 
     def outside(self, lam: float, inside: list[np.ndarray]) -> list[np.ndarray]:
         """Per step, per ``D(i)`` configuration: the least ``cost + lam * memory`` of
@@ -118,16 +110,16 @@ class Tables:
             out[r] = np.array(sum(float(inside[q]) for q in roots if q != r), dtype=np.float64)
         for i in reversed(range(len(elim.order))):
             dep, kids, full = elim.dependent[i], elim.children[i], self.full(i)
-            shape = self.shape(full)
-            base = self.terms(i, lam) + [expand(out[i], dep, full)]
+            arrays, axes = self.terms(i, lam)
             for j in kids:
-                arrays = fold(base + [expand(inside[k], elim.dependent[k], full)
-                                       for k in kids if k != j])
+                others = [k for k in kids if k != j]
                 kept = set(elim.dependent[j])
                 drop = tuple(a for a, u in enumerate(full) if u not in kept)
                 result = np.full(self.shape(elim.dependent[j]), np.inf)
-                for r0, r1 in self.blocks(i):
-                    part = block_sum(arrays, r0, r1, shape).min(axis=drop)
+                for r0, r1, block in self.reduce(
+                        arrays + [out[i]] + [inside[k] for k in others],
+                        axes + [dep] + [elim.dependent[k] for k in others], i):
+                    part = block.min(axis=drop)
                     if dep and dep[0] in kept:  # the rows are the result's first axis
                         result[r0:r1] = part
                     else:
@@ -136,8 +128,9 @@ class Tables:
         return out
 
 
-def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[str], None],
-              ) -> tuple[Bound, tuple[Choice, float] | None, dict[str, Any]]:
+def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
+             tick: Callable[[str], None],
+             ) -> tuple[Bound, tuple[Choice, float] | None, dict[str, Any]]:
     """Maximise the Lagrangian dual ``min(cost + lam * memory) - lam * cap`` over ``lam``.
 
     The dual is concave and piecewise linear: each strategy is a line. Bracket
@@ -147,18 +140,23 @@ def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[st
     DP finds nothing below that crossing it is the maximum (the 1-D cutting
     plane method, finite on a finite set of strategies). Every run gives a
     lower bound and, when its minimiser fits, an upper bound. Returns the best
-    multiplier's tables, the best fitting strategy, and statistics.
+    multiplier's tables, the best fitting strategy, and statistics. ``free``
+    is the unconstrained optimum (the minimiser at ``lam = 0``) and its cost.
     """
     problem = tables.problem
     best: tuple[Choice, float] | None = None
     top = (-math.inf, 0.0)  # (best lower bound, its multiplier)
     runs = 0
 
-    def run(lam: float) -> tuple[bool, float, float, float]:
+    def probe(lam: float) -> tuple[bool, float, float, float]:
         """(fits, cost, memory, DP minimum) of a minimiser at ``lam``."""
         nonlocal best, top, runs
         runs += 1
-        choice, total = minimise(lam)
+        if lam == 0:
+            choice, total = free
+        else:
+            assert tables.run is not None
+            total, choice, _ = tables.run(shifted(problem, lam))
         tick("searching the Lagrange multiplier")
         if total == math.inf:  # lam * memory overflowed: treat lam as too large
             return True, math.inf, -math.inf, math.inf
@@ -168,7 +166,7 @@ def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[st
             best = (choice, cost)
         return fits, cost, problem.memory_of(choice), total
 
-    lo = (0.0,) + run(0.0)[1:3]  # the unconstrained optimum: it does not fit
+    lo = (0.0,) + probe(0.0)[1:3]  # the unconstrained optimum: it does not fit
     hi: tuple[float, float, float] | None = None
     # Each vertex at its least memory (the cheapest such candidate) fits the
     # cap; when its cost is finite its line closes the bracket at lam = inf.
@@ -183,7 +181,7 @@ def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[st
     scale = sum(finite_max(np.abs(c)) for c in problem.vertex_costs)
     lam = max(scale, 1.0) / max(spread, 1e-300)
     while hi is None and runs < LAGRANGE_RUNS and 1e-300 < lam < 1e300:
-        fits, cost, mem, _ = run(lam)
+        fits, cost, mem, _ = probe(lam)
         if fits:
             hi = (lam, cost, mem)
             if lo[0] > 0.0:
@@ -201,7 +199,7 @@ def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[st
             if not lo[0] < lam < hi[0]:
                 break
         crossing = lo[1] + lam * lo[2]
-        fits, cost, mem, total = run(lam)
+        fits, cost, mem, total = probe(lam)
         if total >= crossing - LAGRANGE_RTOL * abs(crossing):
             break  # no strategy below both lines: lam maximises the dual
         if fits:
@@ -220,45 +218,9 @@ def lagrange(tables: Tables, cap: float, minimise: Minimiser, tick: Callable[[st
     return Bound(lam, inside, outside, BOUND_RTOL * magnitude), best, stats
 
 
-def fold(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """The same broadcast sum with fewer terms: each joins a larger one it fits in.
-
-    Adding a small term into a copy of a larger one costs the larger one's
-    size, far less than one more pass over the full block.
-    """
-    bases: list[np.ndarray] = []
-    for a in sorted(arrays, key=lambda a: -a.size):
-        host = next((b for b in bases if all(x in (1, y) for x, y in zip(a.shape, b.shape))),
-                    None)
-        if host is None:
-            bases.append(np.array(a, dtype=np.float64, order="C"))  # a copy: terms are views
-        else:
-            host += a
-    return bases
-
-
-def block_sum(arrays: list[np.ndarray], r0: int, r1: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Rows ``r0:r1`` of the broadcast sum of ``arrays`` over ``shape``."""
-    return sum_into(np.empty((r1 - r0,) + shape[1:]), [rows(a, r0, r1) for a in arrays])
-
-
-def rows(array: np.ndarray, r0: int, r1: int) -> np.ndarray:
-    """Rows ``r0:r1`` of a term, or the term itself when it broadcasts along them."""
-    return array[r0:r1] if array.ndim and array.shape[0] != 1 else array
-
-
 def finite_max(values: np.ndarray) -> float:
     return float(values[np.isfinite(values)].max(initial=0.0))
 
 
 def finite_min(values: np.ndarray) -> float:
     return float(values[np.isfinite(values)].min(initial=0.0))
-
-
-def expand(array: np.ndarray, axes: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
-    """View of ``array`` over ``axes`` with singleton axes, to broadcast over ``target``.
-
-    Both are in table order (latest position first), as in the plain DP.
-    """
-    present = set(axes)
-    return np.asarray(array)[tuple(slice(None) if a in present else None for a in target)]

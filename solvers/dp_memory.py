@@ -15,13 +15,7 @@ Step ``i`` works over the configurations of ``D(i) + (v(i),)``:
    projected configuration, then pruning;
 3. the union over ``v(i)``'s axis, then pruning, gives ``R(i)``.
 
-Points are flat numpy arrays grouped by configuration (fronts are CSR tables),
-so each operation is vectorised over all configurations and points of a step:
-no Python loop over entries. Only step 1 touches every configuration, in
-chunks of rows; later work is proportional to the surviving points. Each kept
-point stores ``v(i)``'s candidate and the index of the point it used in each
-child's front, for back-substitution. Equal points keep the first generated
-(sorts are stable), so answers are deterministic.
+The fronts themselves are in :mod:`pase.solvers.dp_fronts`.
 
 Pruning, all of it safe (it never drops every optimum):
 
@@ -54,36 +48,19 @@ kept in all, and the time limit is checked after every step and DP run.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from pase.errors import TooLargeError
+from pase.errors import PaseError
 from pase.problem import Problem
-from pase.solvers.dp_lagrange import (
-    Bound,
-    Choice,
-    Minimiser,
-    Tables,
-    block_sum,
-    expand,
-    finite_max,
-    fold,
-    lagrange,
-)
+from pase.solvers.dp_fronts import CAP_RTOL, Guard, Screened, pareto_round
+from pase.solvers.dp_lagrange import Bound, Choice, PlainDP, Tables, lagrange
 from pase.solvers.ordering import Elimination
 
-__all__ = ["DEFAULT_MAX_STATES", "Minimiser", "pareto_solve"]
+__all__ = ["DEFAULT_MAX_STATES", "pareto_solve", "solve_capped"]
 
 DEFAULT_MAX_STATES = 5 * 10**7
-# Pruning against the cap compares sums taken in another order than
-# Problem.memory_of, so it keeps points up to this relative slack over the cap;
-# the final choice is checked with Problem.fits, which decides exactly.
-CAP_RTOL = 1e-12
 # Cost ceilings of the rounds: the first at 1/FIRST_CEILING of the way from the
 # Lagrangian lower bound to the best known cost (or FIRST_CEILING_RTOL of the
 # bound above it when no strategy is known to fit), each next CEILING_GROWTH
@@ -91,97 +68,64 @@ CAP_RTOL = 1e-12
 FIRST_CEILING = 64.0
 FIRST_CEILING_RTOL = 1e-3
 CEILING_GROWTH = 4.0
-# Pairs of points a Minkowski sum builds at once (about 100 bytes each).
-PAIR_CHUNK = 2**21
 
 
-@dataclass
-class _Front:
-    """A front per table entry: points ``start[e]:start[e + 1]``, memory ascending."""
+def solve_capped(problem: Problem, elim: Elimination, free: tuple[Choice, float],
+                 run: PlainDP, *, max_states: int = DEFAULT_MAX_STATES,
+                 deadline: float | None = None
+                 ) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
+    """The cheapest strategy within ``problem.memory_cap`` (None if none), and statistics.
 
-    start: np.ndarray
-    cost: np.ndarray
-    mem: np.ndarray
-
-    @property
-    def counts(self) -> np.ndarray:
-        return np.diff(self.start)
-
-
-@dataclass
-class _Back:
-    """What a step's kept points chose: ``v(i)``'s candidate and a point per child."""
-
-    vertex_choice: np.ndarray
-    child_point: list[np.ndarray]
-
-
-@dataclass
-class _Points:
-    """Points being built, by flat configuration ``entry`` (non-decreasing)."""
-
-    entry: np.ndarray
-    cost: np.ndarray
-    mem: np.ndarray
-    pointers: list[np.ndarray]
-
-    def take(self, index: np.ndarray) -> _Points:
-        return _Points(self.entry[index], self.cost[index], self.mem[index],
-                       [p[index] for p in self.pointers])
+    ``free`` is the unconstrained optimum (choice, cost): a lower bound, and
+    the answer when it fits. ``run`` is the plain DP under the same plan.
+    """
+    cap = problem.memory_cap
+    assert cap is not None
+    stats: dict[str, Any] = {"memory_cap": cap, "capped": not problem.fits(free[0])}
+    if not stats["capped"]:
+        return free, stats
+    stats["min_memory"] = least = _min_memory(problem, run)
+    if least > cap:
+        return None, stats
+    found, more = pareto_solve(problem, elim, cap, run=run, free=free, max_states=max_states,
+                               deadline=deadline)
+    stats.update(more)
+    # Only rounding can leave nothing: the least-memory strategy sums to the cap
+    # in the DP's order but not in Problem.memory_of's.
+    if found is None and least < cap - CAP_RTOL * max(abs(cap), 1.0):
+        raise PaseError(f"dp internal error: the least memory {least!r} fits the cap "
+                        f"{cap!r} but the Pareto DP found no strategy; please report this")
+    return found, stats
 
 
-@dataclass
-class _Screened:
-    """Per step, the configurations whose bound (second array) is within the
-    highest ceiling any round will use, so later rounds need not rescan."""
+def _min_memory(problem: Problem, run: PlainDP) -> float:
+    """Least total memory over strategies of finite cost.
 
-    ceiling: float = math.inf
-    budget: int = 0  # configurations it may still hold
-    steps: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
-class _Guard:
-    """Counts points against ``max_states`` and checks the deadline."""
-
-    def __init__(self, problem: Problem, max_states: int, deadline: float | None):
-        self.problem, self.max_states, self.deadline = problem, max_states, deadline
-        self.kept = 0
-        self.generated_max = 0
-
-    def generating(self, count: int, vertex: int | None) -> None:
-        self.generated_max = max(self.generated_max, count)
-        if count > self.max_states:
-            self._refuse(f"would generate {count} (cost, memory) points at once", vertex)
-
-    def keeping(self, count: int, vertex: int | None) -> None:
-        self.kept += count
-        if self.kept > self.max_states:
-            self._refuse(f"would hold {self.kept} Pareto-front points in all", vertex)
-
-    def tick(self, what: str) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise TooLargeError(f"dp under a memory cap exceeded its time limit {what}; "
-                                f"the DP has no partial answer")
-
-    def _refuse(self, what: str, vertex: int | None) -> None:
-        where = "combining the components" if vertex is None else (
-            f"at vertex {self.problem.names[vertex]!r} ({int(self.problem.sizes[vertex])} "
-            f"candidates)")
-        raise TooLargeError(
-            f"dp under a memory cap {what} {where}, over max_states={self.max_states}; try a "
-            f"coarser configuration space (fewer devices, a cutoff, powers of two), another "
-            f"ordering, a different memory cap, or a larger max_states")
+    Memory is per vertex, so that is the sum of per-vertex minima unless some
+    cost is infinite; then the plain DP runs with memory as the cost.
+    """
+    assert problem.memory is not None
+    finite = all(np.isfinite(c).all() for c in problem.vertex_costs) and \
+        all(np.isfinite(m).all() for m in problem.edge_costs)
+    if finite:
+        return float(sum(float(m.min()) for m in problem.memory))
+    as_cost = Problem([m + np.where(np.isinf(c), np.inf, 0.0)
+                       for m, c in zip(problem.memory, problem.vertex_costs)],
+                      problem.edges, [np.where(np.isinf(m), np.inf, 0.0) for m in problem.edge_costs],
+                      names=problem.names)
+    return run(as_cost)[0]
 
 
-def pareto_solve(problem: Problem, elim: Elimination, cap: float, minimise: Minimiser, *,
-                 max_states: int = DEFAULT_MAX_STATES, deadline: float | None = None,
-                 lagrangian: bool = True) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
+def pareto_solve(problem: Problem, elim: Elimination, cap: float, *, run: PlainDP | None = None,
+                 free: tuple[Choice, float] | None = None, max_states: int = DEFAULT_MAX_STATES,
+                 deadline: float | None = None
+                 ) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
     """The cheapest choice fitting ``cap`` and its cost, or None; plus statistics.
 
     Call it when the unconstrained optimum does not fit (it would be the
-    answer). ``minimise`` runs the plain DP for the Lagrangian search;
-    ``lagrangian=False`` skips that search and the cost pruning (for tests of
-    the fronts alone).
+    answer). ``run`` is the plain DP for the Lagrangian search, and ``free``
+    its unconstrained answer (choice, cost); without them the fronts are
+    built alone, with no cost pruning (for tests of the fronts).
 
     With the Lagrangian bounds, the fronts are built in rounds under a rising
     cost ceiling, from just above the lower bound to the best known cost
@@ -190,13 +134,12 @@ def pareto_solve(problem: Problem, elim: Elimination, cap: float, minimise: Mini
     much closer to the lower bound than ``UB`` is, and a low ceiling prunes
     far more, so the rounds cost less than one round at ``UB`` would.
     """
-    tables = Tables(problem, elim)
-    guard = _Guard(problem, max_states, deadline)
-    if not lagrangian:
-        found, stats = _pareto_dp(tables, cap, Bound(0.0, [], [], 0.0), math.inf, guard,
-                                  _Screened())
-        return found, stats
-    bound, best, stats = lagrange(tables, cap, minimise, guard.tick)
+    guard = Guard(problem, max_states, deadline)
+    if run is None or free is None:
+        tables = Tables(problem, elim)
+        return pareto_round(tables, cap, Bound(0.0, [], [], 0.0), math.inf, guard, Screened())
+    tables = Tables(problem, elim, run)
+    bound, best, stats = lagrange(tables, cap, free, guard.tick)
     lower = stats["lagrangian_bound"]
     upper = math.inf if best is None else best[1]
     stats["lagrangian_gap_closed"] = upper - lower <= bound.slack
@@ -204,12 +147,12 @@ def pareto_solve(problem: Problem, elim: Elimination, cap: float, minimise: Mini
         return best, stats
     width = (upper - lower) / FIRST_CEILING if math.isfinite(upper) else \
         max(abs(lower), 1.0) * FIRST_CEILING_RTOL
-    screened = _Screened(upper + bound.slack + bound.lam * cap, max_states)
+    screened = Screened(upper + bound.slack + bound.lam * cap, max_states)
     ceilings = []
     while True:
         ceiling = min(lower + width, upper)
         ceilings.append(ceiling)
-        found, front_stats = _pareto_dp(tables, cap, bound, ceiling, guard, screened)
+        found, front_stats = pareto_round(tables, cap, bound, ceiling, guard, screened)
         if found is not None and (best is None or found[1] < best[1]):
             best = found
         if ceiling >= upper or found is not None and found[1] <= ceiling:
@@ -219,274 +162,3 @@ def pareto_solve(problem: Problem, elim: Elimination, cap: float, minimise: Mini
     stats.update(front_stats)
     stats["ceilings"] = ceilings
     return best, stats
-
-
-def _pareto_dp(tables: Tables, cap: float, bound: Bound, upper: float, guard: _Guard,
-               screened: _Screened) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
-    """One round: the fronts of every step, keeping strategies that may cost <= ``upper``."""
-    guard.kept = 0
-    problem, elim, memory = tables.problem, tables.elim, tables.memory
-    min_mem = np.array([float(m.min()) for m in memory])
-    total_min = float(min_mem.sum())
-    limit = cap + CAP_RTOL * max(abs(cap), sum(finite_max(np.abs(m)) for m in memory))
-    # A point survives while cost + lam * memory + (the rest, at its best) <= ceiling.
-    lam, ceiling = bound.lam, upper + bound.slack + bound.lam * cap
-    pruning = math.isfinite(ceiling)
-
-    fronts: dict[int, _Front] = {}
-    backs: list[_Back] = []
-    inside_min = [0.0] * len(elim.order)  # least memory X(i) can take
-    max_front = 0
-    for i, v in enumerate(elim.order):
-        dep, kids, full = elim.dependent[i], elim.children[i], tables.full(i)
-        shape = tables.shape(full)
-        # Least memory outside the points: D(i) as configured, every other
-        # vertex at its minimum (a child's minimum leaves as the child joins).
-        dep_mem = np.zeros(shape[:-1])
-        for u in dep:
-            dep_mem = dep_mem + expand(memory[u], (u,), dep)
-        rest_min = total_min - float(min_mem[list(full)].sum()) - sum(inside_min[j] for j in kids)
-        pts = _first_points(tables, i, bound, screened, dep_mem,
-                            rest_min + sum(inside_min[j] for j in kids), limit, ceiling)
-        for n, j in enumerate(kids):
-            # What the points still lack: D(i), the rest of the graph, later children.
-            left = _Leftover(tables, i, bound if pruning else None, dep_mem,
-                             rest_min + sum(inside_min[k] for k in kids[n + 1:]), kids[n + 1:])
-            pts = _minkowski(pts, fronts.pop(j), partial(left.project, elim.dependent[j]),
-                             partial(_prune, left=left, limit=limit, lam=lam, ceiling=ceiling),
-                             guard, v)
-        # Minimise over v(i): the union of its candidates' fronts per D(i) entry.
-        kv, table_size = tables.sizes[v], math.prod(shape[:-1])
-        vertex_choice = pts.entry % kv
-        pts.entry = pts.entry // kv
-        keep = _pareto(pts.entry, pts.cost, pts.mem)
-        pts, vertex_choice = pts.take(keep), vertex_choice[keep]
-        start = np.zeros(table_size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(pts.entry, minlength=table_size), out=start[1:])
-        fronts[i] = _Front(start, pts.cost, pts.mem)
-        backs.append(_Back(vertex_choice.astype(np.min_scalar_type(max(kv - 1, 0))),
-                           [_compact(p) for p in pts.pointers]))
-        guard.keeping(pts.cost.size, v)
-        max_front = max(max_front, int(fronts[i].counts.max(initial=0)))
-        inside_min[i] = float(min_mem[v]) + sum(inside_min[j] for j in kids)
-        guard.tick(f"after {i + 1} of {len(elim.order)} vertices")
-
-    # The components' fronts are independent: sum them like children of a
-    # vertex-less root with one configuration.
-    pts = _Points(np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1), [])
-    roots = elim.roots
-    for n, r in enumerate(roots):
-        mem_rest = total_min - sum(inside_min[q] for q in roots[:n + 1])
-        lag_rest = sum(float(bound.inside[q]) for q in roots[n + 1:]) if pruning else 0.0
-
-        left = _Leftover(tables, None, bound if pruning else None, np.zeros(()), mem_rest, (),
-                         lag_rest)
-        pts = _minkowski(pts, fronts.pop(r), np.zeros_like,
-                         partial(_prune, left=left, limit=limit, lam=lam, ceiling=ceiling),
-                         guard, None)
-    stats = {"front_points": {"total": guard.kept, "max_per_entry": max_front,
-                              "max_generated": guard.generated_max,
-                              "final": int(pts.cost.size)}}
-    # Cheapest first (the front is memory ascending, cost descending); Problem.fits
-    # has the last word on points within rounding of the cap.
-    for p in range(pts.cost.size - 1, -1, -1):
-        choice = _back_substitute(elim, backs, roots, [q[p] for q in pts.pointers])
-        if problem.fits(choice):
-            return (choice, float(pts.cost[p])), stats
-    return None, stats
-
-
-class _Leftover:
-    """Least memory and least Lagrangian value of what step ``i``'s points still lack.
-
-    That is ``D(i)`` as configured, the ``pending`` children and every vertex
-    outside ``X(i)`` and ``D(i)``; ``i = None`` is the final sum of the components,
-    with ``rest`` (least memory) and ``lag_rest`` (Lagrangian value) given.
-    """
-
-    def __init__(self, tables: Tables, i: int | None, bound: Bound | None,
-                 dep_mem: np.ndarray, rest: float, pending: tuple[int, ...],
-                 lag_rest: float = 0.0):
-        self.tables, self.bound, self.dep_mem = tables, bound, dep_mem.reshape(-1)
-        self.rest, self.pending, self.lag_rest = rest, pending, lag_rest
-        self.full = () if i is None else tables.full(i)
-        self.shape = tables.shape(self.full)
-        self.outside = None if bound is None or i is None else bound.outside[i].reshape(-1)
-
-    def project(self, axes: tuple[int, ...], entry: np.ndarray) -> np.ndarray:
-        """Flat indices into a table over ``axes`` of the configurations ``entry``."""
-        return _flat(np.unravel_index(entry, self.shape), self.full, axes, self.tables)
-
-    def __call__(self, entry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not self.full:  # the final sum: nothing depends on a configuration
-            lag = self.lag_rest if self.bound is not None else 0.0
-            return np.full(entry.size, self.rest), np.full(entry.size, lag)
-        dep = self.full[:-1]
-        at_dep = self.project(dep, entry)
-        mem = self.dep_mem[at_dep] + self.rest
-        if self.bound is None or self.outside is None:
-            return mem, np.zeros(entry.size)
-        lag = self.outside[at_dep]
-        for k in self.pending:
-            lag = lag + self.bound.inside[k].reshape(-1)[
-                self.project(self.tables.elim.dependent[k], entry)]
-        return mem, lag
-
-
-def _prune(pts: _Points, *, left: _Leftover, limit: float, lam: float,
-           ceiling: float) -> _Points:
-    """Drop points that cannot fit or cannot beat the ceiling, then dominated ones."""
-    mem_left, lag_left = left(pts.entry)
-    pts = pts.take(_survivors(pts, mem_left, lag_left, limit, lam, ceiling))
-    return pts.take(_pareto(pts.entry, pts.cost, pts.mem))
-
-
-def _first_points(tables: Tables, i: int, bound: Bound, screened: _Screened,
-                  dep_mem: np.ndarray, rest_min: float, limit: float,
-                  ceiling: float) -> _Points:
-    """Step ``i``'s configurations that survive pruning, one point each.
-
-    ``rest_min`` is the least memory of every vertex outside ``D(i)`` and
-    ``v(i)``. The bound is screened in row blocks over every configuration
-    (once per solve while the cache budget lasts); costs and memory are then
-    gathered for the few that pass.
-    """
-    elim, v, full = tables.elim, tables.elim.order[i], tables.full(i)
-    dep, shape = elim.dependent[i], tables.shape(full)
-    if i in screened.steps:
-        entry, value = screened.steps[i]
-    else:
-        cacheable = math.isfinite(screened.ceiling) and math.isfinite(ceiling)
-        entry, value = _screen(tables, i, bound, screened.ceiling if cacheable else ceiling)
-        if cacheable and value.size <= screened.budget:
-            screened.steps[i] = (entry, value)
-            screened.budget -= value.size
-    if math.isfinite(ceiling):
-        entry = entry[value <= ceiling]
-    coords = np.unravel_index(entry, shape)
-    cost = tables.problem.vertex_costs[v][coords[-1]]
-    for u in elim.later_neighbors[i]:
-        matrix = tables.edge_cost[(u, v)] if u < v else tables.edge_cost[(v, u)].T
-        cost = cost + matrix[coords[full.index(u)], coords[-1]]
-    mem = tables.memory[v][coords[-1]]
-    at = np.flatnonzero(np.isfinite(cost) & (
-        mem + dep_mem.reshape(-1)[_flat(coords, full, dep, tables)] + rest_min <= limit))
-    return _Points(entry[at], cost[at], mem[at], [])
-
-
-def _screen(tables: Tables, i: int, bound: Bound, reach: float,
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Configurations of step ``i`` whose bound is at most ``reach``, with the bound.
-
-    With no finite ``reach``, the configurations of finite cost.
-    """
-    elim, full = tables.elim, tables.full(i)
-    shape = tables.shape(full)
-    terms = tables.terms(i)
-    if math.isfinite(reach):
-        terms = tables.terms(i, bound.lam) + [
-            expand(bound.outside[i], elim.dependent[i], full)] + [
-            expand(bound.inside[j], elim.dependent[j], full) for j in elim.children[i]]
-    terms = fold(terms)
-    row_entries = math.prod(shape[1:])
-    entries, values = [], []
-    for r0, r1 in tables.blocks(i):
-        total = block_sum(terms, r0, r1, shape).reshape(-1)
-        at = np.flatnonzero(total <= reach if math.isfinite(reach) else total < math.inf)
-        entries.append(at + r0 * row_entries)
-        values.append(total[at])
-    return np.concatenate(entries), np.concatenate(values)
-
-
-def _survivors(pts: _Points, mem_left: np.ndarray, lag_left: np.ndarray, limit: float,
-               lam: float, ceiling: float) -> np.ndarray:
-    """Points that may still fit the cap and beat the best known strategy."""
-    ok = pts.mem + mem_left <= limit
-    if math.isfinite(ceiling):
-        with np.errstate(invalid="ignore"):  # inf - inf: a dead end, dropped as NaN
-            ok &= pts.cost + lam * pts.mem + lag_left <= ceiling
-    return np.flatnonzero(ok)
-
-
-def _minkowski(pts: _Points, child: _Front, project: Callable[[np.ndarray], np.ndarray],
-               prune: Callable[[_Points], _Points], guard: _Guard,
-               vertex: int | None) -> _Points:
-    """Every point of ``pts`` plus every point of the child's front at its entry, pruned.
-
-    ``project`` maps configurations to the child's table entries. Pairs are
-    built a run of whole configurations at a time (pruning never looks across
-    configurations), about PAIR_CHUNK at once.
-    """
-    n = pts.entry.size
-    first = np.flatnonzero(np.diff(pts.entry, prepend=-1))  # entries are grouped
-    count_a = np.diff(np.append(first, n))
-    at = project(pts.entry[first])
-    count_b, start_b = child.counts[at], child.start[at]
-    pairs = count_a * count_b
-    ends = np.cumsum(pairs)
-    guard.generating(int(ends[-1]) if ends.size else 0, vertex)
-    parts, g0 = [], 0
-    while g0 < first.size:
-        base = int(ends[g0 - 1]) if g0 else 0
-        g1 = max(g0 + 1, int(np.searchsorted(ends, base + PAIR_CHUNK, side="right")))
-        group = np.repeat(np.arange(g0, g1), pairs[g0:g1])
-        # k-th pair of a group: the (k // count_b)-th point of pts, (k % count_b)-th of the child.
-        k = np.arange(base, int(ends[g1 - 1])) - (ends[group] - pairs[group])
-        width = count_b[group]
-        a = first[group] + k // width
-        b = start_b[group] + k % width
-        parts.append(prune(_Points(pts.entry[a], pts.cost[a] + child.cost[b],
-                                   pts.mem[a] + child.mem[b],
-                                   [p[a] for p in pts.pointers] + [b])))
-        g0 = g1
-    if not parts:
-        return _Points(pts.entry[:0], pts.cost[:0], pts.mem[:0],
-                       [p[:0] for p in pts.pointers] + [np.zeros(0, dtype=np.int64)])
-    return _Points(*(np.concatenate(x) for x in zip(*((q.entry, q.cost, q.mem) for q in parts))),
-                   [np.concatenate(x) for x in zip(*(q.pointers for q in parts))])
-
-
-def _flat(coords: tuple[np.ndarray, ...], full: tuple[int, ...], axes: tuple[int, ...],
-          tables: Tables) -> np.ndarray:
-    """Flat indices into a table over ``axes`` (a subset of ``full``) at ``coords``."""
-    if not axes:
-        return np.zeros(coords[0].shape, dtype=np.intp)
-    where = {u: a for a, u in enumerate(full)}
-    return np.ravel_multi_index(tuple(coords[where[u]] for u in axes), tables.shape(axes))
-
-
-def _pareto(entry: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    """Indices of each entry's Pareto front, by entry then memory ascending.
-
-    Within an entry sorted by memory then cost, a point survives iff it is
-    strictly cheaper than every point before it: a running minimum per entry,
-    done for all entries at once on integer keys (cost ranks, offset so earlier
-    entries always rank above later ones and never leak into them).
-    """
-    if entry.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((cost, mem, entry))  # stable: ties keep generation order
-    e, c = entry[order], cost[order]
-    rank = np.unique(c, return_inverse=True)[1].astype(np.int64).reshape(-1)
-    span = int(rank.max()) + 1
-    key = (int(e[-1]) - e).astype(np.int64) * span + rank
-    best_before = np.minimum.accumulate(key)
-    keep = np.ones(order.size, dtype=bool)
-    keep[1:] = key[1:] < best_before[:-1]
-    return order[keep]
-
-
-def _compact(pointer: np.ndarray) -> np.ndarray:
-    return pointer.astype(np.min_scalar_type(max(int(pointer.max(initial=0)), 0)))
-
-
-def _back_substitute(elim: Elimination, backs: list[_Back], roots: tuple[int, ...],
-                     root_points: list[int]) -> tuple[int, ...]:
-    choice = [0] * len(elim.order)
-    stack = list(zip(roots, (int(p) for p in root_points)))
-    while stack:
-        i, p = stack.pop()
-        back = backs[i]
-        choice[elim.order[i]] = int(back.vertex_choice[p])
-        stack.extend((j, int(ptr[p])) for j, ptr in zip(elim.children[i], back.child_point))
-    return tuple(choice)

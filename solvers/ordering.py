@@ -1,18 +1,25 @@
 """Vertex orderings for the PaSE dynamic program, and the sets they induce.
 
-An ordering is a function ``order(problem) -> list[int]`` over the Problem's
-undirected graph. :func:`eliminate` turns an order into the DP's structure: for
-each position ``i`` the dependent set ``D(i)`` and the connected subsets
-``S(i)`` (each identified by the position of its last vertex), from which the
-connected set ``X(i)`` follows.
+An ordering is a function ``order(graph, max_degree=None) -> list[int]`` over
+the undirected graph of any object with ``num_vertices`` and ``edges`` (a
+Problem, or a ProblemShape with no cost arrays). :func:`eliminate` turns an
+order into the DP's structure: for each position ``i`` the dependent set
+``D(i)`` and the connected subsets ``S(i)`` (each identified by the position of
+its last vertex), from which the connected set ``X(i)`` follows.
 
 Two rules give ``D(i)``:
 
 - ``"connected"`` (the paper's GenerateSeq DP): ``X(i)`` is what ``v(i)``
   reaches through the first ``i`` vertices, ``D(i) = N(X(i))`` among later
-  vertices, and ``S(i)`` the components of ``X(i) - {v(i)}``.
+  vertices, and ``S(i)`` the components of ``X(i) - {v(i)}``. This is ``v(i)``'s
+  neighbourhood in the elimination game, so the orderings that play that game
+  (minimum degree, minimum fill) see each ``|D(i)|`` as they go.
 - ``"prefix"`` (the paper's breadth-first "BF" baseline): ``X(i)`` is every
   vertex up to ``i``, ``D(i) = N(V<=i) ∩ V>i``, and the only child is ``i - 1``.
+
+``max_degree`` (and ``max_dependent`` of :func:`eliminate`) stop early, after
+the first position whose dependent set is larger: no DP step that wide can run,
+and on graphs of thousands of vertices the rest of the game is what is slow.
 
 Examples:
     >>> import numpy as np
@@ -29,19 +36,24 @@ Examples:
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from pase.errors import OptionError
-from pase.problem import Problem
 
 RULES = ("connected", "prefix")
 
 
-def _adjacency(problem: Problem) -> list[set[int]]:
-    return [set(nbrs) for nbrs in problem.neighbors()]
+def adjacency(graph: Any) -> list[set[int]]:
+    """Neighbour sets of ``graph`` (anything with ``num_vertices`` and ``edges``)."""
+    adj: list[set[int]] = [set() for _ in range(graph.num_vertices)]
+    for u, v in graph.edges:
+        adj[u].add(v)
+        adj[v].add(u)
+    return adj
 
 
 def _eliminate_vertex(d: list[set[int]], v: int) -> None:
@@ -51,15 +63,16 @@ def _eliminate_vertex(d: list[set[int]], v: int) -> None:
         d[u] -= {u, v}
 
 
-def generateseq(problem: Problem) -> list[int]:
+def generateseq(graph: Any, max_degree: int | None = None) -> list[int]:
     """The paper's GenerateSeq: minimum-degree elimination order.
 
-    Ties go to the lowest vertex index (the earliest-built op).
+    Ties go to the lowest vertex index (the earliest-built op). Degrees live in
+    a heap with lazy deletion: only the eliminated vertex's neighbours change.
     """
-    d = _adjacency(problem)
-    heap = [(len(d[v]), v) for v in range(problem.num_vertices)]
+    d = adjacency(graph)
+    heap = [(len(d[v]), v) for v in range(graph.num_vertices)]
     heapq.heapify(heap)
-    done = [False] * problem.num_vertices
+    done = [False] * graph.num_vertices
     order: list[int] = []
     while heap:
         degree, v = heapq.heappop(heap)
@@ -67,22 +80,25 @@ def generateseq(problem: Problem) -> list[int]:
             continue  # a stale heap entry; the fresh one is still queued
         done[v] = True
         order.append(v)
+        if max_degree is not None and degree > max_degree:
+            break
         _eliminate_vertex(d, v)
         for u in d[v]:
             heapq.heappush(heap, (len(d[u]), u))
     return order
 
 
-def bfs(problem: Problem) -> list[int]:
+def bfs(graph: Any, max_degree: int | None = None) -> list[int]:
     """Breadth-first order from vertex 0, neighbours in index order.
 
     Each further component restarts at its lowest unvisited vertex. The DP
     pairs this order with the "prefix" rule, reproducing the paper's BF column.
+    Linear time, so ``max_degree`` is left to :func:`eliminate`.
     """
-    adj = [sorted(nbrs) for nbrs in problem.neighbors()]
-    seen = [False] * problem.num_vertices
+    adj = [sorted(nbrs) for nbrs in adjacency(graph)]
+    seen = [False] * graph.num_vertices
     order: list[int] = []
-    for start in range(problem.num_vertices):
+    for start in range(graph.num_vertices):
         if seen[start]:
             continue
         seen[start] = True
@@ -98,40 +114,72 @@ def bfs(problem: Problem) -> list[int]:
 
 
 def _fill(d: list[set[int]], v: int) -> int:
-    """Edges that eliminating ``v`` would add between its current neighbours."""
-    nbrs = sorted(d[v])
-    return sum(1 for k, a in enumerate(nbrs) for b in nbrs[k + 1:] if b not in d[a])
+    """Edges that eliminating ``v`` would add: pairs of its neighbours not adjacent."""
+    nbrs = d[v]
+    k = len(nbrs)
+    return k * (k - 1) // 2 - sum(len(d[u] & nbrs) for u in nbrs) // 2
 
 
-def min_fill(problem: Problem) -> list[int]:
+def min_fill(graph: Any, max_degree: int | None = None) -> list[int]:
     """Minimum fill-in elimination order.
 
     Picks the vertex whose elimination adds the fewest fill edges; ties go to
-    the smaller current degree, then the lowest index.
+    the smaller current degree, then the lowest index. Keys live in a heap
+    with lazy deletion and are updated incrementally (:func:`_update_fill`).
     """
-    d = _adjacency(problem)
-    remaining = set(range(problem.num_vertices))
-    key = {v: (_fill(d, v), len(d[v]), v) for v in remaining}
+    d = adjacency(graph)
+    fill = [_fill(d, v) for v in range(graph.num_vertices)]
+    heap = [(fill[v], len(d[v]), v) for v in range(graph.num_vertices)]
+    heapq.heapify(heap)
+    done = [False] * graph.num_vertices
     order: list[int] = []
-    while remaining:
-        v = min(remaining, key=key.__getitem__)
-        remaining.remove(v)
+    while heap:
+        f, degree, v = heapq.heappop(heap)
+        if done[v] or f != fill[v] or degree != len(d[v]):
+            continue  # stale
+        done[v] = True
         order.append(v)
-        nbrs = d[v]
+        if max_degree is not None and degree > max_degree:
+            break
+        changed = _update_fill(d, fill, v)
         _eliminate_vertex(d, v)
-        # Only the neighbours and their neighbours can see their fill change.
-        dirty = set(nbrs)
-        for u in nbrs:
-            dirty |= d[u]
-        for u in dirty:
-            key[u] = (_fill(d, u), len(d[u]), u)
-        del key[v]
+        for w in changed:
+            heapq.heappush(heap, (fill[w], len(d[w]), w))
     return order
 
 
-def fill_in(problem: Problem, order: Sequence[int]) -> int:
+def _update_fill(d: list[set[int]], fill: list[int], v: int) -> set[int]:
+    """Update ``fill`` for eliminating ``v`` (``d`` still before it); the vertices changed.
+
+    Eliminating ``v`` makes its neighbourhood ``N`` a clique. A vertex ``w``
+    adjacent to both ends of a new edge loses one missing pair. A neighbour
+    ``a`` in ``N`` also loses its pairs with ``v`` (one per old neighbour
+    ``x`` outside ``N``, set ``R``) and gains its new neighbours ``b``, each
+    missing the members of ``R`` it is not adjacent to.
+    """
+    nbrs = d[v]
+    new = {a: nbrs - d[a] - {a} for a in nbrs}
+    for a in nbrs:
+        rest = d[a] - nbrs
+        rest.discard(v)
+        fill[a] -= len(rest)
+        if new[a] and rest:  # missing pairs between rest and new: all but the edges
+            small, large = sorted((rest, new[a]), key=len)
+            fill[a] += len(small) * len(large) - sum(len(d[x] & large) for x in small)
+    common: Counter[int] = Counter()
+    for a in nbrs:
+        for b in new[a]:
+            if a < b:
+                common.update(d[a] & d[b])
+    common.pop(v, None)
+    for w, count in common.items():
+        fill[w] -= count
+    return nbrs | common.keys()
+
+
+def fill_in(graph: Any, order: Sequence[int]) -> int:
     """Number of fill edges that eliminating the vertices in ``order`` adds."""
-    d = _adjacency(problem)
+    d = adjacency(graph)
     fill = 0
     for v in order:
         fill += _fill(d, v)
@@ -139,7 +187,7 @@ def fill_in(problem: Problem, order: Sequence[int]) -> int:
     return fill
 
 
-ORDERINGS: Mapping[str, Callable[[Problem], list[int]]] = MappingProxyType({
+ORDERINGS: Mapping[str, Callable[..., list[int]]] = MappingProxyType({
     "generateseq": generateseq,
     "bfs": bfs,
     "min-fill": min_fill,
@@ -156,7 +204,8 @@ class Elimination:
     """The DP's structure for one order.
 
     Attributes:
-        order: the vertex at each position.
+        order: the vertex at each position; fewer than all vertices when the
+            elimination stopped early (see ``complete``).
         rule: ``"connected"`` or ``"prefix"`` (see the module docstring).
         dependent: ``D(i)`` per position, latest position first; this is also
             the axis order of the table ``R(i)``.
@@ -164,6 +213,7 @@ class Elimination:
             vertex of each connected subset, ascending.
         later_neighbors: neighbours of ``v(i)`` at later positions, latest first
             (the edges whose cost step ``i`` adds).
+        complete: whether every vertex has a position.
     """
 
     order: tuple[int, ...]
@@ -171,6 +221,7 @@ class Elimination:
     dependent: tuple[tuple[int, ...], ...]
     children: tuple[tuple[int, ...], ...]
     later_neighbors: tuple[tuple[int, ...], ...]
+    complete: bool = True
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -192,57 +243,79 @@ class Elimination:
         return max((len(dep) for dep in self.dependent), default=0)
 
 
-def eliminate(problem: Problem, order: Sequence[int], rule: str = "connected") -> Elimination:
+def eliminate(graph: Any, order: Sequence[int], rule: str = "connected", *,
+              max_dependent: int | None = None) -> Elimination:
     """Dependent sets and connected subsets of ``order`` under ``rule``.
 
-    Runs in near-linear time in the total size of the dependent sets: the
-    connected rule merges components with a union-find, each carrying its
-    dependent set.
+    ``order`` is a permutation of the vertices, or a prefix of one when
+    ``max_dependent`` is given; the result then stops after the first position
+    whose dependent set is larger (``complete=False``). Runs in near-linear
+    time in the total size of the dependent sets: the connected rule merges
+    components with a union-find, each carrying its dependent set.
     """
     if rule not in RULES:
         raise OptionError(f"unknown dependent-set rule {rule!r}; choose from {', '.join(RULES)}")
-    n = problem.num_vertices
+    n = graph.num_vertices
     order = tuple(int(v) for v in order)
-    if sorted(order) != list(range(n)):
+    placed = set(order)
+    if len(placed) != len(order) or not placed <= set(range(n)) or (
+            len(order) < n and max_dependent is None):
         raise OptionError(f"an order must be a permutation of 0..{n - 1}, got {list(order)}")
-    pos = [0] * n
+    pos = [n + v for v in range(n)]  # unplaced vertices (a stopped prefix) come last
     for i, v in enumerate(order):
         pos[v] = i
-    adj = problem.neighbors()
-    later = [tuple(sorted((u for u in adj[v] if pos[u] > i), key=lambda u: -pos[u]))
-             for i, v in enumerate(order)]
-
-    def by_position(vertices: set[int]) -> tuple[int, ...]:
-        return tuple(sorted(vertices, key=lambda u: -pos[u]))
-
+    adj = adjacency(graph)
     dependent: list[tuple[int, ...]] = []
     children: list[tuple[int, ...]] = []
-    if rule == "prefix":
-        frontier: set[int] = set()
-        for i, v in enumerate(order):
-            frontier.discard(v)
-            frontier.update(later[i])
-            dependent.append(by_position(frontier))
-            children.append((i - 1,) if i else ())
-    else:
-        parent = list(range(n))
+    later: list[tuple[int, ...]] = []
+    merge = _prefix_rule() if rule == "prefix" else _connected_rule(n)
+    for i, v in enumerate(order):
+        later.append(tuple(sorted((u for u in adj[v] if pos[u] > i), key=lambda u: -pos[u])))
+        dep, kids = merge(i, v, later[i], [u for u in adj[v] if pos[u] < i])
+        dependent.append(tuple(sorted(dep, key=lambda u: -pos[u])))
+        children.append(kids)
+        if max_dependent is not None and len(dep) > max_dependent:
+            break
+    complete = len(dependent) == n
+    return Elimination(order[:len(dependent)], rule, tuple(dependent), tuple(children),
+                       tuple(later), complete)
 
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
 
-        last: dict[int, int] = {}          # component root -> position of its last vertex
-        deps: dict[int, set[int]] = {}     # component root -> its dependent set
-        for i, v in enumerate(order):
-            roots = {find(u) for u in adj[v] if pos[u] < i}
-            dep = set(later[i])
-            for r in roots:
-                dep |= deps.pop(r)
-                parent[r] = v
-            dep.discard(v)
-            children.append(tuple(sorted(last.pop(r) for r in roots)))
-            last[v], deps[v] = i, dep
-            dependent.append(by_position(dep))
-    return Elimination(order, rule, tuple(dependent), tuple(children), tuple(later))
+Merge = Callable[[int, int, tuple[int, ...], list[int]], tuple[set[int], tuple[int, ...]]]
+
+
+def _prefix_rule() -> Merge:
+    frontier: set[int] = set()
+
+    def merge(i: int, v: int, later: tuple[int, ...], earlier: list[int]
+              ) -> tuple[set[int], tuple[int, ...]]:
+        frontier.discard(v)
+        frontier.update(later)
+        return set(frontier), ((i - 1,) if i else ())
+
+    return merge
+
+
+def _connected_rule(n: int) -> Merge:
+    parent = list(range(n))
+    last: dict[int, int] = {}          # component root -> position of its last vertex
+    deps: dict[int, set[int]] = {}     # component root -> its dependent set
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def merge(i: int, v: int, later: tuple[int, ...], earlier: list[int]
+              ) -> tuple[set[int], tuple[int, ...]]:
+        roots = {find(u) for u in earlier}
+        dep = set(later)
+        for r in roots:
+            dep |= deps.pop(r)
+            parent[r] = v
+        dep.discard(v)
+        last[v], deps[v] = i, dep
+        return dep, tuple(sorted(last.pop(r) for r in roots))
+
+    return merge

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pase.errors import OptionError, TooLargeError
+from pase.errors import OptionError, TimeLimitError, TooLargeError
 from pase.problem import Problem, Status
 from pase.registry import SOLVERS
 from pase.solvers import dp, exhaustive
@@ -129,7 +129,7 @@ def test_predicted_peak_bounds_allocations():
 def test_chunked_steps_match_unchunked(monkeypatch):
     problem = clique(4, 12, seed=3)
     whole = dp.solve(problem, ordering="generateseq")
-    monkeypatch.setattr("pase.solvers.dp_plan.CHUNK_BYTES", 1)  # one row per chunk
+    monkeypatch.setattr("pase.solvers.dp_kernel.CHUNK_BYTES", 1)  # one row per chunk
     assert all(s.chunk_rows == 1 for s in dp.plan(problem, "generateseq").steps)
     chunked = dp.solve(problem, ordering="generateseq")
     assert chunked.choice == whole.choice and chunked.cost == whole.cost
@@ -170,7 +170,7 @@ def test_options_are_validated():
 
 def test_time_limit():
     problem = random_problem(50, seed=4)
-    with pytest.raises(TooLargeError, match="time limit"):
+    with pytest.raises(TimeLimitError, match="time limit"):
         dp.solve(problem, time_limit=1e-9)
 
 

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
+from functools import partial
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pase.errors import OptionError, TooLargeError
+from pase.errors import OptionError, TimeLimitError, TooLargeError
 from pase.problem import Problem, Status
-from pase.solvers import dp, dp_memory, exhaustive
+from pase.solvers import dp, dp_fronts, dp_memory, exhaustive
 from pase.testing import check_solver, random_problem
 
 ORDERINGS = ("generateseq", "min-fill", "bfs")
@@ -82,8 +84,7 @@ def test_fronts_alone_match_brute_force(problem, where, ordering):
     cap = float(memory.min() + where * (memory.max() - memory.min()))
     problem = with_cap(problem, cap)
     chosen = dp.plan(problem, ordering)
-    found, stats = dp_memory.pareto_solve(problem, chosen.elimination, cap,
-                                          lambda lam: pytest.fail("no search"), lagrangian=False)
+    found, stats = dp_memory.pareto_solve(problem, chosen.elimination, cap)
     assert found is not None
     assert math.isclose(found[1], cost[memory <= cap].min(), rel_tol=1e-9)
     assert problem.fits(found[0]) and math.isclose(problem.evaluate(found[0]), found[1])
@@ -180,12 +181,11 @@ def test_small_pair_chunks_match(monkeypatch):
     elim = dp.plan(problem, "generateseq").elimination
 
     def fronts() -> tuple:
-        return dp_memory.pareto_solve(problem, elim, problem.memory_cap,
-                                      lambda lam: pytest.fail("no search"), lagrangian=False)
+        return dp_memory.pareto_solve(problem, elim, problem.memory_cap)
 
     whole, stats = fronts()
     assert stats["front_points"]["max_generated"] > 3
-    monkeypatch.setattr(dp_memory, "PAIR_CHUNK", 3)
+    monkeypatch.setattr(dp_fronts, "PAIR_CHUNK", 3)
     assert fronts() == (whole, stats)
     assert whole[0] == assert_capped_optimum(problem, "generateseq").choice
 
@@ -220,9 +220,7 @@ def test_max_states_guard_names_the_vertex():
     problem = binding_cap(random_problem(8, 5, 3, seed=21, with_memory=True))
     chosen = dp.plan(problem, "generateseq")
     with pytest.raises(TooLargeError) as info:
-        dp_memory.pareto_solve(problem, chosen.elimination, problem.memory_cap,
-                               lambda lam: pytest.fail("no search"), max_states=5,
-                               lagrangian=False)
+        dp_memory.pareto_solve(problem, chosen.elimination, problem.memory_cap, max_states=5)
     msg = str(info.value)
     assert "max_states=5" in msg and "at vertex 'v" in msg
     assert "coarser configuration space" in msg and "memory cap" in msg
@@ -234,10 +232,20 @@ def test_options_and_time_limit():
         dp.solve(problem, max_states=0)
     with pytest.raises(OptionError, match="max_states"):
         dp.solve(problem, max_states=2.5)
-    big = binding_cap(random_problem(60, 20, 30, seed=1, with_memory=True))
-    free = dp.solve(with_cap(big, math.inf))
-    with pytest.raises(TooLargeError, match="time limit"):
-        dp.solve(big, time_limit=free.wall_time + 1e-3)
+    with pytest.raises(TimeLimitError, match="time limit"):
+        dp.solve(binding_cap(problem), time_limit=1e-9)
+
+
+def test_time_limit_inside_the_capped_search():
+    # The plain DP finished in time; the Lagrangian search and the fronts check
+    # the deadline too (here one already past), and have no partial answer.
+    problem = binding_cap(random_problem(8, 5, 3, seed=21, with_memory=True))
+    chosen = dp.plan(problem, "generateseq")
+    total, choice, _ = dp.min_sum(problem, chosen)
+    run = partial(dp.min_sum, chosen=chosen)
+    with pytest.raises(TimeLimitError, match="time limit"):
+        dp_memory.solve_capped(problem, chosen.elimination, (choice, total), run,
+                               deadline=time.perf_counter() - 1.0)
 
 
 def test_conformance_suite():
