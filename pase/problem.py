@@ -163,11 +163,27 @@ class Problem:
         return cached
 
     def neighbors(self) -> list[list[int]]:
-        adj: list[list[int]] = [[] for _ in range(self.num_vertices)]
-        for u, v in self.edges:
-            adj[u].append(v)
-            adj[v].append(u)
-        return adj
+        """Each vertex's neighbours, in edge order."""
+        return [[w for w, _ in self.incident(v)] for v in range(self.num_vertices)]
+
+    def incident(self, v: int) -> list[tuple[int, np.ndarray]]:
+        """``(w, matrix)`` per edge of ``v``, the matrix oriented ``(K_v, K_w)``.
+
+        So ``matrix[c, choice[w]]`` is the edge's cost with ``v`` at candidate ``c``.
+
+        Examples:
+            >>> p = Problem([np.zeros(2), np.zeros(3)], [(0, 1)], [np.ones((2, 3))])
+            >>> [(w, m.shape) for w, m in p.incident(1)]
+            [(0, (3, 2))]
+        """
+        cached = self.__dict__.get("_incident")
+        if cached is None:
+            cached = [[] for _ in range(self.num_vertices)]
+            for (a, b), m in zip(self.edges, self.edge_costs):
+                cached[a].append((b, m))
+                cached[b].append((a, m.T))
+            self.__dict__["_incident"] = cached
+        return cached[v]
 
     # -- evaluation ----------------------------------------------------------
     def check_choice(self, choice: Sequence[int]) -> np.ndarray:

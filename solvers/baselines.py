@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pase.errors import OptionError
+from pase.errors import OptionError, check_common, check_int
 from pase.problem import Candidates, Problem, Solution, Status
 from pase.registry import SOLVERS
 
@@ -72,9 +72,7 @@ def _devices(problem: Problem, devices: int | None) -> int:
         devices = problem.devices
     if devices is None:
         raise OptionError("the Problem does not say its device count; pass devices=N")
-    if devices < 1:
-        raise OptionError(f"devices must be >= 1, got {devices}")
-    return devices
+    return check_int("devices", devices, 1)
 
 
 def data_parallel_choice(problem: Problem, devices: int | None = None) -> tuple[int, ...]:
@@ -87,6 +85,7 @@ def data_parallel_choice(problem: Problem, devices: int | None = None) -> tuple[
                   kind="baseline")
 def data_parallel(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
                   seed: int | None = None) -> Solution:
+    check_common(time_limit, seed)
     return _fixed(problem, list(data_parallel_choice(problem, devices)), "data-parallel")
 
 
@@ -94,6 +93,7 @@ def data_parallel(problem: Problem, *, devices: int | None = None, time_limit: f
                   kind="baseline")
 def owt(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
         seed: int | None = None) -> Solution:
+    check_common(time_limit, seed)
     cands = _candidates(problem, "owt")
     p = _devices(problem, devices)
     choice = [pick_config(c, [(("parameter",), p)]) if c.kind == "FC" else pick_config(c, [(("batch",), p)])
@@ -105,6 +105,7 @@ def owt(problem: Problem, *, devices: int | None = None, time_limit: float | Non
                   "hidden (baseline; best m x n = p)", kind="baseline")
 def megatron(problem: Problem, *, devices: int | None = None, time_limit: float | None = None,
              seed: int | None = None) -> Solution:
+    check_common(time_limit, seed)
     cands = _candidates(problem, "megatron")
     p = _devices(problem, devices)
     best: tuple[float, int, list[int]] | None = None

@@ -9,27 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pase.errors import OptionError
+from pase.errors import check_common, check_int
 from pase.problem import Problem, Solution, Status
 from pase.registry import SOLVERS
 
-# Incident edges of each vertex as (neighbour, table), where table[mine, theirs]
-# is the edge cost whichever end of the edge the vertex is.
-_Incidence = list[list[tuple[int, np.ndarray]]]
 
-
-def incidence(problem: Problem) -> _Incidence:
-    adj: _Incidence = [[] for _ in range(problem.num_vertices)]
-    for (u, v), m in zip(problem.edges, problem.edge_costs):
-        adj[u].append((v, m))
-        adj[v].append((u, m.T))
-    return adj
-
-
-def _local_costs(problem: Problem, adj: _Incidence, choice: np.ndarray, v: int) -> np.ndarray:
+def _local_costs(problem: Problem, choice: np.ndarray, v: int) -> np.ndarray:
     """Cost of each candidate of ``v`` given the current choices of all its neighbours."""
     local = problem.vertex_costs[v].copy()
-    for w, table in adj[v]:
+    for w, table in problem.incident(v):
         local += table[:, choice[w]]
     return local
 
@@ -44,28 +32,26 @@ def greedy_choice(problem: Problem, improve: int = 0) -> tuple[int, ...] | None:
     one vertex at a time to its best candidate given all neighbours, keeping only
     strict improvements that fit, until a sweep changes nothing.
     """
-    if improve < 0:
-        raise OptionError(f"improve must be a number of sweeps >= 0, got {improve}")
+    improve = check_int("improve", improve, 0)
     n = problem.num_vertices
-    adj = incidence(problem)
     choice = np.zeros(n, dtype=np.int64)
     for v in range(n):
         local = problem.vertex_costs[v].copy()
-        for w, table in adj[v]:
+        for w, table in problem.incident(v):
             if w < v:
                 local += table[:, choice[w]]
         choice[v] = int(np.argmin(local))  # argmin returns the first (lowest) index on ties
     if problem.memory_cap is not None and not problem.fits(choice):
-        choice = _repair(problem, adj, choice)
+        choice = _repair(problem, choice)
         if choice is None:
             return None
     for _ in range(improve):
-        if not _sweep(problem, adj, choice):
+        if not _sweep(problem, choice):
             break
     return tuple(int(c) for c in choice)
 
 
-def _repair(problem: Problem, adj: _Incidence, choice: np.ndarray) -> np.ndarray | None:
+def _repair(problem: Problem, choice: np.ndarray) -> np.ndarray | None:
     mem = problem.memory
     lowest = np.array([int(np.argmin(m)) for m in mem], dtype=np.int64)
     if not problem.fits(lowest):
@@ -76,7 +62,7 @@ def _repair(problem: Problem, adj: _Incidence, choice: np.ndarray) -> np.ndarray
             saving = mem[v][choice[v]] - mem[v][lowest[v]]
             if saving <= 0:
                 continue
-            local = _local_costs(problem, adj, choice, v)
+            local = _local_costs(problem, choice, v)
             now, then = local[choice[v]], local[lowest[v]]
             increase = 0.0 if now == then else then - now  # inf == inf: no change
             key = increase / saving  # cost per byte saved; negative is a free win
@@ -86,13 +72,13 @@ def _repair(problem: Problem, adj: _Incidence, choice: np.ndarray) -> np.ndarray
     return choice
 
 
-def _sweep(problem: Problem, adj: _Incidence, choice: np.ndarray) -> bool:
+def _sweep(problem: Problem, choice: np.ndarray) -> bool:
     """One improvement sweep in index order; True if any vertex moved."""
     moved = False
     cap = problem.memory_cap
     used = problem.memory_of(choice)
     for v in range(problem.num_vertices):
-        local = _local_costs(problem, adj, choice, v)
+        local = _local_costs(problem, choice, v)
         if cap is not None:
             mem = problem.memory[v]
             local[used - mem[choice[v]] + mem > cap] = np.inf
@@ -124,6 +110,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         >>> solve(p, improve=3).cost <= solve(p).cost
         True
     """
+    check_common(time_limit, seed)
+    improve = check_int("improve", improve, 0)
     choice = greedy_choice(problem, improve)
     if choice is None:
         return Solution(None, float("inf"), Status.INFEASIBLE, "greedy")

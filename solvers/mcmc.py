@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pase.errors import OptionError
+from pase.errors import OptionError, ProblemError, check_common, check_float, check_int
 from pase.problem import Problem, Solution, Status
 from pase.registry import SOLVERS
 
@@ -69,16 +69,16 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         >>> solve(p, seed=1).choice == solve(p, seed=1).choice
         True
     """
-    if iterations < 0:
-        raise OptionError(f"iterations must be >= 0, got {iterations}")
-    if not beta >= 0:
-        raise OptionError(f"beta must be >= 0, got {beta}")
-    if time_limit is not None and not time_limit >= 0:
-        raise OptionError(f"time_limit must be >= 0 seconds or None, got {time_limit!r}")
+    check_common(time_limit, seed)
+    iterations = check_int("iterations", iterations, 1)
+    beta = check_float("beta", beta, 0.0)
     start_kind = "given"
     if start is None:
         start, start_kind = _default_start(problem)
-    first = problem.check_choice(start).copy()
+    try:
+        first = problem.check_choice(start).copy()
+    except ProblemError as error:
+        raise OptionError(f"start: {error}") from None
     stats: dict = {"start": start_kind}
     if not problem.fits(first):
         first = np.array([int(np.argmin(m)) for m in problem.memory], dtype=np.int64)
@@ -104,10 +104,7 @@ def _chain(problem: Problem, choice: np.ndarray, rng: np.random.Generator, itera
     # Python lists: scalar indexing of lists is several times faster than of arrays.
     vcost = [c.tolist() for c in problem.vertex_costs]
     # Per vertex: (neighbour, table) with table[mine][theirs] the edge cost.
-    adj: list[list[tuple[int, list]]] = [[] for _ in range(n)]
-    for (u, v), m in zip(problem.edges, problem.edge_costs):
-        adj[u].append((v, m.tolist()))
-        adj[v].append((u, m.T.tolist()))
+    adj = [[(w, m.tolist()) for w, m in problem.incident(v)] for v in range(n)]
     cap = problem.memory_cap
     mem = [m.tolist() for m in problem.memory] if cap is not None else None
     used = problem.memory_of(choice)

@@ -74,10 +74,10 @@ def test_mcmc_default_seed_is_reproducible_and_seeds_differ():
     assert len(runs) > 1
 
 
-def test_mcmc_time_limit_zero_returns_start():
+def test_mcmc_tiny_time_limit_returns_start():
     p = random_problem(10, 4, 2, seed=2)
     start = tuple(int(k) - 1 for k in p.sizes)
-    got = mcmc.solve(p, start=start, time_limit=0.0)
+    got = mcmc.solve(p, start=start, time_limit=1e-9)
     assert got.choice == start and got.stats["iterations"] == 0
 
 
@@ -116,11 +116,34 @@ def test_greedy_order_and_ties():
     assert greedy.solve(p).choice == (0, 1)
 
 
-def test_bad_options():
+@pytest.mark.parametrize("solve, options, named", [
+    (greedy.solve, {"improve": -1}, "improve"),
+    (greedy.solve, {"improve": 1.5}, "improve"),
+    (greedy.solve, {"improve": True}, "improve"),
+    (greedy.solve, {"seed": -1}, "seed"),
+    (greedy.solve, {"time_limit": 0.0}, "time_limit"),
+    (mcmc.solve, {"iterations": -5}, "iterations"),
+    (mcmc.solve, {"iterations": 0}, "iterations"),
+    (mcmc.solve, {"iterations": "many"}, "iterations"),
+    (mcmc.solve, {"beta": -1.0}, "beta"),
+    (mcmc.solve, {"beta": float("nan")}, "beta"),
+    (mcmc.solve, {"beta": float("inf")}, "beta"),
+    (mcmc.solve, {"seed": -1}, "seed"),
+    (mcmc.solve, {"seed": 2.5}, "seed"),
+    (mcmc.solve, {"time_limit": -1.0}, "time_limit"),
+    (mcmc.solve, {"time_limit": float("nan")}, "time_limit"),
+    (mcmc.solve, {"start": (0,)}, "start"),
+])
+def test_bad_options_name_the_option(solve, options, named):
     p = random_problem(3, seed=1)
-    with pytest.raises(OptionError):
-        greedy.solve(p, improve=-1)
-    with pytest.raises(OptionError):
-        mcmc.solve(p, iterations=-5)
-    with pytest.raises(OptionError):
-        mcmc.solve(p, beta=-1.0)
+    with pytest.raises(OptionError, match=named) as info:
+        solve(p, **options)
+    assert "\n" not in str(info.value)
+
+
+def test_integral_floats_are_accepted():
+    # The CLI may hand over 1e3 for an int option (CONTRACT: int accepts integral floats).
+    p = random_problem(5, seed=1)
+    assert mcmc.solve(p, iterations=1e3, seed=3).choice == mcmc.solve(p, iterations=1000,
+                                                                    seed=3).choice
+    assert greedy.solve(p, improve=2.0).stats["improve"] == 2
