@@ -246,7 +246,7 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, model_options=model_options)
-    report = _dp_dry_run(_problem_shape(graph, space), budget)
+    report = dp.dry_run(_problem_shape(graph, space), memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
 
 
@@ -257,25 +257,3 @@ def _problem_shape(graph: Graph, space: ConfigSpace) -> Any:
     if shape is not None:
         return shape(graph, space)
     return make_cost_model("paper").problem(graph, space)  # older pase: build it
-
-
-# Min-plus table entries the dp fills per second (older pase without dp.dry_run).
-_DP_ENTRIES_PER_SECOND = 1e9
-
-
-def _dp_dry_run(shape: Any, budget: float) -> dict[str, Any]:
-    from pase.solvers import dp
-    from pase.solvers.ordering import ORDERINGS
-
-    if hasattr(dp, "dry_run"):
-        return dp.dry_run(shape, memory_budget=budget)
-    rows = []
-    for name in ORDERINGS:
-        plan = dp.plan(shape, name)
-        step = plan.peak_step
-        rows.append({**plan.summary(),
-                     "estimated_seconds": plan.table_entries / _DP_ENTRIES_PER_SECOND,
-                     "within_memory_budget": plan.peak_bytes <= budget,
-                     "peak_vertex": None if step is None else shape.names[step.vertex]})
-    return {"vertices": shape.num_vertices, "edges": len(shape.edges), "memory_budget": budget,
-            "auto_ordering": dp.plan(shape, "auto").ordering, "orderings": rows}

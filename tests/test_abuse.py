@@ -235,6 +235,8 @@ ROWS = [
     # -- big inputs answer in seconds -----------------------------------------------------------
     Row("inspect-p65536", "inspect transformer -p 65536 --format json", 0,
         check=lambda out: strict_json(out)["vertices"] == 204, marks=(pytest.mark.slow,)),
+    Row("dry-run-10000-ops", "solve random -p 8 --model-option size=10000 --dry-run --format json", 0,
+        check=lambda out: strict_json(out)["vertices"] == 10_000, marks=(pytest.mark.slow,)),
 ]
 
 
