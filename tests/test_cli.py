@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,19 @@ def test_python_dash_m():
     out = subprocess.run([sys.executable, "-m", "pase", "models", "--format", "json"],
                          capture_output=True, text=True, check=True).stdout
     assert "alexnet" in [row["name"] for row in json.loads(out)]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_one_line(capsys):
+    code, _, err = run(capsys, "solve", "chain", "-p", "4", "--output", "/dev/full")
+    assert code == 2
+    assert err == "pase: error: cannot write --output /dev/full: No space left on device\n"
+
+
+def test_a_reader_that_leaves_is_not_an_error():
+    proc = subprocess.Popen([sys.executable, "-m", "pase", "inspect", "transformer", "-p", "8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err

@@ -38,21 +38,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return EXIT_OK
     except ClaimError as exc:  # a solver contradicted its Problem: a bug, not bad input
-        _say(f"error: {_one_line(str(exc))}")
-        return EXIT_INTERNAL
+        return _fail(str(exc), EXIT_INTERNAL, debug)
     except PaseError as exc:
-        _say(f"error: {_one_line(str(exc))}")
-        return EXIT_BAD_INPUT
+        return _fail(str(exc), EXIT_BAD_INPUT, debug)
     except OSError as exc:  # the file system refused (a full disk, a vanished folder...)
         where = f"{exc.filename}: " if exc.filename else ""
-        _say(f"error: {where}{exc.strerror or _one_line(str(exc))}")
-        return EXIT_BAD_INPUT
+        return _fail(f"{where}{exc.strerror or exc}", EXIT_BAD_INPUT, debug)
     except Exception as exc:  # a bug: one line, the traceback only on request
-        if debug:
-            traceback.print_exc()
         hint = "" if debug else "; rerun with --debug for the traceback"
-        _say(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}")
-        return EXIT_INTERNAL
+        return _fail(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}",
+                     EXIT_INTERNAL, debug)
+
+
+def _fail(message: str, code: int, debug: bool) -> int:
+    """One line on stderr (after the traceback, with --debug); returns the exit status."""
+    if debug:
+        traceback.print_exc()
+    _say(f"error: {_one_line(message)}")
+    return code
 
 
 def _run(argv: Sequence[str] | None) -> int:

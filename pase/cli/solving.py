@@ -90,5 +90,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 def _emit(strategy: Strategy, args: argparse.Namespace) -> None:
     text = strategy.to_json() if args.format == "json" else describe(strategy)
     if args.output:
-        strategy.to_json(args.output)
+        try:
+            strategy.to_json(args.output)
+        except OSError as exc:  # checked before the work, but a disk can still fill up
+            raise OptionError(f"cannot write --output {args.output}: {exc.strerror or exc}") from exc
     print(text)
