@@ -3,16 +3,151 @@
 A cost model prices every candidate config of every op (a vertex cost) and every
 pair of configs across an edge (a re-distribution cost). Solvers never see it;
 they see the Problem it builds.
+
+Building is guarded: :func:`problem_shape` predicts the Problem's sizes, edges
+and array bytes from the configuration space alone, and :meth:`CostModel.problem`
+refuses with a :class:`~pase.errors.TooLargeError` before allocating anything
+when the arrays would exceed a budget (:data:`DEFAULT_BUILD_BUDGET`).
 """
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from pase.errors import OptionError, TooLargeError, check_float
 from pase.ir import Graph, Op, Port
 from pase.problem import Candidates, Problem
 from pase.space import ConfigSpace
+
+# Bytes of cost arrays a Problem build may allocate unless told otherwise. At the
+# peak a build holds these plus about two of the largest edge matrices.
+DEFAULT_BUILD_BUDGET = 4 * 2**30
+
+# Every Problem array is float64.
+_ITEM_BYTES = 8
+
+
+@dataclass(frozen=True)
+class ProblemShape:
+    """What a Problem will look like, known before any cost is computed.
+
+    Attributes:
+        names: vertex (op) names.
+        sizes: candidates per vertex (int64).
+        edges: ``(u, v)`` pairs with ``u < v``, sorted and unique: connections
+            between the same two ops merged, as :class:`~pase.problem.Problem` does.
+        has_memory: whether the Problem will carry memory vectors.
+        largest_edge: ``(producer, consumer)`` of the largest edge matrix, or None.
+    """
+
+    names: list[str]
+    sizes: np.ndarray
+    edges: list[tuple[int, int]]
+    has_memory: bool
+    largest_edge: tuple[int, int] | None
+
+    @property
+    def num_vertices(self) -> int:
+        return len(self.names)
+
+    @property
+    def vertex_bytes(self) -> int:
+        """Bytes of the vertex-cost vectors (the memory vectors are as large again)."""
+        return _ITEM_BYTES * int(self.sizes.sum())
+
+    def edge_bytes(self, u: int, v: int) -> int:
+        """Bytes of one ``(K_u, K_v)`` edge matrix."""
+        return _ITEM_BYTES * int(self.sizes[u]) * int(self.sizes[v])
+
+    @property
+    def array_bytes(self) -> int:
+        """Bytes of every vertex-cost vector, edge matrix and memory vector."""
+        edges = sum(self.edge_bytes(u, v) for u, v in self.edges)
+        return self.vertex_bytes * (2 if self.has_memory else 1) + edges
+
+    def describe_largest_edge(self) -> str:
+        """``"a -> b (K_a x K_b, N MiB)"`` for the largest edge matrix ("" when none)."""
+        if self.largest_edge is None:
+            return ""
+        u, v = self.largest_edge
+        return (f"{self.names[u]} -> {self.names[v]} ({int(self.sizes[u])} x {int(self.sizes[v])}, "
+                f"{_format_bytes(self.edge_bytes(u, v))})")
+
+
+def problem_shape(graph: Graph, space: ConfigSpace, *,
+                  cost_model: "CostModel | None" = None) -> ProblemShape:
+    """The shape of the Problem ``cost_model`` would build on ``space``, without costs.
+
+    Without a cost model every connection is an edge and memory vectors are
+    counted (an upper bound; a model without memory builds ``8 * sum(sizes)``
+    bytes fewer).
+
+    Examples:
+        >>> from pase.registry import MODELS
+        >>> g = MODELS.get("chain")(length=3)
+        >>> shape = problem_shape(g, ConfigSpace(g, 4))
+        >>> shape.num_vertices, shape.edges
+        (3, [(0, 1), (1, 2)])
+    """
+    _check_space(graph, space)
+    if cost_model is None:
+        directed = [(graph.index(c.src), graph.index(c.dst)) for c in graph.connections]
+        has_memory = True
+    else:
+        directed = [(u, v) for u, _, v, _ in cost_model.edges(graph)]
+        has_memory = cost_model.has_memory()
+    sizes = np.array(space.sizes, dtype=np.int64)
+    first: dict[tuple[int, int], tuple[int, int]] = {}
+    for u, v in directed:
+        first.setdefault((min(u, v), max(u, v)), (u, v))
+    edges = sorted(first)
+    largest = max(edges, key=lambda e: int(sizes[e[0]]) * int(sizes[e[1]]), default=None)
+    return ProblemShape([op.name for op in graph.ops], sizes, edges, has_memory,
+                        None if largest is None else first[largest])
+
+
+def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) -> None:
+    """Raise TooLargeError when ``shape``'s arrays exceed ``memory_budget`` bytes.
+
+    ``None`` means :data:`DEFAULT_BUILD_BUDGET`; ``math.inf`` turns the check off.
+    """
+    budget = DEFAULT_BUILD_BUDGET if memory_budget is None else check_float(
+        "memory_budget", memory_budget, 0.0, strict=True, finite=False)
+    need = shape.array_bytes
+    if need > budget:
+        biggest = shape.describe_largest_edge()
+        raise TooLargeError(
+            f"the Problem's cost arrays would take {_format_bytes(need)}, over the "
+            f"{_format_bytes(budget)} build budget"
+            f"{f'; the largest edge matrix is {biggest}' if biggest else ''}; use fewer devices, "
+            f"a larger --cutoff or --powers-of-two (or raise memory_budget)")
+
+
+def pairwise(src_keys: np.ndarray, dst_keys: np.ndarray,
+             kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """An edge matrix computed once per distinct pair of key rows.
+
+    ``kernel(a, b)`` gets ``a`` of shape ``(S, 1, c)`` and ``b`` of ``(1, D, c)``
+    (the distinct rows of ``src_keys`` ``(K_u, c)`` and ``dst_keys`` ``(K_v, d)``)
+    and returns their ``(S, D)`` matrix; the result is expanded to ``(K_u, K_v)``
+    with one allocation. Edge costs depend on a config only through a few
+    numbers (a port's split factors), so ``S`` and ``D`` are often a tenth of
+    ``K``: this saves time and the kernel's ``(K_u, K_v, rank)`` temporaries.
+
+    Examples:
+        >>> a = np.array([[1], [2], [1]]); b = np.array([[3], [3]])
+        >>> pairwise(a, b, lambda x, y: (x * y)[..., 0])
+        array([[3, 3],
+               [6, 6],
+               [3, 3]])
+    """
+    src, src_of = np.unique(src_keys, axis=0, return_inverse=True)
+    dst, dst_of = np.unique(dst_keys, axis=0, return_inverse=True)
+    small = kernel(src[:, None, :], dst[None, :, :])
+    return small[src_of.reshape(-1)[:, None], dst_of.reshape(-1)[None, :]]
 
 
 class CostModel(abc.ABC):
@@ -34,6 +169,11 @@ class CostModel(abc.ABC):
         """Bytes per device of each config, or None when the model has no memory notion."""
         return None
 
+    def has_memory(self) -> bool:
+        """Whether the model gives memory vectors (it overrides :meth:`memory` or :meth:`vertex_terms`)."""
+        cls = type(self)
+        return cls.memory is not CostModel.memory or cls.vertex_terms is not CostModel.vertex_terms
+
     def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Layer costs and memory of each config; override to share work between the two."""
         return self.layer_costs(op, configs), self.memory(op, configs)
@@ -46,20 +186,44 @@ class CostModel(abc.ABC):
         return [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
                 for c in graph.connections]
 
-    def problem(self, graph: Graph, space: ConfigSpace) -> Problem:
-        if space.graph is not graph:
-            raise ValueError("the configuration space was built for another graph")
+    def problem(self, graph: Graph, space: ConfigSpace, *,
+                memory_budget: float | None = None) -> Problem:
+        """The Problem of ``graph`` on ``space``.
+
+        Raises TooLargeError, before computing any cost, when its arrays would
+        exceed ``memory_budget`` bytes (default :data:`DEFAULT_BUILD_BUDGET`;
+        ``math.inf`` for no limit).
+        """
+        check_build_budget(problem_shape(graph, space, cost_model=self), memory_budget)
         terms = [self.vertex_terms(op, space.configs[i]) for i, op in enumerate(graph.ops)]
         vertex = [cost for cost, _ in terms]
         memory = [mem for _, mem in terms]
-        pairs, matrices = [], []
+        # Merge connections between one pair as they are computed, so at most one
+        # extra matrix is alive at a time (the Problem would merge them too).
+        merged: dict[tuple[int, int], np.ndarray] = {}
         for u, out, v, inp in self.edges(graph):
             pu, pv = graph.ops[u], graph.ops[v]
-            matrices.append(self.edge_costs(pu, pu.outputs[out], space.configs[u],
-                                            pv, pv.inputs[inp], space.configs[v]))
-            pairs.append((u, v))
+            m = self.edge_costs(pu, pu.outputs[out], space.configs[u],
+                                pv, pv.inputs[inp], space.configs[v])
+            key = (u, v) if u < v else (v, u)
+            if u > v:
+                m = np.asarray(m).T
+            merged[key] = merged[key] + m if key in merged else m
+        pairs = sorted(merged)
         candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
                       for i, op in enumerate(graph.ops)]
-        return Problem(vertex, pairs, matrices, names=[op.name for op in graph.ops], unit=self.unit,
-                       candidates=candidates, devices=space.devices,
+        return Problem(vertex, pairs, [merged[k] for k in pairs], names=[op.name for op in graph.ops],
+                       unit=self.unit, candidates=candidates, devices=space.devices,
                        memory=None if any(m is None for m in memory) else memory)
+
+
+def _check_space(graph: Graph, space: ConfigSpace) -> None:
+    if space.graph is not graph:
+        raise OptionError("the configuration space was built for another graph")
+
+
+def _format_bytes(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
