@@ -19,6 +19,8 @@ from pase.ir import Graph, Op
 
 DEFAULT_CUTOFF = 4
 DEFAULT_MAX_CONFIGS = 100_000
+# Device budgets are int64 during enumeration; no config can use more devices than this.
+_INT64_SAFE = 2**62
 
 
 def check_devices(devices: object) -> int:
@@ -28,40 +30,75 @@ def check_devices(devices: object) -> int:
 
 
 def candidate_factors(size: int, devices: int, cutoff: int, powers_of_two: bool = False) -> list[int]:
-    """Split factors allowed for one dim (always includes 1)."""
-    found = [e for e in range(1, min(size, devices) + 1)
-             if size % e == 0 and size // e >= cutoff
+    """Split factors allowed for one dim, ascending (always includes 1).
+
+    Divisors are found in ``O(sqrt(size))`` steps, so huge dims or device
+    counts cost nothing.
+    """
+    small = [e for e in range(1, math.isqrt(size) + 1) if size % e == 0]
+    divisors = sorted(set(small) | {size // e for e in small})
+    found = [e for e in divisors if e <= devices and size // e >= cutoff
              and (not powers_of_two or e & (e - 1) == 0)]
     return found or [1]
 
 
+def _choices(op: Op, devices: int, cutoff: int, powers_of_two: bool) -> list[list[int]]:
+    return [[1] if d.name in op.pinned else candidate_factors(d.size, devices, cutoff, powers_of_two)
+            for d in op.dims]
+
+
+def _start_budget(choices: list[list[int]], devices: int) -> int:
+    """The device budget, clamped to what the largest config can use (so it fits int64)."""
+    return min(devices, math.prod(c[-1] for c in choices), _INT64_SAFE)
+
+
+def count_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
+                  powers_of_two: bool = False) -> int:
+    """How many configs :func:`enumerate_configs` returns, without listing them.
+
+    Counts per remaining device budget (``p // product so far``), which takes
+    few distinct values, so this is fast even when the count is astronomical.
+    """
+    choices = _choices(op, devices, cutoff, powers_of_two)
+    # state: (budget left, a dim was split partially) -> number of prefixes
+    states: dict[tuple[int, bool], int] = {(_start_budget(choices, devices), False): 1}
+    for i, dim_choices in enumerate(choices):
+        size = op.dims[i].size
+        nxt: dict[tuple[int, bool], int] = {}
+        for (budget, closed), n in states.items():
+            for f in dim_choices:
+                if f > budget:
+                    break  # factors are ascending
+                if op.contiguous and closed and f != 1:
+                    break  # contiguous: nothing split after a partial split
+                key = (budget // f, closed or f != size)
+                nxt[key] = nxt.get(key, 0) + n
+        states = nxt
+    return sum(states.values())
+
+
 def enumerate_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
                       powers_of_two: bool = False) -> np.ndarray:
-    """All configs of ``op`` as an ``(K, len(op.dims))`` int64 array."""
-    choices = [[1] if d.name in op.pinned else candidate_factors(d.size, devices, cutoff, powers_of_two)
-               for d in op.dims]
-    rows: list[tuple[int, ...]] = []
+    """All configs of ``op`` as an ``(K, len(op.dims))`` int64 array, in lexicographic order.
 
-    def extend(prefix: tuple[int, ...], budget: int) -> None:
-        i = len(prefix)
-        if i == len(choices):
-            rows.append(prefix)
-            return
-        for f in choices[i]:
-            if f > budget:
-                break  # factors are ascending
-            extend(prefix + (f,), budget // f)
-
-    extend((), devices)
-    configs = np.array(rows, dtype=np.int64).reshape(len(rows), len(op.dims))
-    if op.contiguous:
-        configs = configs[[_is_contiguous(c, op.shape) for c in configs]]
-    return configs
-
-
-def _is_contiguous(config: np.ndarray, shape: tuple[int, ...]) -> bool:
-    partial = next((i for i, (f, s) in enumerate(zip(config, shape)) if f != s), len(shape))
-    return bool(np.all(config[partial + 1:] == 1))
+    Built dim by dim with numpy: each prefix is extended by every factor that
+    still fits its device budget. Call :func:`count_configs` first to refuse
+    huge spaces before anything is allocated.
+    """
+    choices = _choices(op, devices, cutoff, powers_of_two)
+    rows = np.zeros((1, 0), dtype=np.int64)
+    budget = np.array([_start_budget(choices, devices)], dtype=np.int64)
+    closed = np.zeros(1, dtype=bool)  # contiguous ops: a dim was split partially
+    for i, dim_choices in enumerate(choices):
+        f = np.asarray(dim_choices, dtype=np.int64)
+        ok = f[None, :] <= budget[:, None]
+        if op.contiguous:
+            ok &= ~closed[:, None] | (f[None, :] == 1)
+        r, j = np.nonzero(ok)  # row-major: each prefix, then its factors ascending
+        rows = np.concatenate([rows[r], f[j, None]], axis=1)
+        budget = budget[r] // f[j]
+        closed = closed[r] | (f[j] != op.dims[i].size)
+    return rows
 
 
 class ConfigSpace:
@@ -85,15 +122,18 @@ class ConfigSpace:
             raise OptionError(f"cutoff must be an integer >= 1, got {cutoff!r}")
         self.cutoff = int(cutoff)
         self.powers_of_two = powers_of_two
+        if isinstance(max_configs, bool) or not isinstance(max_configs, (int, np.integer)) \
+                or max_configs < 1:
+            raise OptionError(f"max_configs must be an integer >= 1, got {max_configs!r}")
         self.configs: list[np.ndarray] = []
         for op in graph.ops:
-            configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two)
-            if len(configs) > max_configs:
+            count = count_configs(op, self.devices, self.cutoff, powers_of_two)
+            if count > max_configs:
                 raise TooLargeError(
                     f"op {op.name!r} ({op.kind}, dims {dict(zip(op.dim_names, op.shape))}) has "
-                    f"{len(configs)} configs on {self.devices} devices, over max_configs={max_configs}; "
-                    f"use powers_of_two=True, a larger cutoff, or raise max_configs")
-            self.configs.append(configs)
+                    f"{count} configs on {self.devices} devices, over max_configs={max_configs}; "
+                    f"use fewer devices, powers_of_two=True, a larger cutoff, or raise max_configs")
+            self.configs.append(enumerate_configs(op, self.devices, self.cutoff, powers_of_two))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
 
     @property
