@@ -26,12 +26,13 @@ memory cap stays None here (the API sets it).
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.costing import CostModel
+from pase.costing import CostModel, pairwise
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem
@@ -85,11 +86,22 @@ class AlphaBetaCostModel(CostModel):
     def work(self, op: Op, configs: np.ndarray) -> OpWork:
         return op_work(op, configs, self.bytes_per_element, self.optimizer)
 
+    def for_devices(self, devices: int) -> "AlphaBetaCostModel":
+        """This model on its cluster resolved for ``devices`` devices (a preset grows
+        to enough nodes; a fixed cluster that is too small is an OptionError).
+
+        Returns a copy; the model itself is never changed.
+        """
+        bound = copy.copy(self)
+        bound.cluster = get_cluster(self.cluster_spec, devices)
+        return bound
+
     # -- CostModel -----------------------------------------------------------------
-    def problem(self, graph: Graph, space: ConfigSpace) -> Problem:
+    def problem(self, graph: Graph, space: ConfigSpace, *,
+                memory_budget: float | None = None) -> Problem:
         """The Problem on ``space.devices`` devices, with per-vertex memory vectors."""
-        self.cluster = get_cluster(self.cluster_spec, space.devices)
-        return super().problem(graph, space)
+        bound = self.for_devices(space.devices)
+        return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work(op, configs).memory
@@ -104,19 +116,27 @@ class AlphaBetaCostModel(CostModel):
     def work_costs(self, work: OpWork) -> np.ndarray:
         """Seconds per config: compute plus every collective, serially."""
         total = work.flop / self.flops
-        dpn = self.cluster.devices_per_node
         for c in work.collectives:
-            nodes, local = group_topology(work.op, work.configs, c.dims, dpn)
+            nodes, local = group_topology(work.op, work.configs, c.dims, self.cluster)
             total = total + c.rounds * collective_time(c.kind, c.nbytes, nodes, local, self.cluster)
         return total
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        src = port_factors(producer, output, src_configs)
-        dst = port_factors(consumer, input, dst_configs)
-        nbytes = overlap_elements(output.shape, src[:, None, :], dst[None, :, :]) * self.bytes_per_element
-        span = np.maximum(np.prod(src_configs, axis=1)[:, None], np.prod(dst_configs, axis=1)[None, :])
-        inter = span > self.cluster.devices_per_node
+        # A config matters only through its port factors and whether its ranks
+        # 0 .. P-1 leave node 0 (ranks fill nodes in order, so the larger of two
+        # such sets leaves node 0 iff either does).
+        src = np.column_stack([port_factors(producer, output, src_configs), self._leaves_node(src_configs)])
+        dst = np.column_stack([port_factors(consumer, input, dst_configs), self._leaves_node(dst_configs)])
+        return pairwise(src, dst, lambda a, b: self._edge_kernel(output.shape, a, b))
+
+    def _leaves_node(self, configs: np.ndarray) -> np.ndarray:
+        return (self.cluster.node_of(np.prod(configs, axis=1) - 1) > 0).astype(np.int64)
+
+    def _edge_kernel(self, shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Seconds for rows ``(port factors..., leaves node 0)``: ``(S, 1, r+1)`` x ``(1, D, r+1)``."""
+        nbytes = overlap_elements(shape, src[..., :-1], dst[..., :-1]) * self.bytes_per_element
+        inter = (src[..., -1] + dst[..., -1]) > 0  # the slowest link crossed is the inter-node one
         latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
         bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
                              self.cluster.intra.bytes_per_second)

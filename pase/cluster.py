@@ -25,6 +25,17 @@ SCHEMA = "pase.cluster"
 SCHEMA_VERSION = 1
 
 
+def node_of(rank, devices_per_node: int):
+    """The node of a device rank, or of each rank of an integer array.
+
+    The one place that decides node membership (the cost models, the device
+    mapping and the simulator all ask it): ranks fill nodes in order, so rank
+    ``r`` is on node ``r // devices_per_node``, and a higher rank is never on a
+    lower node.
+    """
+    return rank // devices_per_node
+
+
 @dataclass(frozen=True)
 class Link:
     """A link class: bandwidth per device and direction (GB/s), latency (us)."""
@@ -90,14 +101,19 @@ class Cluster:
     def devices(self) -> int:
         return self.nodes * self.devices_per_node
 
-    def node_of(self, rank: int) -> int:
-        return rank // self.devices_per_node
+    def node_of(self, rank):
+        """The node of a device rank, or of each rank of an integer array (:func:`node_of`)."""
+        return node_of(rank, self.devices_per_node)
 
-    def link_between(self, a: int, b: int) -> Link:
-        return self.intra if self.node_of(a) == self.node_of(b) else self.inter
+    def link(self, kind: str) -> Link:
+        """The ``"intra"``-node or ``"inter"``-node link."""
+        if kind not in ("intra", "inter"):
+            raise OptionError(f"unknown link class {kind!r}; allowed: intra, inter")
+        return self.intra if kind == "intra" else self.inter
 
-    def spans_nodes(self, ranks: "list[int] | range") -> bool:
-        return len({self.node_of(r) for r in ranks}) > 1
+    def link_between(self, a: int, b: int) -> str:
+        """The link class a message from rank ``a`` to rank ``b`` crosses: ``"intra"`` or ``"inter"``."""
+        return "intra" if self.node_of(a) == self.node_of(b) else "inter"
 
     def with_nodes(self, nodes: int) -> "Cluster":
         base = re.sub(r"x\d+$", "", self.name)

@@ -61,7 +61,7 @@ def test_data_parallel_mlp_on_one_node_by_hand():
 def test_two_node_all_reduce_costs_exactly_the_inter_node_ring_more():
     cm8, cost8 = mlp_data_parallel(8, "dgx-a100")
     cm16, cost16 = mlp_data_parallel(16, "dgx-a100")
-    assert cm16.cluster.nodes == 2
+    assert cm16.for_devices(16).cluster.nodes == 2
     inter = cm16.cluster.inter
     # 16 = 2 nodes x 8: reduce-scatter and all-gather in the node are the one-node ring;
     # across nodes each device all-reduces its n/8 shard with one peer: 2(a + n/8/(2B)).
@@ -97,10 +97,25 @@ def test_dp_solves_the_paper_graphs_and_beats_data_parallel():
 
 
 def test_cluster_grows_to_the_device_count():
-    _, _, cm, _ = build("mlp", 16, "dgx-a100")
-    assert cm.cluster.name == "dgx-a100x2"
+    cm = AlphaBetaCostModel("dgx-a100")
+    assert cm.for_devices(16).cluster.name == "dgx-a100x2"
+    assert cm.for_devices(8).cluster.name == "dgx-a100"
     with pytest.raises(OptionError, match="16 requested"):
         build("mlp", 16, get_cluster("dgx-a100"))
+
+
+def test_building_a_problem_leaves_the_model_unchanged():
+    cm = AlphaBetaCostModel("dgx-a100")
+    cluster, before = cm.cluster, dict(vars(cm))
+    graph = MODELS.get("mlp")()
+    cm.problem(graph, ConfigSpace(graph, 16))  # needs 2 nodes of dgx-a100
+    assert cm.cluster is cluster and cm.cluster.nodes == 1
+    assert vars(cm) == before
+    # A fixed cluster that is too small is refused, and the model is still unchanged.
+    small = AlphaBetaCostModel(get_cluster("dgx-a100"))
+    with pytest.raises(OptionError, match="16 requested"):
+        small.problem(graph, ConfigSpace(graph, 16))
+    assert small.cluster == get_cluster("dgx-a100")
 
 
 def test_edges_price_bytes_on_the_slowest_link():

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from pase.cluster import PRESETS, Cluster, Device, Link, get_cluster
@@ -19,7 +20,8 @@ def test_node_composition():
     c = get_cluster("dgx-a100x2")
     assert (c.nodes, c.devices) == (2, 16)
     assert c.node_of(7) == 0 and c.node_of(8) == 1
-    assert c.link_between(0, 7) == c.intra and c.link_between(7, 8) == c.inter
+    assert c.link_between(0, 7) == "intra" and c.link_between(7, 8) == "inter"
+    assert c.link("intra") is c.intra and c.link("inter") is c.inter
     assert get_cluster("gtx1080ti", 20).nodes == 3  # grows to hold 20 devices
     assert get_cluster("dgx-a100", 8).nodes == 1
 
@@ -59,4 +61,5 @@ def test_bad_cluster_files(tmp_path):
 
 def test_custom_cluster_in_code():
     c = Cluster("lab", 2, 4, Device("toy", 1.0, 8.0), Link(10, 1), Link(1, 10))
-    assert c.devices == 8 and c.spans_nodes(range(3, 6)) and not c.spans_nodes(range(4))
+    assert c.devices == 8 and [c.node_of(r) for r in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert c.node_of(np.arange(3, 6)).tolist() == [0, 1, 1]

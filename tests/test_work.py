@@ -96,9 +96,10 @@ def test_mesh_puts_batch_dims_outermost():
 def test_group_topology_across_nodes():
     op = fc_op()
     cfg = np.array([[2, 8, 1], [1, 8, 1], [16, 1, 1]])
-    nodes, local = group_topology(op, cfg, [0], devices_per_node=8)   # over b
+    cluster = get_cluster("dgx-a100x2")  # 8 devices per node
+    nodes, local = group_topology(op, cfg, [0], cluster)   # over b
     assert nodes.tolist() == [2, 1, 2] and local.tolist() == [1, 1, 8]
-    nodes, local = group_topology(op, cfg, [1], devices_per_node=8)   # over n
+    nodes, local = group_topology(op, cfg, [1], cluster)   # over n
     assert nodes.tolist() == [1, 1, 1] and local.tolist() == [8, 8, 1]
 
 

@@ -82,7 +82,6 @@ class _Builder:
         self.graph = graph
         self.configs = configs
         self.cluster = cluster
-        self.dpn = cluster.devices_per_node
         self.flops = cluster.device.peak_tflops * 1e12 * efficiency
         self.dt = float(bytes_per_element)
         self.optimizer = optimizer
@@ -99,7 +98,7 @@ class _Builder:
     def _collective(self, members: np.ndarray, c: Collective, tokens: list[int], label: str,
                     category: str) -> None:
         """Flows of one group's collective, chained after the members' tokens."""
-        nodes = members // self.dpn
+        nodes = self.cluster.node_of(members)
         counts = np.unique(nodes, return_counts=True)[1]
         rounds = float(c.rounds[0])
         prev = -1
@@ -107,7 +106,7 @@ class _Builder:
             volume, steps = float(ph.volume) * rounds, float(ph.steps) * rounds
             if volume <= 0.0 and steps <= 0.0:
                 continue
-            link = self.cluster.intra if ph.link == "intra" else self.cluster.inter
+            link = self.cluster.link(ph.link)
             res = tuple(link_resource(int(m), ph.link, rx) for m in members for rx in (False, True))
             shows = tuple(f"gpu{int(m)}.{ph.link}" for m in members)
             f = self.tg.flow(res, volume, steps * link.latency_s, label, category, shows)
@@ -162,8 +161,8 @@ class _Builder:
     def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: list[int],
                    waiting: list[int], label: str) -> None:
         for (s, d), elems in sends.items():
-            link = "intra" if s // self.dpn == d // self.dpn else "inter"
-            spec = self.cluster.intra if link == "intra" else self.cluster.inter
+            link = self.cluster.link_between(s, d)
+            spec = self.cluster.link(link)
             f = self.tg.flow((link_resource(s, link, False), link_resource(d, link, True)),
                              elems * self.dt, spec.latency_s, label, "communication",
                              (f"gpu{s}.{link}", f"gpu{d}.{link}"))
@@ -182,10 +181,10 @@ class _Builder:
             bu, bv = port_blocks(pu, out, cu), port_blocks(pv, inp, cv)
             fu = port_factors(pu, out, cu[None, :])[0]
             fv = port_factors(pv, inp, cv[None, :])[0]
-            sends, local = transfers.plan(out.shape, bu, fu, bv, fv, self.dpn)
+            sends, local = transfers.plan(out.shape, bu, fu, bv, fv, self.cluster)
             self._transfers(sends, local, self.out_ready[u], self.ops[v].forward,
                             f"{pu.name}->{pv.name} activation")
-            sends, local = transfers.plan(out.shape, bv, fv, bu, fu, self.dpn)
+            sends, local = transfers.plan(out.shape, bv, fv, bu, fu, self.cluster)
             self._transfers(sends, local, self.grad_ready[v], self.ops[u].backward,
                             f"{pv.name}->{pu.name} gradient")
 

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from pase.cluster import Cluster
+
 # Tiles can be fractional (a pooling input split like its smaller output), so
 # block boundaries are compared with this tolerance.
 _EPS = 1e-9
@@ -38,7 +40,7 @@ def _blocks_needed(lo: np.ndarray, hi: np.ndarray, tile: np.ndarray) -> list[tup
 
 def plan(shape: tuple[int, ...], src_blocks: np.ndarray, src_factors: np.ndarray,
          dst_blocks: np.ndarray, dst_factors: np.ndarray,
-         devices_per_node: int) -> tuple[dict[tuple[int, int], float], list[int]]:
+         cluster: Cluster) -> tuple[dict[tuple[int, int], float], list[int]]:
     """Transfers for a re-layout of a tensor of ``shape``.
 
     ``src_blocks`` (``(P_s, rank)``) and ``dst_blocks`` give each rank's block
@@ -64,7 +66,7 @@ def plan(shape: tuple[int, ...], src_blocks: np.ndarray, src_factors: np.ndarray
             if d in have:
                 uses_local = True
                 continue
-            near = [h for h in have if h // devices_per_node == d // devices_per_node] or have
+            near = [h for h in have if cluster.node_of(h) == cluster.node_of(d)] or have
             s = near[d % len(near)]
             sends[(s, d)] = sends.get((s, d), 0.0) + float(elems)
         if uses_local:

@@ -71,7 +71,7 @@ def collective_phases(kind: str, nbytes, nodes, local) -> list[Phase]:
 
 
 def phase_time(phase: Phase, cluster: Cluster) -> np.ndarray:
-    link = cluster.intra if phase.link == "intra" else cluster.inter
+    link = cluster.link(phase.link)
     return phase.steps * link.latency_s + phase.volume / link.bytes_per_second
 
 

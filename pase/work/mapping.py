@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pase.cluster import Cluster, node_of
 from pase.ir import Op, Port
 
 
@@ -61,22 +62,20 @@ def _worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> t
     Problems with tens of thousands of configs cheap.
     """
     factors = [f for f, _ in mesh]
-    ranks = np.arange(math.prod(factors)).reshape(factors) if factors else np.zeros(())
-    nodes = ranks // devices_per_node
+    ranks = np.arange(math.prod(factors)).reshape(factors) if factors else np.zeros((), dtype=np.int64)
+    nodes = node_of(ranks, devices_per_node)
     group_axes = [i for i, (_, g) in enumerate(mesh) if g]
     other_axes = [i for i, (_, g) in enumerate(mesh) if not g]
     q = math.prod(factors[i] for i in group_axes)
     rows = np.transpose(nodes, other_axes + group_axes).reshape(-1, q)
-    worst_nodes, worst_local = 1, 1
-    for row in rows:
-        _, counts = np.unique(row, return_counts=True)
-        worst_nodes = max(worst_nodes, len(counts))
-        worst_local = max(worst_local, int(counts.max()))
-    return worst_nodes, worst_local
+    # Count (group, node) pairs in one pass: group g's members on node n share key g * width + n.
+    width = int(nodes.max()) + 1
+    keys, counts = np.unique(np.arange(len(rows))[:, None] * width + rows, return_counts=True)
+    return int(np.bincount(keys // width).max()), int(counts.max())
 
 
 def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
-                   devices_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+                   cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     """Per config, how a group over ``dims`` sits on nodes: ``(nodes, local)``.
 
     ``nodes`` is the most nodes any group spans and ``local`` the most members of
@@ -89,11 +88,12 @@ def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
     nodes = np.ones(len(configs), dtype=np.int64)
     local = q.copy()
     order = mesh_order(op)
-    in_group = set(dims)
-    # Ops on at most one node's worth of ranks never leave node 0.
-    for k in np.flatnonzero((np.prod(configs, axis=1) > devices_per_node) & (q > 1)):
-        mesh = tuple((int(configs[k, d]), d in in_group) for d in order if configs[k, d] > 1)
-        nodes[k], local[k] = _worst_group(mesh, devices_per_node)
+    flags = [d in set(dims) for d in order]
+    # Ops whose last rank is on node 0 never leave it.
+    spread = np.flatnonzero((cluster.node_of(np.prod(configs, axis=1) - 1) > 0) & (q > 1))
+    for k, row in zip(spread, configs[spread][:, order].tolist()):
+        mesh = tuple((f, g) for f, g in zip(row, flags) if f > 1)
+        nodes[k], local[k] = _worst_group(mesh, cluster.devices_per_node)
     return nodes, local
 
 
