@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import pase
 from pase.problem import COST_RTOL
 from pase.registry import SOLVERS
-from pase.testing import cap_memory, random_chain, random_dag, random_tree, scale_costs
+from pase.testing import random_chain, random_dag, random_tree, scale_costs
 
 EXACT = [e.name for e in SOLVERS.entries()
          if e.info.get("exact") and (e.info.get("available") is None or e.info["available"]())]
@@ -71,10 +71,7 @@ def assert_never_beats(name, sol, problem, truth):
        seed=st.integers(0, 10_000), scale=st.sampled_from(SCALES),
        cap=st.sampled_from([None, 0.2, 0.6, -1.0]))
 def test_exact_solvers_agree_at_every_scale_with_and_without_caps(shape, n, k, seed, scale, cap):
-    problem = SHAPES[shape](n, k, seed, scale=scale, with_memory=cap is not None,
-                            memory_scale=2.0**30)
-    if cap is not None:
-        problem = cap_memory(problem, cap)
+    problem = SHAPES[shape](n, k, seed, scale=scale, memory_scale=2.0**30, cap=cap)
     truth = brute_force(problem)
     for name in EXACT:
         assert_agrees(name, pase.run_solver(name, problem, seed=0), problem, truth)

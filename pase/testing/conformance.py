@@ -120,9 +120,9 @@ def solver_checks(solvers, *, options: Mapping[str, Mapping[str, Any]] | None = 
 
     params = []
     for solver in solvers:
-        name = solver if isinstance(solver, str) else None
-        extra = (options or {}).get(name or getattr(solver, "name", ""), None)
-        spec = solver_spec(solver, options=extra, seed=seed, time_limit=time_limit)
+        spec = solver_spec(solver, seed=seed, time_limit=time_limit)
+        if options and spec.name in options:
+            spec = solver_spec(spec, options=options[spec.name])
         marks = () if spec.available else (pytest.mark.skip(reason=f"{spec.name}: backend missing"),)
         params += [pytest.param(spec, check, id=f"{spec.name}-{check.id}", marks=marks)
                    for check in checks_for(spec)]

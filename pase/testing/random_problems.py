@@ -7,7 +7,9 @@ magnitudes real cost models produce. Costs are small non-negative integers
 (times ``scale``) so ties are common; ``zero_prob`` of the entries are zero.
 
 With ``with_memory`` every candidate gets a memory footprint (an integer from 1
-to 49, times ``memory_scale``); :func:`cap_memory` then sets a cap.
+to 49, times ``memory_scale``); ``cap`` (implies ``with_memory``) then sets a
+memory cap that fraction of the way from the least to the most any strategy
+needs, as :func:`cap_memory` does (negative: nothing fits).
 
     >>> p = random_chain(4, 3, seed=1, scale=1e-9)
     >>> p.edges
@@ -63,28 +65,31 @@ def random_problem(
 
 def random_chain(num_vertices: int, max_candidates: int = 6, seed: int = 0, *,
                  scale: float = 1.0, with_memory: bool = False, memory_scale: float = 1.0,
-                 tie_prob: float = 0.2, zero_prob: float = 0.1) -> Problem:
+                 cap: float | None = None, tie_prob: float = 0.2,
+                 zero_prob: float = 0.1) -> Problem:
     """A chain: vertex ``i`` is linked to ``i + 1`` and nothing else."""
     edges = [(i, i + 1) for i in range(num_vertices - 1)]
     return _problem(np.random.default_rng(seed), num_vertices, edges, max_candidates, scale,
-                    with_memory, memory_scale, tie_prob, zero_prob)
+                    with_memory, memory_scale, cap, tie_prob, zero_prob)
 
 
 def random_tree(num_vertices: int, max_candidates: int = 6, seed: int = 0, *,
                 scale: float = 1.0, with_memory: bool = False, memory_scale: float = 1.0,
-                tie_prob: float = 0.2, zero_prob: float = 0.1) -> Problem:
+                cap: float | None = None, tie_prob: float = 0.2,
+                zero_prob: float = 0.1) -> Problem:
     """A random tree with shuffled vertex numbers (any vertex may be a leaf or a hub)."""
     rng = np.random.default_rng(seed)
     label = rng.permutation(num_vertices)
     edges = [tuple(sorted((int(label[rng.integers(0, v)]), int(label[v]))))
              for v in range(1, num_vertices)]
     return _problem(rng, num_vertices, sorted(edges), max_candidates, scale,
-                    with_memory, memory_scale, tie_prob, zero_prob)
+                    with_memory, memory_scale, cap, tie_prob, zero_prob)
 
 
 def random_dag(num_vertices: int, max_candidates: int = 6, extra_edges: int = 2, seed: int = 0,
                *, scale: float = 1.0, with_memory: bool = False, memory_scale: float = 1.0,
-               tie_prob: float = 0.2, zero_prob: float = 0.1) -> Problem:
+               cap: float | None = None, tie_prob: float = 0.2,
+               zero_prob: float = 0.1) -> Problem:
     """A random tree plus ``extra_edges`` distinct extra edges (as many as fit), so it has cycles
     when seen undirected (diamonds, fork-joins) once ``num_vertices >= 3``."""
     rng = np.random.default_rng(seed)
@@ -95,7 +100,7 @@ def random_dag(num_vertices: int, max_candidates: int = 6, extra_edges: int = 2,
         u, v = sorted(rng.choice(num_vertices, size=2, replace=False).tolist())
         edges.add((u, v))
     return _problem(rng, num_vertices, sorted(edges), max_candidates, scale,
-                    with_memory, memory_scale, tie_prob, zero_prob)
+                    with_memory, memory_scale, cap, tie_prob, zero_prob)
 
 
 def scale_costs(problem: Problem, factor: float) -> Problem:
@@ -153,11 +158,12 @@ def _costs(rng: np.random.Generator, shape, tie_prob: float, zero_prob: float) -
     return c
 
 
-def _problem(rng, n, edges, max_candidates, scale, with_memory, memory_scale,
+def _problem(rng, n, edges, max_candidates, scale, with_memory, memory_scale, cap,
              tie_prob, zero_prob) -> Problem:
     sizes = rng.integers(1, max_candidates + 1, size=n)
     vertex = [_costs(rng, k, tie_prob, zero_prob) * scale for k in sizes]
     matrices = [_costs(rng, (sizes[u], sizes[v]), tie_prob, zero_prob) * scale for u, v in edges]
     memory = ([rng.integers(1, MAX_MEMORY, size=k) * float(memory_scale) for k in sizes]
-              if with_memory else None)
-    return Problem(vertex, edges, matrices, memory=memory)
+              if with_memory or cap is not None else None)
+    problem = Problem(vertex, edges, matrices, memory=memory)
+    return problem if cap is None else cap_memory(problem, cap)

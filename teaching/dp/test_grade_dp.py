@@ -62,7 +62,7 @@ def test_chain_of_fifty_wide_vertices():
     assert_optimal(submission.solve_chain(problem), problem, reference_chain_dp)
 
 
-def test_chain_solver_refuses_a_tree_and_a_cap():
+def test_chain_solver_refuses_a_star_and_a_cap():
     star = Problem([np.zeros(2)] * 4, [(0, 1), (0, 2), (0, 3)], [np.zeros((2, 2))] * 3)
     with pytest.raises(PaseError):
         submission.solve_chain(star)
