@@ -7,6 +7,7 @@ and returns one message per broken rule (empty: passed).
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -79,7 +80,7 @@ def honest_cost(spec: SolverSpec) -> list[str]:
         cost = _true_cost(a, sol)
         if cost is None:
             continue
-        if not (isinstance(sol.cost, (int, float)) and math.isfinite(sol.cost)) or \
+        if not (isinstance(sol.cost, numbers.Real) and math.isfinite(sol.cost)) or \
                 abs(sol.cost - cost) > tolerance(sol.cost, cost, a.case.magnitude):
             failures.append(f"{a.case.label}: reported cost {sol.cost!r} but the choice "
                             f"evaluates to {cost!r}")
