@@ -47,7 +47,8 @@ def measure(problem, ordering: str, repeat: int) -> tuple[float, int] | str:
     except TooLargeError:
         tracemalloc.stop()
         plan = dp.plan(problem, ordering)
-        return f"OOM (needs {plan.peak_bytes / 2**30:.3g} GiB)"
+        at_least = "" if plan.complete else ">= "  # planning stopped at a step too wide to run
+        return f"OOM (needs {at_least}{plan.peak_bytes / 2**30:.3g} GiB)"
 
 
 def main() -> None:

@@ -115,7 +115,8 @@ def solve(problem: Problem, *, ordering: str = "auto",
     memory_budget = check_float("memory_budget", memory_budget, 0.0, strict=True, finite=False)
     max_states = check_int("max_states", max_states, 1)
     check_common(time_limit, seed)
-    chosen, predicted = _choose(problem, ordering, memory_budget)
+    # Planning stops at a table over the budget: the answer is a refusal anyway.
+    chosen, predicted = _choose(problem, ordering, memory_budget, limit_bytes=memory_budget)
     _refuse_over_budget(problem, chosen, memory_budget)
     deadline = None if time_limit is None else start + time_limit
     ledger = Ledger()
@@ -147,6 +148,8 @@ def plan(shape: Any, ordering: str = "auto", *,
 
     ``shape`` is a Problem or anything with ``names``, ``sizes``, ``edges``
     and ``num_vertices`` (a ProblemShape): no cost arrays are needed.
+    ``memory_budget`` matters to ``"auto"`` only; a plan over it is still
+    planned in full (``solve`` stops planning at the first table over it).
 
     Examples:
         >>> from pase.testing import random_problem
@@ -155,13 +158,15 @@ def plan(shape: Any, ordering: str = "auto", *,
         ('generateseq', True)
     """
     check_choice("ordering", ordering, CHOICES)
-    return _choose(shape, ordering, memory_budget)[0]
+    budget = check_float("memory_budget", memory_budget, 0.0, strict=True, finite=False)
+    return _choose(shape, ordering, budget)[0]
 
 
-def _choose(shape: Any, ordering: str, budget: float) -> tuple[Plan, dict[str, dict[str, Any]]]:
+def _choose(shape: Any, ordering: str, budget: float, limit_bytes: float | None = None,
+            ) -> tuple[Plan, dict[str, dict[str, Any]]]:
     if ordering != "auto":
-        return plan_ordering(shape, ordering), {}
-    plans = [plan_ordering(shape, name) for name in AUTO_ORDERINGS]
+        return plan_ordering(shape, ordering, limit_bytes=limit_bytes), {}
+    plans = [plan_ordering(shape, name, limit_bytes=limit_bytes) for name in AUTO_ORDERINGS]
     return _auto(plans, budget), {p.ordering: p.summary() for p in plans}
 
 
@@ -189,7 +194,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict
         rows.append({"ordering": p.ordering, "max_dependent_set": p.max_dependent_set,
                      "table_entries": _finite(p.table_entries),
                      "peak_table_bytes": _finite(p.peak_bytes),
-                     "estimated_seconds": _finite(p.table_entries / DP_ENTRIES_PER_SECOND),
+                     "estimated_seconds": _finite(_finite(p.table_entries) / DP_ENTRIES_PER_SECOND),
                      "within_memory_budget": _fits(p, budget), "complete": p.complete,
                      "peak_vertex": None if step is None else shape.names[step.vertex]})
     return {"vertices": shape.num_vertices, "edges": len(shape.edges),
@@ -206,25 +211,27 @@ def _finite(x: float) -> float:
 
 
 def _refuse_over_budget(shape: Any, chosen: Plan, budget: float) -> None:
-    """TooLargeError naming the step that breaks the budget (or numpy's axis limit)."""
+    """TooLargeError naming the step that breaks the budget or numpy's axis limit."""
     names, sizes = shape.names, shape.sizes
-    if not chosen.complete or chosen.max_dependent_set + 1 > _max_axes():
-        step = chosen.steps[-1] if not chosen.complete else max(
-            chosen.steps, key=lambda s: len(s.dependent))
-        raise TooLargeError(
-            f"dp (ordering {chosen.ordering!r}) needs a table over {len(step.dependent)} "
-            f"dependent vertices at vertex {names[step.vertex]!r}; numpy arrays take at most "
-            f"{min(_max_axes(), MAX_DEPENDENT_SET + 1)} axes; try another ordering, fewer "
-            f"devices, or a solver for large graphs (greedy, mcmc, an ILP)")
-    step = chosen.peak_step
-    if step is None or chosen.peak_bytes <= budget:
+    if not chosen.steps:
         return
+    widest = max(chosen.steps, key=lambda s: len(s.dependent))
+    if len(widest.dependent) + 1 > min(_max_axes(), MAX_DEPENDENT_SET + 1):
+        raise TooLargeError(
+            f"dp (ordering {chosen.ordering!r}) needs a table over {len(widest.dependent)} "
+            f"dependent vertices at vertex {names[widest.vertex]!r}, more axes than numpy "
+            f"arrays take; try another ordering, fewer devices, or a heuristic solver "
+            f"(greedy, mcmc)")
+    if _fits(chosen, budget):
+        return
+    step = chosen.peak_step if chosen.complete else chosen.steps[-1]
+    at_least = "" if chosen.complete else "at least "
     dep = ", ".join(f"{names[u]} ({sizes[u]})" for u in sorted(step.dependent)) or "none"
     others = ", ".join(n for n in AUTO_ORDERINGS if n != chosen.ordering)
     raise TooLargeError(
-        f"dp (ordering {chosen.ordering!r}) needs {_human(chosen.peak_bytes)} "
-        f"({_count(chosen.peak_bytes)} bytes) at vertex {names[step.vertex]!r} ({sizes[step.vertex]} "
-        f"candidates; dependent set with candidate counts: {dep}), over "
+        f"dp (ordering {chosen.ordering!r}) needs {at_least}{_human(step.peak_bytes)} "
+        f"({_count(step.peak_bytes)} bytes) at vertex {names[step.vertex]!r} "
+        f"({sizes[step.vertex]} candidates; dependent set with candidate counts: {dep}), over "
         f"memory_budget={_human(budget)} ({_count(budget)} bytes); try another ordering "
         f"({others}), fewer devices, or a larger memory_budget")
 

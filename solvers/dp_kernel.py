@@ -50,22 +50,20 @@ def expand(array: np.ndarray, axes: Axes, target: Axes) -> np.ndarray:
     return np.asarray(array)[tuple(slice(None) if a in present else None for a in target)]
 
 
-def fold(axes: Sequence[Axes], sizes: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-    """Group terms (given by their axes): each joins the smallest base spanning its axes.
+def fold(axes: Sequence[Axes], entries: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Group terms (given by their axes and sizes): each joins the smallest base spanning it.
 
     Returns groups of term indices, each group's base first. Terms go largest
     first (ties keep their given order), so every term can fold into a base
     seen before it; a small child table then folds into an edge matrix
     instead of costing a pass over the whole step.
     """
-    def entries(k: int) -> int:
-        return math.prod(sizes[u] for u in axes[k])
-
+    spans = [set(a) for a in axes]
     groups: list[list[int]] = []
-    for k in sorted(range(len(axes)), key=lambda k: (-entries(k), -len(axes[k]))):
-        hosts = [g for g in groups if set(axes[k]) <= set(axes[g[0]])]
+    for k in sorted(range(len(axes)), key=lambda k: (-entries[k], -len(axes[k]))):
+        hosts = [g for g in groups if spans[k] <= spans[g[0]]]
         if hosts:
-            min(hosts, key=lambda g: entries(g[0])).append(k)
+            min(hosts, key=lambda g: entries[g[0]]).append(k)
         else:
             groups.append([k])
     return tuple(tuple(g) for g in groups)

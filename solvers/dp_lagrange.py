@@ -91,7 +91,8 @@ class Tables:
                ) -> Iterator[tuple[int, int, np.ndarray]]:
         """Row blocks of step ``i``'s sum of ``arrays`` (folded), over its full axes."""
         full = self.full(i)
-        bases = folded(arrays, axes, fold(axes, self.sizes), full)
+        groups = fold(axes, [math.prod(self.sizes[u] for u in a) for a in axes])
+        bases = folded(arrays, axes, groups, full)
         return row_blocks(bases, self.shape(full))
 
     def inside(self, lam: float) -> list[np.ndarray]:

@@ -19,21 +19,22 @@ Memory model (all of it mirrored by :func:`pase.solvers.dp_kernel.min_plus`):
   float64 broadcast buffer (unless one base spans every axis) plus two intp
   buffers for the argmin and the gather offsets.
 
-A plan stops early (``complete`` is False) after the first step whose
-dependent set has more than ``MAX_DEPENDENT_SET`` vertices: numpy arrays have
-at most 64 axes, so such a step cannot run, and on graphs of thousands of
-vertices the rest of the ordering is what takes minutes. Its figures then
-count the steps up to that one only: lower bounds.
+A plan stops early (``complete`` is False) at the first step that cannot run:
+a dependent set of more than ``MAX_DEPENDENT_SET`` vertices (numpy arrays
+have at most 64 axes) or, when a byte limit is given, tables larger than it.
+On graphs of thousands of vertices the rest of the ordering is what takes
+minutes. Its figures then count the steps up to that one only: lower bounds.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from pase.errors import OptionError
 from pase.solvers.dp_kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
-from pase.solvers.ordering import ORDERINGS, Elimination, eliminate, rule_for
+from pase.solvers.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
 
 MAX_DEPENDENT_SET = 64
 
@@ -101,11 +102,12 @@ class Plan:
         return out
 
 
-def plan_ordering(shape: Any, ordering: str) -> Plan:
+def plan_ordering(shape: Any, ordering: str, *, limit_bytes: float | None = None) -> Plan:
     """The DP plan of ``shape`` under a named ordering (see ``ORDERINGS``).
 
     ``shape`` is anything with ``names``, ``sizes``, ``edges`` and
-    ``num_vertices``.
+    ``num_vertices``. With ``limit_bytes`` the plan stops at the first step
+    whose two tables alone are larger (the DP would refuse it anyway).
 
     Examples:
         >>> import numpy as np
@@ -117,38 +119,46 @@ def plan_ordering(shape: Any, ordering: str) -> Plan:
     if ordering not in ORDERINGS:
         raise OptionError(f"unknown ordering {ordering!r}; choose from "
                           f"{', '.join(sorted(ORDERINGS))}")
-    order = ORDERINGS[ordering](shape, max_degree=MAX_DEPENDENT_SET)
-    return plan_for_order(shape, order, rule_for(ordering), ordering)
+    sizes = [int(k) for k in shape.sizes]
+
+    def stop(v: int, dependent: Collection[int]) -> bool:
+        if len(dependent) > MAX_DEPENDENT_SET:
+            return True
+        return limit_bytes is not None and math.prod(sizes[u] for u in dependent) * (
+            VALUE_BYTES + argmin_dtype(sizes[v]).itemsize) > limit_bytes
+
+    order = ORDERINGS[ordering](shape, stop)
+    return plan_for_order(shape, order, rule_for(ordering), ordering, stop)
 
 
-def plan_for_order(shape: Any, order: list[int] | tuple[int, ...],
-                   rule: str = "connected", name: str = "custom") -> Plan:
-    """The DP plan for an explicit order (or a prefix of one) under a dependent-set rule."""
-    elim = eliminate(shape, order, rule, max_dependent=MAX_DEPENDENT_SET)
+def plan_for_order(shape: Any, order: list[int] | tuple[int, ...], rule: str = "connected",
+                   name: str = "custom", stop: Stop | None = None) -> Plan:
+    """The DP plan for an explicit order (or a prefix of one, with ``stop``)."""
+    elim = eliminate(shape, order, rule, stop=stop)
     sizes = [int(k) for k in shape.sizes]
     held = 0  # bytes of tables kept from earlier steps
+    tables: list[int] = []  # entries of each step's tables, prod K over D(i)
     steps = []
     for i, v in enumerate(elim.order):
         dep, kids, later = elim.dependent[i], elim.children[i], elim.later_neighbors[i]
-        table = math.prod(sizes[u] for u in dep)
-        full = tuple(sizes[u] for u in dep) + (sizes[v],)
+        kv = sizes[v]
+        tables.append(math.prod(sizes[u] for u in dep))
         term_axes = tuple(elim.dependent[j] for j in kids) + tuple((u, v) for u in later) + ((v,),)
-        groups = fold(term_axes, sizes)
+        entries = [tables[j] for j in kids] + [sizes[u] * kv for u in later] + [kv]
+        groups = fold(term_axes, entries)
+        full = tuple(sizes[u] for u in dep) + (kv,)
         lead = full if dep else (1,) + full
         rows = chunk_rows(lead)
         chunk = rows * math.prod(lead[1:-1])
-        direct = len(groups) == 1 and math.prod(sizes[u] for u in term_axes[groups[0][0]]) \
-            == table * sizes[v]
+        direct = len(groups) == 1 and entries[groups[0][0]] == tables[i] * kv
         # Edge and vertex bases are copied (small: at most K_u * K_v) so terms
         # can be folded into them without touching the Problem's arrays.
         transient = 2 * chunk * INDEX_BYTES + sum(
-            math.prod(sizes[u] for u in term_axes[g[0]]) * VALUE_BYTES
-            for g in groups if g[0] >= len(kids))
+            entries[g[0]] * VALUE_BYTES for g in groups if g[0] >= len(kids))
         if not direct:
-            transient += chunk * sizes[v] * VALUE_BYTES
-        tables = table * (VALUE_BYTES + argmin_dtype(sizes[v]).itemsize)
+            transient += chunk * kv * VALUE_BYTES
+        own = tables[i] * (VALUE_BYTES + argmin_dtype(kv).itemsize)
         steps.append(Step(i, v, dep, kids, later, full, term_axes, groups, direct, rows,
-                          table * sizes[v], held + tables + transient))
-        held += tables - sum(VALUE_BYTES * math.prod(sizes[u] for u in elim.dependent[j])
-                             for j in kids)
+                          tables[i] * kv, held + own + transient))
+        held += own - sum(VALUE_BYTES * tables[j] for j in kids)
     return Plan(name, elim, tuple(steps))

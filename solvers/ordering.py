@@ -1,6 +1,6 @@
 """Vertex orderings for the PaSE dynamic program, and the sets they induce.
 
-An ordering is a function ``order(graph, max_degree=None) -> list[int]`` over
+An ordering is a function ``order(graph, stop=None) -> list[int]`` over
 the undirected graph of any object with ``num_vertices`` and ``edges`` (a
 Problem, or a ProblemShape with no cost arrays). :func:`eliminate` turns an
 order into the DP's structure: for each position ``i`` the dependent set
@@ -17,9 +17,10 @@ Two rules give ``D(i)``:
 - ``"prefix"`` (the paper's breadth-first "BF" baseline): ``X(i)`` is every
   vertex up to ``i``, ``D(i) = N(V<=i) ∩ V>i``, and the only child is ``i - 1``.
 
-``max_degree`` (and ``max_dependent`` of :func:`eliminate`) stop early, after
-the first position whose dependent set is larger: no DP step that wide can run,
-and on graphs of thousands of vertices the rest of the game is what is slow.
+``stop`` (for orderings and :func:`eliminate`) is a predicate on a vertex and
+its dependent set: the first position it accepts is the last one. The DP
+stops where a step could not run (too many axes, too many bytes): on graphs
+of thousands of vertices the rest of the game is what is slow.
 
 Examples:
     >>> import numpy as np
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -45,6 +46,8 @@ from typing import Any
 from pase.errors import OptionError
 
 RULES = ("connected", "prefix")
+# stop(v, dependent set of v): True makes v's position the last one.
+Stop = Callable[[int, Collection[int]], bool]
 
 
 def adjacency(graph: Any) -> list[set[int]]:
@@ -63,7 +66,7 @@ def _eliminate_vertex(d: list[set[int]], v: int) -> None:
         d[u] -= {u, v}
 
 
-def generateseq(graph: Any, max_degree: int | None = None) -> list[int]:
+def generateseq(graph: Any, stop: Stop | None = None) -> list[int]:
     """The paper's GenerateSeq: minimum-degree elimination order.
 
     Ties go to the lowest vertex index (the earliest-built op). Degrees live in
@@ -80,7 +83,7 @@ def generateseq(graph: Any, max_degree: int | None = None) -> list[int]:
             continue  # a stale heap entry; the fresh one is still queued
         done[v] = True
         order.append(v)
-        if max_degree is not None and degree > max_degree:
+        if stop is not None and stop(v, d[v]):
             break
         _eliminate_vertex(d, v)
         for u in d[v]:
@@ -88,12 +91,12 @@ def generateseq(graph: Any, max_degree: int | None = None) -> list[int]:
     return order
 
 
-def bfs(graph: Any, max_degree: int | None = None) -> list[int]:
+def bfs(graph: Any, stop: Stop | None = None) -> list[int]:
     """Breadth-first order from vertex 0, neighbours in index order.
 
     Each further component restarts at its lowest unvisited vertex. The DP
     pairs this order with the "prefix" rule, reproducing the paper's BF column.
-    Linear time, so ``max_degree`` is left to :func:`eliminate`.
+    Linear time, so ``stop`` is left to :func:`eliminate`.
     """
     adj = [sorted(nbrs) for nbrs in adjacency(graph)]
     seen = [False] * graph.num_vertices
@@ -120,7 +123,7 @@ def _fill(d: list[set[int]], v: int) -> int:
     return k * (k - 1) // 2 - sum(len(d[u] & nbrs) for u in nbrs) // 2
 
 
-def min_fill(graph: Any, max_degree: int | None = None) -> list[int]:
+def min_fill(graph: Any, stop: Stop | None = None) -> list[int]:
     """Minimum fill-in elimination order.
 
     Picks the vertex whose elimination adds the fewest fill edges; ties go to
@@ -139,7 +142,7 @@ def min_fill(graph: Any, max_degree: int | None = None) -> list[int]:
             continue  # stale
         done[v] = True
         order.append(v)
-        if max_degree is not None and degree > max_degree:
+        if stop is not None and stop(v, d[v]):
             break
         changed = _update_fill(d, fill, v)
         _eliminate_vertex(d, v)
@@ -244,12 +247,12 @@ class Elimination:
 
 
 def eliminate(graph: Any, order: Sequence[int], rule: str = "connected", *,
-              max_dependent: int | None = None) -> Elimination:
+              stop: Stop | None = None) -> Elimination:
     """Dependent sets and connected subsets of ``order`` under ``rule``.
 
     ``order`` is a permutation of the vertices, or a prefix of one when
-    ``max_dependent`` is given; the result then stops after the first position
-    whose dependent set is larger (``complete=False``). Runs in near-linear
+    ``stop`` is given; the result then ends at the first position ``stop``
+    accepts (``complete=False`` when vertices are left). Runs in near-linear
     time in the total size of the dependent sets: the connected rule merges
     components with a union-find, each carrying its dependent set.
     """
@@ -259,7 +262,7 @@ def eliminate(graph: Any, order: Sequence[int], rule: str = "connected", *,
     order = tuple(int(v) for v in order)
     placed = set(order)
     if len(placed) != len(order) or not placed <= set(range(n)) or (
-            len(order) < n and max_dependent is None):
+            len(order) < n and stop is None):
         raise OptionError(f"an order must be a permutation of 0..{n - 1}, got {list(order)}")
     pos = [n + v for v in range(n)]  # unplaced vertices (a stopped prefix) come last
     for i, v in enumerate(order):
@@ -274,7 +277,7 @@ def eliminate(graph: Any, order: Sequence[int], rule: str = "connected", *,
         dep, kids = merge(i, v, later[i], [u for u in adj[v] if pos[u] < i])
         dependent.append(tuple(sorted(dep, key=lambda u: -pos[u])))
         children.append(kids)
-        if max_dependent is not None and len(dep) > max_dependent:
+        if stop is not None and stop(v, dep):
             break
     complete = len(dependent) == n
     return Elimination(order[:len(dependent)], rule, tuple(dependent), tuple(children),
