@@ -23,6 +23,7 @@ from pase.errors import OptionError, UnknownNameError
 
 SCHEMA = "pase.cluster"
 SCHEMA_VERSION = 1
+LINK_CLASSES = ("intra", "inter")  # the two kinds of link a message can cross
 
 
 def node_of(rank, devices_per_node: int):
@@ -107,8 +108,8 @@ class Cluster:
 
     def link(self, kind: str) -> Link:
         """The ``"intra"``-node or ``"inter"``-node link."""
-        if kind not in ("intra", "inter"):
-            raise OptionError(f"unknown link class {kind!r}; allowed: intra, inter")
+        if kind not in LINK_CLASSES:
+            raise OptionError(f"unknown link class {kind!r}; allowed: {', '.join(LINK_CLASSES)}")
         return self.intra if kind == "intra" else self.inter
 
     def link_between(self, a: int, b: int) -> str:

@@ -32,11 +32,15 @@ def check_devices(devices: object) -> int:
 def candidate_factors(size: int, devices: int, cutoff: int, powers_of_two: bool = False) -> list[int]:
     """Split factors allowed for one dim, ascending (always includes 1).
 
-    Divisors are found in ``O(sqrt(size))`` steps, so huge dims or device
-    counts cost nothing.
+    Takes ``O(min(devices, sqrt(size)))`` steps, so huge dims or device counts
+    cost little.
     """
-    small = [e for e in range(1, math.isqrt(size) + 1) if size % e == 0]
-    divisors = sorted(set(small) | {size // e for e in small})
+    root = math.isqrt(size)
+    if devices <= root:
+        divisors = [e for e in range(1, devices + 1) if size % e == 0]
+    else:
+        small = [e for e in range(1, root + 1) if size % e == 0]
+        divisors = sorted(set(small) | {size // e for e in small})
     found = [e for e in divisors if e <= devices and size // e >= cutoff
              and (not powers_of_two or e & (e - 1) == 0)]
     return found or [1]

@@ -4,13 +4,14 @@ import pytest
 
 import pase
 from pase.api import run_solver
+from pase.cluster import LINK_CLASSES, Cluster, Device, Link
 from pase.cost_models.alpha_beta import AlphaBetaCostModel
 from pase.errors import StrategyError
 from pase.registry import MODELS
-from pase.sim import simulate
-from pase.sim.engine import TaskGraph, run
+from pase.sim import simulate, tasks
+from pase.sim.engine import FLOW, TaskGraph, run
 from pase.space import ConfigSpace
-from pase.work import collective_time, op_work
+from pase.work import collective_time, group_members, group_topology, op_work
 
 EFF = 0.5
 
@@ -157,3 +158,37 @@ def test_result_to_json():
     data = json.loads(json.dumps(r.to_dict(timeline=True)))
     assert data["devices"] == 16 and data["cluster"] == "dgx-a100x2"
     assert data["step_time"] == r.step_time and len(data["timeline"]) == len(r.timeline)
+
+
+def test_node_membership_agrees_between_the_simulator_and_the_cost_model():
+    # 3 devices per node (not a power of two): rank r is on node r // 3, by hand.
+    cl = Cluster("lab", 4, 3, Device("toy", 1.0, 8.0), Link(10, 1), Link(1, 10))
+    graph = MODELS.get("mlp")()
+    space = ConfigSpace(graph, 12)
+    rng = np.random.default_rng(3)
+    seen = set()
+    for _ in range(4):
+        configs = [c[rng.integers(len(c))] for c in space.configs]
+        tg, _ = tasks.build(graph, configs, cl, 12, EFF, 4, "adam")
+        for t in range(len(tg)):
+            if tg.kind[t] != FLOW:
+                continue
+            # resource id = 4 * device + 2 * link class + receive
+            devices = [r // 4 for r in tg.resources[t]]
+            link = {LINK_CLASSES[(r // 2) % 2] for r in tg.resources[t]}.pop()
+            nodes = {d // 3 for d in devices}
+            if len(devices) == 2:  # a point-to-point transfer
+                assert link == ("intra" if len(nodes) == 1 else "inter")
+                seen.add(link)
+            elif link == "inter":  # a collective phase across nodes
+                assert len(nodes) > 1
+    assert seen == {"intra", "inter"}
+    # The cost model's view of each collective group matches the simulator's groups.
+    for i, op in enumerate(graph.ops):
+        work = op_work(op, space.configs[i])
+        for c in work.collectives:
+            nodes, local = group_topology(op, space.configs[i], c.dims, cl)
+            for k, cfg in enumerate(space.configs[i]):
+                groups = [np.bincount(g // 3) for g in group_members(op, cfg, c.dims)]
+                assert nodes[k] == max(np.count_nonzero(b) for b in groups)
+                assert local[k] == max(b.max() for b in groups)

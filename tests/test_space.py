@@ -1,10 +1,15 @@
+import itertools
+import math
+import time
+
+import numpy as np
 import pytest
 
 from pase.builder import GraphBuilder
 from pase.errors import OptionError, StrategyError, TooLargeError
 from pase.ir import Dim, Op
 from pase.registry import MODELS
-from pase.space import ConfigSpace, candidate_factors, enumerate_configs
+from pase.space import ConfigSpace, candidate_factors, count_configs, enumerate_configs
 
 
 def test_divisors_not_only_powers_of_two():
@@ -66,3 +71,70 @@ def test_builder_graph_cutoff_default():
     b.fc(b.input((4, 4)), 4)
     assert ConfigSpace(b.build(), 4).cutoff == 1
     assert ConfigSpace(b.build(), 4, cutoff=2).cutoff == 2
+
+
+def brute_force_configs(op, devices, cutoff):
+    """Every factor combination, filtered by the rules in the module docstring."""
+    per_dim = [[1] if d.name in op.pinned else
+               [e for e in range(1, d.size + 1) if d.size % e == 0 and d.size // e >= cutoff] or [1]
+               for d in op.dims]
+    rows = []
+    for combo in itertools.product(*per_dim):
+        if math.prod(combo) > devices:
+            continue
+        if op.contiguous:
+            partial = next((i for i, (f, d) in enumerate(zip(combo, op.dims)) if f != d.size), len(combo))
+            if any(f != 1 for f in combo[partial + 1:]):
+                continue
+        rows.append(combo)
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_enumeration_and_count_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    ndims = int(rng.integers(1, 5))
+    dims = tuple(Dim(f"d{i}", int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 36]))) for i in range(ndims))
+    pinned = frozenset(d.name for d in dims if rng.random() < 0.2)
+    op = Op("x", "T", dims, pinned=pinned, contiguous=bool(seed % 2))
+    for devices in (1, 5, 12, 64):
+        for cutoff in (1, 2, 4):
+            expected = brute_force_configs(op, devices, cutoff)
+            configs = enumerate_configs(op, devices, cutoff)
+            assert configs.dtype == np.int64 and configs.shape == (len(expected), ndims)
+            assert [tuple(r) for r in configs] == expected  # lexicographic order
+            assert count_configs(op, devices, cutoff) == len(expected)
+
+
+def test_huge_spaces_are_refused_at_once_in_one_line():
+    # 6 dims of 2^20 on 2^40 devices: millions of configs, never listed.
+    b = GraphBuilder("huge", cutoff=1)
+    x = b.input((2**20,) * 6)
+    b.elementwise(x, x)
+    start = time.perf_counter()
+    with pytest.raises(TooLargeError) as info:
+        ConfigSpace(b.build(), 2**40)
+    assert time.perf_counter() - start < 2.0
+    message = str(info.value)
+    assert "\n" not in message and "over max_configs=100000" in message and "fewer devices" in message
+    count = int(message.split(" configs on ")[0].rsplit(" ", 1)[1])
+    # Exponents 0..20 for 6 dims summing to at most 40: the coefficients of x^0..x^40
+    # in (1 + x + ... + x^20)^6.
+    poly = np.ones(1, dtype=np.int64)
+    for _ in range(6):
+        poly = np.convolve(poly, np.ones(21, dtype=np.int64))
+    assert count == int(poly[:41].sum()) > 100_000
+
+
+def test_candidate_factors_of_huge_sizes_are_fast():
+    start = time.perf_counter()
+    assert candidate_factors(2**40, 2**40, 1) == [2**i for i in range(41)]
+    assert candidate_factors(10**12 + 39, 10**15, 1) == [1, 10**12 + 39]  # a prime
+    assert time.perf_counter() - start < 1.0
+
+
+def test_max_configs_must_be_a_positive_integer():
+    g = MODELS.get("chain")()
+    for bad in (0, -1, 2.5, "many", True):
+        with pytest.raises(OptionError, match="max_configs must be an integer >= 1"):
+            ConfigSpace(g, 4, max_configs=bad)

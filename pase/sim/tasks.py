@@ -22,15 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pase.cluster import Cluster
+from pase.cluster import LINK_CLASSES, Cluster
 from pase.ir import Graph
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
 from pase.work import Collective, collective_phases, group_members, op_work, port_blocks
 from pase.work.ops import OpWork
 from pase.work.tiles import port_factors
-
-LINK_CLASSES = ("intra", "inter")
 
 
 def link_resource(device: int, link: str, receive: bool) -> int:

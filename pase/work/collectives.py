@@ -31,7 +31,6 @@ from pase.cluster import Cluster
 from pase.errors import OptionError
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "exchange")
-LINKS = ("intra", "inter")
 
 
 @dataclass(frozen=True)
