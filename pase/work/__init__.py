@@ -15,7 +15,8 @@ FLOP, the same collectives and the same memory.
 Device mapping convention
 -------------------------
 An op split by config ``c`` runs on ranks ``0 .. prod(c) - 1`` of the cluster
-(rank ``r`` lives on node ``r // devices_per_node``). Its devices form a mesh
+(rank ``r`` lives on node ``r // devices_per_node``, decided by :func:`pase.cluster.node_of`;
+the cost model and the simulator both ask that one function). Its devices form a mesh
 over its dims: batch-role dims are outermost (vary slowest across ranks), the
 other dims follow in op order, the last one fastest. So model-parallel groups
 (over non-batch dims) land inside a node first, and data-parallel groups span
