@@ -12,19 +12,19 @@ stable), so answers are deterministic.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pase.errors import TimeLimitError, TooLargeError
-from pase.problem import Problem
 from pase.solvers.dp_kernel import expand
 from pase.solvers.dp_lagrange import Bound, Choice, Tables, finite_max
 from pase.solvers.ordering import Elimination
+
+if TYPE_CHECKING:
+    from pase.solvers.dp_memory import Guard, Screened
 
 # Pruning against the cap compares sums taken in another order than
 # Problem.memory_of, so it keeps points up to this relative slack over the cap;
@@ -67,50 +67,6 @@ class _Points:
     def take(self, index: np.ndarray) -> _Points:
         return _Points(self.entry[index], self.cost[index], self.mem[index],
                        [p[index] for p in self.pointers])
-
-
-@dataclass
-class Screened:
-    """Per step, the configurations whose bound (second array) is within the
-    highest ceiling any round will use, so later rounds need not rescan."""
-
-    ceiling: float = math.inf
-    budget: int = 0  # configurations it may still hold
-    steps: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
-class Guard:
-    """Counts points against ``max_states`` and checks the deadline."""
-
-    def __init__(self, problem: Problem, max_states: int, deadline: float | None):
-        self.problem, self.max_states, self.deadline = problem, max_states, deadline
-        self.kept = 0
-        self.generated_max = 0
-
-    def generating(self, count: int, vertex: int | None) -> None:
-        self.generated_max = max(self.generated_max, count)
-        if count > self.max_states:
-            self._refuse(f"would generate {count} (cost, memory) points at once", vertex)
-
-    def keeping(self, count: int, vertex: int | None) -> None:
-        self.kept += count
-        if self.kept > self.max_states:
-            self._refuse(f"would hold {self.kept} Pareto-front points in all", vertex)
-
-    def tick(self, what: str) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise TimeLimitError(f"dp under a memory cap exceeded its time limit {what}; "
-                                f"the DP has no partial answer")
-
-    def _refuse(self, what: str, vertex: int | None) -> None:
-        where = "combining the components" if vertex is None else (
-            f"at vertex {self.problem.names[vertex]!r} ({int(self.problem.sizes[vertex])} "
-            f"candidates)")
-        raise TooLargeError(
-            f"dp under a memory cap {what} {where}, over max_states={self.max_states}; try a "
-            f"coarser configuration space (fewer devices, a cutoff, powers of two), another "
-            f"ordering, a different memory cap, or a larger max_states")
-
 
 
 def pareto_round(tables: Tables, cap: float, bound: Bound, upper: float, guard: Guard,

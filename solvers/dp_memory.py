@@ -48,13 +48,15 @@ kept in all, and the time limit is checked after every step and DP run.
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pase.errors import PaseError
+from pase.errors import PaseError, TimeLimitError, TooLargeError
 from pase.problem import Problem
-from pase.solvers.dp_fronts import CAP_RTOL, Guard, Screened, pareto_round
+from pase.solvers.dp_fronts import CAP_RTOL, pareto_round
 from pase.solvers.dp_lagrange import Bound, Choice, PlainDP, Tables, lagrange
 from pase.solvers.ordering import Elimination
 
@@ -68,6 +70,49 @@ DEFAULT_MAX_STATES = 5 * 10**7
 FIRST_CEILING = 64.0
 FIRST_CEILING_RTOL = 1e-3
 CEILING_GROWTH = 4.0
+
+
+@dataclass
+class Screened:
+    """Per step, the configurations whose bound (second array) is within the
+    highest ceiling any round will use, so later rounds need not rescan."""
+
+    ceiling: float = math.inf
+    budget: int = 0  # configurations it may still hold
+    steps: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+class Guard:
+    """Counts points against ``max_states`` and checks the deadline."""
+
+    def __init__(self, problem: Problem, max_states: int, deadline: float | None):
+        self.problem, self.max_states, self.deadline = problem, max_states, deadline
+        self.kept = 0
+        self.generated_max = 0
+
+    def generating(self, count: int, vertex: int | None) -> None:
+        self.generated_max = max(self.generated_max, count)
+        if count > self.max_states:
+            self._refuse(f"would generate {count} (cost, memory) points at once", vertex)
+
+    def keeping(self, count: int, vertex: int | None) -> None:
+        self.kept += count
+        if self.kept > self.max_states:
+            self._refuse(f"would hold {self.kept} Pareto-front points in all", vertex)
+
+    def tick(self, what: str) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise TimeLimitError(f"dp under a memory cap exceeded its time limit {what}; "
+                                f"the DP has no partial answer")
+
+    def _refuse(self, what: str, vertex: int | None) -> None:
+        where = "combining the components" if vertex is None else (
+            f"at vertex {self.problem.names[vertex]!r} ({int(self.problem.sizes[vertex])} "
+            f"candidates)")
+        raise TooLargeError(
+            f"dp under a memory cap {what} {where}, over max_states={self.max_states}; try a "
+            f"coarser configuration space (fewer devices, a cutoff, powers of two), another "
+            f"ordering, a different memory cap, or a larger max_states")
 
 
 def solve_capped(problem: Problem, elim: Elimination, free: tuple[Choice, float],

@@ -131,3 +131,54 @@ def _reachable(adj: list[list[int]], start: int, allowed: set[int]) -> set[int]:
                 seen.add(u)
                 stack.append(u)
     return seen
+
+
+def _naive_min_fill(problem: Problem) -> list[int]:
+    """Minimum fill-in by brute force: recount every remaining vertex's fill each step."""
+    d = [set(nbrs) for nbrs in problem.neighbors()]
+    remaining, order = set(range(problem.num_vertices)), []
+    while remaining:
+        def key(v: int) -> tuple[int, int, int]:
+            nbrs = sorted(d[v])
+            fill = sum(1 for i, a in enumerate(nbrs) for b in nbrs[i + 1:] if b not in d[a])
+            return fill, len(d[v]), v
+        v = min(remaining, key=key)
+        remaining.remove(v)
+        order.append(v)
+        for a in d[v]:
+            d[a] |= d[v] - {a}
+            d[a].discard(v)
+    return order
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 40), extra=st.integers(0, 60), seed=st.integers(0, 2**32 - 1))
+def test_incremental_min_fill_matches_a_recount(n, extra, seed):
+    problem = random_problem(n, max_candidates=1, extra_edges=extra, seed=seed)
+    assert min_fill(problem) == _naive_min_fill(problem)
+
+
+def test_stop_ends_the_order_at_the_first_vertex_it_accepts():
+    # On the clique with a detour, min-degree's fourth vertex (0) is the first
+    # eliminated with 3 neighbours (1, 2, 3): stop there.
+    def wide(v, dependent):
+        return len(dependent) >= 3
+
+    assert generateseq(CLIQUE_DETOUR, wide) == [4, 5, 6, 0]
+    e = eliminate(CLIQUE_DETOUR, [4, 5, 6, 0], stop=wide)
+    assert not e.complete and e.order == (4, 5, 6, 0)
+    assert set(e.dependent[-1]) == {1, 2, 3}
+    # A stop that never fires changes nothing; a prefix needs a stop.
+    assert min_fill(CLIQUE_DETOUR, lambda v, d: False) == min_fill(CLIQUE_DETOUR)
+    with pytest.raises(OptionError, match="permutation"):
+        eliminate(CLIQUE_DETOUR, [4, 5, 6, 0])
+
+
+def test_orderings_take_any_shape():
+    # Only num_vertices and edges are read: no cost arrays needed.
+    class Shape:
+        num_vertices = 5
+        edges = [(0, 1), (0, 2), (0, 3), (0, 4)]
+
+    for name in ORDERINGS:
+        assert ORDERINGS[name](Shape()) == ORDERINGS[name](STAR)
