@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pase.claims import check_answer
-from pase.costing import CostModel
+from pase.costing import CostModel, problem_shape
 from pase.errors import OptionError, SolverUnavailableError, UnknownNameError
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
@@ -93,13 +93,16 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
                   powers_of_two: bool = False, max_configs: int | None = None,
                   cluster: Any = None, memory_cap: float | str | None = None,
                   model_options: Mapping[str, Any] | None = None,
-                  cost_options: Mapping[str, Any] | None = None) -> Built:
+                  cost_options: Mapping[str, Any] | None = None,
+                  build_budget: float | str | None = None) -> Built:
     """Graph -> ConfigSpace -> Problem, timed.
 
     ``cluster`` goes to cost models that take one (``alpha-beta``).
     ``memory_cap`` (bytes, or text such as ``"16GiB"``; ``"none"`` for no cap)
     bounds each device's memory; by default a cost model with memory vectors
-    and a cluster caps at the cluster's device memory.
+    and a cluster caps at the cluster's device memory. ``build_budget`` (bytes
+    or text) bounds the Problem's cost arrays: a larger build is refused before
+    any allocation (default :data:`pase.costing.DEFAULT_BUILD_BUDGET`).
     """
     start = time.perf_counter()
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
@@ -111,7 +114,10 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
             raise OptionError("cluster given twice: as an argument and as a cost option")
         cost_kwargs["cluster"] = cluster
     model_obj = make_cost_model(cost_model, **cost_kwargs)
-    problem = model_obj.problem(graph, space)
+    if build_budget is None:
+        problem = model_obj.problem(graph, space)
+    else:
+        problem = model_obj.problem(graph, space, memory_budget=parse_bytes(build_budget))
     problem = problem.with_memory_cap(_memory_cap(memory_cap, problem, model_obj))
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
 
@@ -163,6 +169,7 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
           cluster: Any = None, memory_cap: float | str | None = None,
           model_options: Mapping[str, Any] | None = None,
           cost_options: Mapping[str, Any] | None = None,
+          build_budget: float | str | None = None,
           time_limit: float | None = None, seed: int | None = None,
           **solver_options: Any) -> Strategy:
     """Find a strategy for ``model`` on ``devices`` devices with ``solver``.
@@ -173,7 +180,8 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     SOLVERS.entry(solver)  # an unknown name fails before the build
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                           powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
-                          model_options=model_options, cost_options=cost_options)
+                          model_options=model_options, cost_options=cost_options,
+                          build_budget=build_budget)
     solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed, **solver_options)
     return to_strategy(built, solution)
 
@@ -204,7 +212,8 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
              batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
              cluster: Any = None, memory_cap: float | str | None = None,
              model_options: Mapping[str, Any] | None = None,
-             cost_options: Mapping[str, Any] | None = None) -> Strategy:
+             cost_options: Mapping[str, Any] | None = None,
+             build_budget: float | str | None = None) -> Strategy:
     """The cost of a given strategy. Ops it does not name stay unsplit.
 
     ``strategy`` is a ``{op: {dim: factor}}`` mapping (numpy integers are
@@ -216,7 +225,8 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
     configs = strategy_mapping(strategy)
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                           powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
-                          model_options=model_options, cost_options=cost_options)
+                          model_options=model_options, cost_options=cost_options,
+                          build_budget=build_budget)
     choice = choice_of(built, configs)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                 cost_model=built.cost_model.name, build_seconds=built.seconds,
@@ -246,14 +256,5 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, model_options=model_options)
-    report = dp.dry_run(_problem_shape(graph, space), memory_budget=budget)
+    report = dp.dry_run(problem_shape(graph, space), memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
-
-
-def _problem_shape(graph: Graph, space: ConfigSpace) -> Any:
-    from pase import costing
-
-    shape = getattr(costing, "problem_shape", None)
-    if shape is not None:
-        return shape(graph, space)
-    return make_cost_model("paper").problem(graph, space)  # older pase: build it

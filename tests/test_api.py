@@ -191,3 +191,11 @@ def test_infeasible_strategy_json_has_nulls_and_json_text_refuses_infinity():
     assert data["status"] == "infeasible" and data["total_cost"] is None
     with pytest.raises(ValueError):
         json_text({"x": math.inf})
+
+
+def test_build_budget_reaches_the_cost_model():
+    from pase.errors import TooLargeError
+
+    with pytest.raises(TooLargeError, match="build budget"):
+        pase.solve("chain", 4, build_budget="1KiB")  # chain's arrays take 2.66 KiB
+    assert pase.solve("chain", 4, build_budget="1MiB").total_cost > 0

@@ -51,7 +51,8 @@ def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
             raise OptionError(f"--{flag} does not apply to cost model {name!r} (its options: "
                               f"{', '.join(params) or 'none'}){_who_takes(flag)}")
         options[flag] = value
-    return {"cost_model": name, "cost_options": options, "memory_cap": args.memory_cap}
+    return {"cost_model": name, "cost_options": options, "memory_cap": args.memory_cap,
+            "build_budget": getattr(args, "build_budget", None)}
 
 
 def _parameters(cls: Any) -> list[str] | None:

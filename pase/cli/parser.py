@@ -59,11 +59,15 @@ def positive_number(text: str) -> float:
 
 def memory_size(text: str) -> str:
     """A memory cap: ``none`` or a size parse_bytes reads (kept as text for the API)."""
-    if text.strip().lower() != "none":
-        try:
-            parse_bytes(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text if text.strip().lower() == "none" else byte_size(text)
+
+
+def byte_size(text: str) -> str:
+    """A size parse_bytes reads, such as 16GiB (kept as text for the API)."""
+    try:
+        parse_bytes(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
@@ -178,6 +182,9 @@ def _costs(s: Parser, default: str = "paper") -> None:
     s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (cost models with memory; "
                         "default: the cluster's device memory)")
+    s.add_argument("--build-budget", type=byte_size, metavar="SIZE",
+                   help="most memory the Problem's cost arrays may take, e.g. 16GiB "
+                        "(default 4GiB); a larger build is refused before it starts")
 
 
 def _search(s: Parser, each: str = "") -> None:

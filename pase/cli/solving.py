@@ -13,7 +13,7 @@ from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_file
 
 # Flags that only matter for costs and solving, which --dry-run does neither of.
 _NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
-                    "memory_cap") + COST_FLAGS
+                    "memory_cap", "build_budget") + COST_FLAGS
 # The one dp option a dry run uses.
 _DRY_RUN_OPTIONS = ("memory_budget",)
 
