@@ -69,7 +69,7 @@ def params_table(program: str, name: str = "PARAMS") -> dict:
 def test_mesh_axes_are_prime_factors():
     assert prime_factors(8) == [2, 2, 2]
     assert prime_factors(12) == [2, 2, 3]
-    assert prime_factors(1) == []
+    assert prime_factors(1) == [] and mesh_axes(1) == (("x0", 1),)
     assert mesh_axes(12) == (("x0", 2), ("x1", 2), ("x2", 3))
 
 
@@ -152,7 +152,7 @@ def test_local_program_has_one_devices_tiles():
     assert params["fc2:w0"][0] == (128, 1024)
     assert params["fc3:w0"][0] == (1024, 1024)
     assert data["fc1:x0"][0] == (32, 1024)
-    assert "fit(t0, (64, 128))" in text and "pin(" not in text.split("def forward")[1].split("# --")[0]
+    assert "fit(t0, (64, 128))" in text and "pin(" not in text.split('def forward')[1].split('# --')[0].split('"""')[2]
 
 
 # -- bad input -----------------------------------------------------------------------------
@@ -249,11 +249,23 @@ def test_collectives_are_where_pase_predicts_them():
             for c in work.collectives:
                 if work.group_size(c)[0] > 1 and c.nbytes[0] > 0 and c.phase != "gradient":
                     elems = int(c.nbytes[0]) // 4
-                    shapes = [math.prod(int(n) for n in re.findall(r"\d+", s.split("[")[1].split("]")[0]))
-                              for kind, s in found if kind == "all-reduce" and "[" in s]
+                    shapes = [math.prod(int(n) for n in dims.split(",") if n)
+                              for kind, text in found if kind == "all-reduce"
+                              for dims in re.findall(r"f32\[([\d,]*)\]", text)]
                     assert elems in shapes, (label, op.name, c.label, elems, found)
         if label == "none":
             assert sum(results[label]["collectives"].values()) == 0
+
+
+def test_twelve_devices_on_mixed_prime_axes():
+    need_jax()
+    strategy = {"fc1": {"b": 3, "n": 4}, "fc2": {"b": 6, "k": 2}, "fc3": {"n": 12},
+                "classifier": {"b": 2, "k": 3}, "loss": {"b": 12}}
+    text = to_jax("mlp", strategy, 12, model_options={"batch": 48, "width": 48, "classes": 12})
+    assert "MESH_AXES = (('x0', 2), ('x1', 2), ('x2', 3))" in text
+    (r,) = check_programs([text], 12)
+    assert r["loss_rel_diff"] <= RTOL and r["grad_max_rel_diff"] <= RTOL, r
+    assert sum(r["collectives"].values()) > 0
 
 
 @pytest.mark.slow

@@ -358,9 +358,11 @@ def _program(graph: Graph, configs, devices: int, dtype: str, local: bool, w: _W
     what = ("one device's share (every op at its tile shape, no communication)" if local
             else f"pinned to pase's layouts on a mesh of {devices} devices")
     doc = (f'"""Training step of pase graph {graph.name!r} ({len(graph)} ops, {split} split), {what}.\n\n'
-           f"Written by pase.export.to_jax for p = {devices}, {dtype}. Run it with\n"
-           f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} to try the mesh on a CPU.\n"
-           f'"""\n')
+           f"Written by pase.export.to_jax for p = {devices}, {dtype}. "
+           + ("It needs one device.\n" if local else
+              f"It needs {devices} devices; on a CPU\nset XLA_FLAGS=--xla_force_host_platform_device_count="
+              f"{devices} before JAX starts.\n")
+           + '"""\n')
     x64 = 'jax.config.update("jax_enable_x64", True)\n' if dtype == "float64" else ""
     meta = (f"MODEL = {graph.name!r}\nDEVICES = {devices}\nMESH_AXES = {w.axes!r}\n"
             f"DTYPE = jnp.{dtype}\nLOCAL = {local!r}\n"
@@ -369,8 +371,10 @@ def _program(graph: Graph, configs, devices: int, dtype: str, local: bool, w: _W
     tables = ("# parameters: name -> (shape, PartitionSpec entries, fan-in)\n" + _table("PARAMS", w.params)
               + "# data: name -> (shape, PartitionSpec entries, kind, upper bound of ids/labels)\n"
               + _table("DATA", w.data))
+    says = ("One device's share of the loss (``pin`` is unused)." if local
+            else "The scalar loss; ``pin(x, spec)`` fixes a tensor's layout on the mesh.")
     forward = ("\n\ndef forward(params, batch, pin):\n"
-               '    """The scalar loss; ``pin(x, spec)`` fixes a tensor\'s layout on the mesh."""\n'
+               f'    """{says}"""\n'
                + "\n".join(w.lines) + "\n")
     return "\n".join([doc + jax_runtime.HEADER + x64, meta, tables, jax_runtime.OPS, forward,
                       "", jax_runtime.FOOTER])

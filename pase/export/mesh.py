@@ -40,8 +40,9 @@ def prime_factors(n: int) -> list[int]:
 
 
 def mesh_axes(devices: int) -> tuple[tuple[str, int], ...]:
-    """The mesh of ``devices`` devices: ``((name, size), ...)``, one prime axis each."""
-    return tuple((f"x{i}", q) for i, q in enumerate(prime_factors(devices)))
+    """The mesh of ``devices`` devices: ``((name, size), ...)``, one prime axis each
+    (one axis of size 1 for a single device)."""
+    return tuple((f"x{i}", q) for i, q in enumerate(prime_factors(devices) or [1]))
 
 
 def assign_axes(op: Op, config: Mapping[str, int],
