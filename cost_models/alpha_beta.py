@@ -124,17 +124,17 @@ class AlphaBetaCostModel(CostModel):
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
         # A config matters only through its port factors and whether its ranks
-        # 0 .. P-1 leave node 0 (ranks fill nodes in order, so the larger of two
-        # such sets leaves node 0 iff either does).
-        src = np.column_stack([port_factors(producer, output, src_configs), self._leaves_node(src_configs)])
-        dst = np.column_stack([port_factors(consumer, input, dst_configs), self._leaves_node(dst_configs)])
+        # 0 .. P-1 span nodes (ranks fill nodes in order, so the larger of two
+        # such sets spans nodes iff either does).
+        src = np.column_stack([port_factors(producer, output, src_configs), self._spans(src_configs)])
+        dst = np.column_stack([port_factors(consumer, input, dst_configs), self._spans(dst_configs)])
         return pairwise(src, dst, lambda a, b: self._edge_kernel(output.shape, a, b))
 
-    def _leaves_node(self, configs: np.ndarray) -> np.ndarray:
-        return (self.cluster.node_of(np.prod(configs, axis=1) - 1) > 0).astype(np.int64)
+    def _spans(self, configs: np.ndarray) -> np.ndarray:
+        return self.cluster.spans_nodes(np.prod(configs, axis=1)).astype(np.int64)
 
     def _edge_kernel(self, shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Seconds for rows ``(port factors..., leaves node 0)``: ``(S, 1, r+1)`` x ``(1, D, r+1)``."""
+        """Seconds for rows ``(port factors..., spans nodes)``: ``(S, 1, r+1)`` x ``(1, D, r+1)``."""
         nbytes = overlap_elements(shape, src[..., :-1], dst[..., :-1]) * self.bytes_per_element
         inter = (src[..., -1] + dst[..., -1]) > 0  # the slowest link crossed is the inter-node one
         latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)

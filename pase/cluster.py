@@ -106,6 +106,13 @@ class Cluster:
         """The node of a device rank, or of each rank of an integer array (:func:`node_of`)."""
         return node_of(rank, self.devices_per_node)
 
+    def spans_nodes(self, devices):
+        """Whether ranks ``0 .. devices - 1`` occupy more than one node (element-wise on arrays).
+
+        An op split ``P`` ways runs on those ranks (see :mod:`pase.work`).
+        """
+        return self.node_of(devices - 1) > 0
+
     def link(self, kind: str) -> Link:
         """The ``"intra"``-node or ``"inter"``-node link."""
         if kind not in LINK_CLASSES:

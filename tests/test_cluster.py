@@ -63,3 +63,7 @@ def test_custom_cluster_in_code():
     c = Cluster("lab", 2, 4, Device("toy", 1.0, 8.0), Link(10, 1), Link(1, 10))
     assert c.devices == 8 and [c.node_of(r) for r in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert c.node_of(np.arange(3, 6)).tolist() == [0, 1, 1]
+    assert not c.spans_nodes(4) and c.spans_nodes(5)
+    assert c.spans_nodes(np.array([1, 4, 5, 8])).tolist() == [False, False, True, True]
+    with pytest.raises(OptionError, match="unknown link class 'pcie'; allowed: intra, inter"):
+        c.link("pcie")

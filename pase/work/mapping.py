@@ -88,9 +88,10 @@ def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
     nodes = np.ones(len(configs), dtype=np.int64)
     local = q.copy()
     order = mesh_order(op)
-    flags = [d in set(dims) for d in order]
-    # Ops whose last rank is on node 0 never leave it.
-    spread = np.flatnonzero((cluster.node_of(np.prod(configs, axis=1) - 1) > 0) & (q > 1))
+    in_group = set(dims)
+    flags = [d in in_group for d in order]
+    # Groups of ops on one node's ranks stay inside it.
+    spread = np.flatnonzero(cluster.spans_nodes(np.prod(configs, axis=1)) & (q > 1))
     for k, row in zip(spread, configs[spread][:, order].tolist()):
         mesh = tuple((f, g) for f, g in zip(row, flags) if f > 1)
         nodes[k], local[k] = _worst_group(mesh, cluster.devices_per_node)
