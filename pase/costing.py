@@ -123,7 +123,7 @@ def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) 
             f"the Problem's cost arrays would take {_format_bytes(need)}, over the "
             f"{_format_bytes(budget)} build budget"
             f"{f'; the largest edge matrix is {biggest}' if biggest else ''}; use fewer devices, "
-            f"a larger --cutoff or --powers-of-two (or raise the build budget, memory_budget)")
+            f"a larger --cutoff or --powers-of-two (or raise the build budget: --build-budget, memory_budget= in the API)")
 
 
 def pairwise(src_keys: np.ndarray, dst_keys: np.ndarray,
