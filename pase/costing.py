@@ -30,7 +30,7 @@ DEFAULT_BUILD_BUDGET = 4 * 2**30
 _ITEM_BYTES = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq would compare numpy arrays ambiguously
 class ProblemShape:
     """What a Problem will look like, known before any cost is computed.
 
