@@ -23,7 +23,7 @@ def port_tiles(op: Op, port: Port, configs: np.ndarray) -> np.ndarray:
 def overlap_elements(shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Elements each device must receive to go from split ``src`` to split ``dst``.
 
-    The PaSE paper's tile-overlap rule (spec section 3): a device needs its
+    The PaSE paper's tile-overlap rule (docs/cost-model.md, "Re-distribution (edge) costs"): a device needs its
     destination tile and already holds the overlap with its source tile, credited
     only when the destination uses no more devices than the source. ``src`` and
     ``dst`` broadcast (``(K_u, 1, rank)`` with ``(1, K_v, rank)`` gives a matrix).
