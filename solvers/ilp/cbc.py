@@ -1,53 +1,61 @@
-"""``ilp-cbc``: the formulation through PuLP to COIN-OR CBC.
+"""``ilp-cbc``: the formulation solved by the COIN-OR CBC binary.
 
-The slow but dependable backend: PuLP builds Python objects per variable and
-writes an MPS file (coefficients to 13 significant digits) for the CBC binary.
-CBC is chosen through PuLP's own lookup: a ``cbc`` on the PATH (``COIN_CMD``)
-if there is one, else the binary bundled with PuLP (``PULP_CBC_CMD``, which
-PuLP 3 marks deprecated; its warning is silenced because pase, not the user,
-chose it).
+PuLP is used only to find the binary: a ``cbc`` on the PATH (``COIN_CMD``) if
+there is one, else the one bundled with PuLP (``PULP_CBC_CMD``, which PuLP 3
+marks deprecated; its warning is silenced because pase, not the user, chose it).
+pase writes the model itself (``lpfile.py``) into a private temporary directory
+and runs CBC in its own process group (``limits.run_process``): Ctrl-C, an
+error or an overrun deadline kill CBC and the directory is removed, where PuLP
+left CBC running and hundreds of MB of files behind.
 
-Under a memory cap CBC's preprocessing is switched off: the bundled CBC 2.10.3
-proved wrong optima with it (see ``_run``).
+CBC's ``-sec`` limit is honoured only during branch and bound (a 10 s limit ran
+for minutes on a large root LP), so past the deadline CBC gets SIGINT, then
+SIGKILL; without a solution file the greedy choice is returned (TIME_LIMIT).
 
-PuLP reports a time-limited run as status "Optimal" with solution status
-"integer feasible"; only ``sol_status == LpSolutionOptimal`` counts as a proof.
-PuLP gives no bound, so the "Lower bound" CBC prints when it stops early is read
-from its log, less the printing and MPS rounding errors; without it the bound
-is None unless the answer is proven optimal.
+Costs and memory are scaled first (``scaling.py``), the gaps are zero and the
+cutoff increment is :data:`INCREMENT`; a proven answer's bound is its own
+objective less that increment, an unfinished one's is the "Lower bound" CBC
+logs. Under a memory cap CBC's preprocessing is switched off: the bundled CBC
+2.10.3 proved wrong optima with it (none in 800 random Problems without it).
 """
 from __future__ import annotations
 
-import decimal
 import functools
-import math
 import os
-import re
 import tempfile
-import time
 import warnings
 from types import ModuleType
 
 import numpy as np
 
-from pase.errors import OptionError, PaseError, SolverUnavailableError
+from pase.errors import SolverUnavailableError, check_int
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
-from pase.solvers.ilp.formulation import (
+from pase.solvers.ilp import lpfile
+from pase.solvers.ilp.driver import (
     DEFAULT_MAX_VARIABLES,
     INSTALL_HINT,
     BackendResult,
-    Formulation,
-    float_memory_row,
-    group_max,
+    abandoned,
+    check_options,
+    not_started,
     solve_formulation,
     unavailable,
 )
+from pase.solvers.ilp.formulation import Formulation
+from pase.solvers.ilp.limits import Deadline, run_process
+from pase.solvers.ilp.scaling import float_model, true_bound
 
 NAME = "ilp-cbc"
-# PuLP writes MPS coefficients in this format (pulp/mps_lp.py).
-MPS_FORMAT = "{:.12e}"
-_LOWER_BOUND = re.compile(r"^Lower bound:\s+(\S+)", re.MULTILINE)
+# CBC prunes nodes that cannot beat the incumbent by this much (scaled objective
+# units, largest coefficient ~2**20): a proven optimum is within it of the best.
+INCREMENT = 1e-6
+# Integrality and row tolerance (CBC's defaults: 1e-7): a slightly fractional x lets
+# the y columns undercut every integral solution, weakening the proven bound.
+FEASIBILITY_TOLERANCE = 1e-9
+# How far (relative to the largest coefficient) CBC's reported objective may be from
+# the re-evaluated one before its optimality claim is disbelieved.
+OBJECTIVE_AGREEMENT = 1e-7
 
 
 def _import() -> ModuleType:
@@ -55,28 +63,28 @@ def _import() -> ModuleType:
     return pulp
 
 
-def _cbc(pulp: ModuleType, **kwargs):
-    """A CBC command through PuLP's lookup, or None when PuLP finds no binary."""
+def _cbc_path(pulp: ModuleType) -> str | None:
+    """The CBC binary PuLP would run, or None when PuLP finds none."""
     for name in ("COIN_CMD", "PULP_CBC_CMD"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             try:
-                solver = pulp.getSolver(name, **kwargs)
+                solver = pulp.getSolver(name, msg=False)
             except pulp.PulpSolverError:  # a PuLP without this solver class
                 continue
         if solver.available():
-            return solver
+            return solver.path
     return None
 
 
 def available() -> bool:
     try:
-        return _cbc(_import(), msg=False) is not None
+        return _cbc_path(_import()) is not None
     except ImportError:
         return False
 
 
-@SOLVERS.register(NAME, "exact ILP on COIN-OR CBC through PuLP (slowest to build)",
+@SOLVERS.register(NAME, "exact ILP on the COIN-OR CBC binary (found through PuLP)",
                   exact=True, available=available, extra="ilp")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None = None,
           threads: int | None = None, warm_start: bool = True,
@@ -86,110 +94,76 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
     Args:
         time_limit: seconds for build plus search; the best choice so far is
             returned with status TIME_LIMIT unless optimality was proven.
-        threads: CBC's ``-threads`` (None: CBC's default).
+        threads: CBC's ``-threads`` (>= 1; None: CBC's default).
         warm_start: give CBC the greedy choice as a MIP start.
+        max_variables: refuse larger models (TooLargeError).
     """
+    max_variables = check_options(time_limit, seed, warm_start, max_variables)
+    if threads is not None:
+        threads = check_int("threads", threads, 1)
     try:
         pulp = _import()
     except ImportError as err:
         raise unavailable(NAME, "pulp", err) from err
-    if _cbc(pulp, msg=False) is None:
+    path = _cbc_path(pulp)
+    if path is None:
         raise SolverUnavailableError(
             f"solver {NAME!r}: PuLP found no CBC binary (neither 'cbc' on the PATH nor "
             f"PuLP's bundled one); install one with: pip install \"pulp[cbc]\", or {INSTALL_HINT}")
-    if threads is not None and (int(threads) != threads or threads < 1):
-        raise OptionError(f"threads must be an integer >= 1 or None, got {threads!r}")
-    backend = functools.partial(_run, pulp=pulp, threads=threads)
+    backend = functools.partial(_run, path=path, threads=threads)
     return solve_formulation(problem, NAME, backend, time_limit=time_limit,
                              warm_start=warm_start, max_variables=max_variables)
 
 
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
-         time_limit: float | None, pulp: ModuleType, threads: int | None) -> BackendResult:
-    t0 = time.perf_counter()
-    if time_limit is not None and time_limit <= 0:  # CBC has no "no time at all"
-        return BackendResult(None, False, False, True, None, "not started: no time left")
-    prob = pulp.LpProblem("pase", pulp.LpMinimize)
-    new_var = getattr(prob, "add_variable", None) or pulp.LpVariable  # PuLP 4 API if present
-    z = [new_var(f"z{c}", 0, 1, pulp.LpBinary if c < form.num_x else pulp.LpContinuous)
-         for c in range(form.num_cols)]
-    prob.setObjective(pulp.LpAffineExpression(zip(z, form.cost.tolist())))
-    order = np.argsort(form.row, kind="stable")
-    ends = np.cumsum(np.bincount(form.row, minlength=form.num_rows)).tolist()
-    cols, vals = form.col[order].tolist(), form.val[order].tolist()
-    lo = 0
-    for r, hi in enumerate(ends):
-        # One-hot rows (= 1) and linearisation rows (= 0); see formulation.py.
-        expr = pulp.LpAffineExpression([(z[c], a) for c, a in zip(cols[lo:hi], vals[lo:hi])])
-        prob.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintEQ, f"r{r}",
-                                             float(form.rhs[r])))
-        lo = hi
-    if form.memory is not None:
-        # Memory: sum memory * x <= cap, always normalised here: with raw byte
-        # counts (1e8..1e10) CBC proved wrong optima (5 in 90 on random Problems),
-        # and 13 MPS digits would round larger ones.
-        coef, cap = float_memory_row(form, conservative, raw_integers=False)
-        expr = pulp.LpAffineExpression(zip(z[:form.num_x], coef.tolist()))
-        prob.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintLE, "memory", cap))
-    if start is not None:
-        for var, value in zip(z, start.tolist()):
-            var.setInitialValue(value)
-
-    if time_limit is not None:  # what is left after building (PuLP's MPS writing not counted)
-        time_limit = time_limit - (time.perf_counter() - t0)
-        if time_limit <= 0:
-            return BackendResult(None, False, False, True, None, "not started: no time left")
+         deadline: Deadline, path: str, threads: int | None) -> BackendResult:
+    model = float_model(form, conservative)
     with tempfile.TemporaryDirectory(prefix="pase-cbc-") as tmp:
-        log_path = os.path.join(tmp, "cbc.log")
-        # With the memory row, CBC 2.10.3's preprocessing (PuLP's bundled binary)
-        # proved wrong optima on random byte-sized Problems; without it, none in 800.
-        solver = _cbc(pulp, msg=False, timeLimit=time_limit, threads=threads, gapRel=0,
-                      gapAbs=0, warmStart=start is not None, logPath=log_path,
-                      options=["preprocess off"] if form.memory is not None else None)
-        if solver is None:
-            raise PaseError("PuLP's CBC binary disappeared during the solve")
-        prob.solve(solver)
-        with open(log_path) as f:
+        files = {k: os.path.join(tmp, f"pase.{k}") for k in ("lp", "mst", "sol", "log")}
+        lpfile.write_lp(files["lp"], form, model, deadline)
+        args = [path, files["lp"]]
+        if start is not None:
+            lpfile.write_start(files["mst"], form, start)
+            args += ["-mips", files["mst"]]
+        extra = {"cbc_model_seconds": deadline.elapsed()}
+        remaining = deadline.remaining()
+        if remaining is not None:
+            if remaining <= 0:
+                return not_started(extra)
+            args += ["-sec", f"{remaining:.3f}", "-timeMode", "elapsed"]
+        args += ["-allowableGap", "0", "-ratioGap", "0", "-increment", repr(INCREMENT),
+                 "-integerTolerance", repr(FEASIBILITY_TOLERANCE),
+                 "-primalTolerance", repr(FEASIBILITY_TOLERANCE)]
+        if threads is not None:
+            args += ["-threads", str(threads)]
+        if model.memory is not None:
+            # With the memory row, CBC 2.10.3's preprocessing (PuLP's bundled binary)
+            # proved wrong optima on random byte-sized Problems; without it, none in 800.
+            args += ["-preprocess", "off"]
+        args += ["-solve", "-solution", files["sol"]]
+        code, stopped = run_process(args, deadline, log_path=files["log"], cwd=tmp)
+        head, values = lpfile.read_solution(files["sol"], form.num_cols)
+        with open(files["log"], errors="replace") as f:
             log = f.read()
-    name = f"{pulp.LpStatus[prob.status]} / {pulp.LpSolution[prob.sol_status]}"
-    if prob.status == pulp.LpStatusInfeasible:
-        return BackendResult(None, True, True, False, None, name)
-    has_solution = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
-    proven = prob.sol_status == pulp.LpSolutionOptimal
-    # PuLP knows nothing of why CBC stopped early; with no other limit set, it is time.
-    time_limited = not proven and time_limit is not None
-    choice, bound = None, None
-    mps_error = _mps_error(form)
-    if has_solution:
-        values = np.array([v.varValue or 0.0 for v in z])
+    if code is None and values is None:
+        return abandoned(extra)
+    if head.startswith(("Infeasible", "Integer infeasible")):
+        return BackendResult(None, True, True, False, None, head, extra)
+    choice, bound, proven = None, None, False
+    if values is not None:
         choice = form.choice_from_x(values[:form.num_x])
-        if proven:  # CBC's optimum of the MPS-rounded model, off by <= mps_error each way
-            bound = float(form.cost @ values) - 2 * mps_error
-    if bound is None:
-        bound = _logged_bound(log, mps_error)
-    return BackendResult(choice, proven, False, time_limited, bound, name)
-
-
-def _written(value: float) -> float:
-    """``value`` as CBC reads it back from PuLP's MPS file."""
-    return float(MPS_FORMAT.format(value))
-
-
-def _mps_error(form: Formulation) -> float:
-    """Most the MPS file's rounded objective can differ from ``cost @ z`` for any choice."""
-    written = np.array([_written(c) for c in form.cost.tolist()])
-    return math.fsum(group_max(np.abs(written - form.cost), form.group, form.num_groups))
-
-
-def _logged_bound(log: str, mps_error: float) -> float | None:
-    """CBC's printed "Lower bound", less half a unit of its last printed digit."""
-    match = _LOWER_BOUND.search(log)
-    if not match:
-        return None
-    try:
-        printed = decimal.Decimal(match.group(1))
-    except decimal.InvalidOperation:
-        return None
-    if not printed.is_finite():
-        return None
-    return float(printed) - 0.5 * 10.0 ** printed.as_tuple().exponent - mps_error
+        ours = float(model.cost @ form.columns_for(choice))
+        theirs = lpfile.reported_objective(head)
+        # CBC prints its objective to 8 decimals; x may be fractional by 1e-9.
+        agree = theirs is not None and abs(theirs - ours) <= OBJECTIVE_AGREEMENT * max(
+            1.0, abs(ours), float(model.cost.max(initial=0.0)))
+        extra["cbc_objective"] = theirs
+        # A solution whose objective disagrees with CBC's own report proves nothing.
+        proven = head.startswith("Optimal") and agree
+        if proven:  # CBC proved that nothing beats its objective by INCREMENT
+            bound = true_bound(model, min(ours, theirs - 0.5e-8), INCREMENT)
+    if not proven:
+        logged = lpfile.logged_bound(log)
+        bound = None if logged is None else true_bound(model, logged, INCREMENT)
+    time_limited = not proven and (stopped or remaining is not None)
+    return BackendResult(choice, proven, False, time_limited, bound, head or f"exit {code}", extra)

@@ -17,34 +17,12 @@ the same as fixing it to 0. No scipy: the matrix is COO arrays built by hand.
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from dataclasses import dataclass
 
 import numpy as np
 
-from pase.errors import OptionError, SolverUnavailableError, TooLargeError
-from pase.problem import Problem, Solution, Status
-from pase.solvers.greedy import greedy_choice
-
-# A backend's answer is reported OPTIMAL only if, besides the backend's own proof,
-# the float-evaluated cost is within this relative distance of the derived lower
-# bound (relative to the cost, or to the largest offset-free coefficient when the
-# cost is near 0); it absorbs CP-SAT's integer rounding and float MIP tolerances.
-OPTIMAL_RTOL = 1e-6
-INSTALL_HINT = 'pip install "pase[ilp]"'
-# Float MIP backends (HiGHS, CBC): the conservative re-solve lowers the
-# normalised cap (<= 1) by ten times their default 1e-6 MIP feasibility tolerance.
-MEMORY_MARGIN = 1e-5
-# Bound on the rounding of one normalised (|value| <= 1) memory term on its way
-# into a float backend: 13 significant digits in an MPS file, division, sums.
-ROW_ROUNDING = 1e-13
-
-
-# Variables (candidate one-hots + edge config pairs) an ILP may have by default:
-# the Transformer at p = 32 (5.1e6) drove a backend past 20 GiB on this 24 GiB
-# machine, while Inception-v3 and ResNet-101 at p = 64 (1.6e6, 1.3e6) fit.
-DEFAULT_MAX_VARIABLES = 2_000_000
+from pase.problem import Problem
+from pase.solvers.ilp.limits import Deadline
 
 
 @dataclass(frozen=True)
@@ -108,7 +86,7 @@ class Formulation:
         return z
 
 
-def build(problem: Problem) -> Formulation:
+def build(problem: Problem, deadline: Deadline | None = None) -> Formulation:
     """Build the formulation's arrays for ``problem``.
 
     Exactly one column per vertex and one per edge is 1 in any solution, so the
@@ -116,6 +94,8 @@ def build(problem: Problem) -> Formulation:
     every coefficient becomes >= 0 and small next to huge common parts (costs of
     1e13 that differ by 1e5 keep their difference exactly), which is what the
     integer scaling of CP-SAT and the tolerances of float MIP solvers need.
+    With a ``deadline``, raises :class:`~pase.solvers.ilp.limits.OutOfTime` once it
+    has passed.
     """
     n = problem.num_vertices
     costs, groups, rows, cols, vals, rhs = [], [], [], [], [], []
@@ -161,6 +141,8 @@ def build(problem: Problem) -> Formulation:
 
     y_ends = []
     for e, ((u, v), m) in enumerate(zip(problem.edges, problem.edge_costs)):
+        if deadline is not None:
+            deadline.check("building the ILP")
         # A pair exists only if both candidates exist and its own cost is finite.
         ok = np.isfinite(m) & (x_col[u][:, None] >= 0) & (x_col[v][None, :] >= 0)
         ii, jj = np.nonzero(ok)
@@ -221,145 +203,3 @@ def group_max(values: np.ndarray, group: np.ndarray, num_groups: int) -> np.ndar
     out = np.zeros(num_groups)
     np.maximum.at(out, group, values)
     return out
-
-
-# -- shared by the backends ---------------------------------------------------
-
-@dataclass
-class BackendResult:
-    """What one backend run found, before it is checked against the true Problem."""
-
-    choice: tuple[int, ...] | None  # None when no solution was found
-    proven: bool                    # the backend proved its choice optimal for its model
-    infeasible: bool                # the backend proved that its model has no solution
-    time_limited: bool              # the backend stopped on the time limit
-    bound: float | None             # valid lower bound on ``cost @ z`` (offset excluded)
-    status: str                     # the backend's own status string
-    extra: dict = field(default_factory=dict)
-
-
-class Backend(Protocol):
-    """One backend run. ``conservative=False`` may round the memory row looser
-    (bounds and infeasibility stay valid); ``True`` rounds it tighter (every
-    solution truly fits). ``start`` is a warm start: a value per column, or None.
-    """
-
-    def __call__(self, form: Formulation, *, conservative: bool, start: np.ndarray | None,
-                 time_limit: float | None) -> BackendResult: ...
-
-
-def float_memory_row(form: Formulation, conservative: bool,
-                     raw_integers: bool = True) -> tuple[np.ndarray, float]:
-    """The memory row ``coef @ x <= rhs`` for the float MIP backends.
-
-    With ``raw_integers``, integral memory (bytes) goes in unscaled with
-    ``rhs = floor(cap) + 0.5``: the same integer choices fit, and an absolute
-    feasibility tolerance below half a byte cannot admit one more byte.
-    Otherwise the row is divided by its largest entry so tolerances are
-    relative; the conservative row is normalised too and lowered by
-    :data:`MEMORY_MARGIN`.
-    """
-    mem, cap = form.memory, form.memory_cap
-    if raw_integers and not conservative and np.all(mem == np.round(mem)):
-        return mem, math.floor(cap) + 0.5
-    norm = max(abs(cap), float(np.abs(mem).max(initial=0.0)), np.finfo(float).tiny)
-    if conservative:
-        return mem / norm, cap / norm - MEMORY_MARGIN
-    # Loosen by the rounding a choice exactly at the cap can pick up (division,
-    # float sums, CBC's 13-digit MPS file), else CBC calls such ties infeasible.
-    return mem / norm, cap / norm + (form.num_vertices + 10) * ROW_ROUNDING
-
-
-def check_size(problem: Problem, solver: str, max_variables: int) -> None:
-    """Refuse a model whose variable count would exhaust memory before it starts."""
-    count = int(problem.sizes.sum()) + sum(int(m.size) for m in problem.edge_costs)
-    if count > max_variables:
-        raise TooLargeError(
-            f"{solver}: the ILP would have {count:,} variables ({len(problem.edges)} edges' "
-            f"config pairs), over max_variables={max_variables:,}; at 5.1 million variables a "
-            f"backend was killed for using over 20 GiB here. Use 'dp', fewer devices, or raise "
-            f"max_variables")
-
-
-def importable(load: Callable[[], object]) -> bool:
-    """Whether an optional backend's import succeeds (a solver's ``available()``)."""
-    try:
-        load()
-    except ImportError:
-        return False
-    return True
-
-
-def unavailable(solver: str, package: str, err: ImportError) -> SolverUnavailableError:
-    """The error a backend raises when its package is missing (chain ``err``)."""
-    return SolverUnavailableError(
-        f"solver {solver!r} needs the optional package {package!r}, which failed to import "
-        f"({err}); install the ILP backends with: {INSTALL_HINT}")
-
-
-def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
-                      time_limit: float | None, warm_start: bool = True,
-                      max_variables: int = DEFAULT_MAX_VARIABLES) -> Solution:
-    """Build, run ``backend``, check the answer against ``problem``, report honestly.
-
-    ``time_limit`` covers the build and every backend run. The status is OPTIMAL
-    only when the backend proved optimality and the evaluated cost is within
-    :data:`OPTIMAL_RTOL` of the derived bound, so a time-limited run is OPTIMAL
-    only if it was proven anyway. With ``warm_start`` the greedy choice is given
-    to the backend; when the backend finds nothing within the limit, the greedy
-    choice is returned (status TIME_LIMIT, ``stats["fallback"] == "greedy"``).
-    """
-    if time_limit is not None and not time_limit >= 0:
-        raise OptionError(f"time_limit must be >= 0 seconds or None, got {time_limit!r}")
-    check_size(problem, solver, max_variables)
-    t0 = time.perf_counter()
-    form = build(problem)
-    stats: dict = {"variables": form.num_cols, "integer_variables": form.num_x,
-                   "constraints": form.num_rows + (form.memory is not None),
-                   "nonzeros": int(form.val.size), "build_seconds": time.perf_counter() - t0}
-    if form.infeasible:
-        stats["infeasible"] = form.infeasible
-        return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
-    if problem.num_vertices == 0:
-        return Solution((), 0.0, Status.OPTIMAL, solver, lower_bound=0.0, stats=stats)
-
-    def remaining() -> float | None:
-        return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
-
-    start = greedy_choice(problem) if warm_start else None
-    usable = start is not None and math.isfinite(problem.evaluate(start))
-    start_cols = form.columns_for(start) if usable else None  # never hint a forbidden pair
-    t1 = time.perf_counter()
-    res = backend(form, conservative=False, start=start_cols, time_limit=remaining())
-    stats["backend_status"] = res.status
-    stats.update(res.extra)
-    if res.infeasible:
-        stats["solve_seconds"] = time.perf_counter() - t1
-        return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
-    choice, proven, time_limited = res.choice, res.proven, res.time_limited
-    if choice is not None and not problem.fits(choice):
-        # Memory rounding or a solver tolerance let a marginal overflow through:
-        # re-solve with the cap rounded the safe way. The first bound stays valid.
-        again = backend(form, conservative=True, start=start_cols, time_limit=remaining())
-        stats["backend_status"] += f"; conservative re-solve: {again.status}"
-        proven, time_limited = False, time_limited or again.time_limited
-        ok = again.choice is not None and problem.fits(again.choice)
-        choice = again.choice if ok else None
-    stats["solve_seconds"] = time.perf_counter() - t1
-    if choice is None:
-        choice = start if start is not None else greedy_choice(problem)
-        stats["fallback"] = "greedy"
-        proven = False
-        if choice is None:  # unreachable: build() already proved the cap unreachable
-            return Solution(None, float("inf"), Status.INFEASIBLE, solver, stats=stats)
-    cost = problem.evaluate(choice)
-    lower = None if res.bound is None else min(cost, form.offset + res.bound)
-    # Relative to the cost, or to the largest coefficient when the cost is ~0.
-    scale = max(abs(cost), abs(lower or 0.0), float(form.cost.max(initial=0.0)))
-    if proven and lower is not None and cost - lower <= OPTIMAL_RTOL * scale:
-        status = Status.OPTIMAL
-    elif time_limited:
-        status = Status.TIME_LIMIT
-    else:
-        status = Status.FEASIBLE
-    return Solution(tuple(choice), cost, status, solver, lower_bound=lower, stats=stats)

@@ -6,11 +6,14 @@ Problem (34,541 columns) that takes 0.01 s, against 0.27 s for PuLP's objects
 and MPS file. The ``x`` columns are integer, the ``y`` columns
 continuous (integral ``x`` forces them to 0/1; see formulation.py).
 
-HiGHS works in floats with tolerances (feasibility 1e-7 / 1e-6 for integers):
-its dual bound is as rigorous as those tolerances. Integral memory (bytes)
-is given so the tolerance cannot admit an extra byte (``float_memory_row``);
-if a rounded answer still overflows the cap, the driver re-solves with the
-cap lowered by ``MEMORY_MARGIN``.
+HiGHS works in floats with absolute tolerances, so costs and memory are scaled
+first (``scaling.py``) and the gaps set to zero; its dual bound, less its 1e-6
+pruning tolerance, is mapped back to the Problem's scale.
+
+HiGHS looks at neither its time limit nor an interrupt request while it
+presolves a large model, so ``run()`` goes through ``limits.run_stoppable``:
+Ctrl-C and the deadline reach the caller at once, and HiGHS is asked to stop
+(``cancelSolve``, through highspy's user-interrupt callbacks).
 """
 from __future__ import annotations
 
@@ -19,26 +22,34 @@ import functools
 import math
 import os
 import sys
-import time
 from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
 
-from pase.errors import OptionError, PaseError
+from pase.errors import OptionError, PaseError, check_float, check_int
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
-from pase.solvers.ilp.formulation import (
+from pase.solvers.ilp.driver import (
     DEFAULT_MAX_VARIABLES,
     BackendResult,
-    Formulation,
-    float_memory_row,
+    abandoned,
+    check_options,
     importable,
+    not_started,
     solve_formulation,
     unavailable,
 )
+from pase.solvers.ilp.formulation import Formulation
+from pase.solvers.ilp.limits import Deadline, run_stoppable
+from pase.solvers.ilp.scaling import FloatModel, float_model, true_bound
 
 NAME = "ilp-highs"
+# Integrality and row tolerance. HiGHS's defaults (1e-6, 1e-7) let x be fractional
+# by that much, and the y columns follow: a "solution" 3e-8 cheaper than any
+# integral one made the proven bound too weak to certify at 1e-9 (seen on a
+# random Problem with a tight memory cap).
+FEASIBILITY_TOLERANCE = 1e-9
 
 
 def _import() -> ModuleType:
@@ -62,22 +73,27 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
         time_limit: seconds for build plus search; the best choice so far is
             returned with status TIME_LIMIT unless optimality was proven.
         seed: HiGHS's ``random_seed``.
-        threads: HiGHS's ``threads``. HiGHS sizes one global thread pool at the
-            first solve in a process; a different value later rebuilds that
-            pool, so do not change it while another thread runs HiGHS.
-        mip_rel_gap: stop when the relative gap falls below this (0 = prove).
+        threads: HiGHS's ``threads`` (>= 1; None: HiGHS's default). HiGHS sizes
+            one global thread pool at the first solve in a process; a different
+            value later rebuilds that pool, so do not change it while another
+            thread runs HiGHS.
+        mip_rel_gap: stop when the relative gap falls below this, in [0, 1)
+            (0 = prove optimality). A positive gap gives status FEASIBLE.
         warm_start: give HiGHS the greedy choice as a starting solution.
+        max_variables: refuse larger models (TooLargeError).
     """
+    max_variables = check_options(time_limit, seed, warm_start, max_variables)
+    if threads is not None:
+        threads = check_int("threads", threads, 1)
+    gap = check_float("mip_rel_gap", mip_rel_gap, 0.0)
+    if gap >= 1:
+        raise OptionError(f"mip_rel_gap must be in [0, 1), got {mip_rel_gap!r}")
     try:
         highspy = _import()
     except ImportError as err:
         raise unavailable(NAME, "highspy", err) from err
-    if threads is not None and (int(threads) != threads or threads < 1):
-        raise OptionError(f"threads must be an integer >= 1 or None, got {threads!r}")
-    if not mip_rel_gap >= 0:
-        raise OptionError(f"mip_rel_gap must be >= 0, got {mip_rel_gap!r}")
     backend = functools.partial(_run, highspy=highspy, threads=threads, seed=seed,
-                                mip_rel_gap=float(mip_rel_gap))
+                                mip_rel_gap=gap)
     return solve_formulation(problem, NAME, backend, time_limit=time_limit,
                              warm_start=warm_start, max_variables=max_variables)
 
@@ -99,35 +115,73 @@ def _quiet_stdout() -> Iterator[None]:
 
 
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
-         time_limit: float | None, highspy: ModuleType, threads: int | None,
+         deadline: Deadline, highspy: ModuleType, threads: int | None,
          seed: int | None, mip_rel_gap: float) -> BackendResult:
-    t0 = time.perf_counter()
+    model = float_model(form, conservative)
     with _quiet_stdout():
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", mip_rel_gap)
-    if mip_rel_gap == 0:
-        h.setOptionValue("mip_abs_gap", 0.0)  # the 1e-6 default is not scale-free
+    h.setOptionValue("mip_abs_gap", 0.0)  # absolute gaps are not scale-free
+    for option in ("mip_feasibility_tolerance", "primal_feasibility_tolerance"):
+        h.setOptionValue(option, FEASIBILITY_TOLERANCE)
     if threads is not None:
-        h.setOptionValue("threads", int(threads))
+        h.setOptionValue("threads", threads)
     if seed is not None:
         h.setOptionValue("random_seed", int(seed) % 2**31)
+    deadline.check("building the HiGHS model")
+    if h.passModel(_lp(highspy, form, model)) == highspy.HighsStatus.kError:
+        raise PaseError("HiGHS rejected the model")
+    built = deadline.elapsed()
+    deadline.check("building the HiGHS model")
+    stop = _stopper(h)
+    outcome = _solve(h, highspy, form, start, deadline, stop)
+    if outcome is None:
+        return abandoned()
+    status, info, x = outcome
+    if x is not None and start is not None and not _consistent(model, info, x):
+        # HiGHS 1.16 quirk: when presolve solves a warm-started MIP outright it can
+        # return the user's start as the solution while reporting the optimum's
+        # objective. Solve again without the start.
+        h.clearSolver()
+        outcome = _solve(h, highspy, form, None, deadline, stop)
+        if outcome is None:
+            return abandoned()
+        status, info, x = outcome
+    name = h.modelStatusToString(status)
+    extra = {"highs_model_seconds": built, "highs_nodes": int(info.mip_node_count)}
+    ms = highspy.HighsModelStatus
+    if status in (ms.kModelError, ms.kLoadError, ms.kSolveError, ms.kPresolveError,
+                  ms.kPostsolveError):
+        raise PaseError(f"HiGHS failed: {name}")
+    if status == ms.kNotset and x is None:
+        return not_started(extra)
+    if status == ms.kInfeasible:
+        return BackendResult(None, True, True, False, None, name, extra)
+    choice = None if x is None else form.choice_from_x(x)
+    # A solution whose objective disagrees with HiGHS's own report proves nothing.
+    proven = status == ms.kOptimal and x is not None and _consistent(model, info, x)
+    tolerance = _option(h, "mip_feasibility_tolerance")
+    bound = true_bound(model, float(info.mip_dual_bound), tolerance)
+    stopped = status in (ms.kTimeLimit, ms.kInterrupt)
+    return BackendResult(choice, proven, False, stopped, bound, name, extra)
 
+
+def _lp(highspy: ModuleType, form: Formulation, model: FloatModel):
+    """The HighsLp: equality rows, then the memory row when there is one."""
     row, col, val = form.row, form.col, form.val
     lower, upper = form.rhs, form.rhs  # equality rows; see formulation.py
     num_rows = form.num_rows
-    if form.memory is not None:
-        # Memory: sum memory * x <= cap (see float_memory_row for the scaling).
-        coef, cap = float_memory_row(form, conservative)
+    if model.memory is not None:
         row = np.concatenate([row, np.full(form.num_x, num_rows)])
         col = np.concatenate([col, np.arange(form.num_x)])
-        val = np.concatenate([val, coef])
-        lower, upper = np.append(lower, -math.inf), np.append(upper, cap)
+        val = np.concatenate([val, model.memory])
+        lower, upper = np.append(lower, -math.inf), np.append(upper, model.memory_rhs)
         num_rows += 1
     order = np.argsort(row, kind="stable")
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = form.num_cols, num_rows
-    lp.col_cost_ = form.cost
+    lp.col_cost_ = model.cost
     lp.col_lower_ = np.zeros(form.num_cols)
     lp.col_upper_ = np.ones(form.num_cols)
     lp.row_lower_, lp.row_upper_ = lower, upper
@@ -138,57 +192,53 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
     lp.a_matrix_.value_ = val[order]
     lp.integrality_ = ([highspy.HighsVarType.kInteger] * form.num_x
                        + [highspy.HighsVarType.kContinuous] * (form.num_cols - form.num_x))
-    if h.passModel(lp) == highspy.HighsStatus.kError:
-        raise PaseError("HiGHS rejected the model")
-    built = time.perf_counter()
-    if time_limit is not None:  # what is left after building the model
-        h.setOptionValue("time_limit", max(0.0, time_limit - (built - t0)))
-    status, info, x = _solve(h, highspy, form, start)
-    if x is not None and start is not None and not _consistent(form, info, x):
-        # HiGHS 1.16 quirk: when presolve solves a warm-started MIP outright it can
-        # return the user's start as the solution while reporting the optimum's
-        # objective. Solve again without the start.
-        h.clearSolver()
-        if time_limit is not None:
-            h.setOptionValue("time_limit", max(0.0, time_limit - (time.perf_counter() - t0)))
-        status, info, x = _solve(h, highspy, form, None)
-    name = h.modelStatusToString(status)
-    extra = {"highs_model_seconds": built - t0, "highs_run_seconds": time.perf_counter() - built,
-             "highs_nodes": int(info.mip_node_count)}
-    ms = highspy.HighsModelStatus
-    if status in (ms.kModelError, ms.kLoadError, ms.kSolveError, ms.kPresolveError,
-                  ms.kPostsolveError, ms.kNotset):
-        raise PaseError(f"HiGHS failed: {name}")
-    if status == ms.kInfeasible:
-        return BackendResult(None, True, True, False, None, name, extra)
-    choice = None if x is None else form.choice_from_x(x)
-    # A solution whose objective disagrees with HiGHS's own report proves nothing.
-    proven = status == ms.kOptimal and x is not None and _consistent(form, info, x)
-    bound = float(info.mip_dual_bound)
-    return BackendResult(choice, proven, False, status == ms.kTimeLimit,
-                         bound if math.isfinite(bound) else None, name, extra)
+    return lp
 
 
-def _solve(h, highspy: ModuleType, form: Formulation, start: np.ndarray | None):
-    """Run HiGHS; the model status, info and the x values (None without a solution)."""
+def _option(h, name: str) -> float:
+    """A numeric option's value (highspy returns it bare or as ``(status, value)``)."""
+    value = h.getOptionValue(name)
+    return float(value[-1] if isinstance(value, tuple) else value)
+
+
+def _stopper(h):
+    """A thread-safe "stop now" for a running solve (highspy >= 1.8), else a no-op."""
+    if not hasattr(h, "cancelSolve") or not hasattr(h, "HandleUserInterrupt"):
+        return lambda: None
+    h.HandleUserInterrupt = True  # subscribes the callbacks that honour cancelSolve()
+    return h.cancelSolve
+
+
+def _solve(h, highspy: ModuleType, form: Formulation, start: np.ndarray | None,
+           deadline: Deadline, stop):
+    """Run HiGHS under the watchdog: (model status, info, x or None), or None if abandoned."""
+    remaining = deadline.remaining()
+    if remaining is not None:
+        h.setOptionValue("time_limit", remaining)
     if start is not None:
         sol = highspy.HighsSolution()
         sol.col_value = start.tolist()
         h.setSolution(sol)
-    failed = h.run() == highspy.HighsStatus.kError
-    if failed and h.getModelStatus() == highspy.HighsModelStatus.kNotset:
-        # HiGHS fixes its global thread pool at the first solve in a process and
-        # refuses a different ``threads`` later; rebuild the pool and retry once.
-        highspy.Highs.resetGlobalScheduler(True)
-        h.run()
+
+    def run():
+        failed = h.run() == highspy.HighsStatus.kError
+        if failed and h.getModelStatus() == highspy.HighsModelStatus.kNotset:
+            # HiGHS fixes its global thread pool at the first solve in a process and
+            # refuses a different ``threads`` later; rebuild the pool and retry once.
+            highspy.Highs.resetGlobalScheduler(True)
+            h.run()
+
+    _, gave_up = run_stoppable(run, stop, deadline)
+    if gave_up:
+        return None
     info = h.getInfo()
     if info.primal_solution_status != 2:  # not kSolutionStatusFeasible
         return h.getModelStatus(), info, None
     return h.getModelStatus(), info, np.asarray(h.getSolution().col_value, dtype=float)
 
 
-def _consistent(form: Formulation, info, x: np.ndarray) -> bool:
+def _consistent(model: FloatModel, info, x: np.ndarray) -> bool:
     """Does the solution's objective match the one HiGHS reports for it?"""
     claimed = float(info.objective_function_value)
-    scale = max(abs(claimed), float(form.cost.max(initial=0.0)))
-    return abs(float(form.cost @ x) - claimed) <= 1e-9 * scale
+    scale = max(abs(claimed), float(model.cost.max(initial=0.0)))
+    return abs(float(model.cost @ x) - claimed) <= 1e-9 * scale

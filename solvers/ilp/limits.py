@@ -1,0 +1,167 @@
+"""Time limits and Ctrl-C for the ILP backends: a deadline, a stoppable thread, a child process.
+
+A backend's own time limit is advisory: HiGHS and CP-SAT do not look at the clock
+while they load or presolve a large model, and CBC only during branch and bound
+(a 10 s limit took minutes on the Transformer at p = 16). So every backend runs
+under a watchdog here:
+
+* :func:`run_stoppable` runs a library call (HiGHS, CP-SAT) in a worker thread.
+  The calling thread waits in short slices, so Ctrl-C (KeyboardInterrupt) reaches
+  it at once; past the deadline, or on Ctrl-C, the backend is asked to stop, and a
+  backend that has not stopped :data:`ABANDON_AFTER` seconds later is left to
+  finish in its daemon thread (it dies with the process) while the caller goes on.
+* :func:`run_process` runs a solver binary (CBC) in its own process group, which
+  is killed on Ctrl-C, on any exception, or when it overruns the deadline. On
+  Linux the child also gets SIGKILL if the Python process dies first.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, TypeVar
+
+from pase.errors import TimeLimitError
+
+T = TypeVar("T")
+# Seconds between looks at the clock while a backend runs.
+POLL = 0.05
+# A backend still running this long after the deadline is asked to stop...
+STOP_SLACK = 0.25
+# ...and abandoned (thread) or killed (process) if it has not stopped this much later.
+ABANDON_AFTER = 1.0
+
+
+class OutOfTime(TimeLimitError):
+    """Raised inside a solve when the deadline passes while a model is being built."""
+
+
+class Deadline:
+    """A wall-clock deadline ``seconds`` from now (``None``: no limit)."""
+
+    def __init__(self, seconds: float | None):
+        self.start = time.perf_counter()
+        self.limit = seconds
+        self.at = None if seconds is None else self.start + seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or None without a limit."""
+        return None if self.at is None else max(0.0, self.at - time.perf_counter())
+
+    def overdue(self, slack: float = 0.0) -> bool:
+        return self.at is not None and time.perf_counter() > self.at + slack
+
+    def check(self, doing: str) -> None:
+        """Raise :class:`OutOfTime` if the deadline has passed."""
+        if self.overdue():
+            raise OutOfTime(f"the time limit of {self.limit:g} s passed while {doing}")
+
+
+def run_stoppable(run: Callable[[], T], stop: Callable[[], None],
+                  deadline: Deadline) -> tuple[T | None, bool]:
+    """``run()`` in a daemon thread under the watchdog; ``(its result, abandoned)``.
+
+    ``stop`` must be safe to call from another thread (it asks ``run`` to return
+    soon). An exception from ``run`` is re-raised here. On KeyboardInterrupt (or
+    any exception in the waiting thread) the backend is asked to stop, given up
+    to :data:`ABANDON_AFTER` seconds, and the exception propagates.
+    """
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = run()
+        except BaseException as err:  # handed to the waiting thread
+            box["error"] = err
+
+    worker = threading.Thread(target=target, name="pase-ilp-backend", daemon=True)
+    worker.start()
+    stopped_at = None
+    try:
+        while worker.is_alive():
+            worker.join(POLL)
+            if stopped_at is None and deadline.overdue(STOP_SLACK):
+                stop()
+                stopped_at = time.perf_counter()
+            elif stopped_at is not None and time.perf_counter() - stopped_at > ABANDON_AFTER:
+                return None, True
+    except BaseException:
+        stop()
+        worker.join(ABANDON_AFTER)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box.get("value"), False
+
+
+def run_process(args: list[str], deadline: Deadline, *, log_path: str,
+                cwd: str | None = None) -> tuple[int | None, bool]:
+    """Run ``args`` in a new process group; ``(return code or None if killed, stopped)``.
+
+    Output goes to ``log_path``. Past the deadline the process gets SIGINT (a solver
+    may then write its best answer) and SIGKILL :data:`ABANDON_AFTER` seconds later;
+    ``stopped`` says the watchdog intervened. On KeyboardInterrupt or any other
+    exception the whole group is killed and reaped before the exception propagates.
+    """
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                                preexec_fn=_die_with_parent())
+    stopped_at = None
+    try:
+        while True:
+            try:
+                return proc.wait(POLL), stopped_at is not None
+            except subprocess.TimeoutExpired:
+                pass
+            if stopped_at is None and deadline.overdue(STOP_SLACK):
+                _signal_group(proc, signal.SIGINT)
+                stopped_at = time.perf_counter()
+            elif stopped_at is not None and time.perf_counter() - stopped_at > ABANDON_AFTER:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+                return None, True
+    except BaseException:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGKILL the child when its parent dies.
+
+    The libc function is looked up here, before the fork, so the child only makes
+    one foreign call. None on other systems (the child is then killed only by the
+    handlers above).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    kill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, kill)
+
+    return preexec
