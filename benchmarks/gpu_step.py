@@ -111,10 +111,28 @@ def load_program(text: str, name: str) -> types.ModuleType:
     return module
 
 
+def device_inputs(jax, mod) -> tuple[dict, dict]:
+    """Random parameters and data of the program's shapes, drawn on the device (the
+    program's own seeded numpy initialisation is slow for GPU-sized arrays)."""
+    import jax.numpy as jnp
+
+    key = jax.random.key(0)
+    params = {}
+    for i, (name, (shape, _, fan_in)) in enumerate(sorted(mod.PARAMS.items())):
+        values = jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32) / fan_in ** 0.5
+        params[name] = values.astype(mod.DTYPE)
+    batch = {}
+    for i, (name, (shape, _, kind, high)) in enumerate(sorted(mod.DATA.items())):
+        k = jax.random.fold_in(key, 10_000 + i)
+        batch[name] = (jax.random.normal(k, shape, jnp.float32).astype(mod.DTYPE) if kind == "normal"
+                       else jax.random.randint(k, shape, 0, high, jnp.int32))
+    return params, batch
+
+
 def time_program(jax, text: str, name: str, repeats: int) -> tuple[float, float]:
     """(median step seconds, compile + first-run seconds) of a program's unsharded step."""
     mod = load_program(text, name)
-    params, batch = mod.init_params(), mod.make_batch()
+    params, batch = device_inputs(jax, mod)
     step = mod.make_step(None)
     start = time.perf_counter()
     jax.block_until_ready(step(params, batch))

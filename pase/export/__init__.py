@@ -8,8 +8,9 @@
 
 Neither imports jax in the calling process.
 """
+from pase.export.configs import strategy_configs
 from pase.export.equivalence import check_programs, run_equivalence
-from pase.export.jax import strategy_configs, to_jax
+from pase.export.jax import to_jax
 from pase.export.mesh import assign_axes, mesh_axes, port_spec, prime_factors
 
 __all__ = ["assign_axes", "check_programs", "mesh_axes", "port_spec", "prime_factors",

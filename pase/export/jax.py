@@ -41,88 +41,20 @@ GraphError naming the op and its kind.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
-from pase.errors import GraphError, OptionError, StrategyError
+from pase.errors import GraphError, OptionError
 from pase.export import jax_runtime
+from pase.export.configs import fan_in, is_parameter, strategy_configs, tile
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
 from pase.space import check_devices
-from pase.strategy import Strategy, check_strategy_mapping
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM", "Norm",
          "Pooling", "Ravel", "ReduceMean", "Softmax", "SoftmaxCrossEntropy", "Stack", "Unravel",
          "Unstack")
-
-
-def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dict[str, int]]:
-    """``{op: {dim: factor}}`` for every op of ``graph``, validated (one-line StrategyErrors).
-
-    ``strategy`` is such a mapping (ops it does not name stay unsplit), a Strategy,
-    or a parsed ``pase solve --format json`` object.
-    """
-    if isinstance(strategy, Strategy):
-        if strategy.graph_name != graph.name:
-            raise StrategyError(f"the strategy is for graph {strategy.graph_name!r}, not {graph.name!r}")
-        strategy = strategy.configs
-    elif isinstance(strategy, Mapping) and isinstance(strategy.get("strategy"), Mapping) \
-            and "strategy" not in graph:
-        strategy = strategy["strategy"]
-    if isinstance(strategy, Mapping):
-        strategy = {op: {d: int(f) if isinstance(f, np.integer) else f for d, f in dims.items()}
-                    if isinstance(dims, Mapping) else dims for op, dims in strategy.items()}
-    given = check_strategy_mapping(strategy)
-    for name in given:
-        if name not in graph:
-            known = ", ".join(op.name for op in graph.ops[:8])
-            raise StrategyError(f"strategy names unknown op {name!r} (graph {graph.name!r} has "
-                                f"{len(graph)} ops: {known}{', ...' if len(graph) > 8 else ''})")
-    out = {}
-    for op in graph.ops:
-        dims = given.get(op.name, {})
-        for d in dims:
-            if d not in op.dim_names:
-                raise StrategyError(f"strategy for op {op.name!r} names unknown dim {d!r}; "
-                                    f"dims: {', '.join(op.dim_names)}")
-        cfg = {d.name: dims.get(d.name, 1) for d in op.dims}
-        for d in op.dims:
-            f = cfg[d.name]
-            if d.size % f or (d.name in op.pinned and f != 1):
-                why = "is pinned" if d.name in op.pinned else f"has size {d.size}, which {f} does not divide"
-                raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
-                                    f"but that dim {why}")
-        if math.prod(cfg.values()) > devices:
-            raise StrategyError(f"strategy splits op {op.name!r} {math.prod(cfg.values())} ways "
-                                f"({ {d: f for d, f in cfg.items() if f > 1} }), more than p={devices}")
-        out[op.name] = cfg
-    return out
-
-
-def _tile(op: Op, port: Port, cfg: Mapping[str, int]) -> tuple[int, ...]:
-    """A device's tile of ``port`` (rounded up where an axis does not divide evenly)."""
-    return tuple(-(-size // math.prod(cfg[n] for n in names))
-                 for size, names in zip(port.shape, port.dims))
-
-
-def _is_parameter(op: Op, port: Port) -> bool:
-    roles = {d.name: d.role for d in op.dims}
-    return not any(roles[n] == "batch" for axis in port.dims for n in axis)
-
-
-def _fan_in(op: Op, port: Port) -> int:
-    """Product of the weight's axes that are contracted away (no output has them)."""
-    if op.kind == "Embedding":
-        return 1
-    out_dims = {n for p in op.outputs for axis in p.dims for n in axis}
-    roles = {d.name: d.role for d in op.dims}
-    return max(1, math.prod(size for size, names in zip(port.shape, port.dims)
-                            if names and not set(names) & out_dims
-                            and all(roles[n] != "layer" for n in names)))
 
 
 def _pool_mode(op: Op) -> str:
@@ -149,7 +81,7 @@ class _Writer:
 
     # -- tensors -----------------------------------------------------------------------
     def shape(self, op: Op, port: Port) -> tuple[int, ...]:
-        return _tile(op, port, self.configs[op.name]) if self.local else tuple(port.shape)
+        return tile(op, port, self.configs[op.name]) if self.local else tuple(port.shape)
 
     def spec(self, op: Op, port: Port) -> tuple:
         return port_spec(op, port, self.assigned[op.name])
@@ -172,8 +104,8 @@ class _Writer:
     def weight(self, op: Op, j: int) -> str:
         port = op.weights[j]
         key = f"{op.name}:w{j}"
-        if _is_parameter(op, port):
-            self.params[key] = (self.shape(op, port), self.spec(op, port), _fan_in(op, port))
+        if is_parameter(op, port):
+            self.params[key] = (self.shape(op, port), self.spec(op, port), fan_in(op, port))
             return self.pin(f"params[{key!r}]", self.spec(op, port))
         self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
         return self.pin(f"batch[{key!r}]", self.spec(op, port))
@@ -220,8 +152,8 @@ class _Writer:
     def kind_Embedding(self, op: Op, outs):
         eq = op.attrs["eq"]
         la = eq.split("->")[0].split(",")[0]
-        hot = [p for p in op.weights if not _is_parameter(op, p)]
-        table = [j for j, p in enumerate(op.weights) if _is_parameter(op, p)]
+        hot = [p for p in op.weights if not is_parameter(op, p)]
+        table = [j for j, p in enumerate(op.weights) if is_parameter(op, p)]
         if op.inputs or len(hot) != 1 or len(table) != 1 or hot[0].dims != tuple((c,) for c in la):
             raise GraphError(f"op {op.name!r} (Embedding): expected a one-hot graph input for "
                              f"{la!r} and one parameter table ({eq!r})")
