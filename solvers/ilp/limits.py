@@ -34,6 +34,9 @@ POLL = 0.05
 STOP_SLACK = 0.25
 # ...and abandoned (thread) or killed (process) if it has not stopped this much later.
 ABANDON_AFTER = 1.0
+# On Ctrl-C a backend thread gets this long to stop before the interrupt propagates
+# (the whole process must be gone within 2 s of Ctrl-C).
+INTERRUPT_GRACE = 0.5
 
 
 class OutOfTime(TimeLimitError):
@@ -71,7 +74,7 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None],
     ``stop`` must be safe to call from another thread (it asks ``run`` to return
     soon). An exception from ``run`` is re-raised here. On KeyboardInterrupt (or
     any exception in the waiting thread) the backend is asked to stop, given up
-    to :data:`ABANDON_AFTER` seconds, and the exception propagates.
+    to :data:`INTERRUPT_GRACE` seconds, and the exception propagates.
     """
     box: dict = {}
 
@@ -94,7 +97,7 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None],
                 return None, True
     except BaseException:
         stop()
-        worker.join(ABANDON_AFTER)
+        worker.join(INTERRUPT_GRACE)
         raise
     if "error" in box:
         raise box["error"]

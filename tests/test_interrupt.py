@@ -1,0 +1,211 @@
+"""Ctrl-C and the watchdog: nothing keeps running, nothing is left behind.
+
+The end-to-end tests start ``pase solve`` in its own session, wait until the ILP
+backend is at work, send SIGINT to the whole process group (what a terminal's
+Ctrl-C does) and check that the process tree is gone within 2 s and that no
+temporary file is left in a private TMPDIR. The unit tests drive the watchdog of
+``solvers/ilp/limits.py`` directly.
+"""
+from __future__ import annotations
+
+import _thread
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pase.solvers.ilp import cbc, cpsat, highs, limits
+from pase.solvers.ilp.limits import Deadline, OutOfTime, run_process, run_stoppable
+
+# Seconds from SIGINT to the exit of the whole process tree. The target is 2 s;
+# the rest is room for a loaded CI machine's interpreter teardown.
+EXIT_WITHIN = 2.5
+# Seconds to wait for the backend to start (imports and building the model).
+START_WITHIN = 300
+
+
+def _stat(pid: int) -> tuple[str, str, int] | None:
+    """(name, state, parent pid) of a process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return name, fields[0], int(fields[1])
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every live process below ``pid``: {pid: name}."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (info := _stat(int(entry))) is not None:
+            parents[int(entry)] = info
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (name, _, ppid) in parents.items():
+            if ppid == parent and child not in found:
+                found[child] = name
+                frontier.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    info = _stat(pid)
+    return info is not None and info[1] != "Z"
+
+
+def _threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+BACKENDS = [pytest.param(m, id=m.NAME, marks=pytest.mark.skipif(
+    not m.available(), reason=f"{m.NAME} backend not installed")) for m in (cbc, highs, cpsat)]
+
+
+@pytest.mark.slow  # seconds: a fresh interpreter builds the Transformer and starts a backend
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_ends_the_process_tree_and_leaves_no_files(backend, tmp_path):
+    # One thread for the BLAS, so a second thread means the backend has started.
+    env = dict(os.environ, TMPDIR=str(tmp_path), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "pase", "solve", "transformer", "-p", "8",
+                             "--solver", backend.NAME], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: dict[int, str] = {}
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < START_WITHIN and proc.poll() is None:
+            seen |= _descendants(proc.pid)
+            if "cbc" in seen.values() or (backend is not cbc and _threads(proc.pid) >= 2):
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # let it get going
+        assert proc.poll() is None, "the solve ended before it could be interrupted"
+        seen |= _descendants(proc.pid)
+        if backend is cbc:
+            assert "cbc" in seen.values(), f"no cbc child process started: {seen}"
+        interrupted = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    assert took <= EXIT_WITHIN, f"{backend.NAME} took {took:.2f} s to end after SIGINT"
+    assert proc.returncode != 0, err
+    deadline = time.monotonic() + 1.0  # let the kernel reap what was killed
+    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in seen if _alive(pid)], f"left running: {seen}"
+    assert list(tmp_path.iterdir()) == [], "temporary files left behind"
+
+
+# -- the watchdog itself (fast) ----------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("sleep") is None, reason="needs the sleep binary")
+def test_process_past_its_deadline_is_stopped_then_killed(tmp_path):
+    start = time.monotonic()
+    code, stopped = run_process(["sleep", "30"], Deadline(0.2), log_path=str(tmp_path / "log"))
+    took = time.monotonic() - start
+    # sleep dies of the SIGINT sent at deadline + STOP_SLACK.
+    assert stopped and code != 0
+    assert took <= 0.2 + limits.STOP_SLACK + limits.ABANDON_AFTER + 1.0
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+def test_process_ignoring_sigint_is_killed(tmp_path):
+    start = time.monotonic()
+    code, stopped = run_process(["sh", "-c", "trap '' INT; sleep 30 & wait; sleep 30"],
+                                Deadline(0.2), log_path=str(tmp_path / "log"))
+    assert code is None and stopped
+    assert time.monotonic() - start <= 0.2 + limits.STOP_SLACK + limits.ABANDON_AFTER + 1.0
+
+
+@pytest.mark.skipif(shutil.which("sleep") is None, reason="needs the sleep binary")
+def test_keyboard_interrupt_kills_the_child(tmp_path, monkeypatch):
+    pids: list[int] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        pids.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(limits.subprocess, "Popen", recording_popen)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_process(["sleep", "30"], Deadline(None), log_path=str(tmp_path / "log"))
+    finally:
+        timer.cancel()
+    assert pids and not _alive(pids[0])
+
+
+def test_stoppable_run_returns_its_value_or_error():
+    assert run_stoppable(lambda: 42, lambda: None, Deadline(None)) == (42, False)
+
+    def boom():
+        raise ValueError("from the backend")
+
+    with pytest.raises(ValueError, match="from the backend"):
+        run_stoppable(boom, lambda: None, Deadline(None))
+
+
+def test_stoppable_run_is_asked_to_stop_and_abandoned_past_the_deadline():
+    stop = threading.Event()
+    release = threading.Event()
+
+    def stubborn():  # ignores the stop request until the test releases it
+        release.wait(10)
+        return "late"
+
+    start = time.monotonic()
+    value, gave_up = run_stoppable(stubborn, stop.set, Deadline(0.1))
+    took = time.monotonic() - start
+    release.set()
+    assert gave_up and value is None and stop.is_set()
+    assert took <= 0.1 + limits.STOP_SLACK + limits.ABANDON_AFTER + 0.5
+
+
+def test_stoppable_run_that_honours_stop_is_not_abandoned():
+    stop = threading.Event()
+    value, gave_up = run_stoppable(lambda: stop.wait(10) and "stopped", stop.set, Deadline(0.1))
+    assert (value, gave_up) == ("stopped", False)
+
+
+def test_keyboard_interrupt_stops_the_backend_and_propagates():
+    stop = threading.Event()
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_stoppable(lambda: stop.wait(10), stop.set, Deadline(None))
+    finally:
+        timer.cancel()
+    assert stop.is_set() and time.monotonic() - start < 0.2 + limits.INTERRUPT_GRACE + 0.5
+
+
+def test_deadline():
+    assert Deadline(None).remaining() is None and not Deadline(None).overdue()
+    past = Deadline(0.0)
+    time.sleep(0.01)
+    assert past.remaining() == 0.0 and past.overdue()
+    with pytest.raises(OutOfTime, match="time limit of 0 s passed while building"):
+        past.check("building")
