@@ -56,3 +56,64 @@ def test_million_strategies_in_seconds():
     assert time.perf_counter() - start < 10
     assert sol.stats["strategies"] == 10**6
     assert sol.cost == pytest.approx(p.evaluate(sol.choice))
+
+
+def test_time_limit_returns_the_best_strategy_seen_so_far():
+    import time
+
+    rng = np.random.default_rng(1)
+    p = Problem([rng.random(10) for _ in range(12)], [(i, i + 1) for i in range(11)],
+                [rng.random((10, 10)) for _ in range(11)])  # 1e12 strategies
+    start = time.perf_counter()
+    sol = exhaustive.solve(p, max_strategies=1e17, time_limit=0.5)
+    assert time.perf_counter() - start < 0.5 * 1.1 + 2
+    assert sol.status is Status.TIME_LIMIT and sol.lower_bound is None
+    assert 0 < sol.stats["evaluated"] < sol.stats["strategies"] == 10**12
+    assert sol.cost == pytest.approx(p.evaluate(sol.choice), rel=1e-12)
+    # The strategies seen are the first ones in lexicographic order: the leading
+    # vertices still hold their first candidates.
+    seen = sol.stats["evaluated"]
+    assert sol.choice[0] == 0 and seen <= 10**11
+
+
+def test_time_limit_with_nothing_fitting_yet_has_no_choice():
+    # Only the lexicographically last strategy fits the cap, so nothing fitting
+    # can be seen before the limit.
+    k, n = 10, 12
+    memory = [np.r_[np.full(k - 1, 2.0), 1.0] for _ in range(n)]
+    p = Problem([np.zeros(k)] * n, [], [], memory=memory, memory_cap=float(n))
+    sol = exhaustive.solve(p, max_strategies=10**13, time_limit=0.2)
+    assert sol.status is Status.TIME_LIMIT and sol.choice is None and sol.cost == np.inf
+
+
+def test_batches_enumerate_in_lexicographic_order():
+    import itertools
+
+    sizes = np.array([3, 1, 4, 2, 5])
+    want = list(itertools.product(*(range(k) for k in sizes)))
+    for rows in (1, 2, 7, 40, 10**6):
+        got = [tuple(int(c) for c in row) for batch in exhaustive._batches(sizes, rows)
+               for row in batch]
+        assert got == want, rows
+
+
+def test_large_counts_beyond_int64_are_enumerated_lazily():
+    sizes = np.array([1000] * 8)  # 1e24 strategies: more than int64 can index
+    first = next(exhaustive._batches(sizes, 5000))
+    assert first.shape == (5000, 8) and tuple(first[-1]) == (0,) * 6 + (4, 999)
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "max_strategies must be an integer >= 1, got 0"),
+    (2.5, "max_strategies must be an integer >= 1, got 2.5"),
+    ("many", "max_strategies must be an integer >= 1, got 'many'"),
+])
+def test_max_strategies_is_checked(tiny_problem, value, message):
+    from pase.errors import OptionError
+
+    with pytest.raises(OptionError, match=message):
+        exhaustive.solve(tiny_problem, max_strategies=value)
+
+
+def test_float_max_strategies_is_a_count(tiny_problem):
+    assert exhaustive.solve(tiny_problem, max_strategies=1e17).cost == 4.0

@@ -212,3 +212,67 @@ def test_registered_with_extra():
         entry = SOLVERS.entry(module.NAME)
         assert entry.info["exact"] is True and entry.info["extra"] == "ilp"
         assert entry.info["available"]() == module.available()
+
+
+# -- certified answers at every cost scale ---------------------------------------
+
+def _random_cap(problem: Problem, share: float) -> float:
+    low = sum(float(m.min()) for m in problem.memory)
+    return low + share * (sum(float(m.max()) for m in problem.memory) - low)
+
+
+def _reproduction(name: str) -> Problem:
+    """The Problems on which main's ILP backends claimed wrong optima (costs in seconds)."""
+    import pase
+
+    if name == "random-cap":  # cap 1.5x the least memory: ilp-cbc was 12.5% above the optimum
+        p = pase.build_problem("random", 4, "alpha-beta", model_options={"size": 6, "seed": 1})
+        return p.problem.with_memory_cap(1.5 * p.problem.min_memory())
+    options = {  # ilp-cbc 1.029e-05 s vs 3.888e-06 s; ilp-cbc 1.0101x; ilp-highs 9.642e-05 s
+        "mlp": ("mlp", 8, {}),
+        "alexnet": ("alexnet", 8, {"cluster": "dgx-a100", "memory_cap": "none"}),
+        "fork-join-cap": ("fork-join", 4, {"cluster": "dgx-a100x2", "memory_cap": 137625}),
+    }[name]
+    return pase.build_problem(options[0], options[1], "alpha-beta", **options[2]).problem
+
+
+@pytest.mark.parametrize("name", ["mlp", "fork-join-cap", "random-cap",
+                                  pytest.param("alexnet", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seconds_scale_reproductions(backend, name):
+    from pase.api import run_solver
+
+    p = _reproduction(name)
+    best = run_solver("dp", p)
+    if p.num_strategies() <= exhaustive.DEFAULT_MAX_STRATEGIES:
+        assert exhaustive.solve(p).cost == pytest.approx(best.cost, rel=1e-12)
+    got = run_solver(backend.NAME, p)
+    assert got.status is Status.OPTIMAL, got
+    assert got.cost == pytest.approx(best.cost, rel=1e-9, abs=0)
+    assert p.fits(got.choice)
+    assert got.lower_bound <= got.cost and got.cost - got.lower_bound <= 1e-9 * got.cost
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale", [1e-9, 1e15])
+@pytest.mark.parametrize("capped", [False, True], ids=["uncapped", "capped"])
+def test_random_problems_at_extreme_scales(backend, scale, capped):
+    """Seconds-sized and FLOP-sized costs, integral or not, byte-sized memory."""
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        base = random_problem(5, 5, 2, seed, with_memory=True)
+        vc = [c * scale * (1 + (seed % 2) * rng.random(c.shape)) for c in base.vertex_costs]
+        ec = [m * scale * (1 + (seed % 2) * rng.random(m.shape)) for m in base.edge_costs]
+        memory = [np.floor(m * 3.7e7 + rng.integers(0, 1000, m.size)) for m in base.memory]
+        cap = None
+        if capped:
+            share = rng.random()
+            cap = _random_cap(Problem(vc, base.edges, ec, memory=memory), share)
+        p = Problem(vc, base.edges, ec, memory=memory, memory_cap=cap)
+        want, got = exhaustive.solve(p), backend.solve(p)
+        if want.status is Status.INFEASIBLE:
+            assert got.status is Status.INFEASIBLE
+            continue
+        assert got.status is Status.OPTIMAL, (seed, got)
+        assert abs(got.cost - want.cost) <= 1e-9 * abs(want.cost), (seed, got.cost, want.cost)
+        assert p.fits(got.choice) and got.lower_bound <= got.cost

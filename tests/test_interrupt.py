@@ -209,3 +209,42 @@ def test_deadline():
     assert past.remaining() == 0.0 and past.overdue()
     with pytest.raises(OutOfTime, match="time limit of 0 s passed while building"):
         past.check("building")
+
+
+# -- time limits cover the whole solve -----------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_covers_building_the_model(backend):
+    from pase.problem import Status
+    from pase.solvers.greedy import greedy_choice
+    from pase.testing import random_problem
+
+    p = random_problem(300, 40, 100, seed=3)  # ~300,000 columns: building takes a while
+    start = time.monotonic()
+    got = backend.solve(p, time_limit=0.05)
+    took = time.monotonic() - start
+    assert took <= 0.05 * 1.1 + 2, took
+    assert got.status is Status.TIME_LIMIT and got.choice == greedy_choice(p)
+    assert got.cost == p.evaluate(got.choice)
+    assert "time limit of 0.05 s passed while building the ILP" in got.stats["stopped"]
+
+
+@pytest.fixture(scope="module")
+def transformer16():
+    import pase
+
+    return pase.build_problem("transformer", 16).problem
+
+
+@pytest.mark.slow  # 10 s per backend, plus building the Transformer's Problem
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_holds_on_the_transformer_at_16_devices(backend, transformer16):
+    """1.5 million columns: on main, ilp-cpsat took 33 s and ilp-cbc 544 s for 10 s."""
+    from pase.api import run_solver
+
+    limit = 10.0
+    start = time.monotonic()
+    got = run_solver(backend.NAME, transformer16, time_limit=limit)
+    took = time.monotonic() - start
+    assert took <= limit * 1.1 + 2, f"{backend.NAME}: {took:.1f} s for a {limit:g} s limit"
+    assert got.choice is not None and transformer16.evaluate(got.choice) == got.cost
