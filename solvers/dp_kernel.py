@@ -19,6 +19,7 @@ predicts, and a :class:`Ledger` checks it.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ CHUNK_BYTES = 4 * 2**20
 Axes = tuple[int, ...]
 
 
+@functools.lru_cache(maxsize=None)
 def argmin_dtype(k: int) -> np.dtype:
     """Smallest unsigned dtype that holds a candidate index below ``k``."""
     return np.min_scalar_type(max(k - 1, 0))

@@ -107,7 +107,8 @@ def plan_ordering(shape: Any, ordering: str, *, limit_bytes: float | None = None
 
     ``shape`` is anything with ``names``, ``sizes``, ``edges`` and
     ``num_vertices``. With ``limit_bytes`` the plan stops at the first step
-    whose two tables alone are larger (the DP would refuse it anyway).
+    whose tables alone (9 bytes an entry at least) are larger: the DP would
+    refuse it anyway.
 
     Examples:
         >>> import numpy as np
@@ -120,12 +121,18 @@ def plan_ordering(shape: Any, ordering: str, *, limit_bytes: float | None = None
         raise OptionError(f"unknown ordering {ordering!r}; choose from "
                           f"{', '.join(sorted(ORDERINGS))}")
     sizes = [int(k) for k in shape.sizes]
+    # A step holds at least a float64 value and a uint8 argmin per entry of D(i);
+    # tables over at most `safe` vertices fit the limit whatever their sizes.
+    entry_bytes = VALUE_BYTES + 1
+    safe = MAX_DEPENDENT_SET if limit_bytes is None else next(
+        (w for w in range(MAX_DEPENDENT_SET + 1)
+         if max(sizes, default=1) ** (w + 1) * entry_bytes > limit_bytes), MAX_DEPENDENT_SET)
 
     def stop(v: int, dependent: Collection[int]) -> bool:
-        if len(dependent) > MAX_DEPENDENT_SET:
-            return True
-        return limit_bytes is not None and math.prod(sizes[u] for u in dependent) * (
-            VALUE_BYTES + argmin_dtype(sizes[v]).itemsize) > limit_bytes
+        if len(dependent) <= safe:
+            return False
+        return len(dependent) > MAX_DEPENDENT_SET or math.prod(
+            sizes[u] for u in dependent) * entry_bytes > limit_bytes  # type: ignore[operator]
 
     order = ORDERINGS[ordering](shape, stop)
     return plan_for_order(shape, order, rule_for(ordering), ordering, stop)
