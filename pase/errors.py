@@ -52,7 +52,7 @@ def check_int(name: str, value: object, minimum: int) -> int:
             float(value).is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise OptionError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise OptionError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
     return int(value)
 
 
@@ -65,14 +65,14 @@ def check_float(name: str, value: object, minimum: float = 0.0, *,
     if not (number > minimum if strict else number >= minimum) or (finite and math.isinf(number)):
         bound = f"{'>' if strict else '>='} {minimum:g}"
         raise OptionError(f"{name} must be a{' finite' if finite else ''} number {bound}, "
-                          f"got {value!r}")
+                          f"got {_shown(value)}")
     return number
 
 
 def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     """``value`` when it is one of ``choices``."""
     if not isinstance(value, str) or value not in choices:
-        raise OptionError(f"unknown {name} {value!r}; choose from {', '.join(choices)}")
+        raise OptionError(f"unknown {name} {_shown(value)}; choose from {', '.join(choices)}")
     return value
 
 
@@ -82,3 +82,9 @@ def check_common(time_limit: object, seed: object) -> None:
         check_float("time_limit", time_limit, 0.0, strict=True, finite=False)
     if seed is not None:
         check_int("seed", seed, 0)
+
+
+def _shown(value: object, width: int = 40) -> str:
+    """``repr(value)`` cut to ``width`` characters, so a message stays one short line."""
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= width else text[:width - 3] + "..."

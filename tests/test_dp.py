@@ -163,14 +163,28 @@ def test_bfs_blows_up_on_a_star():
         dp.solve(star, ordering="bfs", memory_budget=budget)
 
 
-def test_options_are_validated():
+@pytest.mark.parametrize("options, named", [
+    ({"ordering": "dfs"}, "unknown ordering 'dfs'; choose from auto, generateseq, bfs, min-fill"),
+    ({"ordering": None}, "ordering"),
+    ({"memory_budget": 0}, "memory_budget"),
+    ({"memory_budget": float("nan")}, "memory_budget"),
+    ({"memory_budget": "4GiB"}, "memory_budget"),
+    ({"max_states": 0}, "max_states"),
+    ({"max_states": 2.5}, "max_states"),
+    ({"seed": -1}, "seed"),
+    ({"time_limit": 0.0}, "time_limit"),
+    ({"time_limit": -1}, "time_limit"),
+])
+def test_options_are_validated(options, named):
     problem = random_problem(4, seed=0, with_memory=True)
-    with pytest.raises(OptionError, match="unknown ordering"):
-        dp.solve(problem, ordering="dfs")
-    with pytest.raises(OptionError, match="memory_budget"):
-        dp.solve(problem, memory_budget=0)
-    with pytest.raises(OptionError, match="max_states"):
-        dp.solve(problem, max_states=0)
+    with pytest.raises(OptionError, match=named):
+        dp.solve(problem, **options)
+
+
+def test_options_accept_integral_floats_and_infinite_budget():
+    problem = random_problem(6, seed=2)
+    best = dp.solve(problem).cost
+    assert dp.solve(problem, max_states=1e6, memory_budget=math.inf, seed=3).cost == best
 
 
 def test_time_limit():
