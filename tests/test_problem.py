@@ -41,3 +41,20 @@ def test_gap():
     assert Solution((0,), 10.0, Status.FEASIBLE, "x", lower_bound=8.0).gap == pytest.approx(0.2)
     assert Solution((0,), 10.0, Status.OPTIMAL, "x", lower_bound=10.0).gap == 0.0
     assert Solution((0,), 10.0, Status.FEASIBLE, "x").gap is None
+
+
+def test_edge_matrix_and_incident_orient_from_the_asking_vertex():
+    # Edge (0, 1) stored (K_0, K_1) = (2, 3); edge (1, 2) stored (3, 4).
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    p = Problem([np.zeros(2), np.zeros(3), np.zeros(4)], [(0, 1), (2, 1)], [a, b.T])
+    assert p.edge_matrix(0, 1)[1, 2] == 5.0 and p.edge_matrix(1, 0)[2, 1] == 5.0
+    assert p.edge_matrix(1, 2)[2, 3] == 11.0 and p.edge_matrix(2, 1)[3, 2] == 11.0
+    with pytest.raises(ProblemError, match="share no edge"):
+        p.edge_matrix(0, 2)
+    assert [(w, m.shape) for w, m in p.incident(1)] == [(0, (3, 2)), (2, (3, 4))]
+    assert p.neighbors() == [[1], [0, 2], [1]]
+    # The local cost of vertex 1 read through incident() matches a re-evaluation.
+    choice = [1, 0, 3]
+    for c in range(3):
+        local = sum(m[c, choice[w]] for w, m in p.incident(1))
+        assert local == p.evaluate([1, c, 3])
