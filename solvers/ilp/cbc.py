@@ -47,6 +47,8 @@ from pase.solvers.ilp.limits import Deadline, run_process
 from pase.solvers.ilp.scaling import float_model, true_bound
 
 NAME = "ilp-cbc"
+# Less time left than this and CBC is not started ("-sec 0.000" would be its limit).
+MIN_SECONDS = 0.001
 # CBC prunes nodes that cannot beat the incumbent by this much (scaled objective
 # units, largest coefficient ~2**20): a proven optimum is within it of the best.
 INCREMENT = 1e-6
@@ -128,7 +130,7 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
         extra = {"cbc_model_seconds": deadline.elapsed()}
         remaining = deadline.remaining()
         if remaining is not None:
-            if remaining <= 0:
+            if remaining < MIN_SECONDS:
                 return not_started(extra)
             args += ["-sec", f"{remaining:.3f}", "-timeMode", "elapsed"]
         args += ["-allowableGap", "0", "-ratioGap", "0", "-increment", repr(INCREMENT),

@@ -131,6 +131,8 @@ def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
     deadline = Deadline(time_limit)
     check_size(problem, solver, max_variables)
     start = greedy_choice(problem)
+    if start is not None and not math.isfinite(problem.evaluate(start)):
+        start = None  # greedy took a forbidden pair: neither a hint nor a fallback
     stats: dict = {}
     try:
         form = build(problem, deadline)
@@ -145,8 +147,7 @@ def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
     if problem.num_vertices == 0:
         return Solution((), 0.0, Status.OPTIMAL, solver, lower_bound=0.0, stats=stats)
 
-    usable = warm_start and start is not None and math.isfinite(problem.evaluate(start))
-    start_cols = form.columns_for(start) if usable else None  # never hint a forbidden pair
+    start_cols = form.columns_for(start) if warm_start and start is not None else None
     t1 = time.perf_counter()
     try:
         res = backend(form, conservative=False, start=start_cols, deadline=deadline)
@@ -154,6 +155,7 @@ def solve_formulation(problem: Problem, solver: str, backend: Backend, *,
         stats["stopped"] = str(stop)
         return _fallback(problem, solver, start, True, None, stats)
     stats["backend_status"] = res.status
+    stats["backend_claims_optimal"] = res.proven
     stats.update(res.extra)
     if res.infeasible:
         stats["solve_seconds"] = time.perf_counter() - t1
