@@ -119,6 +119,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
 
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
          deadline: Deadline, path: str, threads: int | None) -> BackendResult:
+    began = deadline.elapsed()
     model = float_model(form, conservative)
     with tempfile.TemporaryDirectory(prefix="pase-cbc-") as tmp:
         files = {k: os.path.join(tmp, f"pase.{k}") for k in ("lp", "mst", "sol", "log")}
@@ -127,7 +128,7 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
         if start is not None:
             lpfile.write_start(files["mst"], form, start)
             args += ["-mips", files["mst"]]
-        extra = {"cbc_model_seconds": deadline.elapsed()}
+        extra = {"cbc_model_seconds": deadline.elapsed() - began}
         remaining = deadline.remaining()
         if remaining is not None:
             if remaining < MIN_SECONDS:
@@ -168,4 +169,8 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
         logged = lpfile.logged_bound(log)
         bound = None if logged is None else true_bound(model, logged, INCREMENT)
     time_limited = not proven and (stopped or remaining is not None)
-    return BackendResult(choice, proven, False, time_limited, bound, head or f"exit {code}", extra)
+    status = head
+    if values is None:  # say why: CBC's own error line, if it printed one
+        errors = [line for line in log.splitlines() if "ERROR" in line]
+        status = f"{head}; cbc exit {code}" + (f": {errors[0].strip()}" if errors else "")
+    return BackendResult(choice, proven, False, time_limited, bound, status, extra)

@@ -161,13 +161,14 @@ def _exact_exponent(values: np.ndarray) -> int | None:
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
          deadline: Deadline, cp_model: ModuleType, num_workers: int,
          seed: int | None) -> BackendResult:
+    began = deadline.elapsed()
     model = cp_model.CpModel()
     _fill(model.proto, form, conservative, start, deadline)
     coef, scale, error = scale_objective(form)
     used = np.flatnonzero(coef)
     model.proto.objective.vars.extend(used.tolist())
     model.proto.objective.coeffs.extend(coef[used].tolist())
-    built = deadline.elapsed()
+    built = deadline.elapsed() - began
     deadline.check("building the CP-SAT model")
 
     solver = cp_model.CpSolver()

@@ -117,6 +117,7 @@ def _quiet_stdout() -> Iterator[None]:
 def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
          deadline: Deadline, highspy: ModuleType, threads: int | None,
          seed: int | None, mip_rel_gap: float) -> BackendResult:
+    began = deadline.elapsed()
     model = float_model(form, conservative)
     with _quiet_stdout():
         h = highspy.Highs()
@@ -132,7 +133,7 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
     deadline.check("building the HiGHS model")
     if h.passModel(_lp(highspy, form, model)) == highspy.HighsStatus.kError:
         raise PaseError("HiGHS rejected the model")
-    built = deadline.elapsed()
+    built = deadline.elapsed() - began
     deadline.check("building the HiGHS model")
     stop = _stopper(h)
     outcome = _solve(h, highspy, form, start, deadline, stop)
