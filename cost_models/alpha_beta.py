@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.costing import CostModel, pairwise
+from pase.costing import CostModel, array_key, pairwise
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem
@@ -123,15 +123,20 @@ class AlphaBetaCostModel(CostModel):
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        # A config matters only through its port factors and whether its ranks
-        # 0 .. P-1 span nodes (ranks fill nodes in order, so the larger of two
-        # such sets spans nodes iff either does).
-        src = np.column_stack([port_factors(producer, output, src_configs), self._spans(src_configs)])
-        dst = np.column_stack([port_factors(consumer, input, dst_configs), self._spans(dst_configs)])
+        src, dst = self._rows(producer, output, src_configs), self._rows(consumer, input, dst_configs)
         return pairwise(src, dst, lambda a, b: self._edge_kernel(output.shape, a, b))
 
-    def _spans(self, configs: np.ndarray) -> np.ndarray:
-        return self.cluster.spans_nodes(np.prod(configs, axis=1)).astype(np.int64)
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
+        src, dst = self._rows(producer, output, src_configs), self._rows(consumer, input, dst_configs)
+        return array_key(output.shape, src, dst)
+
+    def _rows(self, op: Op, port: Port, configs: np.ndarray) -> np.ndarray:
+        """What an edge's cost reads of each config: the port's split factors and
+        whether ranks ``0 .. P-1`` span nodes (ranks fill nodes in order, so the
+        larger of two such sets spans nodes iff either does)."""
+        spans = self.cluster.spans_nodes(np.prod(configs, axis=1)).astype(np.int64)
+        return np.column_stack([port_factors(op, port, configs), spans])
 
     def _edge_kernel(self, shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Seconds for rows ``(port factors..., spans nodes)``: ``(S, 1, r+1)`` x ``(1, D, r+1)``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable
 
 import numpy as np
 
@@ -41,6 +41,8 @@ class ProblemShape:
             between the same two ops merged, as :class:`~pase.problem.Problem` does.
         has_memory: whether the Problem will carry memory vectors.
         largest_edge: ``(producer, consumer)`` of the largest edge matrix, or None.
+        shared_with: per edge, the index of the first edge whose matrix it
+            shares (its own index when it has its own); see :meth:`CostModel.edge_key`.
     """
 
     names: list[str]
@@ -48,6 +50,7 @@ class ProblemShape:
     edges: list[tuple[int, int]]
     has_memory: bool
     largest_edge: tuple[int, int] | None
+    shared_with: list[int]
 
     @property
     def num_vertices(self) -> int:
@@ -64,8 +67,10 @@ class ProblemShape:
 
     @property
     def array_bytes(self) -> int:
-        """Bytes of every vertex-cost vector, edge matrix and memory vector."""
-        edges = sum(self.edge_bytes(u, v) for u, v in self.edges)
+        """Bytes of every vertex-cost vector, edge matrix and memory vector (a shared
+        edge matrix counted once)."""
+        edges = sum(self.edge_bytes(u, v) for e, (u, v) in enumerate(self.edges)
+                    if self.shared_with[e] == e)
         return self.vertex_bytes * (2 if self.has_memory else 1) + edges
 
     def describe_largest_edge(self) -> str:
@@ -81,9 +86,8 @@ def problem_shape(graph: Graph, space: ConfigSpace, *,
                   cost_model: "CostModel | None" = None) -> ProblemShape:
     """The shape of the Problem ``cost_model`` would build on ``space``, without costs.
 
-    Without a cost model every connection is an edge and memory vectors are
-    counted (an upper bound; a model without memory builds ``8 * sum(sizes)``
-    bytes fewer).
+    Without a cost model every connection is an edge, no matrix is shared and
+    memory vectors are counted: an upper bound on what any model builds.
 
     Examples:
         >>> from pase.registry import MODELS
@@ -92,21 +96,46 @@ def problem_shape(graph: Graph, space: ConfigSpace, *,
         >>> shape.num_vertices, shape.edges
         (3, [(0, 1), (1, 2)])
     """
+    return _plan(graph, space, cost_model)[0]
+
+
+Connection = tuple[int, int, int, int]  # (producer, output, consumer, input) indices
+
+
+def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
+          ) -> tuple[ProblemShape, list[tuple[list[Connection], Hashable | None]]]:
+    """The shape, and per edge its connections and its sharing key (None: its own matrix)."""
     _check_space(graph, space)
     if cost_model is None:
-        directed = [(graph.index(c.src), graph.index(c.dst)) for c in graph.connections]
-        has_memory = True
+        connections = [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
+                       for c in graph.connections]
     else:
-        directed = [(u, v) for u, _, v, _ in cost_model.edges(graph)]
-        has_memory = cost_model.has_memory()
+        connections = cost_model.edges(graph)
+    by_pair: dict[tuple[int, int], list[Connection]] = {}
+    for conn in connections:
+        u, _, v, _ = conn
+        by_pair.setdefault((min(u, v), max(u, v)), []).append(conn)
+    edges = sorted(by_pair)
+    plan: list[tuple[list[Connection], Hashable | None]] = []
+    shared_with: list[int] = []
+    first_with_key: dict[Hashable, int] = {}
+    for e, pair in enumerate(edges):
+        conns = by_pair[pair]
+        key = None
+        # Only a single connection, oriented as the Problem stores it, can be shared as is.
+        if cost_model is not None and len(conns) == 1 and conns[0][0] < conns[0][2]:
+            u, out, v, inp = conns[0]
+            pu, pv = graph.ops[u], graph.ops[v]
+            key = cost_model.edge_key(pu, pu.outputs[out], space.configs[u],
+                                      pv, pv.inputs[inp], space.configs[v])
+        shared_with.append(e if key is None else first_with_key.setdefault(key, e))
+        plan.append((conns, key))
     sizes = np.array(space.sizes, dtype=np.int64)
-    first: dict[tuple[int, int], tuple[int, int]] = {}
-    for u, v in directed:
-        first.setdefault((min(u, v), max(u, v)), (u, v))
-    edges = sorted(first)
     largest = max(edges, key=lambda e: int(sizes[e[0]]) * int(sizes[e[1]]), default=None)
-    return ProblemShape([op.name for op in graph.ops], sizes, edges, has_memory,
-                        None if largest is None else first[largest])
+    producer = None if largest is None else tuple(by_pair[largest][0][::2])
+    shape = ProblemShape([op.name for op in graph.ops], sizes, edges,
+                         True if cost_model is None else cost_model.has_memory(), producer, shared_with)
+    return shape, plan
 
 
 def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) -> None:
@@ -178,6 +207,17 @@ class CostModel(abc.ABC):
         """Layer costs and memory of each config; override to share work between the two."""
         return self.layer_costs(op, configs), self.memory(op, configs)
 
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> Hashable | None:
+        """A key equal for two edges only if their cost matrices are equal, or None.
+
+        Edges with equal keys share one (read-only) matrix in the Problem and it
+        is computed once: a Transformer's repeated layers have 256 edges but 16
+        distinct matrices. Build keys with :func:`array_key` from exactly what
+        :meth:`edge_costs` reads. Default None: every edge has its own matrix.
+        """
+        return None
+
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """The costed connections as (producer, output, consumer, input) indices.
 
@@ -194,27 +234,49 @@ class CostModel(abc.ABC):
         exceed ``memory_budget`` bytes (default :data:`DEFAULT_BUILD_BUDGET`;
         ``math.inf`` for no limit).
         """
-        check_build_budget(problem_shape(graph, space, cost_model=self), memory_budget)
+        shape, plan = _plan(graph, space, self)
+        check_build_budget(shape, memory_budget)
         terms = [self.vertex_terms(op, space.configs[i]) for i, op in enumerate(graph.ops)]
         vertex = [cost for cost, _ in terms]
         memory = [mem for _, mem in terms]
-        # Merge connections between one pair as they are computed, so at most one
-        # extra matrix is alive at a time (the Problem would merge them too).
-        merged: dict[tuple[int, int], np.ndarray] = {}
-        for u, out, v, inp in self.edges(graph):
-            pu, pv = graph.ops[u], graph.ops[v]
-            m = self.edge_costs(pu, pu.outputs[out], space.configs[u],
-                                pv, pv.inputs[inp], space.configs[v])
-            key = (u, v) if u < v else (v, u)
-            if u > v:
-                m = np.asarray(m).T
-            merged[key] = merged[key] + m if key in merged else m
-        pairs = sorted(merged)
+        matrices: list[np.ndarray] = []
+        for e, (conns, _) in enumerate(plan):
+            if shape.shared_with[e] != e:
+                matrices.append(matrices[shape.shared_with[e]])
+                continue
+            # Connections between one pair are summed as they come, so at most one
+            # extra matrix is alive at a time (the Problem would merge them too).
+            total = None
+            for u, out, v, inp in conns:
+                pu, pv = graph.ops[u], graph.ops[v]
+                m = self.edge_costs(pu, pu.outputs[out], space.configs[u],
+                                    pv, pv.inputs[inp], space.configs[v])
+                m = np.asarray(m, dtype=np.float64)
+                if u > v:
+                    m = m.T
+                total = m if total is None else total + m
+            matrices.append(total)
+        for e, first in enumerate(shape.shared_with):
+            if first != e:  # shared: a solver writing into it would change other edges
+                matrices[first].flags.writeable = False
         candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
                       for i, op in enumerate(graph.ops)]
-        return Problem(vertex, pairs, [merged[k] for k in pairs], names=[op.name for op in graph.ops],
+        return Problem(vertex, shape.edges, matrices, names=shape.names,
                        unit=self.unit, candidates=candidates, devices=space.devices,
                        memory=None if any(m is None for m in memory) else memory)
+
+
+def array_key(*parts: object) -> tuple:
+    """A hashable key from numpy arrays (by shape, dtype and bytes) and plain values.
+
+    Examples:
+        >>> array_key((4, 4), np.array([[1, 2]])) == array_key((4, 4), np.array([[1, 2]]))
+        True
+        >>> array_key(np.array([1, 2])) == array_key(np.array([[1, 2]]))
+        False
+    """
+    return tuple((p.shape, p.dtype.str, p.tobytes()) if isinstance(p, np.ndarray) else p
+                 for p in parts)
 
 
 def _check_space(graph: Graph, space: ConfigSpace) -> None:

@@ -21,9 +21,9 @@ CASES = [("mlp", 8, PaperCostModel), ("mlp", 16, AlphaBetaCostModel),
 
 
 def real_bytes(problem):
-    """What the built Problem holds, summed array by array."""
+    """What the built Problem holds, summed array by array (a shared array once)."""
     arrays = list(problem.vertex_costs) + list(problem.edge_costs) + list(problem.memory or [])
-    return sum(a.nbytes for a in arrays)
+    return sum({id(a): a.nbytes for a in arrays}.values())
 
 
 @pytest.mark.parametrize("model, devices, cost_model", CASES)
@@ -133,3 +133,31 @@ def test_pairwise_equals_the_kernel_on_every_pair():
     full = kernel(src[:, None, :], dst[None, :, :])
     got = pairwise(src, dst, kernel)
     assert got.shape == (40, 30) and np.array_equal(got, full)
+
+
+@pytest.mark.parametrize("model, devices, cost_model", CASES + [("transformer", 16, AlphaBetaCostModel)])
+def test_every_edge_matrix_is_the_sum_of_its_connections_costs(model, devices, cost_model):
+    graph = MODELS.get(model)()
+    space = ConfigSpace(graph, devices)
+    cm = cost_model()
+    problem = cm.problem(graph, space)
+    priced = cm.for_devices(devices) if isinstance(cm, AlphaBetaCostModel) else cm
+    expected = {}
+    for u, out, v, inp in cm.edges(graph):  # each connection priced on its own
+        pu, pv = graph.ops[u], graph.ops[v]
+        m = priced.edge_costs(pu, pu.outputs[out], space.configs[u], pv, pv.inputs[inp], space.configs[v])
+        expected[(u, v)] = expected.get((u, v), 0.0) + m
+    for (u, v), m in expected.items():
+        assert np.array_equal(problem.edge_matrix(u, v), m)
+    shared = [m for m in problem.edge_costs if sum(x is m for x in problem.edge_costs) > 1]
+    assert all(not m.flags.writeable for m in shared)
+
+
+def test_repeated_layers_share_their_edge_matrices():
+    graph = MODELS.get("transformer")()
+    space = ConfigSpace(graph, 16)
+    problem = AlphaBetaCostModel().problem(graph, space)
+    distinct = {id(m) for m in problem.edge_costs}
+    assert len(problem.edges) == 256 and len(distinct) < 64  # 6 + 6 identical layers
+    shape = problem_shape(graph, space, cost_model=AlphaBetaCostModel())
+    assert shape.array_bytes == real_bytes(problem) < problem_shape(graph, space).array_bytes
