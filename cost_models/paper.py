@@ -61,12 +61,34 @@ def conv_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"))
 
 
+def _weight_allreduce(r: float, op: Op, cfg: np.ndarray, port: Port) -> np.ndarray:
+    """All-reduce of a parameter's gradient tile over the devices splitting dims it lacks."""
+    mapped = {n for axis in port.dims for n in axis}
+    tile = np.prod(np.asarray(port.shape, dtype=np.float64) / port_factors(op, port, cfg), axis=1)
+    others = [i for i, n in enumerate(op.dim_names) if n not in mapped]
+    return allreduce(r, tile, np.prod(cfg[:, others], axis=1))
+
+
+def bias_cost(r: float, op: Op, cfg: np.ndarray, out: list[str]) -> np.ndarray:
+    """A GEMM's bias (``bias: true``): 3 FLOP per output element (as one ``pw``) plus the
+    all-reduce of its gradient over the devices splitting output dims it does not span."""
+    if not attr(op, "bias"):
+        return np.zeros(cfg.shape[0])
+    port = op.weights[-1]
+    spanned = {n for axis in port.dims for n in axis}
+    tile = np.prod(_tile(op, cfg)[:, [op.dim_index(n) for n in out]], axis=1)
+    others = [op.dim_index(n) for n in out if n not in spanned]
+    bias_tile = np.prod(np.asarray(port.shape, dtype=np.float64)
+                        / port_factors(op, port, cfg), axis=1)
+    return 3.0 * tile + allreduce(r, bias_tile, np.prod(cfg[:, others], axis=1))
+
+
 def fc_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     lead = list(op.dim_names[:-2])
     cm, m = _cols(op, cfg, lead)
     cn, n = _cols(op, cfg, "n")
     ck, k = _cols(op, cfg, "k")
-    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"))
+    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw")) + bias_cost(r, op, cfg, lead + ["n"])
 
 
 def einsum_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -79,7 +101,8 @@ def einsum_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     cm, m = _cols(op, cfg, ms)
     cn, n = _cols(op, cfg, ns)
     ck, k = _cols(op, cfg, ks)
-    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"), batch=bsize / cb)
+    cost = gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"), batch=bsize / cb)
+    return cost + bias_cost(r, op, cfg, list(out)) if op.kind == "Einsum" else cost
 
 
 def lstm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -111,17 +134,28 @@ def _tile(op: Op, cfg: np.ndarray) -> np.ndarray:
     return np.asarray(op.shape, dtype=np.float64) / cfg
 
 
+def _weights_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    return sum((_weight_allreduce(r, op, cfg, p) for p in op.weights), start=np.zeros(len(cfg)))
+
+
 def elementwise_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    return (1.0 + attr(op, "pw")) * np.prod(_tile(op, cfg), axis=1)
+    """``(1 + pw)`` per element (add, product, rotary); parameter operands (learned
+    positions) add the all-reduce of their gradients."""
+    cost = (1.0 + attr(op, "pw")) * np.prod(_tile(op, cfg), axis=1)
+    return cost + _weights_cost(r, op, cfg) if op.weights else cost
 
 
 def norm_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """The paper's LayerNorm; RMSNorm (``rms``: one statistic, one parameter) costs
+    12 per element and half the all-reduces. Scale and shift weights add nothing: the
+    per-feature sums already charged are their gradients."""
     axis = attr(op, "axis")
     tile = _tile(op, cfg)
     elems = np.prod(tile, axis=1)
     others = np.prod(np.delete(cfg, axis, axis=1), axis=1)
-    return (16.0 * elems + 4.0 * allreduce(r, elems / tile[:, axis], cfg[:, axis])
-            + 4.0 * allreduce(r, tile[:, axis], others))
+    flop, stats = (12.0, 2.0) if op.kind == "Norm" and attr(op, "rms") else (16.0, 4.0)
+    return (flop * elems + stats * allreduce(r, elems / tile[:, axis], cfg[:, axis])
+            + stats * allreduce(r, tile[:, axis], others))
 
 
 def reduce_mean_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -136,8 +170,44 @@ def softmax_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     rows = elems / tile[:, axis]
     full = float(op.shape[axis])
     q = cfg[:, axis]
+    mask = elems if attr(op, "causal") else 0.0  # causal: one select per element
     return (4.0 * elems + elems * full + allreduce(r, rows, q) + allreduce(r, rows * full, q)
-            + allreduce(r, rows, q))
+            + allreduce(r, rows, q) + mask)
+
+
+def top_k_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """k passes of a max: ``k * (3 elems + allreduce(rows, q))`` (q: the axis's split)."""
+    axis, k = attr(op, "axis"), float(attr(op, "k"))
+    tile = _tile(op, cfg)
+    elems = np.prod(tile, axis=1)
+    return k * (3.0 * elems + allreduce(r, elems / tile[:, axis], cfg[:, axis]))
+
+
+def _moe_terms(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    sizes = dict(zip(op.dim_names, op.shape))
+    dense = sizes["b"] * sizes["l"] * sizes["e"] * float(attr(op, "k")) / np.prod(cfg, axis=1)
+    tiles = [np.prod(np.asarray(p.shape, dtype=np.float64) / port_factors(op, p, cfg), axis=1)
+             for p in (op.inputs[0], op.inputs[1], op.outputs[0])]
+    return dense, tiles
+
+
+def moe_dispatch_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """GShard's ``blxc,ble->xbce`` with a k-sparse mask: ``b l k e`` multiply-adds
+    forward and one gradient backward, the buffers all-reduced over the l split and
+    the token gradients over the x and c splits."""
+    dense, (tokens, _, out) = _moe_terms(op, cfg)
+    c = {n: cfg[:, op.dim_index(n)] for n in "xcl"}
+    return 2.0 * dense + allreduce(r, out, c["l"]) + allreduce(r, tokens, c["x"] * c["c"])
+
+
+def moe_combine_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """GShard's ``blxc,xbce->ble`` with k-sparse gates: ``b l k e`` multiply-adds
+    forward and two gradients backward, outputs all-reduced over the x and c splits,
+    expert-output gradients over the l split, gate gradients over the e split."""
+    dense, (experts, gates, out) = _moe_terms(op, cfg)
+    c = {n: cfg[:, op.dim_index(n)] for n in "xcle"}
+    return (3.0 * dense + allreduce(r, out, c["x"] * c["c"]) + allreduce(r, experts, c["l"])
+            + allreduce(r, gates, c["e"]))
 
 
 def softmax_xent_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -148,16 +218,18 @@ def softmax_xent_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 
 
 def free_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    """Layout-only ops (concat, stack, reshape...) cost nothing in this model."""
-    return np.zeros(cfg.shape[0])
+    """Layout-only ops (concat, stack, reshape...) cost nothing in this model; parameter
+    operands (a concatenated class token) add the all-reduce of their gradients."""
+    return _weights_cost(r, op, cfg)
 
 
 LAYER_COSTS = {
     "Conv": conv_cost, "FC": fc_cost, "Einsum": einsum_cost, "Embedding": einsum_cost,
     "LSTM": lstm_cost, "Pooling": pooling_cost, "Elementwise": elementwise_cost,
     "Norm": norm_cost, "BatchNorm": norm_cost, "ReduceMean": reduce_mean_cost,
-    "Softmax": softmax_cost, "SoftmaxCrossEntropy": softmax_xent_cost,
-    "Concat": free_cost, "Stack": free_cost, "Unstack": free_cost,
+    "Softmax": softmax_cost, "SoftmaxCrossEntropy": softmax_xent_cost, "TopK": top_k_cost,
+    "MoEDispatch": moe_dispatch_cost, "MoECombine": moe_combine_cost,
+    "Concat": free_cost, "Slice": free_cost, "Stack": free_cost, "Unstack": free_cost,
     "Ravel": free_cost, "Unravel": free_cost,
 }
 

@@ -81,7 +81,8 @@ class GraphBuilder:
         return Graph(self.name, tuple(self.ops), self.attrs, check_ops=False)  # checked in _add
 
     # -- shape-preserving ops -------------------------------------------------
-    def _pointwise(self, kind: str, xs: Sequence[Value], name: str | None, **attrs: Any) -> Value:
+    def _pointwise(self, kind: str, xs: Sequence[Value], name: str | None,
+                   weights: Sequence[Port] = (), pinned: Sequence[str] = (), **attrs: Any) -> Value:
         if not xs:
             raise GraphError(f"{kind} needs at least one input")
         x = xs[0]
@@ -92,20 +93,87 @@ class GraphBuilder:
                 raise GraphError(f"{kind}: operand shapes differ: {x.shape} vs {y.shape}")
         op = Op(self._name(kind, name), kind, dims,
                 inputs=tuple(Port(v.shape, axes, v.source) for v in xs),
-                outputs=(Port(x.shape, axes),), attrs=attrs)
+                outputs=(Port(x.shape, axes),), weights=tuple(weights),
+                pinned=frozenset(pinned), attrs=attrs)
         return self._add(op, [(x.names, x.roles)])[0]
 
-    def elementwise(self, x: Value, y: Value, pw: int = 0, name: str | None = None) -> Value:
-        return self._pointwise("Elementwise", [x, y], name, pw=pw)
+    def elementwise(self, x: Value, y: Value | None = None, pw: float = 0, name: str | None = None,
+                    fn: str | None = None, weights: Sequence[Sequence[int]] = ()) -> Value:
+        """Element-wise ``fn`` (``add``, ``mul``) of ``x`` and ``y``, plus parameter ``weights``.
 
-    def norm(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
-        return self._pointwise("Norm", [x], name, axis=_axis(axis, len(x.shape), "Norm"))
+        A weight shape aligns with the trailing axes of ``x`` (numpy broadcasting): an
+        axis of the dim's size maps to it, any other extent stays unmapped (1:
+        broadcast; longer: its leading entries are used).
+        """
+        xs = [x] if y is None else [x, y]
+        ports = tuple(_broadcast_port(x, shape) for shape in weights)
+        extra = {} if fn is None else {"fn": fn}
+        return self._pointwise("Elementwise", xs, name, ports, pw=pw, **extra)
 
-    def batch_norm(self, x: Value, name: str | None = None) -> Value:
-        return self._pointwise("BatchNorm", [x], name, axis=0)
+    def rotary(self, x: Value, name: str | None = None) -> Value:
+        """Rotary position embedding: positions on the second-last axis, features last.
 
-    def softmax(self, x: Value, axis: int = -1, name: str | None = None) -> Value:
-        return self._pointwise("Softmax", [x], name, axis=_axis(axis, len(x.shape), "Softmax"))
+        ``x * cos + rotate_half(x) * sin``: 3 FLOP per element (``pw = 2``); the feature
+        dim is pinned, since rotate_half pairs feature i with i + d/2.
+        """
+        if len(x.shape) < 2:
+            raise GraphError(f"rotary needs a rank >= 2 input, got shape {x.shape}")
+        return self._pointwise("Elementwise", [x], name, pinned=(x.names[-1],), pw=2, fn="rotary")
+
+    def norm(self, x: Value, axis: int = -1, name: str | None = None, weights: int = 0,
+             rms: bool = False) -> Value:
+        """Layer normalisation (``rms``: RMSNorm) with ``weights`` affine parameters (0-2)."""
+        axis = _axis(axis, len(x.shape), "Norm")
+        ports = tuple(Port((x.shape[axis],), ((x.names[axis],),)) for _ in range(weights))
+        extra = {"rms": True} if rms else {}
+        return self._pointwise("Norm", [x], name, ports, axis=axis, **extra)
+
+    def batch_norm(self, x: Value, name: str | None = None, weights: int = 0) -> Value:
+        """Batch normalisation (the paper's: over the batch axis) with per-channel weights."""
+        ports = tuple(Port((x.shape[1],), ((x.names[1],),)) for _ in range(weights))
+        return self._pointwise("BatchNorm", [x], name, ports, axis=0)
+
+    def softmax(self, x: Value, axis: int = -1, name: str | None = None,
+                causal: bool = False) -> Value:
+        extra = {"causal": True} if causal else {}
+        return self._pointwise("Softmax", [x], name, axis=_axis(axis, len(x.shape), "Softmax"),
+                               **extra)
+
+    def top_k(self, x: Value, k: int, axis: int = -1, normalize: bool = False,
+              name: str | None = None) -> Value:
+        """Keep the ``k`` largest entries along ``axis`` (renormalised if asked), zero the rest."""
+        return self._pointwise("TopK", [x], name, k=k, axis=_axis(axis, len(x.shape), "TopK"),
+                               normalize=normalize)
+
+    def moe_dispatch(self, tokens: Value, gates: Value, capacity: int, k: int,
+                     name: str | None = None) -> Value:
+        """Tokens ``(b, l, e)`` to expert buffers ``(x, b, c, e)`` by the gates ``(b, l, x)``.
+
+        ``c = capacity`` slots per expert and sequence; tokens over capacity are dropped.
+        """
+        (bsz, seq, width), experts = _rank(tokens, 3, "MoEDispatch"), _rank(gates, 3, "MoEDispatch")[2]
+        dims = (Dim("x", experts, "expert"), Dim("b", bsz, "batch"),
+                Dim("c", capacity, "sequence"), Dim("e", width, "channel"),
+                Dim("l", seq, "sequence"))
+        op = Op(self._name("MoEDispatch", name), "MoEDispatch", dims,
+                inputs=(Port(tokens.shape, (("b",), ("l",), ("e",)), tokens.source),
+                        Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
+                outputs=(Port((experts, bsz, capacity, width), (("x",), ("b",), ("c",), ("e",))),),
+                attrs={"k": k})
+        return self._add(op, [(("x", "b", "c", "e"), ("expert", "batch", "sequence", "channel"))])[0]
+
+    def moe_combine(self, expert_out: Value, gates: Value, k: int,
+                    name: str | None = None) -> Value:
+        """Expert outputs ``(x, b, c, e)`` back to tokens ``(b, l, e)``, weighted by the gates."""
+        experts, bsz, capacity, width = _rank(expert_out, 4, "MoECombine")
+        seq = _rank(gates, 3, "MoECombine")[1]
+        dims = (Dim("b", bsz, "batch"), Dim("l", seq, "sequence"), Dim("e", width, "channel"),
+                Dim("x", experts, "expert"), Dim("c", capacity, "sequence"))
+        op = Op(self._name("MoECombine", name), "MoECombine", dims,
+                inputs=(Port(expert_out.shape, (("x",), ("b",), ("c",), ("e",)), expert_out.source),
+                        Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
+                outputs=(Port((bsz, seq, width), (("b",), ("l",), ("e",))),), attrs={"k": k})
+        return self._add(op, [(("b", "l", "e"), ("batch", "sequence", "channel"))])[0]
 
     def softmax_cross_entropy(self, x: Value, name: str | None = None) -> Value:
         return self._pointwise("SoftmaxCrossEntropy", [x], name)
@@ -150,7 +218,8 @@ class GraphBuilder:
         return self._add(op, [(x.names, x.roles)])[0]
 
     # -- GEMM-shaped ops -----------------------------------------------------
-    def fc(self, x: Value, units: int, pw: int = 0, name: str | None = None) -> Value:
+    def fc(self, x: Value, units: int, pw: float = 0, name: str | None = None,
+           bias: bool = False, act: str | None = None) -> Value:
         """Fully connected layer over the last axis of ``x``; leading axes fold into m."""
         lead_names = tuple(x.names[:-1])
         lead_roles = tuple(x.roles[:-1])
@@ -162,12 +231,19 @@ class GraphBuilder:
         op = Op(self._name("FC", name), "FC", dims,
                 inputs=(Port(x.shape, lead + (("k",),), x.source),),
                 outputs=(Port(out_shape, lead + (("n",),)),),
-                weights=(Port((k, units), (("k",), ("n",))),), attrs={"pw": pw})
+                weights=(Port((k, units), (("k",), ("n",))),)
+                + ((Port((units,), (("n",),)),) if bias else ()),
+                attrs=_gemm_attrs(pw, act, bias, None))
         return self._add(op, [(lead_names + ("k",), lead_roles + ("channel",))])[0]
 
-    def einsum(self, eq: str, a: Value, b: Value, pw: int = 0, name: str | None = None,
-               roles: dict[str, str] | None = None, kind: str = "Einsum") -> Value:
-        """Two-operand einsum; the domain is the output letters, then the reduced ones."""
+    def einsum(self, eq: str, a: Value, b: Value, pw: float = 0, name: str | None = None,
+               roles: dict[str, str] | None = None, kind: str = "Einsum", bias: str | None = None,
+               act: str | None = None, tied: str | None = None) -> Value:
+        """Two-operand einsum; the domain is the output letters, then the reduced ones.
+
+        ``bias`` names the output letters a bias parameter spans (``"f"``); ``act`` the
+        point-wise function of ``pw``; ``tied`` the op whose first weight is this one's.
+        """
         if not isinstance(eq, str):
             raise GraphError(f"{kind}: eq must be a string such as 'ab,bc->ac', got {eq!r}")
         try:
@@ -189,10 +265,16 @@ class GraphBuilder:
                  for letters, v in ((la, a), (lb, b))]
         inputs = tuple(p for p in ports if p.source is not None)
         weights = tuple(p for p in ports if p.source is None)
+        if bias is not None:
+            if any(ch not in out for ch in bias):
+                raise GraphError(f"{kind} {eq!r}: bias letters {bias!r} must be output letters")
+            letters = [ch for ch in out if ch in bias]
+            weights += (Port(tuple(sizes[ch] for ch in letters), tuple((ch,) for ch in letters)),)
         out_shape = tuple(sizes[ch] for ch in out)
+        attrs = {"eq": f"{la},{lb}->{out}"} | _gemm_attrs(pw, act, bias is not None, tied)
         op = Op(self._name(kind, name), kind, dims, inputs=inputs,
                 outputs=(Port(out_shape, tuple((ch,) for ch in out)),), weights=weights,
-                attrs={"eq": f"{la},{lb}->{out}", "pw": pw})
+                attrs=attrs)
         return self._add(op, [(tuple(out), tuple(roles.get(ch, "other") for ch in out))])[0]
 
     def embedding(self, ids: Value, vocab: int, width: int, name: str | None = None) -> Value:
@@ -237,8 +319,13 @@ class GraphBuilder:
                 outputs=(Port(out_shape, out_axes),), attrs={"axes": axes, "keepdims": keepdims})
         return self._add(op, [(names, roles)])[0]
 
-    def concat(self, xs: Sequence[Value], axis: int = 1, name: str | None = None) -> Value:
-        """Concatenate along ``axis``; the domain has size 1 there, so it is never split."""
+    def concat(self, xs: Sequence[Value], axis: int = 1, name: str | None = None,
+               weights: Sequence[Sequence[int]] = ()) -> Value:
+        """Concatenate along ``axis``; the domain has size 1 there, so it is never split.
+
+        ``weights`` are parameter shapes placed before the inputs (a class token): extent
+        1 on an axis other than ``axis`` broadcasts there.
+        """
         if not xs:
             raise GraphError("Concat needs at least one input")
         x = xs[0]
@@ -249,12 +336,33 @@ class GraphBuilder:
         dims = tuple(Dim(n, 1 if i == axis else s, r)
                      for i, (n, s, r) in enumerate(zip(x.names, x.shape, x.roles)))
         axes = tuple((n,) for n in x.names)
-        out_shape = tuple(sum(y.shape[axis] for y in xs) if i == axis else s
+        ports = []
+        for shape in weights:
+            shape = tuple(int(s) for s in shape)
+            if len(shape) != len(x.shape):
+                raise GraphError(f"Concat: weight shape {shape} has not the rank of {x.shape}")
+            ports.append(Port(shape, tuple(() if a == axis or (s == 1 and x.shape[a] != 1) else (n,)
+                                           for a, (s, n) in enumerate(zip(shape, x.names)))))
+        out_shape = tuple(sum(y.shape[axis] for y in list(xs) + ports) if i == axis else s
                           for i, s in enumerate(x.shape))
         op = Op(self._name("Concat", name), "Concat", dims,
                 inputs=tuple(Port(y.shape, axes, y.source) for y in xs),
-                outputs=(Port(out_shape, axes),), pinned=frozenset({x.names[axis]}),
-                attrs={"axis": axis})
+                outputs=(Port(out_shape, axes),), weights=tuple(ports),
+                pinned=frozenset({x.names[axis]}), attrs={"axis": axis})
+        return self._add(op, [(x.names, x.roles)])[0]
+
+    def slice(self, x: Value, axis: int, start: int, stop: int, name: str | None = None) -> Value:
+        """Entries ``start .. stop - 1`` along ``axis`` (the axis stays); never split there."""
+        axis = _axis(axis, len(x.shape), "Slice")
+        dims = tuple(Dim(n, 1 if i == axis else s, r)
+                     for i, (n, s, r) in enumerate(zip(x.names, x.shape, x.roles)))
+        axes = tuple((n,) for n in x.names)
+        out_shape = tuple(stop - start if i == axis else s for i, s in enumerate(x.shape))
+        if min(out_shape) < 1:
+            raise GraphError(f"Slice: [{start}, {stop}) is empty")
+        op = Op(self._name("Slice", name), "Slice", dims,
+                inputs=(Port(x.shape, axes, x.source),), outputs=(Port(out_shape, axes),),
+                pinned=frozenset({x.names[axis]}), attrs={"axis": axis, "start": start, "stop": stop})
         return self._add(op, [(x.names, x.roles)])[0]
 
     def stack(self, xs: Sequence[Value], axis: int = 0, new_name: str = "s",
@@ -331,6 +439,28 @@ def check_model_options(model: str, **values: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise OptionError(f"model {model!r} option {name} must be an integer >= 1, "
                               f"got {value!r}")
+
+
+def _gemm_attrs(pw: float, act: str | None, bias: bool, tied: str | None) -> dict[str, Any]:
+    """A GEMM's attributes, leaving out those at their defaults (graphs stay as before)."""
+    attrs: dict[str, Any] = {"pw": pw}
+    if act is not None:
+        attrs["act"] = act
+    if bias:
+        attrs["bias"] = True
+    if tied is not None:
+        attrs["tied"] = tied
+    return attrs
+
+
+def _broadcast_port(x: Value, shape: Sequence[int]) -> Port:
+    """A parameter of ``shape`` aligned with the trailing axes of ``x``."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) > len(x.shape):
+        raise GraphError(f"a weight of shape {shape} has more axes than {x.shape}")
+    lead = len(x.shape) - len(shape)
+    return Port(shape, tuple((n,) if s == size else ()
+                             for s, n, size in zip(shape, x.names[lead:], x.shape[lead:])))
 
 
 _ROLE_GUESS = {"b": "batch", "c": "channel", "h": "spatial", "w": "spatial", "l": "sequence",

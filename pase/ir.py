@@ -54,6 +54,7 @@ ROLES = (
     "heads",       # attention heads
     "vocabulary",  # token vocabulary / classes
     "layer",       # stacked layers (LSTM)
+    "expert",      # experts of a mixture-of-experts layer; splitting it is expert parallelism
     "other",
 )
 

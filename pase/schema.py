@@ -116,6 +116,19 @@ NATURAL_PAIR = AttrType("[int, int]", "a pair [h, w] of integers >= 0", _pair_ch
 BOOL = AttrType("boolean", "true or false", _check_bool)
 POSITIVE_INT = AttrType("integer", "an integer >= 1",
                         lambda v, n: None if _is_int(v) and 1 <= v <= MAX_SIZE else "")
+NATURAL_INT = AttrType("integer", "an integer >= 0",
+                       lambda v, n: None if _is_int(v) and 0 <= v <= MAX_SIZE else "")
+OP_NAME = AttrType("string", "the name of another op of the graph",
+                   lambda v, n: None if isinstance(v, str) and v else "")
+
+
+def _choice(*values: str) -> AttrType:
+    return AttrType("string", "one of " + ", ".join(values),
+                    lambda v, n: None if isinstance(v, str) and v in values else "")
+
+
+ACTIVATION = _choice("relu", "gelu", "silu", "none")
+ELEMENTWISE_FN = _choice("add", "mul", "rotary")
 EINSUM = AttrType("string", "a two-operand einsum such as \"bhlk,bhmk->bhlm\": ASCII letters, "
                             "no letter twice in one operand or in the output", _check_eq)
 
@@ -292,6 +305,12 @@ def _fc_rule(op: Op, where: str) -> list[PortAxis]:
     _expect_map(op, where, "input", 0, _one_each(lead + ("k",)), rule)
     _expect_map(op, where, "output", 0, _one_each(lead + ("n",)), rule)
     _expect_map(op, where, "weight", 0, _one_each("kn"), rule)
+    if attr(op, "bias") != (len(op.weights) == 2):
+        raise GraphError(f"{where} has {len(op.weights)} weight(s) and bias: "
+                         f"{str(attr(op, 'bias')).lower()}; an FC has its matrix, plus a bias "
+                         f"(its second weight) exactly when bias is true")
+    if len(op.weights) == 2:
+        _check_bias(op, where, op.weights[1], ("n",))
     return []
 
 
@@ -306,10 +325,16 @@ def _einsum_rule(op: Op, where: str) -> list[PortAxis]:
                          f"{_names(sorted(op.dim_names))} (letters that are no dim: "
                          f"{_names(extra)}; dims that are no letter: {_names(missing)}); each "
                          f"letter must be one dim and each dim a letter")
-    operands = list(op.inputs) + list(op.weights)
+    weights = list(op.weights)
+    if _has_attr(op, "bias") and attr(op, "bias"):
+        if not weights:
+            raise GraphError(f"{where} has bias: true but no weight; its bias is its last weight")
+        _check_bias(op, where, weights.pop(), out)
+    operands = list(op.inputs) + weights
     if len(operands) != 2:
-        raise GraphError(f"{where} has {len(op.inputs)} input(s) and {len(op.weights)} weight(s); "
-                         f"{_a(op.kind)} reads exactly 2 tensors (its two operands) in all")
+        extra = " besides its bias" if len(weights) < len(op.weights) else ""
+        raise GraphError(f"{where} has {len(op.inputs)} input(s) and {len(weights)} weight(s)"
+                         f"{extra}; {_a(op.kind)} reads exactly 2 tensors (its two operands) in all")
     first = _one_each(a)
     second = _one_each(b)
     if {operands[0].dims, operands[1].dims} != {first, second}:
@@ -319,6 +344,19 @@ def _einsum_rule(op: Op, where: str) -> list[PortAxis]:
     _expect_map(op, where, "output", 0, _one_each(out),
                 f"its output follows the output letters of eq {eq!r}")
     return []
+
+
+def _has_attr(op: Op, name: str) -> bool:
+    return any(a.name == name for a in schema_of(op).attrs)
+
+
+def _check_bias(op: Op, where: str, port: Port, out: str | tuple[str, ...]) -> None:
+    """A bias maps each axis to one output dim, in the output's order."""
+    names = [axis[0] if len(axis) == 1 else None for axis in port.dims]
+    order = [n for n in out if n in names]
+    if not names or None in names or order != names:
+        raise GraphError(f"{where} bias (its last weight) maps its axes to {_axes_text(port.dims)}; "
+                         f"a bias maps each axis to one output dim ({_names(out)}), in that order")
 
 
 def _lstm_rule(op: Op, where: str) -> list[PortAxis]:
@@ -347,6 +385,106 @@ def _pointwise_rule(op: Op, where: str) -> list[PortAxis]:
         for i in range(len(_ports(op, which))):
             _expect_map(op, where, which, i, _one_each(op.dim_names), rule)
     return []
+
+
+def _broadcast_weights(op: Op, where: str, what: str) -> list[PortAxis]:
+    """Weights added to the output, aligned with its trailing axes as numpy broadcasts.
+
+    Weight axis j of a rank-r weight stands for op axis ``n - r + j``: mapped to that
+    dim, or unmapped with extent 1 (broadcast) or at least the dim's size (its
+    leading entries are used: a position table longer than the sequence).
+    """
+    n = len(op.dims)
+    exempt = []
+    for j, port in enumerate(op.weights):
+        r = len(port.shape)
+        if r > n:
+            raise GraphError(f"{where} weight {j} has {r} axes; {what} has at most the op's {n}")
+        for a, (axis, extent) in enumerate(zip(port.dims, port.shape)):
+            dim = op.dims[n - r + a]
+            if axis == ():
+                if extent != 1 and extent < dim.size:
+                    raise GraphError(f"{where} weight {j} axis {a} is unmapped with extent {extent}; "
+                                     f"an unmapped axis has extent 1 (broadcast) or at least the "
+                                     f"size of dim {dim.name!r} ({dim.size})")
+                exempt.append(("weight", j, a))
+            elif axis != (dim.name,):
+                raise GraphError(f"{where} weight {j} maps axis {a} to {_axes_text((axis,))}; "
+                                 f"{what} aligns its axes with the op's last {r} dims, so axis {a} "
+                                 f"maps to [{dim.name}] or to nothing")
+    return exempt
+
+
+def _elementwise_rule(op: Op, where: str) -> list[PortAxis]:
+    _pointwise_rule(op, where)
+    fn = attr(op, "fn")
+    if op.weights and fn != "add":
+        raise GraphError(f"{where} has fn {fn!r} and {len(op.weights)} weight(s); only an add "
+                         f"takes weights (parameters added to its output)")
+    if fn == "mul" and len(op.inputs) < 2:
+        raise GraphError(f"{where} has fn 'mul' and {len(op.inputs)} input; a product needs at "
+                         f"least 2 inputs")
+    if fn == "rotary":
+        if len(op.inputs) != 1 or len(op.dims) < 2:
+            raise GraphError(f"{where} has fn 'rotary'; a rotary embedding reads one input of "
+                             f"rank >= 2 (positions on the second-last axis, features last)")
+        last = op.dims[-1]
+        _expect_pinned(op, where, [last.name], "rotary pairs feature i with i + d/2")
+        if last.size % 2:
+            raise GraphError(f"{where} dim {last.name!r} has size {last.size}; a rotary "
+                             f"embedding rotates pairs of features, so it must be even")
+    return _broadcast_weights(op, where, "an Elementwise weight")
+
+
+def _norm_weights_rule(op: Op, where: str) -> list[PortAxis]:
+    _pointwise_rule(op, where)
+    if op.kind == "BatchNorm":
+        if len(op.dims) < 2 and op.weights:
+            raise GraphError(f"{where} has weights but one dim; a BatchNorm's scale and shift "
+                             f"are per channel (dim 1)")
+        dim, what = (op.dims[1].name if len(op.dims) > 1 else ""), "the channel dim (dim 1)"
+    else:
+        dim, what = op.dims[attr(op, "axis")].name, "the normalised axis's dim"
+        if attr(op, "rms") and len(op.weights) > 1:
+            raise GraphError(f"{where} has rms: true and {len(op.weights)} weights; an RMSNorm "
+                             f"has a scale and no shift (at most 1 weight)")
+    for j in range(len(op.weights)):
+        _expect_map(op, where, "weight", j, ((dim,),),
+                    f"a scale or shift is one value per entry of {what}")
+    return []
+
+
+def _softmax_rule(op: Op, where: str) -> list[PortAxis]:
+    _pointwise_rule(op, where)
+    if attr(op, "causal"):
+        n = len(op.dims)
+        if n < 2 or attr(op, "axis") != n - 1 or op.dims[-1].size != op.dims[-2].size:
+            raise GraphError(f"{where} has causal: true; a causal softmax runs along its last axis "
+                             f"(keys) with queries on the second-last, both of one size")
+    return []
+
+
+def _topk_rule(op: Op, where: str) -> list[PortAxis]:
+    _pointwise_rule(op, where)
+    axis, k = attr(op, "axis"), attr(op, "k")
+    if k > op.dims[axis].size:
+        raise GraphError(f"{where} has k={k} but dim {op.dims[axis].name!r} has size "
+                         f"{op.dims[axis].size}; k is at most the number of candidates")
+    return []
+
+
+def _moe_rule(dims: str, inputs: tuple[str, str], output: str, rule: str) -> Rule:
+    def check(op: Op, where: str) -> list[PortAxis]:
+        _expect_dims(op, where, tuple(dims))
+        for i, letters in enumerate(inputs):
+            _expect_map(op, where, "input", i, _one_each(letters), rule)
+        _expect_map(op, where, "output", 0, _one_each(output), rule)
+        experts = op.dims[dims.index("x")].size
+        if attr(op, "k") > experts:
+            raise GraphError(f"{where} has k={attr(op, 'k')} but {experts} experts (dim 'x'); "
+                             f"a token goes to at most every expert")
+        return []
+    return check
 
 
 def _reduce_mean_rule(op: Op, where: str) -> list[PortAxis]:
@@ -386,12 +524,38 @@ def _concat_rule(op: Op, where: str) -> list[PortAxis]:
     for which in ("input", "output"):
         for i in range(len(_ports(op, which))):
             _expect_map(op, where, which, i, _one_each(op.dim_names), rule)
-    total = sum(p.shape[axis] for p in op.inputs)
+    exempt: list[PortAxis] = []
+    for j, port in enumerate(op.weights):
+        want = tuple(() if a == axis or (port.shape[a:a + 1] == (1,) and port.dims[a:a + 1] == ((),))
+                     else (n,) for a, n in enumerate(op.dim_names))
+        if len(port.shape) != len(op.dims) or port.dims != want or port.dims[axis] != ():
+            raise GraphError(f"{where} weight {j} maps its axes to {_axes_text(port.dims)}; a "
+                             f"Concat weight has the op's rank, leaves the concatenated axis "
+                             f"unmapped and maps every other axis to its dim (or leaves it "
+                             f"unmapped with extent 1: broadcast)")
+        exempt += [("weight", j, a) for a in range(len(port.shape)) if port.dims[a] == ()]
+    total = sum(p.shape[axis] for p in op.inputs) + sum(p.shape[axis] for p in op.weights)
     if op.outputs[0].shape[axis] != total:
         raise GraphError(f"{where} output 0 axis {axis} has size {op.outputs[0].shape[axis]}; the "
-                         f"inputs' sizes on that axis add up to {total}")
-    exempt = [("input", i, axis) for i in range(len(op.inputs))]
+                         f"inputs' and weights' sizes on that axis add up to {total}")
+    exempt += [("input", i, axis) for i in range(len(op.inputs))]
     return exempt + [("output", 0, axis)]
+
+
+def _slice_rule(op: Op, where: str) -> list[PortAxis]:
+    axis, start, stop = attr(op, "axis"), attr(op, "start"), attr(op, "stop")
+    _size_one_pinned(op, where, axis, "sliced")
+    rule = "a Slice maps axis i of its input and of its output to dim i"
+    for which in ("input", "output"):
+        _expect_map(op, where, which, 0, _one_each(op.dim_names), rule)
+    extent = op.inputs[0].shape[axis]
+    if not start < stop <= extent:
+        raise GraphError(f"{where} slices [{start}, {stop}) of an axis of extent {extent}; "
+                         f"allowed: 0 <= start < stop <= {extent}")
+    if op.outputs[0].shape[axis] != stop - start:
+        raise GraphError(f"{where} output 0 axis {axis} has size {op.outputs[0].shape[axis]}; "
+                         f"the slice [{start}, {stop}) has {stop - start}")
+    return [("input", 0, axis), ("output", 0, axis)]
 
 
 def _stack_rule(op: Op, where: str) -> list[PortAxis]:
@@ -446,6 +610,13 @@ _PW = Attr("pw", COUNT, "point-wise ops (activations...) fused after the GEMM; e
 _PW_ELEMENTWISE = Attr("pw", COUNT, "further point-wise ops fused into this one; each adds 1 "
                        "FLOP per element", default=0)
 _POINTWISE = ("one dim per axis of the input; every input and the output map axis i to dim i")
+_ACT = Attr("act", ACTIVATION, "the point-wise function the `pw` FLOP stand for (exporters "
+            "compute it when pw >= 1): its FLOP weight is in \"Model patterns\" below",
+            default="relu")
+_BIAS = Attr("bias", BOOL, "the last weight is a bias added to the output", default=False)
+_TIED = Attr("tied", OP_NAME, "the op whose first weight is this op's matrix (a tied weight, "
+             "counted once as a parameter)", default=None)
+_MOE_K = Attr("k", POSITIVE_INT, "experts per token (top-k)", required=True)
 
 OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
     OpSchema("Conv", "2-D convolution of an image (b, c, h, w) with filters (n, c, r, s)",
@@ -468,17 +639,20 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              "4 dims (batch, channel, output height, output width); input and output map axis "
              "i to dim i; the input's height and width give the output's as for Conv"),
     OpSchema("FC", "fully connected layer over the last axis of its input",
-             "fc(x, units, pw)", (_PW,), (1, 1), (1, 1), (1, 1), _fc_rule,
+             "fc(x, units, pw, bias=..., act=...)", (_PW, _ACT, _BIAS, _TIED), (1, 1), (1, 1),
+             (1, 2), _fc_rule,
              "dims: the input's leading axes, then `n` (units) and `k` (input features), last; "
-             "input maps to `[lead...] [k]`, output to `[lead...] [n]`, weight to `[k] [n]`"),
+             "input maps to `[lead...] [k]`, output to `[lead...] [n]`, weight to `[k] [n]`; "
+             "with bias, a second weight of shape (n,) maps to `[n]`"),
     OpSchema("Einsum", "two-operand einsum, costed as a batched GEMM",
              "einsum(\"ble,ef->blf\", a, b, pw, roles=...)",
              (Attr("eq", EINSUM, "the equation; each letter is one dim of the op", required=True),
-              _PW),
+              _PW, _ACT, _BIAS, _TIED),
              (0, None), (1, 1), (0, None), _einsum_rule,
              "the dims are the letters of `eq` (the builder orders them: output letters, then "
              "contracted ones); 2 tensors in all (inputs made by ops, weights and graph inputs), "
-             "one mapped letter by letter to each operand; the output maps to the output letters"),
+             "one mapped letter by letter to each operand; the output maps to the output letters; "
+             "with bias, a last weight maps each axis to one output letter, in output order"),
     OpSchema("Embedding", "embedding lookup: the einsum `abc,cd->abd` of one-hot ids with a "
              "weight", "embedding(ids, vocab, width)",
              (Attr("eq", EINSUM, "the equation; each letter is one dim of the op", required=True),
@@ -489,32 +663,83 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              "dims exactly `l s b n k` (layers, steps, batch, units, input width) with n = k; "
              "s pinned; input maps to `[b] [s] [k]`, output to `[b] [s] [n]`, weight of shape "
              "(l, 2k, 4n) to `[l] [k] [n]`"),
-    OpSchema("Elementwise", "element-wise op of same-shaped tensors (add, multiply...)",
-             "elementwise(x, y, pw)", (_PW_ELEMENTWISE,), (1, None), (1, 1), (0, 0), _pointwise_rule,
-             _POINTWISE),
-    OpSchema("Norm", "layer normalisation over one axis", "norm(x, axis)",
-             (Attr("axis", AXIS, "the normalised axis", default=0),),
-             (1, 1), (1, 1), (0, 0), _pointwise_rule, _POINTWISE),
+    OpSchema("Elementwise", "element-wise op of same-shaped tensors (add, multiply, rotary "
+             "embedding...)", "elementwise(x, y, pw, fn=...), add_parameter(x, shape), rotary(x)",
+             (_PW_ELEMENTWISE,
+              Attr("fn", ELEMENTWISE_FN, "what it computes: the sum of its inputs and weights, "
+                   "the product of its inputs, or a rotary position embedding of its one input",
+                   default="add")),
+             (1, None), (1, 1), (0, None), _elementwise_rule,
+             _POINTWISE + "; weights (an add only: learned positions, biases) align with the "
+             "output's last axes as numpy broadcasts, each axis mapped to that dim or unmapped "
+             "(extent 1, or at least the dim's size: its leading entries are used); `rotary` "
+             "reads one input of rank >= 2 (positions second-last, features last) and pins the "
+             "last dim, of even size"),
+    OpSchema("Norm", "layer normalisation over one axis (RMSNorm with rms)",
+             "norm(x, axis, weights=..., rms=...)",
+             (Attr("axis", AXIS, "the normalised axis", default=0),
+              Attr("rms", BOOL, "RMSNorm: scale by the root mean square, no mean subtracted, no "
+                   "shift", default=False)),
+             (1, 1), (1, 1), (0, 2), _norm_weights_rule,
+             _POINTWISE + "; up to 2 weights (scale, then shift; 1 with rms), each of shape "
+             "(extent of the normalised axis,) mapped to its dim"),
     OpSchema("BatchNorm", "batch normalisation: Norm over the batch axis (the paper's model)",
-             "batch_norm(x)", (Attr("axis", AXIS, "the normalised axis", default=0),),
-             (1, 1), (1, 1), (0, 0), _pointwise_rule, _POINTWISE),
+             "batch_norm(x, weights=...)", (Attr("axis", AXIS, "the normalised axis", default=0),),
+             (1, 1), (1, 1), (0, 2), _norm_weights_rule,
+             _POINTWISE + "; up to 2 weights (scale, shift), each of shape (channels,) mapped "
+             "to dim 1"),
     OpSchema("ReduceMean", "mean over some axes", "reduce_mean(x, axes, keepdims)",
              (Attr("axes", AXES, "the reduced axes", required=True),
               Attr("keepdims", BOOL, "keep reduced axes with size 1", default=False)),
              (1, 1), (1, 1), (0, 0), _reduce_mean_rule,
              "one dim per input axis; input maps axis i to dim i; the output keeps the other "
              "axes (with keepdims: every axis, the reduced ones unmapped and of size 1)"),
-    OpSchema("Softmax", "softmax along one axis", "softmax(x, axis)",
-             (Attr("axis", AXIS, "the softmax axis", required=True),),
-             (1, 1), (1, 1), (0, 0), _pointwise_rule, _POINTWISE),
+    OpSchema("Softmax", "softmax along one axis", "softmax(x, axis, causal=...)",
+             (Attr("axis", AXIS, "the softmax axis", required=True),
+              Attr("causal", BOOL, "mask keys after the query (entries above the diagonal of the "
+                   "last two axes) before the softmax", default=False)),
+             (1, 1), (1, 1), (0, 0), _softmax_rule,
+             _POINTWISE + "; causal: the axis is the last, the last two dims (queries, keys) "
+             "have one size"),
+    OpSchema("TopK", "keep the k largest entries along one axis, zero the rest (MoE routing)",
+             "top_k(x, k, axis, normalize)",
+             (Attr("k", POSITIVE_INT, "entries kept per row", required=True),
+              Attr("axis", AXIS, "the axis of candidates (experts)", required=True),
+              Attr("normalize", BOOL, "divide the kept entries by their sum", default=False)),
+             (1, 1), (1, 1), (0, 0), _topk_rule, _POINTWISE + "; k at most the axis's size"),
+    OpSchema("MoEDispatch", "send each token to its top-k experts' buffers (mixture of experts)",
+             "moe_dispatch(tokens, gates, capacity, k)", (_MOE_K,), (2, 2), (1, 1), (0, 0),
+             _moe_rule("xbcel", ("ble", "blx"), "xbce",
+                       "a MoEDispatch maps tokens (b, l, e), gates (b, l, x) and its expert "
+                       "buffers (x, b, c, e)"),
+             "dims exactly `x b c e l` (experts, batch, capacity slots per expert and sequence, "
+             "width, tokens); input 0 (tokens) maps to `[b] [l] [e]`, input 1 (gates) to "
+             "`[b] [l] [x]`, the output (expert buffers) to `[x] [b] [c] [e]`; k at most x"),
+    OpSchema("MoECombine", "sum each token's expert outputs weighted by its gates",
+             "moe_combine(expert_out, gates, k)", (_MOE_K,), (2, 2), (1, 1), (0, 0),
+             _moe_rule("blexc", ("xbce", "blx"), "ble",
+                       "a MoECombine maps expert outputs (x, b, c, e), gates (b, l, x) and its "
+                       "output (b, l, e)"),
+             "dims exactly `b l e x c`; input 0 (expert outputs) maps to `[x] [b] [c] [e]`, "
+             "input 1 (gates) to `[b] [l] [x]`, the output to `[b] [l] [e]`; k at most x"),
     OpSchema("SoftmaxCrossEntropy", "softmax and cross-entropy loss, classes on the last axis",
              "softmax_cross_entropy(x)", (), (1, 1), (1, 1), (0, 0), _pointwise_rule,
              _POINTWISE + "; the last dim is the classes"),
-    OpSchema("Concat", "concatenation along one axis", "concat(xs, axis)",
+    OpSchema("Concat", "concatenation along one axis", "concat(xs, axis, weights=...)",
              (Attr("axis", AXIS, "the concatenated axis", required=True),),
-             (1, None), (1, 1), (0, 0), _concat_rule,
+             (1, None), (1, 1), (0, None), _concat_rule,
              "one dim per axis, the one at `axis` of size 1 and pinned; every input and the "
-             "output map axis i to dim i; the output's `axis` extent is the sum of the inputs'"),
+             "output map axis i to dim i; weights (parameters such as a class token) come first "
+             "along `axis`, leave it unmapped and map every other axis to its dim or leave it "
+             "unmapped with extent 1 (broadcast); the output's `axis` extent is the sum of the "
+             "weights' and inputs'"),
+    OpSchema("Slice", "entries start..stop-1 along one axis", "slice(x, axis, start, stop)",
+             (Attr("axis", AXIS, "the sliced axis", required=True),
+              Attr("start", NATURAL_INT, "first entry kept", required=True),
+              Attr("stop", POSITIVE_INT, "one past the last entry kept", required=True)),
+             (1, 1), (1, 1), (0, 0), _slice_rule,
+             "one dim per axis, the one at `axis` of size 1 and pinned; input and output map "
+             "axis i to dim i; the output's `axis` extent is `stop - start`"),
     OpSchema("Stack", "stacking along a new axis", "stack(xs, axis)",
              (Attr("axis", AXIS, "position of the new (stacking) dim", required=True),),
              (1, None), (1, 1), (0, 0), _stack_rule,

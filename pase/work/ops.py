@@ -110,7 +110,7 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     cfg = configs.astype(np.float64)
     flop, colls = formula(op, cfg, float(bytes_per_element))
     fwd, bwd = flop
-    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in op.weights if _is_parameter(op, p)),
+    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in _owned_parameters(op)),
                  start=np.zeros(len(configs))) * bytes_per_element
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
@@ -123,6 +123,38 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
 def _is_parameter(op: Op, port: Port) -> bool:
     roles = {d.name: d.role for d in op.dims}
     return port in op.weights and not any(roles[n] == "batch" for axis in port.dims for n in axis)
+
+
+def _owned_parameters(op: Op) -> list[Port]:
+    """Parameters this op holds in memory: a tied matrix (``tied``) belongs to its owner."""
+    params = [p for p in op.weights if _is_parameter(op, p)]
+    if "tied" in op.attrs and op.weights and params and params[0] is op.weights[0]:
+        params = params[1:]
+    return params
+
+
+def _weight_syncs(op: Op, cfg: np.ndarray, dt: float, ports) -> list[Collective]:
+    """Gradient all-reduces of parameter ``ports`` over the dims they do not map."""
+    colls = []
+    for port in ports:
+        if not _is_parameter(op, port):
+            continue
+        mapped = {n for axis in port.dims for n in axis}
+        others = tuple(i for i, n in enumerate(op.dim_names) if n not in mapped)
+        colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, others, "dW (parameters)"))
+    return colls
+
+
+def _bias(op: Op, cfg: np.ndarray, dt: float, out_dims) -> tuple[np.ndarray, list[Collective]]:
+    """A GEMM's bias: one add per output element forward, its gradient summed over the
+    devices splitting output dims it does not span."""
+    if not attr(op, "bias"):
+        return np.zeros(len(cfg)), []
+    port = op.weights[-1]
+    mapped = {n for axis in port.dims for n in axis}
+    group = tuple(i for i in out_dims if op.dim_names[i] not in mapped)
+    out = _tile_elems(op, op.outputs[0], cfg)
+    return out, [_ar("gradient", _tile_elems(op, port, cfg) * dt, group, "dbias (weights)")]
 
 
 def _idx(op: Op, names) -> tuple[int, ...]:
@@ -177,9 +209,16 @@ def _conv(op: Op, cfg: np.ndarray, dt: float):
                  op.inputs[0], op.weights[0])
 
 
+def _with_bias(op: Op, cfg: np.ndarray, dt: float, result, out_dims):
+    (fwd, bwd), colls = result
+    extra, syncs = _bias(op, cfg, dt, out_dims)
+    return (fwd + extra, bwd + 2.0 * extra), colls + syncs
+
+
 def _fc(op: Op, cfg: np.ndarray, dt: float):
     lead = tuple(range(len(op.dims) - 2))
-    return _gemm(op, cfg, dt, (), lead, _idx(op, "n"), _idx(op, "k"), op.inputs[0], op.weights[0])
+    gemm = _gemm(op, cfg, dt, (), lead, _idx(op, "n"), _idx(op, "k"), op.inputs[0], op.weights[0])
+    return _with_bias(op, cfg, dt, gemm, lead + _idx(op, "n"))
 
 
 def _einsum(op: Op, cfg: np.ndarray, dt: float):
@@ -189,10 +228,16 @@ def _einsum(op: Op, cfg: np.ndarray, dt: float):
     ms = [c for c in names if c in la and c not in lb]
     ns = [c for c in names if c in lb and c not in la]
     ks = [c for c in names if c in la and c in lb and c not in out]
-    ports = list(op.inputs) + list(op.weights)
+    weights = list(op.weights)
+    if op.kind == "Einsum" and attr(op, "bias"):
+        weights.pop()
+    ports = list(op.inputs) + weights
     a = next(p for p in ports if p.dims == tuple((c,) for c in la))
     b = next(p for p in ports if p.dims == tuple((c,) for c in lb) and p is not a)
-    return _gemm(op, cfg, dt, _idx(op, batch), _idx(op, ms), _idx(op, ns), _idx(op, ks), a, b)
+    gemm = _gemm(op, cfg, dt, _idx(op, batch), _idx(op, ms), _idx(op, ns), _idx(op, ks), a, b)
+    if op.kind != "Einsum":
+        return gemm
+    return _with_bias(op, cfg, dt, gemm, _idx(op, out))
 
 
 def _lstm(op: Op, cfg: np.ndarray, dt: float):
@@ -237,21 +282,26 @@ def _pooling(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _elementwise(op: Op, cfg: np.ndarray, dt: float):
-    return _split13((1.0 + attr(op, "pw")) * _elems(op, cfg)), []
+    """The paper's ``1 + pw`` FLOP per element (add, product, rotary alike); parameter
+    operands (learned positions, biases) sync their gradients over the dims they skip."""
+    return _split13((1.0 + attr(op, "pw")) * _elems(op, cfg)), _weight_syncs(op, cfg, dt, op.weights)
 
 
 def _norm(op: Op, cfg: np.ndarray, dt: float):
     """16 FLOP/element; the paper's 4 all-reduces of row statistics (2 forward,
     2 backward) over the normalised axis, and 4 of per-feature sums over the
-    other dims, taken as parameter-gradient syncs."""
+    other dims, taken as parameter-gradient syncs. RMSNorm (``rms``) has one
+    statistic and one parameter: 12 FLOP/element and half the all-reduces."""
     axis = attr(op, "axis")
     tile = np.asarray(op.shape, dtype=np.float64) / cfg
     elems = np.prod(tile, axis=1)
     others = tuple(i for i in range(len(op.dims)) if i != axis)
-    return _split13(16.0 * elems), [
-        _ar("forward", elems / tile[:, axis] * dt, (axis,), "statistics", 2),
-        _ar("backward", elems / tile[:, axis] * dt, (axis,), "statistics", 2),
-        _ar("gradient", tile[:, axis] * dt, others, "feature sums", 4)]
+    rms = op.kind == "Norm" and attr(op, "rms")
+    flop, rounds = (12.0, 1) if rms else (16.0, 2)
+    return _split13(flop * elems), [
+        _ar("forward", elems / tile[:, axis] * dt, (axis,), "statistics", rounds),
+        _ar("backward", elems / tile[:, axis] * dt, (axis,), "statistics", rounds),
+        _ar("gradient", tile[:, axis] * dt, others, "feature sums", 2 * rounds)]
 
 
 def _reduce_mean(op: Op, cfg: np.ndarray, dt: float):
@@ -265,9 +315,50 @@ def _softmax(op: Op, cfg: np.ndarray, dt: float):
     elems = np.prod(tile, axis=1)
     rows = elems / tile[:, axis]
     full = float(op.shape[axis])
-    return _split13(4.0 * elems + elems * full), [
+    mask = elems if attr(op, "causal") else 0.0  # one select per element
+    return _split13(4.0 * elems + elems * full + mask), [
         _ar("forward", rows * dt, (axis,), "max and sum", 2),
         _ar("backward", rows * full * dt, (axis,), "rows")]
+
+
+def _top_k(op: Op, cfg: np.ndarray, dt: float):
+    """k passes of a max along the axis: ``3k`` FLOP per element in all, and ``k``
+    all-reduces of the row maxima when the axis is split."""
+    axis, k = attr(op, "axis"), float(attr(op, "k"))
+    tile = np.asarray(op.shape, dtype=np.float64) / cfg
+    elems = np.prod(tile, axis=1)
+    return _split13(3.0 * k * elems), [_ar("forward", elems / tile[:, axis] * dt, (axis,),
+                                           "top-k maxima", k)]
+
+
+def _moe(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per device, one multiply-add per token, chosen expert and width entry
+    (``b l k e`` in all, spread over every split), and each port's tile elements."""
+    size = dict(zip(op.dim_names, op.shape))
+    dense = size["b"] * size["l"] * size["e"] * float(attr(op, "k"))
+    tiles = {"in0": _tile_elems(op, op.inputs[0], cfg), "in1": _tile_elems(op, op.inputs[1], cfg),
+             "out": _tile_elems(op, op.outputs[0], cfg)}
+    return dense / np.prod(cfg, axis=1), tiles
+
+
+def _moe_dispatch(op: Op, cfg: np.ndarray, dt: float):
+    """GShard's dispatch einsum ``blxc,ble->xbce`` with a k-sparse mask: partial
+    buffers summed over the devices splitting tokens (l), token gradients over the
+    devices splitting experts or slots. The all-to-all of expert parallelism is the
+    re-distribution from this op (tokens split by batch) to the experts (split by x)."""
+    fwd, t = _moe(op, cfg)
+    return (fwd, fwd), [_ar("forward", t["out"] * dt, _idx(op, "l"), "partial buffers"),
+                        _ar("backward", t["in0"] * dt, _idx(op, "xc"), "dtokens")]
+
+
+def _moe_combine(op: Op, cfg: np.ndarray, dt: float):
+    """GShard's combine einsum ``blxc,xbce->ble`` with k-sparse gates: outputs summed
+    over the devices splitting experts or slots; expert-output gradients over those
+    splitting tokens, gate gradients over those splitting the width."""
+    fwd, t = _moe(op, cfg)
+    return (fwd, 2.0 * fwd), [_ar("forward", t["out"] * dt, _idx(op, "xc"), "partial tokens"),
+                              _ar("backward", t["in0"] * dt, _idx(op, "l"), "dexperts"),
+                              _ar("backward", t["in1"] * dt, _idx(op, "e"), "dgates")]
 
 
 def _softmax_xent(op: Op, cfg: np.ndarray, dt: float):
@@ -279,14 +370,17 @@ def _softmax_xent(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _free(op: Op, cfg: np.ndarray, dt: float):
+    """Layout ops compute nothing; parameter operands (a class token) sync gradients."""
     zero = np.zeros(len(cfg))
-    return (zero, zero), []
+    return (zero, zero), _weight_syncs(op, cfg, dt, op.weights)
 
 
 _KINDS: dict[str, Formula] = {
     "Conv": _conv, "FC": _fc, "Einsum": _einsum, "Embedding": _einsum, "LSTM": _lstm,
     "Pooling": _pooling, "Elementwise": _elementwise, "Norm": _norm, "BatchNorm": _norm,
     "ReduceMean": _reduce_mean, "Softmax": _softmax, "SoftmaxCrossEntropy": _softmax_xent,
-    "Concat": _free, "Stack": _free, "Unstack": _free, "Ravel": _free, "Unravel": _free,
+    "TopK": _top_k, "MoEDispatch": _moe_dispatch, "MoECombine": _moe_combine,
+    "Concat": _free, "Slice": _free, "Stack": _free, "Unstack": _free, "Ravel": _free,
+    "Unravel": _free,
 }
 KNOWN_KINDS = tuple(sorted(_KINDS))
