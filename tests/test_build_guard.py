@@ -43,14 +43,25 @@ def test_shape_matches_the_built_problem(model, devices, cost_model):
     assert shape.edge_bytes(*shape.largest_edge) == problem.edge_costs[biggest].nbytes
 
 
+class Unshared(PaperCostModel):
+    """The paper model with every edge matrix its own (whatever paper.py does)."""
+
+    def edge_key(self, *args):
+        return None
+
+
 def test_shape_without_a_cost_model_is_an_upper_bound_with_the_same_edges():
     graph = MODELS.get("rnnlm")()  # several connections between one pair of ops
     space = ConfigSpace(graph, 8)
     problem = PaperCostModel().problem(graph, space)
     shape = problem_shape(graph, space)
     assert shape.edges == problem.edges
-    # Counted with memory vectors, which the paper model does not give.
-    assert shape.array_bytes == real_bytes(problem) + 8 * sum(space.sizes)
+    # By hand: vertex costs and memory vectors, and every edge matrix, 8 bytes an entry.
+    k = space.sizes
+    assert shape.array_bytes == 16 * sum(k) + sum(8 * k[u] * k[v] for u, v in problem.edges)
+    assert shape.array_bytes >= real_bytes(problem)
+    assert problem_shape(graph, space, cost_model=Unshared()).array_bytes == real_bytes(
+        Unshared().problem(graph, space)) == shape.array_bytes - 8 * sum(k)
 
 
 def test_edges_are_merged_pairs_sorted_with_the_producer_named_first():
@@ -71,7 +82,7 @@ def test_a_tiny_budget_is_refused_naming_the_largest_edge():
     c = max(graph.connections, key=lambda c: sizes[graph.index(c.src)] * sizes[graph.index(c.dst)])
     ku, kv = sizes[graph.index(c.src)], sizes[graph.index(c.dst)]
     with pytest.raises(TooLargeError) as info:
-        PaperCostModel().problem(graph, space, memory_budget=1000)
+        Unshared().problem(graph, space, memory_budget=1000)
     message = str(info.value)
     assert "\n" not in message
     assert f"{c.src} -> {c.dst} ({ku} x {kv}" in message
@@ -87,7 +98,7 @@ def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
     try:
         with pytest.raises(TooLargeError, match=r"over the 4 GiB build budget; the largest edge "
                                                 r"matrix is \S+ -> \S+ \(\d+ x \d+, [\d.]+ MiB\)"):
-            PaperCostModel().problem(graph, space)
+            Unshared().problem(graph, space)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -98,7 +109,7 @@ def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
     sizes = space.sizes
     pairs = {tuple(sorted((graph.index(c.src), graph.index(c.dst)))) for c in graph.connections}
     expected = 8 * sum(sizes) + sum(8 * sizes[u] * sizes[v] for u, v in pairs)
-    assert problem_shape(graph, space, cost_model=PaperCostModel()).array_bytes == expected
+    assert problem_shape(graph, space, cost_model=Unshared()).array_bytes == expected
     assert expected > DEFAULT_BUILD_BUDGET
 
 
@@ -161,3 +172,16 @@ def test_repeated_layers_share_their_edge_matrices():
     assert len(problem.edges) == 256 and len(distinct) < 64  # 6 + 6 identical layers
     shape = problem_shape(graph, space, cost_model=AlphaBetaCostModel())
     assert shape.array_bytes == real_bytes(problem) < problem_shape(graph, space).array_bytes
+
+
+def test_sharing_is_counted_before_the_guard_decides():
+    graph = MODELS.get("transformer")()
+    space = ConfigSpace(graph, 16384)
+    start = time.perf_counter()
+    shape = problem_shape(graph, space, cost_model=AlphaBetaCostModel().for_devices(16384))
+    # 256 edges but far fewer distinct matrices: well under the 17 GiB of one matrix per edge.
+    assert len(set(shape.shared_with)) < 64
+    assert shape.array_bytes < problem_shape(graph, space).array_bytes / 4
+    with pytest.raises(TooLargeError, match="over the 1 GiB build budget"):
+        AlphaBetaCostModel().problem(graph, space, memory_budget=2**30)
+    assert time.perf_counter() - start < 5.0
