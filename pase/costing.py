@@ -99,24 +99,23 @@ def problem_shape(graph: Graph, space: ConfigSpace, *,
     return _plan(graph, space, cost_model)[0]
 
 
-Connection = tuple[int, int, int, int]  # (producer, output, consumer, input) indices
+_Connection = tuple[int, int, int, int]  # (producer, output, consumer, input) indices
 
 
 def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
-          ) -> tuple[ProblemShape, list[tuple[list[Connection], Hashable | None]]]:
-    """The shape, and per edge its connections and its sharing key (None: its own matrix)."""
+          ) -> tuple[ProblemShape, list[list[_Connection]]]:
+    """The shape, and the costed connections of each of its edges."""
     _check_space(graph, space)
     if cost_model is None:
         connections = [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
                        for c in graph.connections]
     else:
         connections = cost_model.edges(graph)
-    by_pair: dict[tuple[int, int], list[Connection]] = {}
+    by_pair: dict[tuple[int, int], list[_Connection]] = {}
     for conn in connections:
         u, _, v, _ = conn
         by_pair.setdefault((min(u, v), max(u, v)), []).append(conn)
     edges = sorted(by_pair)
-    plan: list[tuple[list[Connection], Hashable | None]] = []
     shared_with: list[int] = []
     first_with_key: dict[Hashable, int] = {}
     for e, pair in enumerate(edges):
@@ -129,13 +128,12 @@ def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
             key = cost_model.edge_key(pu, pu.outputs[out], space.configs[u],
                                       pv, pv.inputs[inp], space.configs[v])
         shared_with.append(e if key is None else first_with_key.setdefault(key, e))
-        plan.append((conns, key))
     sizes = np.array(space.sizes, dtype=np.int64)
     largest = max(edges, key=lambda e: int(sizes[e[0]]) * int(sizes[e[1]]), default=None)
     producer = None if largest is None else tuple(by_pair[largest][0][::2])
     shape = ProblemShape([op.name for op in graph.ops], sizes, edges,
                          True if cost_model is None else cost_model.has_memory(), producer, shared_with)
-    return shape, plan
+    return shape, [by_pair[pair] for pair in edges]
 
 
 def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) -> None:
@@ -155,12 +153,12 @@ def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) 
             f"a larger --cutoff or --powers-of-two (or raise the build budget: --build-budget, memory_budget= in the API)")
 
 
-def pairwise(src_keys: np.ndarray, dst_keys: np.ndarray,
+def pairwise(src_rows: np.ndarray, dst_rows: np.ndarray,
              kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """An edge matrix computed once per distinct pair of key rows.
 
     ``kernel(a, b)`` gets ``a`` of shape ``(S, 1, c)`` and ``b`` of ``(1, D, c)``
-    (the distinct rows of ``src_keys`` ``(K_u, c)`` and ``dst_keys`` ``(K_v, d)``)
+    (the distinct rows of ``src_rows`` ``(K_u, c)`` and ``dst_rows`` ``(K_v, d)``)
     and returns their ``(S, D)`` matrix; the result is expanded to ``(K_u, K_v)``
     with one allocation. Edge costs depend on a config only through a few
     numbers (a port's split factors), so ``S`` and ``D`` are often a tenth of
@@ -173,8 +171,8 @@ def pairwise(src_keys: np.ndarray, dst_keys: np.ndarray,
                [6, 6],
                [3, 3]])
     """
-    src, src_of = np.unique(src_keys, axis=0, return_inverse=True)
-    dst, dst_of = np.unique(dst_keys, axis=0, return_inverse=True)
+    src, src_of = np.unique(src_rows, axis=0, return_inverse=True)
+    dst, dst_of = np.unique(dst_rows, axis=0, return_inverse=True)
     small = kernel(src[:, None, :], dst[None, :, :])
     return small[src_of.reshape(-1)[:, None], dst_of.reshape(-1)[None, :]]
 
@@ -240,7 +238,7 @@ class CostModel(abc.ABC):
         vertex = [cost for cost, _ in terms]
         memory = [mem for _, mem in terms]
         matrices: list[np.ndarray] = []
-        for e, (conns, _) in enumerate(plan):
+        for e, conns in enumerate(plan):
             if shape.shared_with[e] != e:
                 matrices.append(matrices[shape.shared_with[e]])
                 continue
