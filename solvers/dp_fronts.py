@@ -205,7 +205,7 @@ def _first_points(tables: Tables, i: int, bound: Bound, screened: Screened,
         entry, value = screened.steps[i]
     else:
         cacheable = math.isfinite(screened.ceiling) and math.isfinite(ceiling)
-        entry, value = _screen(tables, i, bound, screened.ceiling if cacheable else ceiling)
+        entry, value = tables.screen(i, bound, screened.ceiling if cacheable else ceiling)
         if cacheable and value.size <= screened.budget:
             screened.steps[i] = (entry, value)
             screened.budget -= value.size
@@ -219,29 +219,6 @@ def _first_points(tables: Tables, i: int, bound: Bound, screened: Screened,
     at = np.flatnonzero(np.isfinite(cost) & (
         mem + dep_mem.reshape(-1)[_flat(coords, full, dep, tables)] + rest_min <= limit))
     return _Points(entry[at], cost[at], mem[at], [])
-
-
-def _screen(tables: Tables, i: int, bound: Bound, reach: float,
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Configurations of step ``i`` whose bound is at most ``reach``, with the bound.
-
-    With no finite ``reach``, the configurations of finite cost.
-    """
-    elim, full = tables.elim, tables.full(i)
-    shape = tables.shape(full)
-    arrays, axes = tables.terms(i)
-    if math.isfinite(reach):
-        arrays, axes = tables.terms(i, bound.lam)
-        arrays += [bound.outside[i]] + [bound.inside[j] for j in elim.children[i]]
-        axes += [elim.dependent[i]] + [elim.dependent[j] for j in elim.children[i]]
-    row_entries = math.prod(shape[1:])
-    entries, values = [], []
-    for r0, _, block in tables.reduce(arrays, axes, i):
-        total = block.reshape(-1)
-        at = np.flatnonzero(total <= reach if math.isfinite(reach) else total < math.inf)
-        entries.append(at + r0 * row_entries)
-        values.append(total[at])
-    return np.concatenate(entries), np.concatenate(values)
 
 
 def _survivors(pts: _Points, mem_left: np.ndarray, lag_left: np.ndarray, limit: float,

@@ -129,6 +129,25 @@ class Tables:
         return out
 
 
+    def screen(self, i: int, bound: Bound, reach: float) -> tuple[np.ndarray, np.ndarray]:
+        """Configurations of step ``i`` (flat indices) whose Lagrangian bound is at
+        most ``reach``, with the bound; with no finite ``reach``, those of finite cost."""
+        elim, shape = self.elim, self.shape(self.full(i))
+        arrays, axes = self.terms(i)
+        if math.isfinite(reach):
+            arrays, axes = self.terms(i, bound.lam)
+            arrays += [bound.outside[i]] + [bound.inside[j] for j in elim.children[i]]
+            axes += [elim.dependent[i]] + [elim.dependent[j] for j in elim.children[i]]
+        row_entries = math.prod(shape[1:])
+        entries, values = [], []
+        for r0, _, block in self.reduce(arrays, axes, i):
+            total = block.reshape(-1)
+            at = np.flatnonzero(total <= reach if math.isfinite(reach) else total < math.inf)
+            entries.append(at + r0 * row_entries)
+            values.append(total[at])
+        return np.concatenate(entries), np.concatenate(values)
+
+
 def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
              tick: Callable[[str], None],
              ) -> tuple[Bound, tuple[Choice, float] | None, dict[str, Any]]:

@@ -271,36 +271,8 @@ def eliminate(graph: Any, order: Sequence[int], rule: str = "connected", *,
     dependent: list[tuple[int, ...]] = []
     children: list[tuple[int, ...]] = []
     later: list[tuple[int, ...]] = []
-    merge = _prefix_rule() if rule == "prefix" else _connected_rule(n)
-    for i, v in enumerate(order):
-        later.append(tuple(sorted((u for u in adj[v] if pos[u] > i), key=lambda u: -pos[u])))
-        dep, kids = merge(i, v, later[i], [u for u in adj[v] if pos[u] < i])
-        dependent.append(tuple(sorted(dep, key=lambda u: -pos[u])))
-        children.append(kids)
-        if stop is not None and stop(v, dep):
-            break
-    complete = len(dependent) == n
-    return Elimination(order[:len(dependent)], rule, tuple(dependent), tuple(children),
-                       tuple(later), complete)
-
-
-Merge = Callable[[int, int, tuple[int, ...], list[int]], tuple[set[int], tuple[int, ...]]]
-
-
-def _prefix_rule() -> Merge:
-    frontier: set[int] = set()
-
-    def merge(i: int, v: int, later: tuple[int, ...], earlier: list[int]
-              ) -> tuple[set[int], tuple[int, ...]]:
-        frontier.discard(v)
-        frontier.update(later)
-        return set(frontier), ((i - 1,) if i else ())
-
-    return merge
-
-
-def _connected_rule(n: int) -> Merge:
-    parent = list(range(n))
+    frontier: set[int] = set()         # prefix rule: N(V<=i) among later vertices
+    parent = list(range(n))            # connected rule: union-find of eliminated components
     last: dict[int, int] = {}          # component root -> position of its last vertex
     deps: dict[int, set[int]] = {}     # component root -> its dependent set
 
@@ -310,15 +282,24 @@ def _connected_rule(n: int) -> Merge:
             x = parent[x]
         return x
 
-    def merge(i: int, v: int, later: tuple[int, ...], earlier: list[int]
-              ) -> tuple[set[int], tuple[int, ...]]:
-        roots = {find(u) for u in earlier}
-        dep = set(later)
-        for r in roots:
-            dep |= deps.pop(r)
-            parent[r] = v
-        dep.discard(v)
-        last[v], deps[v] = i, dep
-        return dep, tuple(sorted(last.pop(r) for r in roots))
-
-    return merge
+    for i, v in enumerate(order):
+        later.append(tuple(sorted((u for u in adj[v] if pos[u] > i), key=lambda u: -pos[u])))
+        if rule == "prefix":
+            frontier.discard(v)
+            frontier.update(later[i])
+            dep, kids = set(frontier), ((i - 1,) if i else ())
+        else:
+            roots = {find(u) for u in adj[v] if pos[u] < i}
+            dep = set(later[i])
+            for r in roots:
+                dep |= deps.pop(r)
+                parent[r] = v
+            dep.discard(v)
+            kids = tuple(sorted(last.pop(r) for r in roots))
+            last[v], deps[v] = i, dep
+        dependent.append(tuple(sorted(dep, key=lambda u: -pos[u])))
+        children.append(kids)
+        if stop is not None and stop(v, dep):
+            break
+    return Elimination(order[:len(dependent)], rule, tuple(dependent), tuple(children),
+                       tuple(later), len(dependent) == n)
