@@ -65,8 +65,10 @@ def min_sum(problem: Problem, chosen: Plan, *, keep: bool = False, deadline: flo
             ledger: Ledger | None = None) -> tuple[float, tuple[int, ...], dict[int, np.ndarray]]:
     """The recurrence over ``chosen``'s steps, then back-substitution.
 
-    Returns the optimum, a minimising choice and, with ``keep``, every table
-    ``R(i)`` by position (otherwise a child's table is consumed by its parent).
+    ``chosen`` (see :func:`plan`) fixes the order and, per position, ``v(i)``,
+    ``D(i)``, the children and the later neighbours. Returns the optimum, a
+    minimising choice and, with ``keep``, every table ``R(i)`` by position
+    (otherwise a child's table is consumed by its parent).
     """
     ledger = Ledger() if ledger is None else ledger
     values: dict[int, np.ndarray] = {}  # R(i) over D(i), until its parent reads it
