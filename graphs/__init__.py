@@ -1,2 +1,19 @@
-"""Built-in model graphs. Importing this package registers them in pase.registry.MODELS."""
-from pase.graphs import alexnet, inception, resnet, rnnlm, small, transformer  # noqa: F401
+"""Built-in model graphs. Importing this package registers them in pase.registry.MODELS.
+
+The paper's five (alexnet, inception, resnet, rnnlm, transformer), the small test
+graphs, and the model zoo of today's workloads (bert, densenet, gpt, llama, moe, vit).
+"""
+from pase.graphs import (  # noqa: F401
+    alexnet,
+    bert,
+    densenet,
+    gpt,
+    inception,
+    llama,
+    moe,
+    resnet,
+    rnnlm,
+    small,
+    transformer,
+    vit,
+)

@@ -277,12 +277,16 @@ class GraphBuilder:
                 attrs=attrs)
         return self._add(op, [(tuple(out), tuple(roles.get(ch, "other") for ch in out))])[0]
 
-    def embedding(self, ids: Value, vocab: int, width: int, name: str | None = None) -> Value:
-        """Embedding lookup as the einsum ``abc,cd->abd`` of a one-hot input with a weight."""
+    def embedding(self, ids: Value, vocab: int, width: int, name: str | None = None,
+                  tied: str | None = None) -> Value:
+        """Embedding lookup as the einsum ``abc,cd->abd`` of a one-hot input with a weight.
+
+        ``tied`` names another op whose first parameter is this table (shared embeddings).
+        """
         bsz, seq = _rank(ids, 2, "Embedding")
         onehot = self.input((bsz, seq, vocab), names=("b", "l", "v"))
         weight = self.input((vocab, width), names=("v", "e"))
-        out = self.einsum("abc,cd->abd", onehot, weight, name=name, kind="Embedding",
+        out = self.einsum("abc,cd->abd", onehot, weight, name=name, kind="Embedding", tied=tied,
                           roles={"a": "batch", "b": "sequence", "c": "vocabulary", "d": "channel"})
         return Value(out.shape, out.source, ("b", "l", "e"), ("batch", "sequence", "channel"))
 

@@ -127,7 +127,7 @@ def _choice(*values: str) -> AttrType:
                     lambda v, n: None if isinstance(v, str) and v in values else "")
 
 
-ACTIVATION = _choice("relu", "gelu", "silu", "none")
+ACTIVATION = _choice("relu", "gelu", "silu", "tanh", "none")
 ELEMENTWISE_FN = _choice("add", "mul", "rotary")
 EINSUM = AttrType("string", "a two-operand einsum such as \"bhlk,bhmk->bhlm\": ASCII letters, "
                             "no letter twice in one operand or in the output", _check_eq)
@@ -656,7 +656,7 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
     OpSchema("Embedding", "embedding lookup: the einsum `abc,cd->abd` of one-hot ids with a "
              "weight", "embedding(ids, vocab, width)",
              (Attr("eq", EINSUM, "the equation; each letter is one dim of the op", required=True),
-              _PW),
+              _PW, _TIED),
              (0, None), (1, 1), (0, None), _einsum_rule, "as Einsum"),
     OpSchema("LSTM", "a stack of LSTM layers over x (b, s, e)", "lstm(x, units, layers)", (),
              (1, 1), (1, 1), (1, 1), _lstm_rule,

@@ -1,0 +1,74 @@
+"""Llama 2 (Touvron et al. 2023) and Llama 3 (Meta 2024): decoder-only transformers.
+
+Token embedding (no position table: rotary embeddings on q and k, Elementwise
+ops with ``fn: rotary``), pre-RMSNorm blocks with causal grouped-query attention
+(``kv_heads`` key/value heads shared by ``heads / kv_heads`` query heads each: see
+:mod:`graphs.blocks`) and a SwiGLU MLP (``down(silu(gate x) * up x)``), no
+biases, a final RMSNorm and an untied LM head (Hugging Face ``LlamaForCausalLM``).
+
+=========== ====== ===== ===== ======== ===== ====== ====
+name        layers width heads kv_heads ff    vocab  seq
+=========== ====== ===== ===== ======== ===== ====== ====
+llama2-7b   32     4096  32    32       11008 32000  4096
+llama2-13b  40     5120  40    40       13824 32000  4096
+llama2-70b  80     8192  64    8        28672 32000  4096
+llama3-8b   32     4096  32    8        14336 128256 8192
+=========== ====== ===== ===== ======== ===== ====== ====
+"""
+from __future__ import annotations
+
+from pase.builder import GraphBuilder, Value
+from pase.graphs import blocks
+from pase.graphs.zoo import register_presets, require
+from pase.ir import Graph
+
+
+def check_heads(model: str, width: int, heads: int, kv_heads: int) -> None:
+    require(model, width % heads == 0, f"heads ({heads}) must divide width ({width})")
+    require(model, heads % kv_heads == 0, f"kv_heads ({kv_heads}) must divide heads ({heads})")
+    require(model, (width // heads) % 2 == 0,
+            f"the head size width / heads = {width // heads} must be even for rotary embeddings")
+
+
+def decoder(model: str, batch: int, seq: int, vocab: int, width: int) -> tuple[GraphBuilder, Value]:
+    """The builder and the token embedding (the start of a Llama-style decoder)."""
+    b = GraphBuilder(model, cutoff=1, batch=batch)
+    ids = b.input((batch, seq), names=("b", "l"))
+    x = b.embedding(ids, vocab, width, name="embed_tokens")
+    return b, x
+
+
+def finish(b: GraphBuilder, x: Value, vocab: int) -> Graph:
+    """Final RMSNorm, untied LM head and loss."""
+    x = blocks.norm(b, x, "rms", "norm")
+    logits = blocks.lm_head(b, x, vocab, "lm_head")
+    b.softmax_cross_entropy(logits, name="loss")
+    return b.build()
+
+
+def llama(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int,
+          kv_heads: int, ff: int, vocab: int) -> Graph:
+    check_heads(model, width, heads, kv_heads)
+    b, x = decoder(model, batch, seq, vocab, width)
+    for i in range(layers):
+        x = blocks.pre_norm_layer(b, x, f"layers{i}", heads=heads, kv_heads=kv_heads,
+                                  d_k=width // heads, ff=ff, act="silu", norm_kind="rms",
+                                  causal=True, bias=False, rotary=True, gated=True)
+    return finish(b, x, vocab)
+
+
+def _preset(layers: int, width: int, heads: int, kv_heads: int, ff: int, vocab: int,
+            seq: int) -> dict:
+    return {"batch": 8, "seq": seq, "layers": layers, "width": width, "heads": heads,
+            "kv_heads": kv_heads, "ff": ff, "vocab": vocab}
+
+
+register_presets(llama, {
+    "llama2-7b": ("Llama 2 7B: 32 layers, width 4096, RMSNorm, SwiGLU, rotary, sequence 4096",
+                  _preset(32, 4096, 32, 32, 11008, 32000, 4096)),
+    "llama2-13b": ("Llama 2 13B: 40 layers, width 5120", _preset(40, 5120, 40, 40, 13824, 32000, 4096)),
+    "llama2-70b": ("Llama 2 70B: 80 layers, width 8192, grouped-query attention (8 kv heads)",
+                   _preset(80, 8192, 64, 8, 28672, 32000, 4096)),
+    "llama3-8b": ("Llama 3 8B: 32 layers, width 4096, 8 kv heads, vocabulary 128256, sequence 8192",
+                  _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
+})

@@ -1,0 +1,99 @@
+"""Parameter and FLOP counts of a graph, whole and per op.
+
+- ``parameters``: trainable elements: every weight port with no batch-role axis
+  (weights with a batch axis are data, such as an embedding's one-hot ids). A tied
+  weight (an op with ``tied``: its first parameter is the first parameter of the
+  named op) counts once, at the op that owns it.
+- ``forward_flops``: the forward FLOP of the unsplit op as :mod:`pase.work`
+  prices it for the alpha-beta model and the simulator, in pase's convention: a
+  multiply-add is ONE FLOP (a GEMM ``m n k`` is ``m n k`` FLOP), so multiply by 2
+  for the usual "2 FLOP per multiply-add" figures. An Embedding is the product of
+  the one-hot ids with its table (``tokens x vocab x width``), as the paper
+  models it, where a lookup-based count says 0. Non-GEMM ops use the paper's
+  element counts (one third of an op's total is its forward part).
+
+>>> from pase.api import load_graph
+>>> c = counts(load_graph("mlp", batch=1, width=4, layers=1, classes=2))
+>>> c.parameters, [(o.name, o.parameters) for o in c.ops]
+(24, [('fc1', 16), ('classifier', 8), ('loss', 0)])
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pase.errors import GraphError
+from pase.ir import Graph, Op, Port
+from pase.work.ops import op_work
+
+__all__ = ["Counts", "OpCounts", "counts", "forward_flops", "parameters"]
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """One op's trainable elements (tied weights at their owner) and forward FLOP."""
+
+    name: str
+    kind: str
+    parameters: int
+    forward_flops: float
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A graph's totals and its per-op counts, in build order."""
+
+    parameters: int
+    forward_flops: float
+    ops: tuple[OpCounts, ...]
+
+    def by_op(self) -> dict[str, OpCounts]:
+        return {o.name: o for o in self.ops}
+
+
+def _parameter_ports(op: Op) -> list[Port]:
+    roles = {d.name: d.role for d in op.dims}
+    return [p for p in op.weights
+            if not any(roles[n] == "batch" for axis in p.dims for n in axis)]
+
+
+def _owned(graph: Graph, op: Op) -> list[Port]:
+    ports = _parameter_ports(op)
+    tied = op.attrs.get("tied")
+    if tied is None:
+        return ports
+    where = f"op {op.name!r} ({op.kind}) is tied to {tied!r}"
+    if tied not in graph or tied == op.name:
+        raise GraphError(f"{where}, which is not another op of graph {graph.name!r}")
+    owner = _parameter_ports(graph.op(tied))
+    if not ports or not owner:
+        raise GraphError(f"{where}, but both need a parameter weight (the tied one comes first)")
+    if math.prod(ports[0].shape) != math.prod(owner[0].shape):
+        raise GraphError(f"{where}, but its first parameter has shape {ports[0].shape} and "
+                         f"{tied!r}'s has {owner[0].shape}; a tied weight has one size")
+    return ports[1:]
+
+
+def _op_counts(graph: Graph, op: Op) -> OpCounts:
+    params = sum(math.prod(p.shape) for p in _owned(graph, op))
+    ones = np.ones((1, len(op.dims)), dtype=np.int64)
+    flops = float(op_work(op, ones).forward_flop[0])
+    return OpCounts(op.name, op.kind, int(params), flops)
+
+
+def counts(graph: Graph) -> Counts:
+    """Parameters and forward FLOP of ``graph`` and of each op."""
+    ops = tuple(_op_counts(graph, op) for op in graph.ops)
+    return Counts(sum(o.parameters for o in ops), float(sum(o.forward_flops for o in ops)), ops)
+
+
+def parameters(graph: Graph) -> int:
+    """Trainable elements of ``graph`` (a tied weight once)."""
+    return sum(math.prod(p.shape) for op in graph.ops for p in _owned(graph, op))
+
+
+def forward_flops(graph: Graph) -> float:
+    """Forward FLOP of ``graph`` (a multiply-add is 1 FLOP; see the module docstring)."""
+    return counts(graph).forward_flops
