@@ -64,7 +64,7 @@ def conv_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 def _weight_allreduce(r: float, op: Op, cfg: np.ndarray, port: Port) -> np.ndarray:
     """All-reduce of a parameter's gradient tile over the devices splitting dims it lacks."""
     mapped = {n for axis in port.dims for n in axis}
-    tile = np.prod(np.asarray(port.shape, dtype=np.float64) / port_factors(op, port, cfg), axis=1)
+    tile = np.prod(np.asarray(port.shape, dtype=np.float64) / port_factors(op, port, cfg.astype(np.int64)), axis=1)
     others = [i for i, n in enumerate(op.dim_names) if n not in mapped]
     return allreduce(r, tile, np.prod(cfg[:, others], axis=1))
 
@@ -79,7 +79,7 @@ def bias_cost(r: float, op: Op, cfg: np.ndarray, out: list[str]) -> np.ndarray:
     tile = np.prod(_tile(op, cfg)[:, [op.dim_index(n) for n in out]], axis=1)
     others = [op.dim_index(n) for n in out if n not in spanned]
     bias_tile = np.prod(np.asarray(port.shape, dtype=np.float64)
-                        / port_factors(op, port, cfg), axis=1)
+                        / port_factors(op, port, cfg.astype(np.int64)), axis=1)
     return 3.0 * tile + allreduce(r, bias_tile, np.prod(cfg[:, others], axis=1))
 
 
@@ -186,7 +186,8 @@ def top_k_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 def _moe_terms(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     sizes = dict(zip(op.dim_names, op.shape))
     dense = sizes["b"] * sizes["l"] * sizes["e"] * float(attr(op, "k")) / np.prod(cfg, axis=1)
-    tiles = [np.prod(np.asarray(p.shape, dtype=np.float64) / port_factors(op, p, cfg), axis=1)
+    tiles = [np.prod(np.asarray(p.shape, dtype=np.float64)
+                     / port_factors(op, p, cfg.astype(np.int64)), axis=1)
              for p in (op.inputs[0], op.inputs[1], op.outputs[0])]
     return dense, tiles
 

@@ -40,7 +40,7 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
 
     Returns the output projection (no residual, no norm).
     """
-    if rotary or kv_heads != heads:
+    if kv_heads != heads:
         return _grouped(b, xs[0], p, heads, kv_heads, d_k, causal, bias, rotary)
     x = xs[0]
     width = x.shape[-1]
@@ -53,6 +53,9 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
     else:
         qkv = b.einsum("ble,shek->sbhlk", x, w_qkv, name=f"{p}.qkv", roles=ROLES, bias=qkv_bias)
     q, k, v = b.unstack(qkv, axis=0, name=f"{p}.unstack")
+    if rotary:
+        q = b.rotary(q, name=f"{p}.rotary_q")
+        k = b.rotary(k, name=f"{p}.rotary_k")
     scores = b.einsum("bhlk,bhmk->bhlm", q, k, name=f"{p}.scores", roles=ROLES)
     probs = b.softmax(scores, axis=3, name=f"{p}.softmax", causal=causal)
     ctx = b.einsum("bhlm,bhmk->bhlk", probs, v, name=f"{p}.context", roles=ROLES)
@@ -63,14 +66,19 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
 
 def _grouped(b: GraphBuilder, x: Value, p: str, heads: int, kv_heads: int, d_k: int,
              causal: bool, bias: bool, rotary: bool) -> Value:
+    """Grouped-query attention from one fused projection (as Megatron-LM's).
+
+    Per kv head ``g`` the weight ``(r + 2, g, width, d_k)`` holds its ``r`` query heads,
+    its key and its value; an Unstack splits them and a Stack regroups the queries
+    as ``(b, g, r, l, k)``.
+    """
     width, groups = x.shape[-1], heads // kv_heads
-    w_q = b.input((kv_heads, groups, width, d_k), names=("g", "r", "e", "k"))
-    q = b.einsum("ble,grek->bgrlk", x, w_q, name=f"{p}.q", roles=ROLES,
-                 bias="grk" if bias else None)
-    w_kv = b.input((2, kv_heads, width, d_k), names=("s", "g", "e", "k"))
-    kv = b.einsum("ble,sgek->sbglk", x, w_kv, name=f"{p}.kv", roles=ROLES,
-                  bias="sgk" if bias else None)
-    k, v = b.unstack(kv, axis=0, name=f"{p}.unstack")
+    w = b.input((groups + 2, kv_heads, width, d_k), names=("s", "g", "e", "k"))
+    qkv = b.einsum("ble,sgek->sbglk", x, w, name=f"{p}.qkv", roles=ROLES,
+                   bias="sgk" if bias else None)
+    parts = b.unstack(qkv, axis=0, name=f"{p}.unstack")
+    q = b.stack(parts[:groups], axis=2, new_name="r", name=f"{p}.queries")
+    k, v = parts[groups], parts[groups + 1]
     if rotary:
         q = b.rotary(q, name=f"{p}.rotary_q")
         k = b.rotary(k, name=f"{p}.rotary_k")

@@ -141,8 +141,12 @@ class GraphBuilder:
 
     def top_k(self, x: Value, k: int, axis: int = -1, normalize: bool = False,
               name: str | None = None) -> Value:
-        """Keep the ``k`` largest entries along ``axis`` (renormalised if asked), zero the rest."""
-        return self._pointwise("TopK", [x], name, k=k, axis=_axis(axis, len(x.shape), "TopK"),
+        """Keep the ``k`` largest entries along ``axis`` (renormalised if asked), zero the rest.
+
+        The candidate axis is pinned: a row's selection needs all its candidates.
+        """
+        axis = _axis(axis, len(x.shape), "TopK")
+        return self._pointwise("TopK", [x], name, pinned=(x.names[axis],), k=k, axis=axis,
                                normalize=normalize)
 
     def moe_dispatch(self, tokens: Value, gates: Value, capacity: int, k: int,
@@ -150,6 +154,7 @@ class GraphBuilder:
         """Tokens ``(b, l, e)`` to expert buffers ``(x, b, c, e)`` by the gates ``(b, l, x)``.
 
         ``c = capacity`` slots per expert and sequence; tokens over capacity are dropped.
+        The slot dim is pinned: a token's slot is a running count over the sequence.
         """
         (bsz, seq, width), experts = _rank(tokens, 3, "MoEDispatch"), _rank(gates, 3, "MoEDispatch")[2]
         dims = (Dim("x", experts, "expert"), Dim("b", bsz, "batch"),
@@ -159,12 +164,13 @@ class GraphBuilder:
                 inputs=(Port(tokens.shape, (("b",), ("l",), ("e",)), tokens.source),
                         Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
                 outputs=(Port((experts, bsz, capacity, width), (("x",), ("b",), ("c",), ("e",))),),
-                attrs={"k": k})
+                pinned=frozenset({"c"}), attrs={"k": k})
         return self._add(op, [(("x", "b", "c", "e"), ("expert", "batch", "sequence", "channel"))])[0]
 
     def moe_combine(self, expert_out: Value, gates: Value, k: int,
                     name: str | None = None) -> Value:
-        """Expert outputs ``(x, b, c, e)`` back to tokens ``(b, l, e)``, weighted by the gates."""
+        """Expert outputs ``(x, b, c, e)`` back to tokens ``(b, l, e)``, weighted by the gates
+        (the slot dim pinned, as in :meth:`moe_dispatch`)."""
         experts, bsz, capacity, width = _rank(expert_out, 4, "MoECombine")
         seq = _rank(gates, 3, "MoECombine")[1]
         dims = (Dim("b", bsz, "batch"), Dim("l", seq, "sequence"), Dim("e", width, "channel"),
@@ -172,7 +178,8 @@ class GraphBuilder:
         op = Op(self._name("MoECombine", name), "MoECombine", dims,
                 inputs=(Port(expert_out.shape, (("x",), ("b",), ("c",), ("e",)), expert_out.source),
                         Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
-                outputs=(Port((bsz, seq, width), (("b",), ("l",), ("e",))),), attrs={"k": k})
+                outputs=(Port((bsz, seq, width), (("b",), ("l",), ("e",))),),
+                pinned=frozenset({"c"}), attrs={"k": k})
         return self._add(op, [(("b", "l", "e"), ("batch", "sequence", "channel"))])[0]
 
     def softmax_cross_entropy(self, x: Value, name: str | None = None) -> Value:

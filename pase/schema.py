@@ -664,7 +664,7 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              "s pinned; input maps to `[b] [s] [k]`, output to `[b] [s] [n]`, weight of shape "
              "(l, 2k, 4n) to `[l] [k] [n]`"),
     OpSchema("Elementwise", "element-wise op of same-shaped tensors (add, multiply, rotary "
-             "embedding...)", "elementwise(x, y, pw, fn=...), add_parameter(x, shape), rotary(x)",
+             "embedding...)", "elementwise(x, y, pw, fn=..., weights=...), rotary(x)",
              (_PW_ELEMENTWISE,
               Attr("fn", ELEMENTWISE_FN, "what it computes: the sum of its inputs and weights, "
                    "the product of its inputs, or a rotary position embedding of its one input",

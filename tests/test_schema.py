@@ -388,7 +388,7 @@ def test_ops_doc_has_a_section_per_kind_listing_its_attributes():
             default = list(a.default) if isinstance(a.default, tuple) else a.default
             assert ("required" in row) if a.required else (f"`{json.dumps(default)}`" in row), \
                 (kind, a.name)
-    assert set(sections) - set(OP_SCHEMAS) == {"Rules for every kind"}
+    assert set(sections) - set(OP_SCHEMAS) == {"Rules for every kind", "Model patterns"}
 
 
 def test_graph_schema_doc_example_loads(tmp_path):
