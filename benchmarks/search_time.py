@@ -21,7 +21,7 @@ import pase
 from pase.errors import TooLargeError
 from pase.solvers import dp
 
-# Table I of the paper, seconds at p = 4, 8, 16, 32, 64 (spec section 7). AlexNet
+# Table I of the paper, seconds at p = 4, 8, 16, 32, 64 (also in docs/cost-model.md, "Search times"). AlexNet
 # and RNNLM are given only as ranges there: 0.23-0.48 s and 0.06-0.22 s.
 PAPER_SECONDS = {
     "inception_v3": {4: 14.0, 8: 20.0, 16: 40.0, 32: 86.0, 64: 196.0},

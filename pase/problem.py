@@ -265,7 +265,8 @@ class Status(enum.Enum):
 class Solution:
     """A solver's answer to a Problem.
 
-    ``choice`` is None only when ``status`` is INFEASIBLE. ``lower_bound`` is the
+    ``choice`` is None when ``status`` is INFEASIBLE, or TIME_LIMIT when nothing that
+    fits was found in time (``cost`` is then inf). ``lower_bound`` is the
     best proven bound on the optimum (equal to ``cost`` when OPTIMAL), or None.
     """
 
