@@ -72,11 +72,17 @@ def _dry_run(args: argparse.Namespace) -> None:
     print(f"{data['model']} on {data['devices']} devices: {data['vertices']} vertices, "
           f"{data['edges']} edges; dp would use ordering {data['auto_ordering']!r} "
           f"(memory budget {data['memory_budget']:.4g} B)")
-    print(table([(r["ordering"], str(r["max_dependent_set"]), f"{r['table_entries']:.3g}",
-                  f"{r['peak_table_bytes'] / 2**20:.4g}", f"{r['estimated_seconds']:.3g}",
-                  "yes" if r["within_memory_budget"] else "NO")
-                 for r in data["orderings"]],
+    print(table([_dry_run_row(r) for r in data["orderings"]],
                 ("ordering", "max |D|", "table entries", "peak MiB", "est. seconds", "fits budget")))
+
+
+def _dry_run_row(r: dict) -> tuple[str, ...]:
+    # A plan that stopped at a step too wide to run shows lower bounds.
+    at_least = "" if r.get("complete", True) else ">= "
+    return (r["ordering"], str(r["max_dependent_set"]), f"{at_least}{r['table_entries']:.3g}",
+            f"{at_least}{r['peak_table_bytes'] / 2**20:.4g}",
+            f"{at_least}{r['estimated_seconds']:.3g}",
+            "yes" if r["within_memory_budget"] else "NO")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
