@@ -61,4 +61,5 @@ register_presets(bert, {
     "bert-base": ("BERT base: 12 layers, width 768, GELU, pooler and masked-LM head, sequence 512",
                   _preset(12, 768, 12)),
     "bert-large": ("BERT large: 24 layers, width 1024, 16 heads", _preset(24, 1024, 16)),
-})
+}, tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "ff": 64, "vocab": 64,
+         "positions": 16})

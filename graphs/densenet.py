@@ -51,4 +51,6 @@ def densenet(model: str, *, batch: int, image: int, growth: int, bn_size: int,
 register_presets(densenet, {"densenet121": (
     "DenseNet-121: dense blocks (6, 12, 24, 16), growth 32, every layer reads all earlier ones",
     {"batch": 128, "image": 224, "growth": 32, "bn_size": 4, "init_features": 64, "block1": 6,
-     "block2": 12, "block3": 24, "block4": 16, "classes": 1000})})
+     "block2": 12, "block3": 24, "block4": 16, "classes": 1000})},
+    tiny={"batch": 4, "image": 32, "growth": 8, "bn_size": 2, "init_features": 16, "block1": 2,
+          "block2": 2, "block3": 2, "block4": 2, "classes": 10})

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from pase.builder import GraphBuilder
 from pase.graphs import blocks
-from pase.graphs.zoo import ROLES, register_presets, require
+from pase.graphs.zoo import register_presets, require
 from pase.ir import Graph
 
 
@@ -50,6 +50,10 @@ def gpt(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int
     return b.build()
 
 
+TINY = {"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "ff": 64, "vocab": 64,
+        "positions": 16}
+
+
 def _preset(layers: int, width: int, heads: int, seq: int, batch: int) -> dict:
     return {"batch": batch, "seq": seq, "layers": layers, "width": width, "heads": heads,
             "ff": 4 * width, "vocab": 50257, "positions": seq}
@@ -66,6 +70,5 @@ register_presets(gpt, {
              _preset(12, 768, 12, 2048, 8)),
     "gpt3-175b": ("GPT-3 175B: 96 layers, width 12288, 96 heads, sequence 2048",
                   _preset(96, 12288, 96, 2048, 8)),
-})
+}, tiny=TINY)
 
-__all__ = ["ROLES", "gpt"]

@@ -71,4 +71,5 @@ register_presets(llama, {
                    _preset(80, 8192, 64, 8, 28672, 32000, 4096)),
     "llama3-8b": ("Llama 3 8B: 32 layers, width 4096, 8 kv heads, vocabulary 128256, sequence 8192",
                   _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
-})
+}, tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "kv_heads": 2, "ff": 64,
+         "vocab": 64})

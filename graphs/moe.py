@@ -126,8 +126,12 @@ def switch(model: str, **o) -> Graph:
 register_presets(mixtral, {"mixtral-8x7b": (
     "Mixtral 8x7B: 32 layers, width 4096, 8 SwiGLU experts top 2 in every layer, 8 kv heads",
     {"batch": 8, "seq": 4096, "layers": 32, "width": 4096, "heads": 32, "kv_heads": 8,
-     "ff": 14336, "vocab": 32000, "experts": 8, "top_k": 2, "capacity_factor": 1.0})})
+     "ff": 14336, "vocab": 32000, "experts": 8, "top_k": 2, "capacity_factor": 1.0})},
+    tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "kv_heads": 2, "ff": 64,
+          "vocab": 64, "experts": 4})
 register_presets(switch, {"switch-base-8": (
     "Switch-Base-8: T5-style 12+12 layers, width 768, 8 experts top 1 in every other MLP",
     {"batch": 32, "seq": 512, "layers": 12, "width": 768, "heads": 12, "d_kv": 64, "ff": 3072,
-     "vocab": 32128, "experts": 8, "top_k": 1, "capacity_factor": 1.0})})
+     "vocab": 32128, "experts": 8, "top_k": 1, "capacity_factor": 1.0})},
+    tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "d_kv": 8, "ff": 64,
+          "vocab": 64, "experts": 4})

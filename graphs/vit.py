@@ -54,4 +54,5 @@ def _preset(layers: int, width: int, heads: int) -> dict:
 register_presets(vit, {
     "vit-b16": ("ViT-B/16: 12 layers, width 768, 224x224 images, 1000 classes", _preset(12, 768, 12)),
     "vit-l16": ("ViT-L/16: 24 layers, width 1024, 16 heads", _preset(24, 1024, 16)),
-})
+}, tiny={"batch": 4, "image": 32, "patch": 8, "layers": 2, "width": 32, "heads": 4, "ff": 64,
+         "classes": 10})

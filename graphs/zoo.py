@@ -82,10 +82,15 @@ def make_preset(name: str, build: Callable[..., Graph], defaults: Mapping[str, A
     return model
 
 
-def register_presets(build: Callable[..., Graph], presets: Mapping[str, tuple[str, Mapping[str, Any]]]
-                     ) -> None:
-    """Register one model per preset: ``{name: (description, {option: default})}``."""
+def register_presets(build: Callable[..., Graph], presets: Mapping[str, tuple[str, Mapping[str, Any]]],
+                     tiny: Mapping[str, Any]) -> None:
+    """Register one model per preset: ``{name: (description, {option: default})}``.
+
+    ``tiny`` overrides the sizes for a small variant of the family (``info["tiny"]``:
+    a few layers of width 32, for tests, exporters and teaching).
+    """
     for name, (description, defaults) in presets.items():
         fn = make_preset(name, build, defaults, description)
         MODELS.add(name, fn, description, options=dict(defaults),
-                   option_types={k: _TYPES[type(v)] for k, v in defaults.items()})
+                   option_types={k: _TYPES[type(v)] for k, v in defaults.items()},
+                   tiny={k: v for k, v in tiny.items() if k in defaults})
