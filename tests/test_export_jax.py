@@ -281,3 +281,46 @@ def test_alexnet_agrees_with_one_device():
     cases = _cases([("alexnet", {"batch": 8, "classes": 16})], ["dp", "data-parallel"])
     assert all(any(split.values()) for _, split, _ in cases)
     _check(cases)
+
+
+# -- the model zoo -------------------------------------------------------------------------
+
+def test_every_builtin_model_exports():
+    """Every op kind of every registered model has a JAX counterpart (text only, no jax)."""
+    from pase.registry import MODELS
+
+    for name in MODELS.names():
+        options = MODELS.entry(name).info.get("tiny", {})
+        text = to_jax(name, {}, 8, model_options=options)
+        assert "def forward(params, batch, pin):" in text, name
+
+
+def _zoo_cases(names):
+    from pase.registry import MODELS
+
+    out = []
+    for name in names:
+        tiny = MODELS.entry(name).info["tiny"]
+        s = pase.solve(name, 8, cost_options=COMPUTE_BOUND, model_options=tiny)
+        out.append((f"{name}/dp-compute-bound", splits(s), to_jax(name, s, 8, model_options=tiny)))
+    return out
+
+
+@pytest.mark.slow
+def test_gpt2_and_llama_agree_with_one_device():
+    """GPT-2 (causal, learned positions, tied head, GELU, biases) and Llama with GQA
+    (2 kv heads for 4 query heads), rotary embeddings and SwiGLU."""
+    cases = _zoo_cases(["gpt2", "llama2-70b"])
+    assert all(any(split.values()) for _, split, _ in cases)
+    _check(cases)
+
+
+@pytest.mark.slow
+def test_moe_and_vit_agree_with_one_device():
+    """Mixtral (router, top-2, dispatch, experts split 4 ways, combine) and ViT (patch
+    embedding, class token, first-token slice)."""
+    cases = _zoo_cases(["mixtral-8x7b", "vit-b16"])
+    moe = cases[0][1]
+    assert any(d.get("x", 1) > 1 for op, d in moe.items() if ".experts." in op)  # expert parallel
+    results = _check(cases)
+    assert results[0]["collectives"]["all-to-all"] > 0  # the dispatch's all-to-all, as pase prices it

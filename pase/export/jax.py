@@ -28,8 +28,15 @@ Op kinds and how exactly they are reproduced:
 - ``Norm`` and ``BatchNorm``: layer normalisation over the op's axis and
   training-mode batch normalisation over every axis but channels, without
   affine parameters (the graphs give these ops no weights);
-- ``pw`` (point-wise ops per output element, a FLOP count in pase) becomes one
-  ReLU when it is at least 1;
+- ``pw`` (point-wise ops per output element, a FLOP count in pase) becomes the
+  op's ``act`` (ReLU by default; GELU, SiLU, tanh) when it is at least 1; biases,
+  norm scales and shifts, parameter operands of adds (learned positions) and of
+  Concats (class tokens) are parameters; a ``tied`` op reads its owner's parameter;
+- ``Elementwise`` ``mul`` (a product) and ``rotary`` (base 10000, positions on the
+  second-last axis); ``Softmax`` ``causal``; ``TopK`` (the ``k`` largest kept,
+  renormalised when ``normalize``); ``MoEDispatch`` and ``MoECombine`` as GShard's
+  einsums with the one-hot slot tensor recomputed from the gates (first come, first
+  served; tokens over capacity dropped); ``Slice``;
 - ``LSTM``: a real LSTM stack (``jax.lax.scan`` over time, four gates), with the
   weight's rows and columns interleaved so that splitting them in blocks splits
   features and units as pase's ``k`` and ``n`` dims do (see ``lstm`` in the
@@ -52,9 +59,9 @@ from pase.ir import Graph, Op, Port
 from pase.space import check_devices
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
-KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM", "Norm",
-         "Pooling", "Ravel", "ReduceMean", "Softmax", "SoftmaxCrossEntropy", "Stack", "Unravel",
-         "Unstack")
+KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM",
+         "MoECombine", "MoEDispatch", "Norm", "Pooling", "Ravel", "ReduceMean", "Slice", "Softmax",
+         "SoftmaxCrossEntropy", "Stack", "TopK", "Unravel", "Unstack")
 
 
 def _pool_mode(op: Op) -> str:
@@ -103,12 +110,25 @@ class _Writer:
 
     def weight(self, op: Op, j: int) -> str:
         port = op.weights[j]
-        key = f"{op.name}:w{j}"
+        key = self._tied_key(op, j) or f"{op.name}:w{j}"
         if is_parameter(op, port):
             self.params[key] = (self.shape(op, port), self.spec(op, port), fan_in(op, port))
             return self.pin(f"params[{key!r}]", self.spec(op, port))
         self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
         return self.pin(f"batch[{key!r}]", self.spec(op, port))
+
+    def _tied_key(self, op: Op, j: int) -> str | None:
+        """The owner's parameter name when weight ``j`` is ``op``'s tied (first) parameter."""
+        tied = op.attrs.get("tied")
+        params = [i for i, p in enumerate(op.weights) if is_parameter(op, p)]
+        if tied is None or not params or params[0] != j:
+            return None
+        owner = self.graph.op(tied)
+        first = next(i for i, p in enumerate(owner.weights) if is_parameter(owner, p))
+        return f"{tied}:w{first}"
+
+    def weights(self, op: Op, first: int = 0) -> str:
+        return "(" + "".join(f"{self.weight(op, j)}, " for j in range(first, len(op.weights))) + ")"
 
     def operands(self, op: Op) -> list[tuple[Port, str]]:
         return ([(p, self.input(op, i)) for i, p in enumerate(op.inputs)]
@@ -136,18 +156,29 @@ class _Writer:
         value = op.attrs.get(name, default)
         return tuple(value) if isinstance(value, list) else value
 
+    def _tail(self, op: Op) -> str:
+        return f"pw={self.attr(op, 'pw', 0)!r}, fn={self.attr(op, 'act', 'relu')!r}"
+
     def kind_FC(self, op: Op, outs):
-        return f"fc({self.input(op, 0)}, {self.weight(op, 0)}, pw={self.attr(op, 'pw', 0)!r})"
+        bias = f", bias={self.weight(op, 1)}" if self.attr(op, "bias", False) else ""
+        return f"fc({self.input(op, 0)}, {self.weight(op, 0)}, {self._tail(op)}{bias})"
 
     def kind_Einsum(self, op: Op, outs):
         eq = op.attrs["eq"]
         la, lb = eq.split("->")[0].split(",")
-        ports = self.operands(op)
+        has_bias = bool(self.attr(op, "bias", False))
+        ports = ([(p, self.input(op, i)) for i, p in enumerate(op.inputs)]
+                 + [(p, self.weight(op, j)) for j, p in enumerate(op.weights[:-1] if has_bias
+                                                                    else op.weights)])
         a = next((x for x in ports if x[0].dims == tuple((c,) for c in la)), None)
         b = next((x for x in ports if x[0].dims == tuple((c,) for c in lb) and x is not a), None)
         if a is None or b is None or len(ports) != 2:
             raise GraphError(f"op {op.name!r} ({op.kind}): its ports do not match equation {eq!r}")
-        return f"einsum({eq!r}, {a[1]}, {b[1]}, pw={self.attr(op, 'pw', 0)!r})"
+        bias = ""
+        if has_bias:
+            letters = "".join(axis[0] for axis in op.weights[-1].dims)
+            bias = f", bias={self.weight(op, len(op.weights) - 1)}, letters={letters!r}"
+        return f"einsum({eq!r}, {a[1]}, {b[1]}, {self._tail(op)}{bias})"
 
     def kind_Embedding(self, op: Op, outs):
         eq = op.attrs["eq"]
@@ -181,21 +212,47 @@ class _Writer:
 
     def kind_Elementwise(self, op: Op, outs):
         args = [self.input(op, i) for i in range(len(op.inputs))]
+        fn = self.attr(op, "fn", "add")
+        if fn == "rotary":
+            return f"rotary({args[0]})"
+        if fn == "mul":
+            return " * ".join(args)
         if len(args) == 1:
-            return f"act({args[0]}, {self.attr(op, 'pw', 0)!r})"
-        expr = args[0]
-        for other in args[1:]:
-            expr = f"elementwise({expr}, {other}, pw={self.attr(op, 'pw', 0)!r})"
+            expr = f"act({args[0]}, {self.attr(op, 'pw', 0)!r})"
+        else:
+            expr = args[0]
+            for other in args[1:]:
+                expr = f"elementwise({expr}, {other}, pw={self.attr(op, 'pw', 0)!r})"
+        for j in range(len(op.weights)):
+            expr = f"add_weight({expr}, {self.weight(op, j)})"
         return expr
 
     def kind_Norm(self, op: Op, outs):
-        return f"norm({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r})"
+        rms = bool(self.attr(op, "rms", False))
+        return (f"norm({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r}, "
+                f"rms={rms!r}, weights={self.weights(op)})")
 
     def kind_BatchNorm(self, op: Op, outs):
-        return f"batch_norm({self.input(op, 0)})"
+        return f"batch_norm({self.input(op, 0)}, weights={self.weights(op)})"
 
     def kind_Softmax(self, op: Op, outs):
-        return f"softmax({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r})"
+        return (f"softmax({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r}, "
+                f"masked={bool(self.attr(op, 'causal', False))!r})")
+
+    def kind_TopK(self, op: Op, outs):
+        return (f"top_k({self.input(op, 0)}, {self.attr(op, 'k')!r}, {self.attr(op, 'axis')!r}, "
+                f"{bool(self.attr(op, 'normalize', False))!r})")
+
+    def kind_MoEDispatch(self, op: Op, outs):
+        capacity = self.shape(op, op.outputs[0])[2]
+        return f"moe_dispatch({self.input(op, 0)}, {self.input(op, 1)}, {capacity!r})"
+
+    def kind_MoECombine(self, op: Op, outs):
+        return f"moe_combine({self.input(op, 0)}, {self.input(op, 1)})"
+
+    def kind_Slice(self, op: Op, outs):
+        return (f"slice_axis({self.input(op, 0)}, {self.attr(op, 'axis')!r}, "
+                f"{self.attr(op, 'start')!r}, {self.attr(op, 'stop')!r})")
 
     def kind_SoftmaxCrossEntropy(self, op: Op, outs):
         port = op.inputs[0]
@@ -216,7 +273,7 @@ class _Writer:
         return "[" + ", ".join(self.input(op, i) for i in range(len(op.inputs))) + "]"
 
     def kind_Concat(self, op: Op, outs):
-        return f"concat({self._many(op)}, {self.attr(op, 'axis')!r})"
+        return f"concat({self._many(op)}, {self.attr(op, 'axis')!r}, weights={self.weights(op)})"
 
     def kind_Stack(self, op: Op, outs):
         return f"stack({self._many(op)}, {self.attr(op, 'axis')!r})"

@@ -21,9 +21,89 @@ OPS = '''\
 # -- ops (NCHW activations, OIHW filters) -------------------------------------------
 
 
-def act(y, pw):
-    """The point-wise tail of a layer: a ReLU when the layer has point-wise ops."""
-    return jax.nn.relu(y) if pw else y
+ACTS = {"relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu, "tanh": jnp.tanh,
+        "none": lambda y: y}
+
+
+def act(y, pw, fn="relu"):
+    """The point-wise tail of a layer: ``fn`` (ReLU by default) when the layer has point-wise ops."""
+    return ACTS[fn](y) if pw else y
+
+
+def _bias(y, bias, letters, out):
+    """Add a bias whose axes are the output letters ``letters`` (in output order)."""
+    if bias is None:
+        return y
+    shape = [bias.shape[letters.index(ch)] if ch in letters else 1 for ch in out]
+    return y + bias.reshape(shape)
+
+
+def add_weight(x, w):
+    """Add a parameter aligned with the trailing axes of ``x`` (leading entries of longer axes)."""
+    lead = x.ndim - w.ndim
+    w = w[tuple(slice(0, min(ws, xs)) for ws, xs in zip(w.shape, x.shape[lead:]))]
+    return x + w
+
+
+def rotary(x, base=10000.0):
+    """Rotary position embedding: positions on axis -2, features (paired i, i + d/2) last."""
+    n, d = x.shape[-2], x.shape[-1]
+    inv = base ** (-jnp.arange(0, d // 2, dtype=jnp.float32) * 2.0 / d)
+    angles = jnp.arange(n, dtype=jnp.float32)[:, None] * inv[None, :]
+    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1).astype(x.dtype)
+    sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1).astype(x.dtype)
+    half = jnp.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * cos + half * sin
+
+
+def _along(w, axis, ndim):
+    shape = [1] * ndim
+    shape[axis] = w.shape[0]
+    return w.reshape(shape)
+
+
+def scale_shift(y, axis, weights):
+    """A norm's affine parameters (scale, then shift) along ``axis``."""
+    if len(weights) > 0:
+        y = y * _along(weights[0], axis, y.ndim)
+    if len(weights) > 1:
+        y = y + _along(weights[1], axis, y.ndim)
+    return y
+
+
+def top_k(x, k, axis, normalize):
+    """The ``k`` largest entries along ``axis`` kept (renormalised if asked), the rest 0."""
+    moved = jnp.moveaxis(x, axis, -1)
+    threshold = jax.lax.top_k(jax.lax.stop_gradient(moved), k)[0][..., -1:]
+    kept = jnp.where(moved >= threshold, moved, jnp.zeros_like(moved))
+    if normalize:
+        kept = kept / jnp.sum(kept, axis=-1, keepdims=True)
+    return jnp.moveaxis(kept, -1, axis)
+
+
+def _slots(gates, capacity):
+    """``(b, l, x, c)``: 1 where token l of sequence b takes slot c of expert x (in order,
+    first come first served; tokens over capacity are dropped)."""
+    chosen = jax.lax.stop_gradient(gates) > 0
+    position = jnp.cumsum(chosen.astype(jnp.int32), axis=1) - 1
+    keep = chosen & (position < capacity)
+    return jax.nn.one_hot(jnp.where(keep, position, capacity), capacity, dtype=gates.dtype)
+
+
+def moe_dispatch(tokens, gates, capacity):
+    return jnp.einsum("blxc,ble->xbce", _slots(gates, capacity), tokens)
+
+
+def moe_combine(y, gates):
+    weights = _slots(gates, y.shape[2]) * gates[..., None]
+    return jnp.einsum("blxc,xbce->ble", weights, y)
+
+
+def causal(x):
+    """Mask keys after the query (last axis) for the queries on the second-last."""
+    n, m = x.shape[-2], x.shape[-1]
+    keep = jnp.arange(m)[None, :] <= jnp.arange(n)[:, None]
+    return jnp.where(keep, x, jnp.asarray(-1e9, x.dtype))
 
 
 def fit(x, shape):
@@ -49,12 +129,13 @@ def _window_pads(x, window, stride, pad, out):
     return x, pads
 
 
-def fc(x, w, pw=0):
-    return act(jnp.einsum("...k,kn->...n", x, w), pw)
+def fc(x, w, pw=0, fn="relu", bias=None):
+    y = jnp.einsum("...k,kn->...n", x, w)
+    return act(y if bias is None else y + bias, pw, fn)
 
 
-def einsum(eq, a, b, pw=0):
-    return act(jnp.einsum(eq, a, b), pw)
+def einsum(eq, a, b, pw=0, fn="relu", bias=None, letters=""):
+    return act(_bias(jnp.einsum(eq, a, b), bias, letters, eq.split("->")[1]), pw, fn)
 
 
 def embedding(eq, ids, w, vocab, spec, pin):
@@ -84,23 +165,26 @@ def elementwise(x, y, pw=0):
     return act(x + y, pw)
 
 
-def norm(x, axis, eps=1e-5):
-    """Layer normalisation over ``axis`` (no affine parameters: the graph has none)."""
+def norm(x, axis, eps=1e-5, rms=False, weights=()):
+    """Layer normalisation (or RMSNorm) over ``axis``, with the op's scale and shift if any."""
+    if rms:
+        y = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=axis, keepdims=True) + eps)
+        return scale_shift(y, axis, weights)
     mean = jnp.mean(x, axis=axis, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=axis, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + eps)
+    return scale_shift((x - mean) * jax.lax.rsqrt(var + eps), axis, weights)
 
 
-def batch_norm(x, eps=1e-5):
+def batch_norm(x, eps=1e-5, weights=()):
     """Training-mode batch normalisation: statistics over every axis but channels (1)."""
     axes = tuple(i for i in range(x.ndim) if i != 1) if x.ndim > 1 else (0,)
     mean = jnp.mean(x, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + eps)
+    return scale_shift((x - mean) * jax.lax.rsqrt(var + eps), 1, weights)
 
 
-def softmax(x, axis):
-    return jax.nn.softmax(x, axis=axis)
+def softmax(x, axis, masked=False):
+    return jax.nn.softmax(causal(x) if masked else x, axis=axis)
 
 
 def softmax_xent(x, labels):
@@ -114,8 +198,18 @@ def reduce_mean(x, axes, keepdims):
     return jnp.mean(x, axis=tuple(axes), keepdims=keepdims)
 
 
-def concat(xs, axis):
-    return jnp.concatenate(xs, axis=axis)
+def concat(xs, axis, weights=()):
+    """Concatenate; parameters (a class token) first, broadcast over the other axes."""
+    shape = list(xs[0].shape)
+    lead = []
+    for w in weights:
+        shape[axis] = w.shape[axis]
+        lead.append(jnp.broadcast_to(w, tuple(shape)))
+    return jnp.concatenate(lead + list(xs), axis=axis)
+
+
+def slice_axis(x, axis, start, stop):
+    return jax.lax.slice_in_dim(x, start, min(stop, x.shape[axis]), axis=axis)
 
 
 def stack(xs, axis):

@@ -1,0 +1,192 @@
+"""The model zoo at p = 8, 64 and 256: sizes, counts, dp time and dp against the baselines.
+
+For each model (default sizes) and device count: vertices, edges and total
+configurations; parameters and forward FLOP (``pase.counts``; a multiply-add is
+one FLOP, as everywhere in pase); the dp's build and solve seconds; and the cost
+of the dp's strategy relative to data parallelism and to the megatron baseline
+under the alpha-beta model on ``dgx-a100`` and ``h100-sxm`` (nodes of 8, the
+device memory as the cap), with one line describing the dp's strategy.
+
+A (model, p) whose dp is out of reach is not run: the dp's own dry run
+(``pase.solvers.dp.dry_run``, no cost arrays) predicts its tables first, and a
+prediction over ``--max-seconds`` (default 120) or the dp's memory budget is
+marked with the prediction instead; a solve that still overruns stops at the same
+time limit and is marked too.
+
+    python benchmarks/zoo.py [--models gpt2,llama2-7b] [--devices 8,64,256]
+                             [--max-seconds 120] [--out benchmarks/results/zoo.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from pase.api import build_problem, build_space, run_solver
+from pase.costing import problem_shape
+from pase.counts import counts
+from pase.errors import PaseError
+from pase.solvers import dp
+
+ZOO = ["bert-base", "bert-large", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3",
+       "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "mixtral-8x7b",
+       "switch-base-8", "vit-b16", "vit-l16", "densenet121"]
+CLUSTERS = ("dgx-a100", "h100-sxm")
+# Ops whose configs describe a strategy: (label, test on the op name or kind).
+GROUPS = (("attention", lambda op: op.name.endswith(".scores")),
+          ("mlp", lambda op: op.name.endswith((".fc1", ".mlp.gate", ".mlp.wi"))),
+          ("experts", lambda op: op.name.endswith((".experts.gate", ".experts.wi"))),
+          ("conv", lambda op: op.kind == "Conv"),
+          ("head", lambda op: op.name in ("lm_head", "head", "mlm.decoder", "classifier")))
+SHORT = {"batch": "batch", "heads": "heads", "parameter": "hidden", "vocabulary": "vocab",
+         "sequence": "seq", "channel": "width", "expert": "experts", "other": "other"}
+
+
+def say(*parts) -> None:
+    print(*parts, flush=True)
+
+
+def describe(graph, space, choice) -> str:
+    """``attention: heads 8 x batch 8; experts: experts 8`` (the most common split per group)."""
+    out = []
+    for label, test in GROUPS:
+        seen = Counter()
+        for i, op in enumerate(graph.ops):
+            if test(op):
+                roles: dict[str, int] = {}
+                for d, f in zip(op.dims, space.configs[i][choice[i]]):
+                    if f > 1:
+                        key = SHORT.get(d.role, d.role)
+                        roles[key] = roles.get(key, 1) * int(f)
+                seen[" x ".join(f"{r} {f}" for r, f in sorted(roles.items(), key=lambda x: -x[1]))
+                     or "none"] += 1
+        if seen:
+            out.append(f"{label}: {seen.most_common(1)[0][0]}")
+    return "; ".join(out)
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return "infeasible" if b is None or not math.isfinite(b) else f"{a / b:.3f}"
+
+
+def solve_on(model: str, p: int, cluster: str, max_seconds: float) -> dict:
+    start = time.perf_counter()
+    built = build_problem(model, p, "alpha-beta", cluster=cluster)
+    build_s = time.perf_counter() - start
+    row = {"build_s": build_s}
+    try:
+        sol = run_solver("dp", built.problem, time_limit=max_seconds)
+    except PaseError as exc:  # TimeLimitError, TooLargeError
+        row.update(status=f"out of reach: {str(exc)[:80]}")
+        return row
+    row["solve_s"] = sol.wall_time
+    if sol.choice is None:
+        row["status"] = f"infeasible (least memory {built.problem.min_memory() / 2**30:.1f} GiB)"
+        return row
+    row["status"] = sol.status.name.lower()
+    row["cost_s"] = sol.cost
+    for base in ("data-parallel", "megatron"):
+        other = run_solver(base, built.problem)
+        row[base] = _ratio(sol.cost, other.cost if other.choice is not None else None)
+    row["strategy"] = describe(built.graph, built.space, sol.choice)
+    return row
+
+
+def run_one(model: str, p: int, max_seconds: float) -> dict:
+    graph, space = build_space(model, p)
+    shape = problem_shape(graph, space)
+    c = counts(graph)
+    row = {"model": model, "p": p, "vertices": shape.num_vertices, "edges": len(shape.edges),
+           "configs": int(sum(space.sizes)), "parameters": c.parameters, "flops": c.forward_flops}
+    plan = dp.dry_run(shape)
+    best = min(plan["orderings"], key=lambda o: o["table_entries"])
+    row["predicted_s"] = best["estimated_seconds"]
+    if not best["within_memory_budget"] or best["estimated_seconds"] > max_seconds:
+        row["skipped"] = (f"predicted {best['estimated_seconds']:.3g} s, "
+                          f"{best['peak_table_bytes'] / 2**30:.3g} GiB of tables "
+                          f"(dependent set {best['max_dependent_set']})")
+        return row
+    for cluster in CLUSTERS:
+        row[cluster] = solve_on(model, p, cluster, max_seconds)
+    return row
+
+
+def _cell(row: dict, cluster: str) -> str:
+    r = row.get(cluster)
+    if r is None:
+        return "-"
+    if "cost_s" not in r:
+        return r["status"]
+    return f"{r['data-parallel']} / {r['megatron']}"
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| model | p | vertices | edges | configs | params | fwd FLOP | dp build s | dp solve s "
+             "| dgx-a100: dp/data-par / dp/megatron | h100-sxm: dp/data-par / dp/megatron "
+             "| dp strategy (h100-sxm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        a100, h100 = row.get("dgx-a100") or {}, row.get("h100-sxm") or {}
+        if "skipped" in row:
+            times = ("-", f"out of reach: {row['skipped']}")
+        else:
+            times = (f"{a100.get('build_s', 0):.1f}", f"{a100.get('solve_s', float('nan')):.1f}")
+        lines.append(
+            f"| {row['model']} | {row['p']} | {row['vertices']} | {row['edges']} | {row['configs']:,} "
+            f"| {row['parameters'] / 1e9:.3f}B | {row['flops']:.3g} | {times[0]} | {times[1]} "
+            f"| {_cell(row, 'dgx-a100')} | {_cell(row, 'h100-sxm')} | {h100.get('strategy', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(ZOO))
+    ap.add_argument("--devices", default="8,64,256")
+    ap.add_argument("--max-seconds", type=float, default=120.0)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "zoo.md"))
+    ap.add_argument("--rows", default=None, help="also append each row as JSON to this file")
+    ap.add_argument("--from-rows", default=None,
+                    help="write the table from these comma-separated row files (runs nothing)")
+    args = ap.parse_args(argv)
+    rows = []
+    if args.from_rows:
+        for path in args.from_rows.split(","):
+            rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+        order = {m: i for i, m in enumerate(ZOO)}
+        rows.sort(key=lambda r: (order.get(r["model"], len(order)), r["p"]))
+        Path(args.out).write_text(HEADER + markdown(rows) + FOOTER)
+        return 0
+    for model in args.models.split(","):
+        for p in (int(x) for x in args.devices.split(",")):
+            start = time.perf_counter()
+            say(f"{model} p={p} ...")
+            row = run_one(model, p, args.max_seconds)
+            rows.append(row)
+            say(f"  {time.perf_counter() - start:.1f} s: {json.dumps(row, default=str)}")
+            if args.rows:
+                with open(args.rows, "a") as f:
+                    f.write(json.dumps(row, default=str) + "\n")
+    text = markdown(rows)
+    print(text)
+    Path(args.out).write_text(HEADER + text + FOOTER)
+    return 0
+
+
+HEADER = """# Model zoo: dp against the baselines
+
+`python benchmarks/zoo.py` on this project's 2-core machine. Default sizes of each model
+(`pase models`); alpha-beta cost model with the device memory as the cap (fp32, Adam);
+clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baseline's (below 1:
+the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
+FLOP: pase's forward FLOP (a multiply-add is one FLOP; the embedding priced as the one-hot
+product). Out-of-reach rows show the dp's own prediction (`pase solve --dry-run`) instead.
+
+"""
+FOOTER = ""
+
+if __name__ == "__main__":
+    sys.exit(main())
