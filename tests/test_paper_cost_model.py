@@ -114,3 +114,79 @@ def test_absent_pw_is_zero():
     op = b.build().op("add")
     bare = Op(op.name, op.kind, op.dims, op.inputs, op.outputs)
     assert cost(bare, (1, 1)) == cost(op, (1, 1)) == 8 * 4
+
+
+# -- the zoo's kinds and attributes (r = 5000 FLOP per word at the defaults) ---------------
+
+def _op(build):
+    b = GraphBuilder("t", cutoff=1)
+    build(b)
+    return b.build().ops[-1]
+
+
+def test_bias_by_hand():
+    op = _op(lambda b: b.einsum("ble,ef->blf", b.fc(b.input((4, 2, 8), names=("b", "l", "k")), 8),
+                                b.input((8, 6), names=("e", "f")), bias="f", name="proj"))
+    # dims (b=4, l=2, f=6, e=8), config b=2, f=3: tiles m = 2*2 = 4, n = 2, k = 8.
+    # GEMM: compute 3*4*2*8 = 192; allreduce(m*k=32, cn=3) = 5000*32/3*2*2 = 213333.33;
+    # allreduce(n*k=16, cm=2) = 5000*16/2*2*1 = 80000.
+    # bias: 3 * output tile (2*2*2 = 8) = 24; its gradient tile (2) all-reduced over b, l
+    # splits (2): 5000*2/2*2 = 10000.
+    assert cost(op, (2, 1, 3, 1)) == pytest.approx(192 + 640000 / 3 + 80000 + 24 + 10000)
+
+
+def test_rmsnorm_causal_softmax_and_topk_by_hand():
+    rms = _op(lambda b: b.norm(b.fc(b.input((4, 8), names=("b", "k")), 8), weights=1, rms=True))
+    # dims (b=4, n=8), axis 1, config (2, 2): tile (2, 4), elems 8.
+    # 12*8 + 2*allreduce(rows 2, q 2) + 2*allreduce(tile[axis] 4, others 2)
+    # = 96 + 2*5000*2/2*2 + 2*5000*4/2*2 = 96 + 20000 + 40000
+    assert cost(rms, (2, 2)) == 60096
+    soft = _op(lambda b: b.softmax(b.fc(b.input((2, 4, 8), names=("b", "l", "k")), 4),
+                                   axis=2, causal=True))
+    # dims (b=2, l=4, m=4), config (1, 2, 1): tile (2, 2, 4), elems 16, rows 4, full 4:
+    # 4*16 + 16*4 + (q = 1: no all-reduces) + 16 for the mask = 144
+    assert cost(soft, (1, 2, 1)) == 144
+    top = _op(lambda b: b.top_k(b.fc(b.input((4, 8), names=("b", "k")), 8), k=2, axis=1))
+    # config (2, 1): elems 16: k * (3*16 + allreduce(rows, 1) = 0) = 96
+    assert cost(top, (2, 1)) == 96
+
+
+def test_moe_dispatch_and_combine_by_hand():
+    b = GraphBuilder("moe", cutoff=1)
+    x = b.fc(b.input((2, 8, 4), names=("b", "l", "k")), 4, name="x")
+    gates = b.top_k(b.fc(x, 4, name="router"), k=2, axis=2, name="gates")
+    buf = b.moe_dispatch(x, gates, capacity=4, k=2, name="dispatch")
+    b.moe_combine(buf, gates, k=2, name="combine")
+    g = b.build()
+    dispatch, combine = g.op("dispatch"), g.op("combine")
+    # b l k e = 2*8*2*4 = 128 multiply-adds in all. Dispatch dims (x=4, b=2, c=4, e=4, l=8),
+    # config x=2, l=2: 128/4 = 32 per device; 2*32 = 64; buffers tile (2*2*4*4 = 64)
+    # all-reduced over l (2): 5000*64/2*2 = 320000; token tile (2*4*4 = 32) over x*c (2):
+    # 5000*32/2*2 = 160000.
+    assert cost(dispatch, (2, 1, 1, 1, 2)) == 64 + 320000 + 160000
+    # Combine dims (b=2, l=8, e=4, x=4, c=4), config x=4: 128/4 = 32: 3*32 = 96; output tile
+    # (2*8*4 = 64) over x*c (4): 5000*64/4*2*3 = 480000; experts over l (1) and gates over e
+    # (1): 0.
+    assert cost(combine, (1, 1, 1, 4, 1)) == 96 + 480000
+
+
+def test_parameter_operands_sync_their_gradients():
+    add = _op(lambda b: b.elementwise(b.fc(b.input((4, 2, 8), names=("b", "l", "k")), 8),
+                                      weights=[(2, 8)]))
+    # dims (b=4, l=2, n=8) with a weight (2, 8) on (l, n); config b=2: elems 4*2*8/2 = 32,
+    # weight tile 16 all-reduced over b (2): 5000*16/2*2 = 80000.
+    assert cost(add, (2, 1, 1)) == 32 + 80000
+    cls = _op(lambda b: b.concat([b.fc(b.input((4, 3, 8), names=("b", "l", "k")), 8)], axis=1,
+                                 weights=[(1, 1, 8)]))
+    # a class token (1, 1, 8) concatenated: free, but its gradient (8) is all-reduced over
+    # b (4): 5000*8/4*2*3 = 60000.
+    assert cost(cls, (4, 1, 1)) == 60000
+
+
+def test_the_paper_graphs_have_none_of_the_new_attributes():
+    """The paper's results stay exact: its five graphs use none of the zoo's additions."""
+    new = {"bias", "act", "tied", "fn", "rms", "causal"}
+    for name in ("alexnet", "resnet101", "inception_v3", "rnnlm", "transformer"):
+        for op in MODELS.get(name)().ops:
+            assert not new & set(op.attrs) and not (op.weights and op.kind in
+                                                    ("Elementwise", "Norm", "BatchNorm", "Concat"))

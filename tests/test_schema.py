@@ -488,3 +488,51 @@ def test_model_options_out_of_range_are_option_errors(model, option, value):
     with pytest.raises(OptionError, match=f"model '{model}' option {option} must be an integer "
                                           f">= {0 if option == 'seed' else 1}, got {value!r}"):
         MODELS.get(model)(**{option: value})
+
+
+# -- the zoo's kinds and attributes --------------------------------------------------------
+
+def _moe_graph():
+    b = GraphBuilder("moe", cutoff=1)
+    x = b.fc(b.input((2, 8, 4), names=("b", "l", "k")), 4, name="x")
+    gates = b.top_k(b.fc(x, 4, name="router"), k=2, axis=2, name="gates")
+    buf = b.moe_dispatch(x, gates, capacity=4, k=2, name="dispatch")
+    b.moe_combine(buf, gates, k=2, name="combine")
+    return b.build()
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (attrs("gates", k=9), "op 'gates' (TopK) has k=9 but dim 'k' has size 4"),
+    (attrs("dispatch", k=5), "op 'dispatch' (MoEDispatch) has k=5 but 4 experts (dim 'x')"),
+    (attrs("x", act="swish"), "op 'x' (FC) attribute 'act' is 'swish'; allowed: one of relu, gelu"),
+    (attrs("x", bias=True), "op 'x' (FC) has 1 weight(s) and bias: true"),
+    (attrs("x", tied=""), "op 'x' (FC) attribute 'tied' is ''; allowed: the name of another op"),
+])
+def test_zoo_attributes_are_checked(mutate, words):
+    data = _moe_graph().to_dict()
+    mutate(data)
+    with pytest.raises(GraphError, match=re.escape(words)):
+        Graph.from_dict(data)
+
+
+def test_expert_role_and_new_kinds_round_trip():
+    g = _moe_graph()
+    assert Graph.from_json(g.to_json()) == g
+    assert g.op("dispatch").dims[0].role == "expert"
+    assert g.op("gates").pinned == {"k"} and g.op("dispatch").pinned == {"c"}
+
+
+@pytest.mark.parametrize("build, words", [
+    (lambda b, x: b.rotary(b.fc(x, 5)), "a rotary embedding rotates pairs of features"),
+    (lambda b, x: b.elementwise(x, x, fn="rotary"), "a rotary embedding reads one input"),
+    (lambda b, x: b.elementwise(x, fn="mul"), "a product needs at least 2 inputs"),
+    (lambda b, x: b.softmax(x, axis=0, causal=True), "a causal softmax runs along its last axis"),
+    (lambda b, x: b.slice(x, axis=1, start=2, stop=9), "allowed: 0 <= start < stop <= 4"),
+    (lambda b, x: b.norm(x, weights=2, rms=True), "an RMSNorm has a scale and no shift"),
+    (lambda b, x: b.elementwise(x, weights=[(1, 3)]), "an unmapped axis has extent 1"),
+])
+def test_zoo_structure_rules(build, words):
+    b = GraphBuilder("g", cutoff=1)
+    x = b.fc(b.input((2, 6), names=("b", "k")), 4, name="x")
+    with pytest.raises(GraphError, match=re.escape(words)):
+        build(b, x)
