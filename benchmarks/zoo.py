@@ -9,12 +9,14 @@ device memory as the cap), with one line describing the dp's strategy.
 
 A (model, p) whose dp is out of reach is not run: the dp's own dry run
 (``pase.solvers.dp.dry_run``, no cost arrays) predicts its tables first, and a
-prediction over ``--max-seconds`` (default 120) or the dp's memory budget is
-marked with the prediction instead; a solve that still overruns stops at the same
-time limit and is marked too.
+prediction over ``--max-seconds`` (default 60) or the dp's memory budget is
+marked with the prediction instead, as is one whose cost arrays are predicted over
+``--max-build-gib`` (default 4, pase's build budget); a solve that still overruns (the memory-capped
+dp can be slower than its uncapped prediction) stops at the same time limit and
+is marked too.
 
     python benchmarks/zoo.py [--models gpt2,llama2-7b] [--devices 8,64,256]
-                             [--max-seconds 120] [--out benchmarks/results/zoo.md]
+                             [--max-seconds 60] [--out benchmarks/results/zoo.md]
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from pase.api import build_problem, build_space, run_solver
 from pase.costing import problem_shape
 from pase.counts import counts
-from pase.errors import PaseError
+from pase.errors import PaseError, TimeLimitError
 from pase.solvers import dp
 
 ZOO = ["bert-base", "bert-large", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3",
@@ -73,14 +75,18 @@ def _ratio(a: float, b: float | None) -> str:
     return "infeasible" if b is None or not math.isfinite(b) else f"{a / b:.3f}"
 
 
-def solve_on(model: str, p: int, cluster: str, max_seconds: float) -> dict:
+def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: float) -> dict:
     start = time.perf_counter()
-    built = build_problem(model, p, "alpha-beta", cluster=cluster)
+    built = build_problem(model, p, "alpha-beta", cluster=cluster,
+                          cost_options={"bytes_per_element": dtype_bytes})
     build_s = time.perf_counter() - start
     row = {"build_s": build_s}
     try:
         sol = run_solver("dp", built.problem, time_limit=max_seconds)
-    except PaseError as exc:  # TimeLimitError, TooLargeError
+    except TimeLimitError:
+        row.update(status=f"dp time limit ({max_seconds:g} s)")
+        return row
+    except PaseError as exc:  # TooLargeError
         row.update(status=f"out of reach: {str(exc)[:80]}")
         return row
     row["solve_s"] = sol.wall_time
@@ -96,7 +102,8 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float) -> dict:
     return row
 
 
-def run_one(model: str, p: int, max_seconds: float) -> dict:
+def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
+            dtype_bytes: float) -> dict:
     graph, space = build_space(model, p)
     shape = problem_shape(graph, space)
     c = counts(graph)
@@ -105,13 +112,17 @@ def run_one(model: str, p: int, max_seconds: float) -> dict:
     plan = dp.dry_run(shape)
     best = min(plan["orderings"], key=lambda o: o["table_entries"])
     row["predicted_s"] = best["estimated_seconds"]
+    if shape.array_bytes > max_build_bytes:
+        row["skipped"] = (f"cost arrays {shape.array_bytes / 2**30:.3g} GiB; dp predicted "
+                          f"{best['estimated_seconds']:.3g} s")
+        return row
     if not best["within_memory_budget"] or best["estimated_seconds"] > max_seconds:
         row["skipped"] = (f"predicted {best['estimated_seconds']:.3g} s, "
                           f"{best['peak_table_bytes'] / 2**30:.3g} GiB of tables "
                           f"(dependent set {best['max_dependent_set']})")
         return row
     for cluster in CLUSTERS:
-        row[cluster] = solve_on(model, p, cluster, max_seconds)
+        row[cluster] = solve_on(model, p, cluster, max_seconds, dtype_bytes)
     return row
 
 
@@ -146,7 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(ZOO))
     ap.add_argument("--devices", default="8,64,256")
-    ap.add_argument("--max-seconds", type=float, default=120.0)
+    ap.add_argument("--max-seconds", type=float, default=60.0)
+    ap.add_argument("--bytes-per-element", type=float, default=2.0,
+                    help="the alpha-beta model's element size (2: bf16 training, the default)")
+    ap.add_argument("--max-build-gib", type=float, default=4.0,
+                    help="skip a (model, p) whose cost arrays are predicted larger than this")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "zoo.md"))
     ap.add_argument("--rows", default=None, help="also append each row as JSON to this file")
     ap.add_argument("--from-rows", default=None,
@@ -164,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in (int(x) for x in args.devices.split(",")):
             start = time.perf_counter()
             say(f"{model} p={p} ...")
-            row = run_one(model, p, args.max_seconds)
+            row = run_one(model, p, args.max_seconds, args.max_build_gib * 2**30,
+                          args.bytes_per_element)
             rows.append(row)
             say(f"  {time.perf_counter() - start:.1f} s: {json.dumps(row, default=str)}")
             if args.rows:
@@ -179,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
 HEADER = """# Model zoo: dp against the baselines
 
 `python benchmarks/zoo.py` on this project's 2-core machine. Default sizes of each model
-(`pase models`); alpha-beta cost model with the device memory as the cap (fp32, Adam);
+(`pase models`); alpha-beta cost model with the device memory as the cap (2-byte elements:
+bf16 activations, weights and gradients; Adam's two moments at the same size: 8 bytes a
+parameter; attention scores are kept for the backward pass, as the IR models them);
 clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baseline's (below 1:
 the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
 FLOP: pase's forward FLOP (a multiply-add is one FLOP; the embedding priced as the one-hot
