@@ -165,14 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "zoo.md"))
     ap.add_argument("--rows", default=None, help="also append each row as JSON to this file")
     ap.add_argument("--from-rows", default=None,
-                    help="write the table from these comma-separated row files (runs nothing)")
+                    help="write the table from these comma-separated row files (runs nothing; "
+                         "a later file's row for the same model and p wins)")
     args = ap.parse_args(argv)
     rows = []
     if args.from_rows:
+        latest: dict[tuple[str, int], dict] = {}  # a later file's row replaces an earlier one
         for path in args.from_rows.split(","):
-            rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+            for line in Path(path).read_text().splitlines():
+                if line:
+                    row = json.loads(line)
+                    latest[(row["model"], row["p"])] = row
         order = {m: i for i, m in enumerate(ZOO)}
-        rows.sort(key=lambda r: (order.get(r["model"], len(order)), r["p"]))
+        rows = sorted(latest.values(), key=lambda r: (order.get(r["model"], len(order)), r["p"]))
         Path(args.out).write_text(HEADER + markdown(rows) + FOOTER)
         return 0
     for model in args.models.split(","):
