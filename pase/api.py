@@ -13,6 +13,7 @@ naming the option, never a TypeError deep inside a solver.
 """
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,15 +176,37 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     """Find a strategy for ``model`` on ``devices`` devices with ``solver``.
 
     ``model`` is a registered name (``pase models``), a graph JSON path, or a
-    Graph. Extra keyword arguments go to the solver.
+    Graph. Extra keyword arguments go to the solver, except a registered model's
+    declared options (``info["options"]``: ``layers=2`` for ``gpt2``), which go to
+    the model.
     """
     SOLVERS.entry(solver)  # an unknown name fails before the build
+    solver_options, model_options = _model_keywords(model, solver, solver_options, model_options)
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                           powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
                           model_options=model_options, cost_options=cost_options,
                           build_budget=build_budget)
     solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed, **solver_options)
     return to_strategy(built, solution)
+
+
+def _model_keywords(model: Any, solver: str, options: dict[str, Any],
+                    model_options: Mapping[str, Any] | None) -> tuple[dict, Mapping | None]:
+    """Keywords that are the registered model's options and not the solver's go to the
+    model: ``pase.solve("gpt2", 8, layers=2)``."""
+    if not options or not isinstance(model, str) or model not in MODELS:
+        return options, model_options
+    declared = MODELS.entry(model).info.get("options", {})
+    solver_params = inspect.signature(SOLVERS.get(solver)).parameters
+    moved = {k: v for k, v in options.items() if k in declared and k not in solver_params}
+    if not moved:
+        return options, model_options
+    merged = dict(model_options or {})
+    for key in moved:
+        if key in merged:
+            raise OptionError(f"model option {key} given twice: as a keyword and in model_options")
+    merged.update(moved)
+    return {k: v for k, v in options.items() if k not in moved}, merged
 
 
 def to_strategy(built: Built, solution: Solution) -> Strategy:

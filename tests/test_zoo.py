@@ -270,6 +270,11 @@ def test_api_passes_model_options():
     assert len([op for op in g.ops if op.name.endswith(".attn.scores")]) == 2
     s = pase.solve("gpt2", devices=8, model_options={"layers": 1, "seq": 64})
     assert s.solution.status.name == "OPTIMAL"
+    # A registered model's declared options may be plain keywords; the rest go to the solver.
+    t = pase.solve("gpt2", devices=8, layers=1, seq=64, ordering="min-fill")
+    assert t.total_cost == pytest.approx(s.total_cost, rel=1e-12)
+    with pytest.raises(OptionError, match="model option layers given twice"):
+        pase.solve("gpt2", devices=8, layers=1, model_options={"layers": 2})
 
 
 @pytest.mark.parametrize("model, options, words", [
