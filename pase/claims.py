@@ -3,8 +3,10 @@
 :func:`check_answer` is what :func:`pase.run_solver` runs after every solve.
 A Solution claims a choice, a cost, a status and maybe a lower bound; each
 claim is checked against the Problem, with costs compared at a relative
-tolerance of :data:`pase.problem.COST_RTOL` at the Problem's own scale (costs
-may be ~1e-9 seconds or ~1e15 FLOP):
+tolerance of :data:`pase.problem.COST_RTOL` of the answer's own scale, the
+summed magnitudes of the terms its choice pays (``Problem.term_scale``; costs
+may be ~1e-9 seconds or ~1e15 FLOP, and one huge entry the choice does not pay
+excuses nothing):
 
 - it is a :class:`~pase.problem.Solution` with a :class:`~pase.problem.Status`;
 - a missing choice comes with status ``infeasible`` or ``time_limit``;
@@ -60,7 +62,7 @@ def _check_choice(problem: Problem, solution: Solution, fail: Any) -> None:
         true_cost = problem.evaluate(solution.choice)
     except PaseError as exc:
         fail(f"returned an invalid choice: {exc}")
-    if not _close(problem, solution.cost, true_cost):
+    if not _close(problem.term_scale(solution.choice), solution.cost, true_cost):
         fail(f"reported cost {solution.cost!r} but its choice evaluates to {true_cost!r}")
     if not problem.fits(solution.choice):
         fail(f"returned a choice needing {problem.memory_of(solution.choice):.6g} bytes, over "
@@ -69,35 +71,23 @@ def _check_choice(problem: Problem, solution: Solution, fail: Any) -> None:
 
 def _check_bound(problem: Problem, solution: Solution, fail: Any) -> None:
     bound, cost = solution.lower_bound, solution.cost
+    scale = problem.term_scale(solution.choice)
     if bound is None:
         if solution.status is Status.OPTIMAL:
             solution.lower_bound = cost  # an optimal answer is its own bound
         return
     if isinstance(bound, bool) or not isinstance(bound, (int, float, np.number)) or math.isnan(bound):
         fail(f"reported lower bound {bound!r}, not a number")
-    if bound > cost and not _close(problem, bound, cost):
+    if bound > cost and not _close(scale, bound, cost):
         fail(f"reported lower bound {bound!r} above its cost {cost!r}")
-    if solution.status is Status.OPTIMAL and not _close(problem, bound, cost):
+    if solution.status is Status.OPTIMAL and not _close(scale, bound, cost):
         fail(f"claims optimal at cost {cost!r} but its lower bound is {bound!r}")
 
 
-def _close(problem: Problem, a: float, b: float) -> bool:
-    """Equal within COST_RTOL, relative to the larger value or to the Problem's scale."""
+def _close(scale: float, a: float, b: float) -> bool:
+    """Equal within COST_RTOL, relative to the larger value or to the answer's ``scale``."""
     if a == b:
         return True
     if not (math.isfinite(a) and math.isfinite(b)):
         return False
-    diff = abs(a - b)
-    if diff <= COST_RTOL * max(abs(a), abs(b)):
-        return True
-    return diff <= COST_RTOL * cost_scale(problem)
-
-
-def cost_scale(problem: Problem) -> float:
-    """The largest finite cost entry of the Problem (0 when there is none)."""
-    largest = 0.0
-    for arr in list(problem.vertex_costs) + list(problem.edge_costs):
-        finite = np.abs(arr[np.isfinite(arr)])
-        if finite.size:
-            largest = max(largest, float(finite.max()))
-    return largest
+    return abs(a - b) <= COST_RTOL * max(abs(a), abs(b), scale)

@@ -12,6 +12,7 @@ A :class:`Solution` is a solver's answer: a choice per vertex, its cost, a
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -203,6 +204,24 @@ class Problem:
         total = sum(float(self.vertex_costs[v][c[v]]) for v in range(self.num_vertices))
         total += sum(float(m[c[u], c[v]]) for (u, v), m in zip(self.edges, self.edge_costs))
         return total
+
+    def term_scale(self, choice: Sequence[int]) -> float:
+        """The summed magnitudes of the terms ``choice`` pays (vertex costs and edge entries).
+
+        The scale at which a cost of ``choice`` is compared (at :data:`COST_RTOL`): float
+        rounding grows with it, and it ignores every entry the choice does not pay, so one
+        huge (big-M) entry elsewhere in the Problem cannot hide a wrong answer.
+
+        Examples:
+            >>> p = Problem([np.array([3.0, 1.0]), np.array([-2.0])], [(0, 1)],
+            ...             [np.array([[0.0], [1e15]])])
+            >>> p.term_scale([0, 0]), p.evaluate([0, 0])
+            (5.0, 1.0)
+        """
+        c = self.check_choice(choice)
+        total = math.fsum(abs(float(self.vertex_costs[v][c[v]])) for v in range(self.num_vertices))
+        return total + math.fsum(abs(float(m[c[u], c[v]]))
+                                 for (u, v), m in zip(self.edges, self.edge_costs))
 
     def evaluate_many(self, choices: np.ndarray) -> np.ndarray:
         """Costs of many choices at once: ``choices`` is ``(N, num_vertices)``."""

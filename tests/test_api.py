@@ -145,6 +145,23 @@ def test_costs_are_compared_at_the_problems_own_scale(fake_solver):
         assert run_solver("test-fake", _problem(scale=scale)).solver == "test-fake"
 
 
+def test_a_big_m_entry_the_choice_does_not_pay_excuses_nothing(fake_solver):
+    # One entry of 1e15 elsewhere in the Problem: the answer (1, 1) pays 2 + 0 + 0 = 2
+    # (by hand), so a bound of 1.9 is 5% off, not 1e-16 of the largest entry.
+    p = _problem()
+    p = Problem(p.vertex_costs, p.edges, [np.array([[0.0, 1e15], [9.0, 0.0]])])
+    fake_solver["solution"] = Solution((1, 1), 2.0, Status.OPTIMAL, "f", lower_bound=1.9)
+    with pytest.raises(ClaimError, match="claims optimal at cost 2.0 but its lower bound is 1.9"):
+        run_solver("test-fake", p)
+    fake_solver["solution"] = Solution((1, 1), 2.0 + 1e-6, Status.FEASIBLE, "f")
+    with pytest.raises(ClaimError, match="reported cost"):
+        run_solver("test-fake", p)
+    # Rounding noise at the answer's own scale still passes.
+    fake_solver["solution"] = Solution((1, 1), 2.0 * (1 + 1e-13), Status.OPTIMAL, "f",
+                                       lower_bound=2.0)
+    assert run_solver("test-fake", p).status is Status.OPTIMAL
+
+
 def test_an_optimal_answer_without_a_bound_gets_its_cost(fake_solver):
     fake_solver["solution"] = Solution((0, 0), 3.0, Status.OPTIMAL, "f")
     assert run_solver("test-fake", _problem()).lower_bound == 3.0

@@ -98,7 +98,7 @@ def test_registry_tags_choose_the_checks():
         spec = solver_spec("student-chain")
         assert (spec.exact, spec.scope, spec.memory_cap) == (True, "chain", False)
         assert [c.id for c in pase.testing.checks_for(spec)] == [
-            "valid_choices", "honest_cost", "honest_claims", "exact_optimum",
+            "valid_choices", "honest_cost", "honest_claims", "big_m_claims", "exact_optimum",
             "never_beats_optimum", "deterministic", "time_limit"]
         check_solver("student-chain")
     finally:
@@ -138,7 +138,8 @@ def test_every_failing_check_is_reported_not_just_the_first():
     with pytest.raises(ConformanceError) as info:
         check_solver(liar_and_dice, memory_cap=False)
     failed = info.value.report.failed
-    assert set(failed) == {"honest cost", "determinism", "optimality claims", "time limit"}
+    assert set(failed) == {"honest cost", "determinism", "optimality claims", "time limit",
+                           "optimality claims next to a big-M entry"}
     assert "valid choices" in info.value.report.passed
     for name in failed:
         assert f"- {name}:" in str(info.value)
@@ -176,6 +177,24 @@ def test_the_battery_catches_an_absolute_tolerance_at_seconds_scale():
         check_solver(sloppy, exact=True, scope="chain", memory_cap=False)
     messages = [m for ms in info.value.report.failed.values() for m in ms]
     assert messages and all(" x1e-9: " in m for m in messages)
+
+
+def test_the_battery_catches_a_tolerance_relative_to_a_big_m_entry():
+    """The bug class of ILP backends that certified 350 for an optimum of 205 next to
+    one 1e15 entry: a solver whose tolerance is relative to the largest entry."""
+    def coarse(problem, *, time_limit=None, seed=None):
+        cost, choice = reference_chain_dp(problem)
+        largest = max(float(a.max()) for a in problem.vertex_costs + problem.edge_costs)
+        small = problem.num_strategies() <= 10_000  # the time-limit check's Problem is not
+        for other in itertools.product(*(range(k) for k in problem.sizes)) if small else ():
+            if problem.evaluate(other) <= cost + 1e-9 * largest and other != choice:
+                choice = other  # "equal" within 1e-9 of the largest entry
+        return Solution(choice, problem.evaluate(choice), Status.OPTIMAL, "coarse",
+                        lower_bound=cost)
+
+    with pytest.raises(ConformanceError, match=r"big-M x1e\+13: claims OPTIMAL") as info:
+        check_solver(coarse, exact=True, scope="chain", memory_cap=False)
+    assert set(info.value.report.failed) == {"optimality claims next to a big-M entry"}
 
 
 def test_the_battery_catches_nondeterminism():
@@ -222,7 +241,7 @@ def test_a_crash_is_reported_in_every_check_with_its_message():
         check_solver(todo, scope="chain", memory_cap=False)
     assert set(info.value.report.failed) == {
         "valid choices", "honest cost", "optimality claims", "never beats the optimum",
-        "determinism", "time limit"}
+        "determinism", "time limit", "optimality claims next to a big-M entry"}
 
 
 def test_a_heuristic_may_refuse_random_problems_but_not_graph_derived_ones():

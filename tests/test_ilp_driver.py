@@ -40,6 +40,55 @@ def _drive(p: Problem, *results) -> Solution:
     return driver.solve_formulation(p, "stub", _stub(*results), time_limit=None)
 
 
+def _big_m_problem(big: float) -> Problem:
+    """The reviewer's case: a random DAG with one edge entry set to ``big``."""
+    from pase.testing import random_dag
+
+    base = random_dag(7, max_candidates=4, extra_edges=3, seed=1)
+    mats = [m.copy() for m in base.edge_costs]
+    mats[0][0, -1] = big
+    return Problem(base.vertex_costs, base.edges, mats)
+
+
+def test_a_big_m_entry_does_not_loosen_the_optimality_test():
+    # A stand-in backend returns a non-optimal choice with a weak bound. The tolerance
+    # is 1e-9 of the terms the choice pays (a few hundred), not of the 1e15 entry.
+    p = _big_m_problem(1e15)
+    best = exhaustive.solve(p)
+    offset = formulation.build(p).offset
+    worse = min((c for c in _neighbours(best.choice, p.sizes)
+                 if p.evaluate(c) > best.cost), key=p.evaluate)
+    claim = driver.BackendResult(worse, True, False, False, best.cost - offset - 1e-3, "ok")
+    got = _drive(p, claim)
+    assert got.status is Status.FEASIBLE and got.cost == p.evaluate(worse)
+    # The same within 1e-9 of the answer's own terms is certified.
+    scale = p.term_scale(best.choice)
+    close = driver.BackendResult(best.choice, True, False, False,
+                                 best.cost - offset - 0.5e-9 * scale, "ok")
+    assert _drive(p, close).status is Status.OPTIMAL
+
+
+def _neighbours(choice, sizes):
+    for v, k in enumerate(sizes):
+        for c in range(int(k)):
+            if c != choice[v]:
+                yield choice[:v] + (c,) + choice[v + 1:]
+
+
+@pytest.mark.parametrize("big", [1e9, 1e15, 1e18])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backends_never_call_a_wrong_answer_optimal_next_to_a_big_m_entry(backend, big):
+    p = _big_m_problem(big)
+    best = exhaustive.solve(p)
+    got = backend.solve(p)
+    tol = 1e-9 * p.term_scale(best.choice)
+    assert got.lower_bound is None or got.lower_bound <= best.cost + tol
+    if got.status is Status.OPTIMAL:
+        assert abs(got.cost - best.cost) <= tol, (got.cost, best.cost)
+    else:  # honest: FEASIBLE with the bound and gap it has
+        assert got.status is Status.FEASIBLE and got.gap is not None
+
+
 def test_optimal_only_when_the_bound_proves_it():
     p = random_problem(5, 4, 2, seed=8)
     best = exhaustive.solve(p)

@@ -45,7 +45,7 @@ def magnitude(problem):
 
 def assert_agrees(name, sol, problem, truth):
     cost, choice = truth
-    tol = COST_RTOL * max(abs(cost) if choice else 0.0, magnitude(problem))
+    tol = COST_RTOL * max(abs(cost), problem.term_scale(choice)) if choice else 0.0
     if choice is None:
         assert sol.status is pase.Status.INFEASIBLE and sol.choice is None, name
         return
@@ -62,7 +62,7 @@ def assert_never_beats(name, sol, problem, truth):
         return
     assert problem.fits(sol.choice), name
     if choice is not None:
-        tol = COST_RTOL * max(abs(cost), magnitude(problem))
+        tol = COST_RTOL * max(abs(cost), problem.term_scale(choice), problem.term_scale(sol.choice))
         assert problem.evaluate(sol.choice) >= cost - tol, name
 
 
@@ -77,6 +77,35 @@ def test_exact_solvers_agree_at_every_scale_with_and_without_caps(shape, n, k, s
         assert_agrees(name, pase.run_solver(name, problem, seed=0), problem, truth)
     for name, options in HEURISTIC.items():
         assert_never_beats(name, pase.run_solver(name, problem, seed=0, **options), problem, truth)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(shape=st.sampled_from(sorted(SHAPES)), n=st.integers(2, 5), k=st.integers(2, 4),
+       seed=st.integers(0, 10_000), factor=st.sampled_from([1e6, 1e9, 1e12, 1e15]),
+       scale=st.sampled_from([1e-9, 1.0, 1e12]), on_edge=st.booleans(), data=st.data())
+def test_optimal_next_to_a_big_m_entry_is_the_optimum(shape, n, k, seed, factor, scale,
+                                                       on_edge, data):
+    """One entry ``factor`` times the others (a big-M penalty): every exact solver may
+    lose precision there, but OPTIMAL must still be the optimum to 1e-9 of the terms
+    the optimum pays, and no bound may pass it."""
+    base = SHAPES[shape](n, k, seed, scale=scale)
+    vertex_costs = [c.copy() for c in base.vertex_costs]
+    edge_costs = [m.copy() for m in base.edge_costs]
+    arrays = edge_costs if on_edge and edge_costs else vertex_costs
+    target = arrays[data.draw(st.integers(0, len(arrays) - 1), label="array")]
+    flat = data.draw(st.integers(0, target.size - 1), label="entry")
+    target.flat[flat] = factor * magnitude(base)
+    problem = pase.Problem(vertex_costs, base.edges, edge_costs)
+    cost, choice = brute_force(problem)
+    tol = COST_RTOL * max(abs(cost), problem.term_scale(choice))
+    for name in EXACT:
+        sol = pase.run_solver(name, problem)
+        if sol.lower_bound is not None:
+            assert sol.lower_bound <= cost + tol, (name, sol.lower_bound, cost)
+        if sol.status is pase.Status.OPTIMAL:
+            assert abs(sol.cost - cost) <= tol, (name, sol.cost, cost)
+        else:
+            assert name.startswith("ilp-") and sol.status is pase.Status.FEASIBLE, (name, sol.status)
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)

@@ -57,8 +57,15 @@ class Case:
 
     @functools.cached_property
     def magnitude(self) -> float:
-        """The largest finite absolute cost entry: the scale tolerances are relative to."""
+        """The largest finite absolute cost entry (a description; tolerances use ``scale``)."""
         return _largest_entry(self.problem)
+
+    def scale(self, choice: tuple[int, ...] | None = None) -> float:
+        """The scale costs compare at: the summed magnitudes of the terms the optimum
+        pays and, given one, of those ``choice`` pays (never the largest entry of the
+        Problem, which a big-M entry would make excuse any error)."""
+        scale = self.problem.term_scale(self.optimum.choice) if self.feasible else 0.0
+        return max(scale, self.problem.term_scale(choice)) if choice is not None else scale
 
 
 def _largest_entry(problem: Problem) -> float:
@@ -110,6 +117,51 @@ def battery_cases(scope: str, memory_cap: bool, seed: int = 0) -> tuple[Case, ..
                 cases.append(Case(f"{label} {tag} cap below any strategy",
                                   cap_memory(with_memory, -1.0), graph))
     return tuple(cases)
+
+
+# A big-M entry is this many times the largest other entry (a penalty a user may
+# write instead of +inf): a solver that scales its costs by the largest entry loses
+# the others' precision and must then not claim OPTIMAL.
+BIG_M_FACTORS = (1e6, 1e9, 1e13)
+
+
+@functools.lru_cache(maxsize=6)
+def big_m_cases(scope: str, seed: int = 0) -> tuple[Case, ...]:
+    """The random Problems of ``scope`` with one big-M entry the optimum does not pay.
+
+    The entry goes on the first edge (the first vertex with two candidates for an
+    edge-less Problem), away from the optimum's pair, so the optimum is the base's.
+    """
+    from pase.solvers import exhaustive
+
+    cases = []
+    for label, base, graph in _bases(scope, seed):
+        if graph:
+            continue
+        best = exhaustive.solve(base).choice
+        for factor in BIG_M_FACTORS:
+            problem = _with_big_m(base, best, factor * (_largest_entry(base) or 1.0))
+            if problem is not None:
+                cases.append(Case(f"{label} big-M x{factor:g}", problem, False))
+    return tuple(cases)
+
+
+def _with_big_m(base: Problem, best: tuple[int, ...], big: float) -> Problem | None:
+    vertex_costs = [c.copy() for c in base.vertex_costs]
+    edge_costs = [m.copy() for m in base.edge_costs]
+    for (u, v), m in zip(base.edges, edge_costs):
+        if m.size > 1:
+            at = (m.shape[0] - 1, m.shape[1] - 1)
+            m[at if at != (best[u], best[v]) else (0, 0)] = big
+            break
+    else:
+        for v, c in enumerate(vertex_costs):
+            if c.size > 1:
+                c[c.size - 1 if best[v] != c.size - 1 else 0] = big
+                break
+        else:
+            return None
+    return Problem(vertex_costs, base.edges, edge_costs, base.names, unit=base.unit)
 
 
 def big_problems(scope: str, seed: int = 0) -> list[tuple[str, Problem]]:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from pase.errors import PaseError
 from pase.problem import COST_RTOL, Solution, Status
-from pase.testing.cases import big_problems
+from pase.testing.cases import big_m_cases, big_problems
 from pase.testing.runner import Answer, SolverSpec, answers, ask, describe
 
 # Seconds a solver may overrun ``time_limit * TIME_FACTOR`` (interpreter, model set-up).
@@ -25,9 +25,11 @@ TIME_FACTOR = 1.1
 DETERMINISM_STRIDE = 2
 
 
-def tolerance(a: float, b: float, magnitude: float) -> float:
-    """How far two costs of one Problem may differ: relative to the costs and the Problem."""
-    return COST_RTOL * max(abs(a), abs(b), magnitude)
+def tolerance(a: float, b: float, scale: float) -> float:
+    """How far two costs of one Problem may differ: relative to the costs and to
+    ``scale``, the summed magnitudes of the terms the compared choices pay
+    (:meth:`Case.scale`), never the Problem's largest entry."""
+    return COST_RTOL * max(abs(a), abs(b), scale)
 
 
 def _examined(spec: SolverSpec) -> tuple[list[str], list[tuple[Answer, Solution]]]:
@@ -81,7 +83,7 @@ def honest_cost(spec: SolverSpec) -> list[str]:
         if cost is None:
             continue
         if not (isinstance(sol.cost, numbers.Real) and math.isfinite(sol.cost)) or \
-                abs(sol.cost - cost) > tolerance(sol.cost, cost, a.case.magnitude):
+                abs(sol.cost - cost) > tolerance(sol.cost, cost, a.case.problem.term_scale(sol.choice)):
             failures.append(f"{a.case.label}: reported cost {sol.cost!r} but the choice "
                             f"evaluates to {cost!r}")
     return failures
@@ -90,25 +92,51 @@ def honest_cost(spec: SolverSpec) -> list[str]:
 def honest_claims(spec: SolverSpec) -> list[str]:
     failures, solved = _examined(spec)
     for a, sol in solved:
-        if not isinstance(sol, Solution):
-            continue
-        best, label = a.case.optimum, a.case.label
-        cost = _true_cost(a, sol)
-        if sol.status is Status.OPTIMAL:
-            if cost is None:
-                failures.append(f"{label}: claims OPTIMAL without a valid choice")
-            elif not a.case.problem.fits(sol.choice):
-                failures.append(f"{label}: claims OPTIMAL with a choice over the memory cap")
-            elif cost > best.cost + tolerance(cost, best.cost, a.case.magnitude):
-                failures.append(f"{label}: claims OPTIMAL at {cost!r} but the optimum is "
-                                f"{best.cost!r}")
-        if sol.lower_bound is not None and a.case.feasible and \
-                sol.lower_bound > best.cost + tolerance(sol.lower_bound, best.cost, a.case.magnitude):
-            failures.append(f"{label}: lower bound {sol.lower_bound!r} is above the optimum "
+        failures += _claim_failures(spec, a, sol)
+    return failures
+
+
+def _claim_failures(spec: SolverSpec, a: Answer, sol: Solution) -> list[str]:
+    """Why an answer's OPTIMAL, lower bound or INFEASIBLE claim is false (empty: honest)."""
+    if not isinstance(sol, Solution):
+        return []
+    failures = []
+    best, label = a.case.optimum, a.case.label
+    cost = _true_cost(a, sol)
+    if sol.status is Status.OPTIMAL:
+        if cost is None:
+            failures.append(f"{label}: claims OPTIMAL without a valid choice")
+        elif not a.case.problem.fits(sol.choice):
+            failures.append(f"{label}: claims OPTIMAL with a choice over the memory cap")
+        elif not a.case.feasible:
+            failures.append(f"{label}: claims OPTIMAL at {cost!r}, but nothing fits")
+        elif cost > best.cost + tolerance(cost, best.cost, a.case.scale(sol.choice)):
+            failures.append(f"{label}: claims OPTIMAL at {cost!r} but the optimum is "
                             f"{best.cost!r}")
-        if spec.exact and sol.status is Status.INFEASIBLE and a.case.feasible:
-            failures.append(f"{label}: an exact solver claims INFEASIBLE, but {best.choice} "
-                            f"fits the cap")
+    if sol.lower_bound is not None and a.case.feasible and sol.lower_bound > \
+            best.cost + tolerance(sol.lower_bound, best.cost, a.case.scale()):
+        failures.append(f"{label}: lower bound {sol.lower_bound!r} is above the optimum "
+                        f"{best.cost!r}")
+    if spec.exact and sol.status is Status.INFEASIBLE and a.case.feasible:
+        failures.append(f"{label}: an exact solver claims INFEASIBLE, but {best.choice} "
+                        f"fits the cap")
+    return failures
+
+
+def big_m_claims(spec: SolverSpec) -> list[str]:
+    """OPTIMAL, bounds and INFEASIBLE stay honest next to one huge (big-M) entry.
+
+    Only the claims are checked: a solver whose precision the entry spoils may
+    return a worse answer, as long as it does not call it optimal.
+    """
+    failures = []
+    for case in big_m_cases(spec.scope, spec.seed):
+        a = ask(spec, case)
+        if a.broken:
+            failures.append(f"{case.label}: {a.error}")
+        elif a.solution is not None:
+            why = _valid(a, a.solution)
+            failures += [f"{case.label}: {why}"] if why else _claim_failures(spec, a, a.solution)
     return failures
 
 
@@ -118,7 +146,7 @@ def reaches_optimum(spec: SolverSpec) -> list[str]:
         best, cost = a.case.optimum, _true_cost(a, sol)
         if not a.case.feasible or cost is None:
             continue  # shapes and infeasibility are other checks' business
-        if cost > best.cost + tolerance(cost, best.cost, a.case.magnitude):
+        if cost > best.cost + tolerance(cost, best.cost, a.case.scale(sol.choice)):
             failures.append(f"{a.case.label}: an exact solver returned {cost!r}; the optimum "
                             f"is {best.cost!r} at {best.choice}")
     return failures
@@ -130,7 +158,7 @@ def never_beats_optimum(spec: SolverSpec) -> list[str]:
         best, cost = a.case.optimum, _true_cost(a, sol)
         if not a.case.feasible or cost is None:
             continue
-        if cost < best.cost - tolerance(cost, best.cost, a.case.magnitude):
+        if cost < best.cost - tolerance(cost, best.cost, a.case.scale(sol.choice)):
             over = "" if a.case.problem.fits(sol.choice) else " (its choice breaks the memory cap)"
             failures.append(f"{a.case.label}: cost {cost!r} is below the true optimum "
                             f"{best.cost!r}{over}")
@@ -174,7 +202,7 @@ def honours_time_limit(spec: SolverSpec) -> list[str]:
             except PaseError as exc:
                 failures.append(f"{label}: invalid choice: {describe(exc)}")
                 continue
-            if abs(sol.cost - cost) > tolerance(sol.cost, cost, 0.0):
+            if abs(sol.cost - cost) > tolerance(sol.cost, cost, problem.term_scale(sol.choice)):
                 failures.append(f"{label}: reported cost {sol.cost!r}, evaluates to {cost!r}")
     return failures
 
@@ -223,6 +251,7 @@ CHECKS = (
     Check("valid_choices", "valid choices", valid_choices),
     Check("honest_cost", "honest cost", honest_cost),
     Check("honest_claims", "optimality claims", honest_claims),
+    Check("big_m_claims", "optimality claims next to a big-M entry", big_m_claims),
     Check("exact_optimum", "exact optimum", reaches_optimum, lambda s: s.exact),
     Check("never_beats_optimum", "never beats the optimum", never_beats_optimum),
     Check("deterministic", "determinism", deterministic),

@@ -14,6 +14,9 @@ under a cap some strategies fit and one none fits:
 - ``honest_cost``: the reported cost is the choice's re-evaluated cost;
 - ``honest_claims``: OPTIMAL only at the optimum, lower bounds never above it,
   INFEASIBLE from an exact solver only when nothing fits;
+- ``big_m_claims``: the same claims stay honest on random Problems with one
+  entry 1e6, 1e9 or 1e13 times the others (a solver that scales by the largest entry
+  may return a worse answer there, but must not call it optimal);
 - ``exact_optimum`` (``exact=True``): the optimum, always;
 - ``never_beats_optimum``: no cost below the optimum;
 - ``deterministic``: the same seed gives the same choice;
@@ -23,8 +26,10 @@ under a cap some strategies fit and one none fits:
 
 A solver may refuse a random Problem with a :class:`~pase.errors.PaseError` (an
 option it lacks, a size limit) unless it is exact; graph-derived Problems bind
-every solver. Costs compare with the relative tolerance ``COST_RTOL`` (1e-9) at
-the Problem's own scale. Every failing check is reported, not just the first.
+every solver. Costs compare with the relative tolerance ``COST_RTOL`` (1e-9) of
+the answer's own scale: the summed magnitudes of the terms the compared choices
+pay (``Problem.term_scale``), never the Problem's largest entry. Every failing
+check is reported, not just the first.
 """
 from __future__ import annotations
 

@@ -10,9 +10,13 @@ formulation's units. :func:`solve_formulation` does the rest:
 * the answer is re-evaluated with ``Problem.evaluate`` and must satisfy
   ``Problem.fits`` exactly, else it is not returned as a fitting answer;
 * OPTIMAL is claimed only when the backend's bound, mapped back to the Problem's
-  own scale, proves it: ``cost - bound <= OPTIMAL_RTOL * max(|cost|, c_max)``
-  (``c_max`` the largest offset-free coefficient, for costs near 0). Otherwise
-  the answer is FEASIBLE (or TIME_LIMIT) with that bound and its gap.
+  own scale less the backend's tolerance, proves it at the answer's own scale:
+  ``cost - bound <= OPTIMAL_RTOL * Problem.term_scale(choice)`` (the summed
+  magnitudes of the terms the choice pays). Never relative to the largest
+  coefficient: one big-M entry of 1e15 would then excuse an error of 1e6.
+  Otherwise the answer is FEASIBLE (or TIME_LIMIT) with that bound and its gap:
+  a backend whose scaling cannot resolve the answer's terms next to a huge
+  entry says so rather than faking precision.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ from pase.solvers.ilp.formulation import Formulation, build
 from pase.solvers.ilp.limits import Deadline, OutOfTime
 
 # An answer is OPTIMAL when its cost is within this relative distance of the proven
-# bound (relative to the cost, or to the largest coefficient when the cost is ~0).
+# bound, relative to the summed magnitudes of the terms it pays (Problem.term_scale).
 OPTIMAL_RTOL = COST_RTOL
 INSTALL_HINT = 'pip install "pase[ilp]"'
 # Variables (candidate one-hots + edge config pairs) an ILP may have by default:
@@ -189,7 +193,7 @@ def _certify(problem: Problem, form: Formulation, solver: str, choice: tuple[int
     """The Solution for a fitting choice: OPTIMAL only if the bound proves it."""
     cost = problem.evaluate(choice)
     lower = _lower(form, bound)
-    tolerance = OPTIMAL_RTOL * max(abs(cost), float(form.cost.max(initial=0.0)))
+    tolerance = OPTIMAL_RTOL * problem.term_scale(choice)
     if lower is not None and lower > cost:
         if lower - cost > tolerance:  # a "bound" above a real solution's cost proves nothing
             stats["rejected_bound"] = lower

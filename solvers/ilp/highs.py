@@ -7,8 +7,9 @@ and MPS file. The ``x`` columns are integer, the ``y`` columns
 continuous (integral ``x`` forces them to 0/1; see formulation.py).
 
 HiGHS works in floats with absolute tolerances, so costs and memory are scaled
-first (``scaling.py``) and the gaps set to zero; its dual bound, less its 1e-6
-pruning tolerance, is mapped back to the Problem's scale.
+first (``scaling.py``) and the gaps set to zero; its dual bound, less its
+pruning tolerance and its reduced-cost tolerance per vertex and edge, is mapped
+back to the Problem's scale.
 
 HiGHS looks at neither its time limit nor an interrupt request while it
 presolves a large model, so ``run()`` goes through ``limits.run_stoppable``:
@@ -162,7 +163,14 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
     choice = None if x is None else form.choice_from_x(x)
     # A solution whose objective disagrees with HiGHS's own report proves nothing.
     proven = status == ms.kOptimal and x is not None and _consistent(model, info, x)
-    tolerance = _option(h, "mip_feasibility_tolerance")
+    # HiGHS prunes nodes within its MIP feasibility tolerance, and an LP counts as
+    # optimal once no reduced cost is below -dual_feasibility_tolerance: as every
+    # solution sets one column per vertex and per edge to 1 (the rest 0), its dual
+    # bound may be that much too high per group. Small next to coefficients near
+    # 2**20; it is what keeps the bound valid next to a big-M entry, which squeezes
+    # the other coefficients below the tolerance.
+    tolerance = (_option(h, "mip_feasibility_tolerance")
+                 + _option(h, "dual_feasibility_tolerance") * form.num_groups)
     bound = true_bound(model, float(info.mip_dual_bound), tolerance)
     stopped = status in (ms.kTimeLimit, ms.kInterrupt)
     return BackendResult(choice, proven, False, stopped, bound, name, extra)
