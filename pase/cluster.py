@@ -26,6 +26,11 @@ SCHEMA_VERSION = 1
 LINK_CLASSES = ("intra", "inter")  # the two kinds of link a message can cross
 
 
+# The most devices a cluster may hold: far beyond any machine built, small enough that
+# every rank and group size stays a machine integer in numpy.
+MAX_DEVICES = 2**24
+
+
 def node_of(rank, devices_per_node: int):
     """The node of a device rank, or of each rank of an integer array.
 
@@ -81,8 +86,12 @@ class Cluster:
 
     def __post_init__(self) -> None:
         for label, value in (("nodes", self.nodes), ("devices_per_node", self.devices_per_node)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise OptionError(f"cluster {self.name!r}: {label} must be an integer >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise OptionError(f"cluster {self.name!r}: {label} must be an integer from 1 to "
+                                  f"{MAX_DEVICES}, got {value!r}")
+        if self.nodes * self.devices_per_node > MAX_DEVICES:
+            raise OptionError(f"cluster {self.name!r} has {self.nodes} x {self.devices_per_node} "
+                              f"devices; at most {MAX_DEVICES} are supported")
         checks = (("device.peak_tflops", self.device.peak_tflops),
                   ("device.memory_gib", self.device.memory_gib),
                   ("intra.bandwidth_gbps", self.intra.bandwidth_gbps),
@@ -163,6 +172,9 @@ class Cluster:
             raise OptionError(f"cannot read cluster file {path}: {exc.strerror}") from exc
         except json.JSONDecodeError as exc:
             raise OptionError(f"cluster file {path} is not valid JSON: {exc}") from exc
+        except (UnicodeDecodeError, RecursionError) as exc:
+            raise OptionError(f"cluster file {path} is not valid UTF-8 JSON "
+                              f"({type(exc).__name__})") from exc
         return cls.from_dict(data)
 
 

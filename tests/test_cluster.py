@@ -48,7 +48,7 @@ def test_bad_cluster_files(tmp_path):
                          "inter.bandwidth_gbps must be a positive number"),
         "neg_latency.json": (json.dumps({**good, "intra": {"bandwidth_gbps": 1, "latency_us": -1}}),
                              "intra.latency_us must be a number >= 0"),
-        "zero_nodes.json": (json.dumps({**good, "nodes": 0}), "nodes must be an integer >= 1"),
+        "zero_nodes.json": (json.dumps({**good, "nodes": 0}), "nodes must be an integer from 1"),
     }
     for name, (text, message) in cases.items():
         path = tmp_path / name
@@ -67,3 +67,23 @@ def test_custom_cluster_in_code():
     assert c.spans_nodes(np.array([1, 4, 5, 8])).tolist() == [False, False, True, True]
     with pytest.raises(OptionError, match="unknown link class 'pcie'; allowed: intra, inter"):
         c.link("pcie")
+
+
+def test_cluster_files_that_are_not_utf8_json_give_one_line(tmp_path):
+    bad = tmp_path / "bin.json"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(OptionError, match="not valid UTF-8 JSON"):
+        get_cluster(str(bad))
+
+
+def test_device_counts_past_the_supported_maximum_are_refused(tmp_path):
+    data = PRESETS["dgx-a100"].to_dict()
+    data["devices_per_node"] = 10**30
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(OptionError, match="devices_per_node must be an integer from 1 to"):
+        get_cluster(str(path))
+    with pytest.raises(OptionError, match="nodes must be an integer from 1 to"):
+        get_cluster("dgx-a100x99999999999999")
+    with pytest.raises(OptionError, match="at most 16777216"):
+        PRESETS["dgx-a100"].with_nodes(2**22)  # 8 x 2^22 = 2^25 devices
