@@ -49,7 +49,10 @@ class Problem:
         edge_costs: one ``(K_u, K_v)`` matrix per edge.
         names: vertex names for messages (default ``v0, v1, ...``).
         memory: optional per-vertex memory vectors (bytes per device).
-        memory_cap: optional cap on the summed memory of the chosen candidates.
+        memory_cap: optional cap on the summed memory of the chosen candidates. A
+            NaN cap is refused (ProblemError); ``+inf`` constrains nothing and is
+            stored as None (uncapped). Under a cap, a candidate with ``+inf``
+            memory is forbidden.
         unit: what the costs measure (``"FLOP"``, ``"s"``...).
         candidates: optional per-vertex :class:`Candidates` (set by cost models).
         devices: the device count the candidates were enumerated for, if known.
@@ -94,7 +97,7 @@ class Problem:
                                        f"{self.vertex_costs[v].size} candidates")
         if memory_cap is not None and self.memory is None:
             raise ProblemError("memory_cap given without per-vertex memory vectors")
-        self.memory_cap = None if memory_cap is None else float(memory_cap)
+        self.memory_cap = _as_cap(memory_cap)
         self.unit = unit
         self.devices = devices
         self.candidates = None if candidates is None else list(candidates)
@@ -257,6 +260,19 @@ class Problem:
     def __repr__(self) -> str:
         return (f"Problem({self.num_vertices} vertices, {len(self.edges)} edges, "
                 f"max {int(self.sizes.max()) if self.num_vertices else 0} candidates, unit={self.unit})")
+
+
+def _as_cap(cap: Any) -> float | None:
+    """The memory cap as a float; None for no cap or ``+inf``; NaN is refused."""
+    if cap is None:
+        return None
+    try:
+        value = float(cap)
+    except (TypeError, ValueError):
+        raise ProblemError(f"memory_cap must be a number of bytes, got {cap!r}") from None
+    if math.isnan(value):
+        raise ProblemError("memory_cap is NaN; give a number of bytes, or None for no cap")
+    return None if value == math.inf else value
 
 
 def _as_vector(values: Any, what: str) -> np.ndarray:

@@ -122,7 +122,8 @@ def solve(problem: Problem, *, ordering: str = "auto",
     _refuse_over_budget(problem, chosen, memory_budget)
     deadline = None if time_limit is None else start + time_limit
     ledger = Ledger()
-    total, choice, _ = min_sum(problem, chosen, deadline=deadline, ledger=ledger)
+    work = _forbid_infinite_memory(problem)
+    total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
     stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
     if ordering == "auto":
         stats["predicted"] = predicted
@@ -130,7 +131,7 @@ def solve(problem: Problem, *, ordering: str = "auto",
     if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
         found = (choice, total)
     if found is not None and problem.memory_cap is not None:
-        found, capped = solve_capped(problem, chosen.elimination, found,
+        found, capped = solve_capped(work, chosen.elimination, found,
                                      partial(min_sum, chosen=chosen, deadline=deadline),
                                      max_states=max_states, deadline=deadline)
         stats.update(capped)
@@ -253,6 +254,19 @@ def _human(nbytes: float) -> str:
 def _count(n: float) -> str:
     """A byte count: exact up to int64, then three digits."""
     return f"{int(n)}" if n < 2**63 else f"{_finite(n):.3g}"
+
+
+def _forbid_infinite_memory(problem: Problem) -> Problem:
+    """Under a cap, a candidate needing ``+inf`` memory never fits: give it cost
+    ``+inf`` (forbidden, as the ILP formulation drops it) and memory 0, so that
+    no ``inf * 0`` or ``inf - inf`` reaches the Lagrangian and the fronts."""
+    if problem.memory_cap is None or problem.memory is None or \
+            all(np.isfinite(m).all() for m in problem.memory):
+        return problem
+    costs = [np.where(np.isinf(m), np.inf, c) for c, m in zip(problem.vertex_costs, problem.memory)]
+    memory = [np.where(np.isinf(m), 0.0, m) for m in problem.memory]
+    return Problem(costs, problem.edges, problem.edge_costs, problem.names, memory,
+                   problem.memory_cap, problem.unit, problem.candidates, problem.devices)
 
 
 def _verified_cost(problem: Problem, choice: tuple[int, ...], dp_value: float) -> float:

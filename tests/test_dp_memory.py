@@ -139,6 +139,45 @@ def test_infinite_costs(problem, where, share, seed):
         assert_capped_optimum(with_cap(problem, cap), ordering)
 
 
+def test_infinite_memory_under_a_cap_is_forbidden():
+    # Vertex 0's free candidate needs +inf memory: under any finite cap the optimum
+    # takes candidate 0 at cost 1 (by hand). This raised ProblemError (NaN from 0 * inf).
+    problem = Problem([np.array([1.0, 0.0]), np.array([0.0])], [(0, 1)], [np.zeros((2, 1))],
+                      memory=[np.array([1.0, math.inf]), np.array([1.0])], memory_cap=5.0)
+    for ordering in ORDERINGS:
+        sol = dp.solve(problem, ordering=ordering)
+        assert (sol.status, sol.choice, sol.cost) == (Status.OPTIMAL, (0, 0), 1.0)
+    # Every candidate of a vertex needs +inf memory: nothing fits.
+    nothing = Problem([np.array([1.0])], [], [], memory=[np.array([math.inf])], memory_cap=5.0)
+    assert dp.solve(nothing).status is Status.INFEASIBLE
+
+
+@settings(max_examples=60, deadline=None)
+@given(capped, st.floats(0, 1), st.integers(0, 2**32 - 1))
+def test_infinite_and_negative_memory_match_brute_force(problem, where, seed):
+    rng = np.random.default_rng(seed)
+    memory = []
+    for k in problem.sizes:
+        m = rng.integers(-20, 50, size=k).astype(float)
+        m[rng.random(k) < 0.3] = math.inf
+        memory.append(m)
+    problem = Problem(problem.vertex_costs, problem.edges, problem.edge_costs, memory=memory)
+    finite = [m[np.isfinite(m)] for m in memory]
+    low = sum(float(f.min(initial=0.0)) for f in finite)
+    high = sum(float(f.max(initial=0.0)) for f in finite)
+    cap = low - 5 + where * (high - low + 10)
+    problem = with_cap(problem, cap)
+    fitting = [problem.evaluate(c) for c in itertools.product(*(range(k) for k in problem.sizes))
+               if problem.fits(c)]
+    for ordering in ORDERINGS:
+        sol = dp.solve(problem, ordering=ordering)
+        if not fitting:
+            assert sol.status is Status.INFEASIBLE, ordering
+        else:
+            assert sol.status is Status.OPTIMAL and problem.fits(sol.choice), ordering
+            assert math.isclose(sol.cost, min(fitting), rel_tol=1e-9), (ordering, sol.cost)
+
+
 def test_min_memory_skips_strategies_of_infinite_cost():
     # The least-memory candidates of both vertices cannot go together.
     inf = math.inf

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -58,3 +60,28 @@ def test_edge_matrix_and_incident_orient_from_the_asking_vertex():
     for c in range(3):
         local = sum(m[c, choice[w]] for w, m in p.incident(1))
         assert local == p.evaluate([1, c, 3])
+
+
+@pytest.mark.parametrize("cap", [math.nan, "nan", "lots", [1.0]])
+def test_a_nan_or_non_numeric_memory_cap_is_refused(cap):
+    memory = [np.array([1.0, 2.0])]
+    with pytest.raises(ProblemError, match="memory_cap"):
+        Problem([np.array([1.0, 0.0])], [], [], memory=memory, memory_cap=cap)
+    with pytest.raises(ProblemError, match="memory_cap"):
+        Problem([np.array([1.0, 0.0])], [], [], memory=memory).with_memory_cap(cap)
+
+
+def test_nan_memory_is_refused_and_an_infinite_cap_is_no_cap():
+    with pytest.raises(ProblemError, match=r"memory\[0\] has NaN"):
+        Problem([np.array([1.0, 0.0])], [], [], memory=[np.array([1.0, math.nan])])
+    p = Problem([np.array([1.0, 0.0])], [], [], memory=[np.array([1.0, 2.0])], memory_cap=math.inf)
+    assert p.memory_cap is None and p.fits([1])
+    assert Problem([np.array([1.0])], [], [], memory=[np.array([1.0])],
+                   memory_cap=-math.inf).memory_cap == -math.inf
+
+
+def test_term_scale_sums_the_magnitudes_the_choice_pays():
+    # By hand: |3| + |-2| + |0| = 5 for (0, 0); the 1e15 entry is not paid.
+    p = Problem([np.array([3.0, 1.0]), np.array([-2.0])], [(0, 1)], [np.array([[0.0], [1e15]])])
+    assert p.term_scale([0, 0]) == 5.0
+    assert p.term_scale([1, 0]) == 1.0 + 2.0 + 1e15
