@@ -191,9 +191,43 @@ class Problem:
 
     # -- evaluation ----------------------------------------------------------
     def check_choice(self, choice: Sequence[int]) -> np.ndarray:
-        c = np.asarray(choice, dtype=np.int64)
-        if c.shape != (self.num_vertices,):
-            raise ProblemError(f"a choice needs one index per vertex ({self.num_vertices}), got shape {c.shape}")
+        """``choice`` as an int64 array, one candidate index per vertex; else ProblemError.
+
+        Entries must be integers (Python or numpy; an integral float such as ``2.0``
+        from JSON is accepted): ``0.9`` or ``True`` is refused, not truncated.
+
+        Examples:
+            >>> p = Problem([np.zeros(2), np.zeros(2)], [], [])
+            >>> p.check_choice([np.int64(1), 0.0]).tolist()
+            [1, 0]
+            >>> p.check_choice([0.9, 1])
+            Traceback (most recent call last):
+            ...
+            pase.errors.ProblemError: choice for vertex 0 (v0) must be an integer index, got 0.9
+        """
+        n = self.num_vertices
+        if isinstance(choice, np.ndarray) and choice.dtype.kind in "iu":
+            c = choice.astype(np.int64, copy=False)  # the solvers' fast path
+            if c.shape != (n,):
+                raise ProblemError(f"a choice needs one index per vertex ({n}), got shape {c.shape}")
+        else:
+            if isinstance(choice, (str, bytes, dict)) or not hasattr(choice, "__iter__"):
+                raise ProblemError(f"a choice is a list of {n} candidate indices, one per vertex; "
+                                   f"got {type(choice).__name__} {choice!r:.60}")
+            items = list(choice)
+            if len(items) != n:
+                raise ProblemError(f"a choice needs one index per vertex ({n}), got {len(items)}")
+            values = []
+            for v, x in enumerate(items):
+                index = _as_index(x)
+                if index is None:
+                    raise ProblemError(f"choice for vertex {v} ({self.names[v]}) must be an "
+                                       f"integer index, got {x!r:.60}")
+                if not 0 <= index < self.vertex_costs[v].size:
+                    raise ProblemError(f"choice {index} for vertex {v} ({self.names[v]}) is "
+                                       f"outside 0..{self.vertex_costs[v].size - 1}")
+                values.append(index)
+            c = np.array(values, dtype=np.int64).reshape(n)
         bad = np.flatnonzero((c < 0) | (c >= self.sizes))
         if bad.size:
             v = int(bad[0])
@@ -260,6 +294,17 @@ class Problem:
     def __repr__(self) -> str:
         return (f"Problem({self.num_vertices} vertices, {len(self.edges)} edges, "
                 f"max {int(self.sizes.max()) if self.num_vertices else 0} candidates, unit={self.unit})")
+
+
+def _as_index(x: Any) -> int | None:
+    """An integer (not a bool) or an integral finite float as an int, else None."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)) and math.isfinite(x) and float(x).is_integer():
+        return int(x)
+    return None
 
 
 def _as_cap(cap: Any) -> float | None:

@@ -151,6 +151,8 @@ def test_out_of_time_without_any_fitting_choice_has_no_choice():
     (highs, {"mip_rel_gap": 1.0}, r"mip_rel_gap must be in \[0, 1\)"),
     (cpsat, {"num_workers": 0}, "num_workers must be an integer >= 1"),
     (cpsat, {"num_workers": True}, "num_workers must be an integer >= 1"),
+    (cpsat, {"num_workers": 100_000}, r"num_workers must be in 1\.\.10000 \(CP-SAT's limit\), "
+                                      r"got 100000$"),
     (cbc, {"warm_start": "yes"}, "warm_start must be true or false"),
     (highs, {"max_variables": 0}, "max_variables must be an integer >= 1"),
     (cpsat, {"time_limit": -1}, "time_limit must be a number > 0"),
@@ -159,6 +161,15 @@ def test_out_of_time_without_any_fitting_choice_has_no_choice():
 def test_bad_options_name_the_option_and_what_is_allowed(module, options, message):
     with pytest.raises(OptionError, match=message):
         module.solve(random_problem(3, seed=1), **options)
+
+
+@pytest.mark.skipif(not cpsat.available(), reason="CP-SAT not installed")
+def test_cpsat_passes_on_its_own_reason_for_refusing_a_parameter(monkeypatch):
+    # Past our own range check, CP-SAT's refusal must say why (it was an empty reason).
+    monkeypatch.setattr(cpsat, "MAX_WORKERS", 10**9)
+    with pytest.raises(OptionError, match=r"^CP-SAT rejected its parameters: parameter "
+                                          r"'num_workers' should be in \[0,10000\]"):
+        cpsat.solve(random_problem(3, seed=1), num_workers=100_000, warm_start=False)
 
 
 @pytest.mark.parametrize("module", [cbc, cpsat, highs])

@@ -85,3 +85,33 @@ def test_term_scale_sums_the_magnitudes_the_choice_pays():
     p = Problem([np.array([3.0, 1.0]), np.array([-2.0])], [(0, 1)], [np.array([[0.0], [1e15]])])
     assert p.term_scale([0, 0]) == 5.0
     assert p.term_scale([1, 0]) == 1.0 + 2.0 + 1e15
+
+
+@pytest.mark.parametrize("choice, message", [
+    ([0.9, 1], r"choice for vertex 0 \(v0\) must be an integer index, got 0\.9"),
+    ([0, 1.9], r"choice for vertex 1 \(v1\) must be an integer index, got 1\.9"),
+    ([True, False], r"choice for vertex 0 \(v0\) must be an integer index, got True"),
+    ([np.bool_(False), 0], r"vertex 0 \(v0\) must be an integer index"),
+    ([0, math.nan], r"vertex 1 \(v1\) must be an integer index, got nan"),
+    ([0, "1"], r"vertex 1 \(v1\) must be an integer index, got '1'"),
+    ([[0], [1]], r"vertex 0 \(v0\) must be an integer index, got \[0\]"),
+    ([1e30, 0], r"choice 10+\d* for vertex 0 \(v0\) is outside 0\.\.1"),
+    ("01", r"a choice is a list of 2 candidate indices, one per vertex; got str"),
+    ({}, r"a choice is a list of 2 candidate indices, one per vertex; got dict"),
+    (7, r"a choice is a list of 2 candidate indices, one per vertex; got int"),
+    ([0, 1, 0], r"a choice needs one index per vertex \(2\), got 3"),
+    (np.array([0.5, 1.0]), r"vertex 0 \(v0\) must be an integer index"),
+])
+def test_a_choice_of_non_integers_is_refused_not_truncated(choice, message):
+    p = Problem([np.array([1.0, 2.0]), np.array([10.0, 20.0, 30.0])], [], [])
+    with pytest.raises(ProblemError, match=message):
+        p.evaluate(choice)
+
+
+def test_integer_types_and_integral_floats_are_choices():
+    # By hand: candidate 1 of each vertex costs 2 + 20.
+    p = Problem([np.array([1.0, 2.0]), np.array([10.0, 20.0, 30.0])], [], [])
+    for choice in ([1, 1], (np.int64(1), np.int32(1)), np.array([1, 1], dtype=np.uint8),
+                   [1.0, np.float64(1.0)]):
+        assert p.evaluate(choice) == 22.0
+        assert p.check_choice(choice).dtype == np.int64

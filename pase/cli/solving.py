@@ -14,6 +14,10 @@ from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_file
 # Flags that only matter for costs and solving, which --dry-run does neither of.
 _NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
                     "memory_cap", "build_budget") + COST_FLAGS
+# Names ``api.run_solver`` takes itself, so no --option may use them.
+_RESERVED_OPTIONS = {"time_limit": "use --time-limit", "seed": "use --seed",
+                     "solver": "use --solver",
+                     "problem": "the Problem is built from the model and its flags"}
 # The one dp option a dry run uses.
 _DRY_RUN_OPTIONS = ("memory_budget",)
 
@@ -46,6 +50,9 @@ def cmd_solve(args: argparse.Namespace) -> None:
     solver = args.solver or "dp"
     checks.output_file(args.output, "--output")
     options = key_values(args.option, "--option")
+    for key in options:
+        if key in _RESERVED_OPTIONS:
+            raise OptionError(f"--option {key}: {_RESERVED_OPTIONS[key]}")
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
     solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,

@@ -44,7 +44,7 @@ from types import ModuleType
 
 import numpy as np
 
-from pase.errors import PaseError, check_int
+from pase.errors import OptionError, PaseError, check_int
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
 from pase.solvers.ilp.driver import (
@@ -72,6 +72,8 @@ MEMORY_TARGET = 2.0 ** 40
 # Measured on a 2-core machine: 2 workers found optima they could not prove in
 # 120 s, 8 workers proved them in about a second (portfolio diversity wins).
 DEFAULT_WORKERS = 8
+# CP-SAT 9.x refuses more ("parameter 'num_workers' should be in [0,10000]").
+MAX_WORKERS = 10_000
 
 
 def _import() -> ModuleType:
@@ -97,13 +99,16 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
             deterministically, so the same call returns the same choice (several
             times slower than the default parallel portfolio, which may return
             any of several equally good choices).
-        num_workers: CP-SAT search workers (portfolio), >= 1; 8 proves far more
-            than 2 even on 2 cores.
+        num_workers: CP-SAT search workers (portfolio), 1..10000 (CP-SAT's limit);
+            8 proves far more than 2 even on 2 cores.
         warm_start: hint the greedy choice to CP-SAT.
         max_variables: refuse larger models (TooLargeError).
     """
     max_variables = check_options(time_limit, seed, warm_start, max_variables)
     num_workers = check_int("num_workers", num_workers, 1)
+    if num_workers > MAX_WORKERS:
+        raise OptionError(f"num_workers must be in 1..{MAX_WORKERS} (CP-SAT's limit), "
+                          f"got {num_workers}")
     try:
         cp_model = _import()
     except ImportError as err:
@@ -199,7 +204,11 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
     name = solver.status_name(code)
     extra["cpsat_wall_time"] = solver.wall_time
     if code == cp_model.MODEL_INVALID:
-        raise PaseError(f"CP-SAT rejected the model: {model.validate()}")
+        # A bad parameter is reported in the response, not by validate().
+        reason = model.validate() or solver.response_proto.solution_info or "no reason given"
+        if reason.startswith("parameter"):
+            raise OptionError(f"CP-SAT rejected its parameters: {reason}")
+        raise PaseError(f"CP-SAT rejected the model: {reason}")
     if code == cp_model.INFEASIBLE:
         return BackendResult(None, True, True, False, None, name, extra)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # UNKNOWN: nothing found in time
