@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections import Counter
@@ -135,8 +136,16 @@ def _cell(row: dict, cluster: str) -> str:
     return f"{r['data-parallel']} / {r['megatron']}"
 
 
+def _seconds(r: dict) -> str:
+    if "solve_s" in r:
+        return f"{r['solve_s']:.1f}"
+    limit = re.search(r"time limit \((\S+) s\)", r.get("status", ""))
+    return f"> {limit.group(1)}" if limit else "-"
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | p | vertices | edges | configs | params | fwd FLOP | dp build s | dp solve s "
+    lines = ["| model | p | vertices | edges | configs | params | fwd FLOP | dp build s (a100 / h100) "
+             "| dp solve s (a100 / h100) "
              "| dgx-a100: dp/data-par / dp/megatron | h100-sxm: dp/data-par / dp/megatron "
              "| dp strategy (h100-sxm) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -145,7 +154,8 @@ def markdown(rows: list[dict]) -> str:
         if "skipped" in row:
             times = ("-", f"out of reach: {row['skipped']}")
         else:
-            times = (f"{a100.get('build_s', 0):.1f}", f"{a100.get('solve_s', float('nan')):.1f}")
+            times = (" / ".join(f"{r.get('build_s', 0):.1f}" for r in (a100, h100)),
+                     " / ".join(_seconds(r) for r in (a100, h100)))
         lines.append(
             f"| {row['model']} | {row['p']} | {row['vertices']} | {row['edges']} | {row['configs']:,} "
             f"| {row['parameters'] / 1e9:.3f}B | {row['flops']:.3g} | {times[0]} | {times[1]} "
@@ -207,6 +217,10 @@ clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baselin
 the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
 FLOP: pase's forward FLOP (a multiply-add is one FLOP; the embedding priced as the one-hot
 product). Out-of-reach rows show the dp's own prediction (`pase solve --dry-run`) instead.
+Rows that hit the first run's 60 s dp limit were run again with 180-240 s
+(`--models M --devices P --max-seconds 240`); the cells still marked `dp time limit` are
+memory-capped searches on the largest models, where the cap binds and the capped dp is
+much slower than its uncapped prediction.
 
 """
 FOOTER = ""
