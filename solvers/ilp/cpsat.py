@@ -14,10 +14,12 @@ over vertices and edges of their largest rounding error: at most
 * the lower bound is ``offset + (CP-SAT's best bound - E) / s``, valid for the
   true float costs (up to the float rounding of the costs themselves);
 * the choice is re-evaluated with the float costs, and the driver reports
-  OPTIMAL only when that cost is within ``OPTIMAL_RTOL`` (1e-9, relative to the
-  cost or ``c_max`` if larger) of the bound. The proven scaled optimum is within
-  ``2 E / s`` of the true optimum, so this fails only for thousands of terms
-  with a cost near ``c_max`` (the answer is then FEASIBLE with its tiny gap).
+  OPTIMAL only when that cost is within ``OPTIMAL_RTOL`` (1e-9) of the bound,
+  relative to the summed magnitudes of the terms the choice pays (never to
+  ``c_max``). The proven scaled optimum is within ``2 E / s`` of the true
+  optimum, so this fails when ``c_max`` dwarfs the answer's terms (a big-M
+  entry 1e9 times the rest rounds them to a few units): the answer is then
+  FEASIBLE with its bound and gap.
 
 CP-SAT 9.15 runs with ``presolve_inclusion_work_limit = 0``: its at-most-one +
 linear inclusion presolve certified wrong optima on these models with a memory
