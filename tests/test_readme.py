@@ -19,8 +19,10 @@ LISTINGS = ("models", "solvers", "cost-models", "clusters")
 # Complete commands: no MODEL, N or [options] placeholders, and a model with -p (or a listing).
 CONCRETE = [c for c in COMMANDS if not re.search(r"[A-Z]{2,}|\bN\b|\[", c)
             and (" -p " in c or c.split()[1] in LISTINGS)]
-# Too slow for a unit test (every ILP backend), or a plug-in the README defines in Python.
-NOT_RUN = ("pase compare alexnet -p 8", "pase solve alexnet -p 8 --solver cheapest-alone")
+# Too slow for a unit test (every ILP backend), a plug-in the README defines in Python, or
+# refused on purpose (tests/test_build_guard.py checks that refusal and its speed).
+NOT_RUN = ("pase compare alexnet -p 8", "pase solve alexnet -p 8 --solver cheapest-alone",
+           "pase solve transformer -p 4096")
 
 
 def test_quick_start_python_block():
