@@ -51,6 +51,8 @@ NAME = "ilp-highs"
 # integral one made the proven bound too weak to certify at 1e-9 (seen on a
 # random Problem with a tight memory cap).
 FEASIBILITY_TOLERANCE = 1e-9
+# Reduced-cost tolerance: HiGHS's smallest allowed value.
+DUAL_TOLERANCE = 1e-10
 
 
 def _import() -> ModuleType:
@@ -127,6 +129,10 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
     h.setOptionValue("mip_abs_gap", 0.0)  # absolute gaps are not scale-free
     for option in ("mip_feasibility_tolerance", "primal_feasibility_tolerance"):
         h.setOptionValue(option, FEASIBILITY_TOLERANCE)
+    # The bound below is lowered by this tolerance per vertex and edge; HiGHS's
+    # default (1e-7) made that margin too wide to certify optima whose terms are
+    # small next to the largest coefficient (2-layer zoo models under alpha-beta).
+    h.setOptionValue("dual_feasibility_tolerance", DUAL_TOLERANCE)
     if threads is not None:
         h.setOptionValue("threads", threads)
     if seed is not None:
