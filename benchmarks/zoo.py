@@ -217,10 +217,13 @@ clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baselin
 the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
 FLOP: pase's forward FLOP (a multiply-add is one FLOP; the embedding priced as the one-hot
 product). Out-of-reach rows show the dp's own prediction (`pase solve --dry-run`) instead.
-Rows that hit the first run's 60 s dp limit were run again with 180-240 s
-(`--models M --devices P --max-seconds 240`); the cells still marked `dp time limit` are
-memory-capped searches on the largest models, where the cap binds and the capped dp is
-much slower than its uncapped prediction.
+Rows that hit the first run's 60 s dp limit or were predicted over it were run again with
+180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
+`dp time limit` are memory-capped searches on the largest models, where the cap binds and
+the capped dp is much slower than its uncapped prediction. Rows still out of reach need
+more than pase's 4 GiB build budget (gpt3-175b, llama2-70b at p = 256) or, for DenseNet-121,
+tables no machine holds: every layer of a dense block reads all earlier outputs, so the
+dependent sets reach 25 vertices.
 
 """
 FOOTER = ""
