@@ -133,3 +133,24 @@ def test_a_reader_that_leaves_is_not_an_error():
     proc.stdout.close()  # like `| head -1`
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+def test_inspect_reports_parameters_and_forward_flops(capsys):
+    # Hugging Face's GPT2LMHeadModel (gpt2) has 124,439,808 parameters, the LM head tied.
+    code, out, _ = run(capsys, "inspect", "gpt2", "-p", "8", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["parameters"] == 124_439_808
+    assert data["forward_flops"] == pytest.approx(sum(o["forward_flops"] for o in data["ops"]))
+    # The mlp's first FC by hand: batch x in x out multiply-adds plus one point-wise op
+    # (pw=1) per output element; in x out weights.
+    code, out, _ = run(capsys, "inspect", "mlp", "-p", "4", "--format", "json")
+    fc = json.loads(out)["ops"][0]
+    b, k, n = (fc["dims"][d] for d in ("b", "k", "n"))
+    assert fc["parameters"] == k * n and fc["forward_flops"] == b * k * n + b * n
+
+
+def test_models_listing_shows_options_and_defaults(capsys):
+    code, out, _ = run(capsys, "models", "--format", "json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and rows["gpt2"]["options"]["layers"] == 12
+    assert rows["alexnet"]["options"]["batch"] == 128

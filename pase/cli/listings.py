@@ -6,6 +6,7 @@ and its error; the others are listed as usual.
 from __future__ import annotations
 
 import argparse
+import inspect
 from typing import Any
 
 from pase.cli.output import listing, print_json, table
@@ -13,7 +14,25 @@ from pase.registry import COST_MODELS, MODELS, SOLVERS, Registry
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    listing(_plain_rows(MODELS), args.format, ("name", "status", "description"))
+    rows = _plain_rows(MODELS)
+    for row in rows:
+        row["options"] = _model_options(row["name"]) if row["status"] == "ok" else {}
+    if args.format == "json":
+        print_json(rows)
+        return
+    for row in rows:
+        row["options"] = " ".join(f"{k}={v}" for k, v in row["options"].items())
+    listing(rows, args.format, ("name", "status", "description", "options"))
+
+
+def _model_options(name: str) -> dict[str, Any]:
+    """A model's options and their defaults: declared ones, else its keyword defaults."""
+    entry = MODELS.entry(name)
+    if "options" in entry.info:
+        return dict(entry.info["options"])
+    params = inspect.signature(entry.obj).parameters.values()
+    return {p.name: p.default for p in params
+            if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
 
 
 def cmd_cost_models(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ from pase import api
 from pase.cli import checks
 from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, space_kwargs
 from pase.cli.output import describe, print_json, table
+from pase.counts import counts
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_file
@@ -25,20 +26,25 @@ _DRY_RUN_OPTIONS = ("memory_budget",)
 def cmd_inspect(args: argparse.Namespace) -> None:
     graph, space = api.build_space(args.model, args.devices, **space_kwargs(args))
     sizes = space.sizes
+    totals = counts(graph)
     ops = [{"name": op.name, "kind": op.kind,
             "dims": {d.name: d.size for d in op.dims},
             "roles": {d.name: d.role for d in op.dims},
-            "pinned": sorted(op.pinned), "configs": n}
-           for op, n in zip(graph.ops, sizes)]
+            "pinned": sorted(op.pinned), "configs": n,
+            "parameters": c.parameters, "forward_flops": c.forward_flops}
+           for op, n, c in zip(graph.ops, sizes, totals.ops)]
     data = {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices,
             "cutoff": space.cutoff, "vertices": len(graph.ops), "edges": len(graph.vertex_pairs()),
-            "total_configs": sum(sizes), "max_configs": max(sizes, default=0), "ops": ops}
+            "total_configs": sum(sizes), "max_configs": max(sizes, default=0),
+            "parameters": totals.parameters, "forward_flops": totals.forward_flops, "ops": ops}
     if args.format == "json":
         print_json(data)
         return
     print(f"{graph.name}: {data['vertices']} vertices, {data['edges']} edges, p={space.devices}, "
           f"cutoff={space.cutoff}, configs: {data['total_configs']} in all, "
           f"{data['max_configs']} at most")
+    print(f"parameters: {totals.parameters:,} (a tied weight once); forward FLOP: "
+          f"{totals.forward_flops:.4g} (a multiply-add is one FLOP)")
     rows = [(o["name"], o["kind"], " ".join(f"{k}={v}" for k, v in o["dims"].items()),
              str(o["configs"])) for o in ops]
     print(table(rows, ("op", "kind", "dims", "configs")))
