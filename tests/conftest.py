@@ -1,4 +1,6 @@
 """Shared fixtures. (No conftest at the repo root: it would shadow the installed package.)"""
+import os
+
 import pytest
 
 from pase.problem import Problem
@@ -15,3 +17,19 @@ def tiny_problem():
         [np.array([[0.0, 0.0], [10.0, 0.0]]), np.array([[0.0, 3.0], [0.0, 0.0]])],
         names=["a", "b", "c"],
     )
+
+
+# Under CI every optional extra is installed (`pip install -e ".[all]"`), so a test
+# skipped because a package or backend is missing is a broken install: fail it.
+MISSING_EXTRA_WORDS = ("not installed", "could not import", "backend missing", "No module named")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") == "true" and report.skipped:
+        reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if any(word in reason for word in MISSING_EXTRA_WORDS):
+            report.outcome = "failed"
+            report.longrepr = f"CI=true installs every extra, but this test was skipped: {reason}"
