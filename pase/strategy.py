@@ -176,6 +176,26 @@ def _is_solve_output(data: Mapping[str, Any]) -> bool:
     return isinstance(inner, Mapping) and all(isinstance(v, Mapping) for v in inner.values())
 
 
+def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]:
+    """``{dim: factor}`` for every dim of ``op`` (unnamed dims 1), checked: known dims,
+    factors dividing their dim, pinned dims unsplit, at most ``devices`` ways in all."""
+    for dim in given:
+        if dim not in op.dim_names:
+            raise StrategyError(f"strategy for op {op.name!r} names unknown dim {dim!r}; "
+                                f"dims: {', '.join(op.dim_names)}")
+    cfg = {d.name: given.get(d.name, 1) for d in op.dims}
+    for d in op.dims:
+        f = cfg[d.name]
+        if d.size % f or (d.name in op.pinned and f != 1):
+            why = "is pinned" if d.name in op.pinned else f"has size {d.size}"
+            raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
+                                f"but that dim {why}")
+    if math.prod(cfg.values()) > devices:
+        raise StrategyError(f"strategy splits op {op.name!r} {math.prod(cfg.values())} ways, "
+                            f"more than the {devices} devices (p={devices})")
+    return cfg
+
+
 def check_strategy_mapping(data: Any) -> dict[str, dict[str, int]]:
     """A validated copy of ``{op: {dim: factor}}``; factors are integers >= 1 (numpy ones too)."""
     if not isinstance(data, Mapping):

@@ -11,7 +11,7 @@ import numpy as np
 
 from pase.errors import StrategyError
 from pase.ir import Graph, Op, Port
-from pase.strategy import Strategy, check_strategy_mapping
+from pase.strategy import Strategy, check_strategy_mapping, op_config
 
 
 def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dict[str, int]]:
@@ -38,21 +38,7 @@ def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dic
                                 f"{len(graph)} ops: {known}{', ...' if len(graph) > 8 else ''})")
     out = {}
     for op in graph.ops:
-        dims = given.get(op.name, {})
-        for d in dims:
-            if d not in op.dim_names:
-                raise StrategyError(f"strategy for op {op.name!r} names unknown dim {d!r}; "
-                                    f"dims: {', '.join(op.dim_names)}")
-        cfg = {d.name: dims.get(d.name, 1) for d in op.dims}
-        for d in op.dims:
-            f = cfg[d.name]
-            if d.size % f or (d.name in op.pinned and f != 1):
-                why = "is pinned" if d.name in op.pinned else f"has size {d.size}, which {f} does not divide"
-                raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
-                                    f"but that dim {why}")
-        if math.prod(cfg.values()) > devices:
-            raise StrategyError(f"strategy splits op {op.name!r} {math.prod(cfg.values())} ways "
-                                f"({ {d: f for d, f in cfg.items() if f > 1} }), more than p={devices}")
+        cfg = op_config(op, given.get(op.name, {}), devices)
         out[op.name] = cfg
     return out
 

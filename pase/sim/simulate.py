@@ -1,7 +1,6 @@
 """``simulate``: one training step of a strategy on a cluster, event by event."""
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Mapping
@@ -14,7 +13,7 @@ from pase.ir import Graph
 from pase.sim import tasks
 from pase.sim.engine import COMPUTE, FLOW, run
 from pase.sim.result import Event, SimResult, merge_busy, peak_memory
-from pase.strategy import Strategy, check_strategy_mapping
+from pase.strategy import Strategy, check_strategy_mapping, op_config
 from pase.work import OPTIMIZER_STATE
 
 
@@ -26,20 +25,8 @@ def config_arrays(graph: Graph, configs: Mapping[str, Mapping[str, int]], device
             raise StrategyError(f"strategy names unknown op {name!r} (graph {graph.name!r})")
     out = []
     for op in graph.ops:
-        given = configs.get(op.name, {})
-        for dim in given:
-            if dim not in op.dim_names:
-                raise StrategyError(f"strategy for op {op.name!r} names unknown dim {dim!r}; "
-                                    f"dims: {', '.join(op.dim_names)}")
-        cfg = np.array([given.get(d.name, 1) for d in op.dims], dtype=np.int64)
-        for d, f in zip(op.dims, cfg):
-            if d.size % f or (d.name in op.pinned and f != 1):
-                why = "is pinned" if d.name in op.pinned else f"has size {d.size}"
-                raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
-                                    f"but that dim {why}")
-        if math.prod(cfg.tolist()) > devices:
-            raise StrategyError(f"strategy splits op {op.name!r} {math.prod(cfg.tolist())} ways, "
-                                f"more than the {devices} devices")
+        cfg = np.array(list(op_config(op, configs.get(op.name, {}), devices).values()),
+                       dtype=np.int64)
         out.append(cfg)
     return out
 
