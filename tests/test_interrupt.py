@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -226,7 +227,10 @@ def test_time_limit_covers_building_the_model(backend):
     assert took <= 0.05 * 1.1 + 2, took
     assert got.status is Status.TIME_LIMIT and got.choice == greedy_choice(p)
     assert got.cost == p.evaluate(got.choice)
-    assert "time limit of 0.05 s passed while building the ILP" in got.stats["stopped"]
+    # Which stage the deadline lands in depends on the machine's speed: building the
+    # ILP, or the backend's own model. Any of them shows the limit covers the build.
+    assert re.search(r"time limit of 0.05 s passed while (building|writing) the "
+                     r"(ILP|HiGHS model|CP-SAT model|CBC model)", got.stats["stopped"])
 
 
 @pytest.fixture(scope="module")
