@@ -141,8 +141,9 @@ def test_program_pins_the_pase_layouts():
     params = params_table(text)
     assert params["fc1:w0"][1] == (None, ("x1", "x2"))      # weight (k, n): n on the last axes
     assert params["fc2:w0"][1] == (("x0", "x1", "x2"), None)
-    assert "pin(t0, (('x0',), ('x1', 'x2')))" in text      # fc1's output (b, n)
-    assert "pin(t0, (None, ('x0', 'x1', 'x2')))" in text   # fc2 reads it split on k
+    assert "pin(t0, (('x0',), ('x1', 'x2')), 'out/fc1')" in text      # fc1's output (b, n)
+    assert "pin(t0, (None, ('x0', 'x1', 'x2')), 'edge/fc1->fc2')" in text   # fc2 reads it split on k
+    assert "with jax.named_scope('op/fc2'):" in text
 
 
 def test_local_program_has_one_devices_tiles():

@@ -68,6 +68,29 @@ for index, path in enumerate(sys.argv[1:]):
 '''
 
 
+_COMPILER = r'''
+import importlib.util, json, sys, time
+import jax
+
+out = sys.argv[1]
+for index, path in enumerate(sys.argv[2:]):
+    spec = importlib.util.spec_from_file_location(f"exported{index}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    start = time.perf_counter()
+    mesh = mod.make_mesh()
+    shapes = lambda table, kinds: {k: jax.ShapeDtypeStruct(
+        v[0], mod.DTYPE if kinds(v) else jax.numpy.int32) for k, v in table.items()}
+    params = shapes(mod.PARAMS, lambda v: True)
+    batch = shapes(mod.DATA, lambda v: v[2] == "normal")
+    compiled = mod.make_step(mesh).lower(params, batch).compile()
+    with open(f"{out}/hlo{index}.txt", "w") as f:
+        f.write(compiled.as_text())
+    print(json.dumps({"index": index, "model": mod.MODEL, "devices": mod.DEVICES,
+                      "seconds": time.perf_counter() - start}), flush=True)
+'''
+
+
 def _need_jax() -> None:
     if importlib.util.find_spec("jax") is None:
         raise PaseError("the JAX exporter's checks need jax: pip install \"pase[jax]\"")
@@ -90,12 +113,7 @@ def check_programs(programs: Sequence[str], devices: int, *, timeout: float = 60
     _need_jax()
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
-    if fast_compile and "xla_backend_optimization_level" not in flags:
-        flags += " --xla_backend_optimization_level=0"
-    env["XLA_FLAGS"] = flags.strip()
-    env["JAX_PLATFORMS"] = "cpu"
+    env = _environment(devices, fast_compile)
     with tempfile.TemporaryDirectory(prefix="pase-export-") as tmp:
         paths = []
         for i, text in enumerate(programs):
@@ -113,6 +131,46 @@ def check_programs(programs: Sequence[str], devices: int, *, timeout: float = 60
         raise PaseError(f"an exported program failed (exit {run.returncode}): {last}")
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     return [json.loads(line) for line in lines]
+
+
+def _environment(devices: int, fast_compile: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
+    if fast_compile and "xla_backend_optimization_level" not in flags:
+        flags += " --xla_backend_optimization_level=0"
+    env["XLA_FLAGS"] = flags.strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def compile_programs(programs: Sequence[str], devices: int, *, timeout: float = 600,
+                     fast_compile: bool = True) -> list[str]:
+    """The compiled HLO text (``compiled.as_text()``) of each exported program's step.
+
+    Compiles, never runs: the arguments are abstract shapes with the programs'
+    shardings. All programs compile in one subprocess (one JAX start-up) on
+    ``devices`` fake CPU devices; a program for fewer devices uses the first ones.
+    """
+    devices = check_devices(devices)
+    _need_jax()
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    with tempfile.TemporaryDirectory(prefix="pase-compile-") as tmp:
+        paths = []
+        for i, text in enumerate(programs):
+            path = Path(tmp) / f"program{i}.py"
+            path.write_text(text)
+            paths.append(str(path))
+        try:
+            run = subprocess.run([sys.executable, "-c", _COMPILER, tmp, *paths], capture_output=True,
+                                 text=True, env=_environment(devices, fast_compile),
+                                 timeout=timeout, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise PaseError(f"compiling the exported programs did not finish within {timeout} s") from None
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise PaseError(f"compiling an exported program failed (exit {run.returncode}): {last}")
+        return [(Path(tmp) / f"hlo{i}.txt").read_text() for i in range(len(paths))]
 
 
 def run_equivalence(model: str | Path | Graph, strategy: Any, devices: int, *,

@@ -64,6 +64,22 @@ KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "F
          "SoftmaxCrossEntropy", "Stack", "TopK", "Unravel", "Unstack")
 
 
+def op_scope(name: str) -> str:
+    """The ``jax.named_scope`` of op ``name``'s computation in a mesh program."""
+    return f"op/{name}"
+
+
+def out_scope(name: str) -> str:
+    """The ``jax.named_scope`` pinning op ``name``'s outputs: forward it is the op's own
+    layout; backward it turns the summed gradient of its consumers into that layout."""
+    return f"out/{name}"
+
+
+def edge_scope(src: str, dst: str) -> str:
+    """The ``jax.named_scope`` of the re-layout of ``src``'s output for its consumer ``dst``."""
+    return f"edge/{src}->{dst}"
+
+
 def _pool_mode(op: Op) -> str:
     mode = str(op.attrs.get("mode", "avg" if "avg" in op.name.lower() else "max")).lower()
     if mode not in ("max", "avg"):
@@ -106,7 +122,7 @@ class _Writer:
         if self.local:
             tile = self.shape(op, port)
             return expr if self.out_tile[port.source] == tile else f"fit({expr}, {tile!r})"
-        return self.pin(expr, self.spec(op, port))
+        return f"pin({expr}, {self.spec(op, port)!r}, {edge_scope(port.source[0], op.name)!r})"
 
     def weight(self, op: Op, j: int) -> str:
         port = op.weights[j]
@@ -143,6 +159,7 @@ class _Writer:
         if op.kind not in KINDS:
             raise GraphError(f"op {op.name!r} has kind {op.kind!r}, which the JAX exporter cannot "
                              f"write; known kinds: {', '.join(KINDS)}")
+        first = len(self.lines)
         expr = getattr(self, "kind_" + op.kind)(op, outs)
         if expr is not None:
             self.lines.append(f"    {', '.join(outs)} = {expr}")
@@ -150,7 +167,11 @@ class _Writer:
             self.var[(op.name, j)] = name
             self.out_tile[(op.name, j)] = self.shape(op, port)
             if not self.local:
-                self.lines.append(f"    {name} = {self.pin(name, self.spec(op, port))}")
+                scope = out_scope(op.name)
+                self.lines.append(f"    {name} = pin({name}, {self.spec(op, port)!r}, {scope!r})")
+        if not self.local:  # the op's computation under its own name in the compiled HLO
+            self.lines[first:] = [f"    with jax.named_scope({op_scope(op.name)!r}):"] + [
+                "    " + line for line in self.lines[first:]]
 
     def attr(self, op: Op, name: str, default: Any = None) -> Any:
         value = op.attrs.get(name, default)

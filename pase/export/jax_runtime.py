@@ -267,9 +267,18 @@ def make_mesh(devices=None):
 
 
 def _pinner(mesh):
+    """``pin(x, spec, scope=None)``: fix ``x``'s layout on ``mesh`` (under ``jax.named_scope(scope)``
+    when given, so the re-layout's collectives carry that name in the compiled HLO)."""
     if mesh is None:
-        return lambda x, spec: x
-    return lambda x, spec: jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+        return lambda x, spec, scope=None: x
+
+    def pin(x, spec, scope=None):
+        if scope is None:
+            return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+        with jax.named_scope(scope):
+            return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+
+    return pin
 
 
 def init_params(seed=0):
