@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from pase.costing import CostModel
+from pase.costing import CostModel, array_key, op_signature, pairwise
 from pase.errors import GraphError, OptionError
 from pase.ir import Graph, Op, Port
 from pase.registry import COST_MODELS
@@ -267,8 +267,21 @@ class PaperCostModel(CostModel):
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
         src = port_factors(producer, output, src_configs)
         dst = port_factors(consumer, input, dst_configs)
+        # Each entry depends on its two rows only, so computing it once per distinct
+        # pair of rows (pairwise) gives the same bits as the full broadcast.
         # Factor 2: the activation forward and its gradient backward.
-        return self.r * 2.0 * overlap_elements(output.shape, src[:, None, :], dst[None, :, :])
+        return pairwise(src, dst, lambda a, b: self.r * 2.0 * overlap_elements(output.shape, a, b))
+
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
+        """Exactly what :meth:`edge_costs` reads: the tensor's shape and both ports'
+        split factors per config (``r`` is the model's own)."""
+        return array_key(output.shape, port_factors(producer, output, src_configs),
+                         port_factors(consumer, input, dst_configs))
+
+    def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
+        """The op without its name (no formula reads it) and its configs."""
+        return (op_signature(op), array_key(configs))
 
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """One edge per (producer, consumer) pair: the paper costs only the last input."""

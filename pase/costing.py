@@ -12,7 +12,7 @@ when the arrays would exceed a budget (:data:`DEFAULT_BUILD_BUDGET`).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
 import numpy as np
@@ -43,6 +43,9 @@ class ProblemShape:
         largest_edge: ``(producer, consumer)`` of the largest edge matrix, or None.
         shared_with: per edge, the index of the first edge whose matrix it
             shares (its own index when it has its own); see :meth:`CostModel.edge_key`.
+        vertex_shared_with: per vertex, the index of the first vertex whose cost
+            (and memory) vectors it shares; see :meth:`CostModel.vertex_key`.
+            Empty means none is shared.
     """
 
     names: list[str]
@@ -51,6 +54,7 @@ class ProblemShape:
     has_memory: bool
     largest_edge: tuple[int, int] | None
     shared_with: list[int]
+    vertex_shared_with: list[int] = field(default_factory=list)
 
     @property
     def num_vertices(self) -> int:
@@ -58,8 +62,12 @@ class ProblemShape:
 
     @property
     def vertex_bytes(self) -> int:
-        """Bytes of the vertex-cost vectors (the memory vectors are as large again)."""
-        return _ITEM_BYTES * int(self.sizes.sum())
+        """Bytes of the vertex-cost vectors, a shared vector counted once (the memory
+        vectors are as large again)."""
+        if not self.vertex_shared_with:
+            return _ITEM_BYTES * int(self.sizes.sum())
+        return _ITEM_BYTES * sum(int(self.sizes[v]) for v, first in enumerate(self.vertex_shared_with)
+                                 if first == v)
 
     def edge_bytes(self, u: int, v: int) -> int:
         """Bytes of one ``(K_u, K_v)`` edge matrix."""
@@ -128,11 +136,18 @@ def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
             key = cost_model.edge_key(pu, pu.outputs[out], space.configs[u],
                                       pv, pv.inputs[inp], space.configs[v])
         shared_with.append(e if key is None else first_with_key.setdefault(key, e))
+    vertex_shared_with: list[int] = []
+    if cost_model is not None:
+        first_with_vertex_key: dict[Hashable, int] = {}
+        for v, op in enumerate(graph.ops):
+            vkey = cost_model.vertex_key(op, space.configs[v])
+            vertex_shared_with.append(v if vkey is None else first_with_vertex_key.setdefault(vkey, v))
     sizes = np.array(space.sizes, dtype=np.int64)
     largest = max(edges, key=lambda e: int(sizes[e[0]]) * int(sizes[e[1]]), default=None)
     producer = None if largest is None else tuple(by_pair[largest][0][::2])
     shape = ProblemShape([op.name for op in graph.ops], sizes, edges,
-                         True if cost_model is None else cost_model.has_memory(), producer, shared_with)
+                         True if cost_model is None else cost_model.has_memory(), producer, shared_with,
+                         vertex_shared_with)
     return shape, [by_pair[pair] for pair in edges]
 
 
@@ -216,6 +231,17 @@ class CostModel(abc.ABC):
         """
         return None
 
+    def vertex_key(self, op: Op, configs: np.ndarray) -> Hashable | None:
+        """A key equal for two ops only if their :meth:`vertex_terms` are equal, or None.
+
+        Ops with equal keys share one (read-only) cost vector and memory vector,
+        computed once: the L identical layers of a model cost one layer's work.
+        :func:`op_signature` plus :func:`array_key` of ``configs`` is exact for a
+        model whose formulas read neither the op's name nor its producers' names.
+        Default None: every op is priced on its own.
+        """
+        return None
+
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """The costed connections as (producer, output, consumer, input) indices.
 
@@ -234,7 +260,20 @@ class CostModel(abc.ABC):
         """
         shape, plan = _plan(graph, space, self)
         check_build_budget(shape, memory_budget)
-        terms = [self.vertex_terms(op, space.configs[i]) for i, op in enumerate(graph.ops)]
+        terms: list[tuple[np.ndarray, np.ndarray | None]] = []
+        for i, op in enumerate(graph.ops):
+            first = shape.vertex_shared_with[i] if shape.vertex_shared_with else i
+            if first != i:
+                terms.append(terms[first])
+                continue
+            cost, mem = self.vertex_terms(op, space.configs[i])
+            terms.append((np.asarray(cost, dtype=np.float64),
+                          None if mem is None else np.asarray(mem, dtype=np.float64)))
+        for i, first in enumerate(shape.vertex_shared_with):
+            if first != i:  # shared, like edge matrices below: read-only
+                for a in terms[first]:
+                    if a is not None:
+                        a.flags.writeable = False
         vertex = [cost for cost, _ in terms]
         memory = [mem for _, mem in terms]
         matrices: list[np.ndarray] = []
@@ -262,6 +301,22 @@ class CostModel(abc.ABC):
         return Problem(vertex, shape.edges, matrices, names=shape.names,
                        unit=self.unit, candidates=candidates, devices=space.devices,
                        memory=None if any(m is None for m in memory) else memory)
+
+
+def op_signature(op: Op) -> tuple:
+    """Everything about ``op`` but its name and its inputs' producers: kind, dims
+    (names, sizes, roles), ports (shapes, dim mappings), pinned dims, contiguity and
+    attributes. Two ops with equal signatures are the same layer at another place.
+
+    Examples:
+        >>> from pase.ir import Dim, Op
+        >>> a = Op("a", "Softmax", (Dim("b", 8), Dim("n", 4)), attrs={"axis": 1})
+        >>> op_signature(a) == op_signature(Op("z", "Softmax", a.dims, attrs={"axis": 1}))
+        True
+    """
+    ports = tuple(tuple((p.shape, p.dims) for p in group)
+                  for group in (op.inputs, op.outputs, op.weights))
+    return (op.kind, op.dims, ports, op.pinned, op.contiguous, op.attrs)
 
 
 def array_key(*parts: object) -> tuple:

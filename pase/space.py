@@ -130,14 +130,23 @@ class ConfigSpace:
                 or max_configs < 1:
             raise OptionError(f"max_configs must be an integer >= 1, got {max_configs!r}")
         self.configs: list[np.ndarray] = []
+        # Configs depend on an op only through its dim sizes, pinned dims and
+        # contiguity: ops alike there share one read-only array, enumerated once.
+        enumerated: dict[tuple, np.ndarray] = {}
         for op in graph.ops:
+            key = (tuple((d.size, d.name in op.pinned) for d in op.dims), op.contiguous)
+            if key in enumerated:
+                self.configs.append(enumerated[key])
+                continue
             count = count_configs(op, self.devices, self.cutoff, powers_of_two)
             if count > max_configs:
                 raise TooLargeError(
                     f"op {op.name!r} ({op.kind}, dims {dict(zip(op.dim_names, op.shape))}) has "
                     f"{count} configs on {self.devices} devices, over max_configs={max_configs}; "
                     f"use fewer devices, powers_of_two=True, a larger cutoff, or raise max_configs")
-            self.configs.append(enumerate_configs(op, self.devices, self.cutoff, powers_of_two))
+            configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two)
+            configs.flags.writeable = False
+            self.configs.append(enumerated.setdefault(key, configs))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
 
     @property

@@ -44,9 +44,12 @@ def test_shape_matches_the_built_problem(model, devices, cost_model):
 
 
 class Unshared(PaperCostModel):
-    """The paper model with every edge matrix its own (whatever paper.py does)."""
+    """The paper model with every vertex vector and edge matrix its own (whatever paper.py does)."""
 
     def edge_key(self, *args):
+        return None
+
+    def vertex_key(self, *args):
         return None
 
 
@@ -111,6 +114,36 @@ def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
     expected = 8 * sum(sizes) + sum(8 * sizes[u] * sizes[v] for u, v in pairs)
     assert problem_shape(graph, space, cost_model=Unshared()).array_bytes == expected
     assert expected > DEFAULT_BUILD_BUDGET
+
+
+def test_the_default_budget_refuses_gpt3_175b_on_32768_devices_fast_and_lean():
+    """The README's refused command: with shared arrays the paper model still needs
+    5.27 GiB for gpt3-175b on 32768 devices, one edge matrix alone 2.42 GiB."""
+    start = time.perf_counter()
+    graph = MODELS.get("gpt3-175b")()
+    space = ConfigSpace(graph, 32768)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLargeError, match=r"would take 5.27 GiB, over the 4 GiB build budget"):
+            PaperCostModel().problem(graph, space)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 10.0
+    assert peak < 64 * 2**20
+    # By hand: every distinct edge matrix once; the largest one alone is over half the budget.
+    shape = problem_shape(graph, space, cost_model=PaperCostModel())
+    u, v = shape.largest_edge
+    assert 8 * int(space.sizes[u]) * int(space.sizes[v]) > DEFAULT_BUILD_BUDGET / 2
+
+
+def test_sharing_brings_transformer_on_4096_devices_under_the_budget():
+    graph = MODELS.get("transformer")()
+    space = ConfigSpace(graph, 4096)
+    shared = problem_shape(graph, space, cost_model=PaperCostModel())
+    alone = problem_shape(graph, space, cost_model=Unshared())
+    assert shared.array_bytes < DEFAULT_BUILD_BUDGET < alone.array_bytes
+    assert len(set(shared.shared_with)) < len(shared.edges) / 8
 
 
 def test_budget_values():
