@@ -149,6 +149,9 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     _evaluate(command("evaluate", "cost and memory of a given strategy"))
     _simulate(command("simulate", "simulate one training step of a strategy on a cluster"))
     _reproduce(command("reproduce", "regenerate a paper's tables and figures"))
+    _export(command("export", "write a strategy as a self-contained training step for an engine"))
+    _verify(command("verify", "compile a strategy's training step (never run) and compare its "
+                              "collectives with pase's predicted bytes per device"))
     return p
 
 
@@ -247,3 +250,31 @@ def _reproduce(s: Parser) -> None:
     s.add_argument("paper", help="reproduction name, e.g. pase-ipdps2021")
     s.add_argument("--quick", action="store_true", help="a reduced grid (minutes, for CI)")
     s.add_argument("--out", metavar="DIR", help="output folder (default: the paper's results folder)")
+
+
+def _engine_args(s: Parser) -> None:
+    s.add_argument("model", help="a registered model name (`pase models`) or a graph JSON file")
+    s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
+    s.add_argument("--strategy", required=True, metavar="FILE",
+                   help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
+    s.add_argument("--engine", required=True, help="the engine: jax")
+    s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
+    s.add_argument("--dtype", default="float32",
+                   help="float32 (default), bfloat16, float16 or float64")
+    s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
+                   help=options_help("model", "An option of a registered model, e.g. layers=1."))
+
+
+def _export(s: Parser) -> None:
+    _engine_args(s)
+    s.add_argument("-o", "--output", metavar="FILE", help="write the program here (default: stdout)")
+
+
+def _verify(s: Parser) -> None:
+    _engine_args(s)
+    s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
+                   help="an option of the predicted re-distribution: reduce_scatter=true|false")
+    s.add_argument("--run", action="store_true", dest="execute",
+                   help="also run the step sharded and on one device (fake CPU devices) and "
+                        "check loss and gradients agree to 1e-5; pass small --model-option sizes")
+    _format(s)

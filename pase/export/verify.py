@@ -225,9 +225,11 @@ def _check_cost_options(cost_options: Mapping[str, Any] | None) -> bool | None:
         raise OptionError(f"unknown cost option {unknown[0]!r} for pase verify; allowed: "
                           f"{', '.join(COST_OPTIONS)}")
     value = options.get("reduce_scatter")
-    if value is not None and not isinstance(value, bool):
-        raise OptionError(f"cost option reduce_scatter must be true or false, got {value!r}")
-    return value
+    if value is None:
+        return None
+    from pase.options import coerce
+
+    return coerce(value, ("bool",), "cost option reduce_scatter")
 
 
 def _prepare(model, strategy, devices, batch, dtype, model_options):
