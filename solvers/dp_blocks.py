@@ -1,0 +1,630 @@
+"""Exact reduction of repeated blocks: the dp on an L-layer model in log2 L min-plus products.
+
+An LLM's Problem is L copies of one layer chained through the residual stream.
+This module finds such a chain on the Problem alone (no model is special-cased),
+folds its blocks into one ``(min, +)`` matrix power, solves what is left with
+the ordinary dp, and expands the answer back to every vertex. The answer is the
+plain dp's optimum (same cost to rounding; ties may pick another minimiser,
+deterministically).
+
+    find_blocks(problem) -> list[BlockChain]
+    solve_blocks(problem, *, ordering="auto", memory_budget=..., max_states=...,
+                 time_limit=None, seed=None) -> Solution | None
+
+What is accepted (a *chain*). Vertices are numbered in build order; a chain is a
+period ``P``, a start ``a`` and a count ``m >= 2``. Block ``U_i`` is the vertex
+range ``[a + iP, a + (i+1)P)`` for ``i = 1..m``; ``U_0 = [a, a+P)`` is only the
+home of the first separator and need not match the others. With offsets taken
+inside a block:
+
+- the separator ``S`` is the set of offsets of the ``U_0`` vertices that have an
+  edge into ``U_1``; ``S_i = a + iP + S``; the *shared* vertices ``G`` are the
+  neighbours of ``U_1`` outside ``U_0, U_1, U_2`` (the encoder output in an
+  encoder-decoder model) and lie outside ``U_0..U_m``;
+- for every ``i = 1..m``, ``U_i`` has the vertex cost vectors and memory vectors
+  of ``U_1`` (exact equality, offset by offset), and the same edges, with equal
+  matrices, inside ``U_i``, from ``S_{i-1}`` into ``U_i`` and from ``G`` into ``U_i``;
+- every other edge of a vertex of ``U_i`` joins ``S_i`` to ``U_{i+1}`` (i < m)
+  or, for the last block only, leaves ``S_m`` to anywhere.
+
+So the rest of the graph touches the chain only at ``S_0`` (and all of ``U_0``),
+``S_m`` and ``G``. A transformer layer's separator is its last op (the residual
+stream); the embedding's edges into layer 0 make layer 0 the ``U_0``, so an
+L-layer stack gives ``m = L - 1``.
+
+Detection (:func:`find_blocks`) hashes each vertex's costs with its incident
+edge matrices, finds for each period the longest run where vertex ``v`` looks
+like ``v + P`` (numpy, ``O(n)`` per period), then verifies the candidates exactly
+at every alignment; it keeps the chain removing the most vertices, then the one
+with the fewest separator states. Chains whose state ``K_G * K_S`` would make the
+power too large (:data:`MAX_POWER_WORK`) are skipped.
+
+Reduction. One block's transfer tensor ``T[g, s, t]`` is the least cost of the
+block (its vertex costs, inner edges, edges from ``S_{i-1}`` and ``G``) over its
+inner vertices, given ``G`` at ``g``, ``S_{i-1}`` at ``s`` and ``S_i`` at ``t``;
+it comes from the dp kernel (:func:`pase.solvers.dp_kernel.min_plus`) run on
+the block with the separator and shared vertices eliminated last (not at all).
+``T^m`` by repeated squaring keeps each product's argmin (the middle
+separator state). The chain is replaced by one edge between ``S_0`` and ``S_m``
+(a separator of several vertices, or shared vertices, become a product vertex
+tied to its members by 0/inf edges), and the reduced Problem goes to the dp;
+chains are reduced one after another until none is left. Back-substitution
+walks the argmin tables down to every separator and every inner vertex.
+
+Memory caps: not handled. Under a cap :func:`solve_blocks` returns None and
+the caller runs the ordinary capped dp (exact, no reduction).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pase.problem import COST_RTOL, Problem, Solution, Status
+from pase.solvers.dp_kernel import Ledger, min_plus
+from pase.solvers.dp_plan import Plan, plan_for_order
+from pase.solvers.ordering import generateseq
+
+__all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks", "min_plus_product", "solve_blocks"]
+
+# Most scalar additions one min-plus product of the transfer tensor may take
+# (K_G * K_S**3); a chain with a larger separator state is not reduced.
+MAX_POWER_WORK = 2 * 10**9
+# Size of one chunk of a min-plus product's broadcast sum, in float64 entries.
+PRODUCT_CHUNK = 2**19
+# Most candidate runs verified per detection (longest first).
+MAX_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class BlockChain:
+    """A chain of ``count`` identical blocks, in the Problem it was found in.
+
+    ``start`` is the first vertex of ``U_1``; block ``i`` (1-based) spans
+    ``start + (i-1)*period ... start + i*period - 1``. ``separator`` lists the
+    offsets of ``S`` inside a block (``S_0`` is ``start - period + offset``);
+    ``shared`` lists the vertices of ``G``. ``states`` is ``K_G * K_S``.
+    """
+
+    start: int
+    period: int
+    count: int
+    separator: tuple[int, ...]
+    shared: tuple[int, ...]
+    states: int
+    pattern_edges: tuple[tuple[int, int], ...] = field(repr=False, default=())
+
+    def block(self, i: int) -> range:
+        """Vertices of block ``i`` (0 is ``U_0``, the first separator's home)."""
+        first = self.start + (i - 1) * self.period
+        return range(first, first + self.period)
+
+    def separator_vertices(self, i: int) -> tuple[int, ...]:
+        base = self.start + (i - 1) * self.period
+        return tuple(base + o for o in self.separator)
+
+    def removed(self) -> set[int]:
+        """Vertices the reduction eliminates: blocks 1..count but the last separator."""
+        out = set(range(self.start, self.start + self.count * self.period))
+        return out - set(self.separator_vertices(self.count))
+
+    def describe(self, problem: Problem) -> dict[str, Any]:
+        return {"first_block": [problem.names[v] for v in self.block(1)][:1][0],
+                "period": self.period, "count": self.count,
+                "separator": [problem.names[v] for v in self.separator_vertices(1)],
+                "shared": [problem.names[v] for v in self.shared], "states": self.states}
+
+
+# -- detection -------------------------------------------------------------------
+
+class _Interner:
+    """Exact content ids for arrays: equal ids iff equal shape and equal bytes."""
+
+    def __init__(self) -> None:
+        self.by_digest: dict[tuple, list[tuple[np.ndarray, int]]] = {}
+        self.memo: dict[int, int] = {}
+        self.count = 0
+
+    def __call__(self, arr: np.ndarray) -> int:
+        cached = self.memo.get(id(arr))
+        if cached is not None:
+            return cached
+        flat = np.ascontiguousarray(arr)
+        key = (flat.shape, str(flat.dtype), hashlib.blake2b(flat.view(np.uint8), digest_size=16).digest())
+        bucket = self.by_digest.setdefault(key, [])
+        for rep, ident in bucket:  # a digest match is confirmed byte for byte
+            if np.array_equal(rep.view(np.uint8), flat.view(np.uint8)):
+                break
+        else:
+            ident = self.count
+            self.count += 1
+            bucket.append((flat, ident))
+        self.memo[id(arr)] = ident
+        return ident
+
+
+class _Graph:
+    """The Problem as ids: vertex content ids and adjacency (w, edge content id, edge index)."""
+
+    def __init__(self, problem: Problem):
+        intern = _Interner()
+        n = problem.num_vertices
+        memory = problem.memory
+        self.n = n
+        self.vid = [(intern(problem.vertex_costs[v]),
+                     -1 if memory is None else intern(memory[v])) for v in range(n)]
+        self.adj: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (w, signed edge id)
+        self.eid: dict[tuple[int, int], int] = {}
+        for (u, w), m in zip(problem.edges, problem.edge_costs):
+            e = intern(m)
+            self.eid[(u, w)] = e
+            self.adj[u].append((w, e))
+            self.adj[w].append((u, e))
+        self.sizes = [int(k) for k in problem.sizes]
+        looks: dict[tuple, int] = {}
+        self.look = np.array([looks.setdefault(
+            (self.vid[v], tuple(sorted((e, w > v) for w, e in self.adj[v]))), len(looks))
+            for v in range(n)], dtype=np.int64)
+
+    def edge_id(self, u: int, w: int) -> int:
+        return self.eid[(u, w)] if u < w else self.eid[(w, u)]
+
+
+def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
+    """``(length, period, start)`` of the longest runs where ``look[v] == look[v + P]``."""
+    n = look.size
+    out = []
+    for period in range(1, n // 2 + 1):
+        eq = np.concatenate(([False], look[:-period] == look[period:], [False]))
+        d = np.diff(eq.astype(np.int8))
+        starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        if starts.size == 0:
+            continue
+        lengths = ends - starts
+        k = int(lengths.argmax())
+        if lengths[k] >= period:
+            out.append((int(lengths[k]), period, int(starts[k])))
+    out.sort(key=lambda r: (-r[0], r[1], r[2]))
+    return out[:limit]
+
+
+def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
+    """The chain with ``U_0 = [a, a + period)``, verified exactly, or None (see module doc)."""
+    P = period
+    if a < 0 or a + 3 * P > usable:
+        return None
+    u1 = a + P
+    sep = sorted({w - a for v in range(u1, u1 + P) for w, _ in g.adj[v] if a <= w < u1})
+    if not sep:
+        return None
+    shared = sorted({w for v in range(u1, u1 + P) for w, _ in g.adj[v]
+                     if not a <= w < a + 3 * P})
+    if any(w >= usable for w in shared):
+        return None
+    shared_index = {w: k for k, w in enumerate(shared)}
+    sep_set = set(sep)
+    pattern = None
+    count = 0
+    pattern_edges: list[tuple[int, int]] = []
+    i = 1
+    while True:
+        base = a + i * P
+        if base + P > usable:
+            break
+        sig: list[tuple] = []
+        edges: list[tuple[int, int]] = []
+        middle = True  # whether the block may be followed by another one
+        ok = True
+        for o in range(P):
+            v = base + o
+            if g.vid[v] != g.vid[v - P] and i > 1:
+                ok = False
+                break
+            for w, e in g.adj[v]:
+                if base <= w < base + P:
+                    if w > v:
+                        sig.append(("in", o, w - base, e))
+                        edges.append((v, w))
+                elif base - P <= w < base:
+                    if w - base + P not in sep_set:
+                        ok = False
+                        break
+                    sig.append(("back", w - base + P, o, e))
+                    edges.append((w, v) if w < v else (v, w))
+                elif w in shared_index:
+                    sig.append(("shared", shared_index[w], o, e))
+                    edges.append((w, v) if w < v else (v, w))
+                elif o in sep_set:
+                    if not base + P <= w < base + 2 * P:
+                        middle = False  # S_i leaves the chain: block i can only be the last
+                else:
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            sig.sort()
+            if pattern is None:
+                pattern = sig
+            ok = sig == pattern
+        if not ok:
+            break
+        count, pattern_edges = i, edges
+        if not middle:
+            break
+        i += 1
+    if count < 2 or pattern is None:
+        return None
+    last = a + (count + 1) * P
+    if any(a <= w < last for w in shared):
+        return None
+    states = math.prod(g.sizes[w] for w in shared) * math.prod(g.sizes[a + o] for o in sep)
+    if states * math.prod(g.sizes[a + o] for o in sep) ** 2 > MAX_POWER_WORK:
+        return None
+    return BlockChain(a + P, P, count, tuple(sep), tuple(shared), states, tuple(pattern_edges))
+
+
+def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
+    """The best chain among vertices ``0..usable-1`` (all by default), or None."""
+    g = _Graph(problem)
+    usable = g.n if usable is None else usable
+    best, best_key = None, None
+    found: list[int] = []  # periods with a chain: their multiples repeat it, coarser
+    for length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
+        if any(period % f == 0 for f in found):
+            continue
+        for a in range(max(0, start - 2 * period), start + period):
+            chain = _chain_at(g, a, period, usable)
+            if chain is None:
+                continue
+            key = (-(chain.count * period), chain.states, period, a)
+            if best_key is None or key < best_key:
+                best, best_key = chain, key
+            if period not in found:
+                found.append(period)
+    return best
+
+
+def find_blocks(problem: Problem) -> list[BlockChain]:
+    """Every chain :func:`solve_blocks` would reduce, in ``problem``'s vertex numbers.
+
+    Chains are found one at a time, each in the Problem left by reducing the
+    ones before (as the solver does); a chain that involves a product vertex of
+    an earlier reduction is not taken.
+
+    Examples:
+        >>> from pase.testing import random_chain
+        >>> find_blocks(random_chain(6, seed=3))
+        []
+    """
+    chains = []
+    for reduction in _reductions(problem):
+        chains.append(reduction.original_chain())
+    return chains
+
+
+# -- the transfer tensor of one block ----------------------------------------------
+
+@dataclass
+class _Block:
+    """One block's transfer tensor ``T[g, s, t]`` and the argmins to rebuild its inside."""
+
+    transfer: np.ndarray                 # (K_G, K_S, K_S)
+    kept: tuple[int, ...]                 # local ids of G, S_0, S_1 (T's axes in this order)
+    kept_sizes: tuple[int, ...]
+    local: list[int]                      # local id -> vertex of U_1, G or S_0 (problem numbers)
+    plan: Plan | None
+    argmins: list[np.ndarray]
+
+    def inside(self, states: dict[int, int]) -> dict[int, int]:
+        """Configs of the block's inner vertices given its kept local vertices' configs."""
+        choice = dict(states)
+        if self.plan is not None:
+            for step in reversed(self.plan.steps):
+                choice[step.vertex] = int(
+                    self.argmins[step.position][tuple(choice[u] for u in step.dependent)])
+        return choice
+
+
+def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
+    u1 = list(chain.block(1))
+    s0 = list(chain.separator_vertices(0))
+    s1 = list(chain.separator_vertices(1))
+    shared = list(chain.shared)
+    local = shared + s0 + u1
+    index = {v: k for k, v in enumerate(local)}
+    outside = len(shared) + len(s0)
+    costs = [np.zeros(problem.vertex_costs[v].size) for v in shared + s0] + \
+        [problem.vertex_costs[v] for v in u1]
+    # Block 1's own edges: inside U_1 (once), and from S_0 and G into it (not those to U_2).
+    inside = set(u1)
+    edges, mats = [], []
+    for v in u1:
+        for w, m in problem.incident(v):
+            if w in index and (w not in inside or w > v):
+                edges.append((index[v], index[w]))
+                mats.append(m)
+    block = Problem(costs, edges, mats)
+    kept = tuple(index[v] for v in shared + s0 + s1)
+    kept_set = set(kept)
+    inner = [v for v in generateseq(block) if v not in kept_set]
+    ledger = Ledger()
+    axes_sizes = tuple(int(block.sizes[k]) for k in kept)
+    total = np.zeros(axes_sizes)
+    argmins: list[np.ndarray] = []
+    plan = None
+    if inner:
+        order = inner + list(kept)
+        last = inner[-1]
+        plan = plan_for_order(block, order, stop=lambda v, dep: v == last)
+        values: dict[int, np.ndarray] = {}
+        for step in plan.steps:
+            children = [values.pop(j) for j in step.children]
+            terms = children + [block.edge_matrix(u, step.vertex) for u in step.later] + \
+                [block.vertex_costs[step.vertex]]
+            values[step.position], arg = min_plus(step, terms, len(children), ledger)
+            argmins.append(arg)
+        for position, table in values.items():  # the messages left: over kept vertices only
+            total = total + _on_axes(table, plan.steps[position].dependent, kept)
+    for k in kept[outside:]:
+        total = total + _on_axes(block.vertex_costs[k], (k,), kept)
+    for (x, y), m in zip(block.edges, block.edge_costs):
+        if x in kept_set and y in kept_set:
+            total = total + _on_axes(m, (x, y), kept)
+    kg = math.prod(axes_sizes[:len(shared)])
+    ks = math.prod(axes_sizes[len(shared):outside])
+    return _Block(total.reshape(kg, ks, ks), kept, axes_sizes, local, plan, argmins)
+
+
+def _on_axes(table: np.ndarray, axes: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
+    """``table`` over ``axes`` transposed and expanded to broadcast over ``target``."""
+    where = [target.index(a) for a in axes]
+    order = sorted(range(len(axes)), key=lambda k: where[k])
+    moved = np.transpose(np.asarray(table), order) if len(axes) > 1 else np.asarray(table)
+    present = {where[k] for k in order}
+    return moved[tuple(slice(None) if t in present else None for t in range(len(target)))]
+
+
+# -- min-plus powers --------------------------------------------------------------
+
+def min_plus_product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``C[g, a, b] = min_c left[g, a, c] + right[g, c, b]`` and its argmin ``c`` (first minimum).
+
+    Examples:
+        >>> a = np.array([[[0.0, 3.0], [2.0, 0.0]]])
+        >>> c, arg = min_plus_product(a, a)
+        >>> c.tolist(), arg.tolist()
+        ([[[0.0, 3.0], [2.0, 0.0]]], [[[0, 0], [1, 1]]])
+    """
+    kg, ka, kc = left.shape
+    kb = right.shape[2]
+    value = np.empty((kg, ka, kb))
+    arg = np.empty((kg, ka, kb), dtype=np.intp)
+    rows = max(1, PRODUCT_CHUNK // max(1, kc * kb))
+    for g in range(kg):
+        for r0 in range(0, ka, rows):
+            r1 = min(ka, r0 + rows)
+            s = left[g, r0:r1, :, None] + right[g, None, :, :]
+            arg[g, r0:r1] = np.argmin(s, axis=1)
+            value[g, r0:r1] = np.take_along_axis(s, arg[g, r0:r1, None, :], axis=1)[:, 0, :]
+    return value, arg
+
+
+class _Power:
+    """``T^m`` by repeated squaring, with the argmins to recover every middle state."""
+
+    def __init__(self, transfer: np.ndarray, m: int):
+        self.m = m
+        self.squares = [transfer]           # T^(2^k)
+        self.middles: list[np.ndarray] = []  # middles[k - 1]: midpoint state of T^(2^k)
+        self.products = 0
+        bits = [k for k in range(m.bit_length()) if m >> k & 1]
+        for _ in range(1, bits[-1] + 1):
+            value, arg = min_plus_product(self.squares[-1], self.squares[-1])
+            self.squares.append(value)
+            self.middles.append(arg)
+            self.products += 1
+        # Combine highest power first: R = T^(2^k1) * T^(2^k2) * ...
+        self.bits = bits[::-1]
+        value = self.squares[self.bits[0]]
+        self.joins: list[np.ndarray] = []
+        for k in self.bits[1:]:
+            value, arg = min_plus_product(value, self.squares[k])
+            self.joins.append(arg)
+            self.products += 1
+        self.value = value
+
+    def states(self, g: int, first: int, last: int) -> list[int]:
+        """The separator states ``S_0 .. S_m`` of a minimiser with the given ends."""
+        segments = []  # (k, a, b) from the last one back
+        b = last
+        for k, join in zip(reversed(self.bits[1:]), reversed(self.joins)):
+            c = int(join[g, first, b])
+            segments.append((k, c, b))
+            b = c
+        segments.append((self.bits[0], first, b))
+        out = [first]
+        for k, a, b in reversed(segments):
+            out.extend(self._expand(g, k, a, b))
+        return out
+
+    def _expand(self, g: int, k: int, a: int, b: int) -> list[int]:
+        """States after ``a`` up to ``b`` along a T^(2^k) segment."""
+        if k == 0:
+            return [b]
+        c = int(self.middles[k - 1][g, a, b])
+        return self._expand(g, k - 1, a, c) + self._expand(g, k - 1, c, b)
+
+
+# -- reduction and solving -------------------------------------------------------------
+
+class _Reduction:
+    """One chain folded into an edge: the reduced Problem and the way back."""
+
+    def __init__(self, problem: Problem, chain: BlockChain, original: list[int]):
+        self.problem, self.chain, self.original = problem, chain, original
+        self.block = _block_transfer(problem, chain)
+        self.power = _Power(self.block.transfer, chain.count)
+        removed = chain.removed()
+        self.kept = [v for v in range(problem.num_vertices) if v not in removed]
+        new = {v: k for k, v in enumerate(self.kept)}
+        drop = set(chain.pattern_edges)
+        last_sep = set(chain.separator_vertices(chain.count))
+        costs = [np.zeros(problem.vertex_costs[v].size) if v in last_sep
+                 else problem.vertex_costs[v] for v in self.kept]
+        names = [problem.names[v] for v in self.kept]
+        edges, mats = [], []
+        for (u, w), m in zip(problem.edges, problem.edge_costs):
+            if u in removed or w in removed or (u, w) in drop:
+                continue
+            edges.append((new[u], new[w]))
+            mats.append(m)
+        kg, ks, _ = self.block.transfer.shape
+        head = list(chain.shared) + list(chain.separator_vertices(0))
+        tail = list(chain.separator_vertices(chain.count))
+        self.head = self._end(head, costs, names, edges, mats, new, "head")
+        self.tail = self._end(tail, costs, names, edges, mats, new, "tail")
+        edges.append((self.head, self.tail))
+        mats.append(self.power.value.reshape(kg * ks, ks))
+        self.reduced = Problem(costs, edges, mats, names, unit=problem.unit,
+                               devices=problem.devices)
+        self.synthetic_from = len(self.kept)
+
+    def _end(self, members, costs, names, edges, mats, new, tag) -> int:
+        """The reduced vertex that carries ``members``' joint state (a product if several)."""
+        if len(members) == 1:
+            return new[members[0]]
+        sizes = [self.problem.vertex_costs[v].size for v in members]
+        states = np.indices(sizes).reshape(len(sizes), -1)  # row k: member k's config per state
+        x = len(costs)
+        costs.append(np.zeros(states.shape[1]))
+        names.append(f"<blocks {tag}: " + ", ".join(self.problem.names[v] for v in members) + ">")
+        for k, v in enumerate(members):
+            tie = np.full((states.shape[1], sizes[k]), np.inf)
+            tie[np.arange(states.shape[1]), states[k]] = 0.0
+            edges.append((new[v], x))
+            mats.append(tie.T)
+        return x
+
+    def expand(self, reduced_choice: tuple[int, ...]) -> list[int]:
+        """The original Problem's choice for a choice of the reduced one."""
+        problem, chain, block = self.problem, self.chain, self.block
+        choice = [-1] * problem.num_vertices
+        for k, v in enumerate(self.kept):
+            choice[v] = int(reduced_choice[k])
+        kg, ks, _ = block.transfer.shape
+        head_state = int(reduced_choice[self.head]) if self.head >= self.synthetic_from else \
+            choice[(list(chain.shared) + list(chain.separator_vertices(0)))[0]]
+        g, s_first = divmod(head_state, ks)
+        s_last = int(reduced_choice[self.tail]) if self.tail >= self.synthetic_from else \
+            choice[chain.separator_vertices(chain.count)[0]]
+        states = self.power.states(g, s_first, s_last)
+        sizes = block.kept_sizes
+        n_shared = len(chain.shared)
+        n_sep = len(chain.separator)
+        g_configs = np.unravel_index(g, sizes[:n_shared]) if n_shared else ()
+        seps = [np.unravel_index(s, sizes[n_shared:n_shared + n_sep]) for s in states]
+        for i in range(1, chain.count + 1):
+            fixed = dict(zip(block.kept[:n_shared], (int(c) for c in g_configs)))
+            fixed.update(zip(block.kept[n_shared:n_shared + n_sep], (int(c) for c in seps[i - 1])))
+            fixed.update(zip(block.kept[n_shared + n_sep:], (int(c) for c in seps[i])))
+            inside = block.inside(fixed)
+            shift = (i - 1) * chain.period
+            for k, c in inside.items():
+                if k >= n_shared + n_sep:  # a vertex of U_1, moved to U_i
+                    choice[block.local[k] + shift] = c
+        return choice
+
+    def original_chain(self) -> BlockChain:
+        c, o = self.chain, self.original
+        start = o[c.start]
+        # Blocks are contiguous in the reduced numbering; reductions keep order, so
+        # they are contiguous in the original one too when nothing was removed inside.
+        return BlockChain(start, c.period, c.count, c.separator,
+                          tuple(o[w] for w in c.shared), c.states,
+                          tuple((o[u], o[w]) for u, w in c.pattern_edges))
+
+
+def _reductions(problem: Problem, max_chains: int = 16) -> list[_Reduction]:
+    out: list[_Reduction] = []
+    current = problem
+    original = list(range(problem.num_vertices))
+    usable = problem.num_vertices
+    for _ in range(max_chains):
+        chain = _find_one(current, usable)
+        if chain is None or not _contiguous(chain, original):
+            break
+        reduction = _Reduction(current, chain, original)
+        out.append(reduction)
+        original = [original[v] for v in reduction.kept] + [-1] * (
+            reduction.reduced.num_vertices - len(reduction.kept))  # -1: a product vertex
+        current = reduction.reduced
+        usable = sum(1 for v in reduction.kept if v < usable)  # synthetic vertices come last
+    return out
+
+
+def _contiguous(chain: BlockChain, original: list[int]) -> bool:
+    """Whether the chain's blocks are vertex ranges of the original Problem too."""
+    first, last = chain.start - chain.period, chain.start + chain.count * chain.period - 1
+    return original[last] - original[first] == last - first
+
+
+def solve_blocks(problem: Problem, *, time_limit: float | None = None,
+                 **dp_options: Any) -> Solution | None:
+    """The dp's optimum with repeated blocks reduced, or None when there is nothing to reduce.
+
+    None also under a memory cap (the reduction does not carry memory): the
+    caller then runs the ordinary dp. ``dp_options`` (ordering, memory_budget,
+    max_states, seed) go to :func:`pase.solvers.dp.solve` for the reduced
+    Problem; ``time_limit`` covers the whole call. Stats: the dp's on the
+    reduced Problem, plus ``blocks`` (one dict per chain: first block's first
+    vertex, period, count, separator and shared vertex names, states),
+    ``blocks_found``, ``vertices_removed`` and ``blocks_seconds`` (detection,
+    transfer tensors and powers).
+
+    Examples:
+        >>> from pase.testing import random_chain
+        >>> solve_blocks(random_chain(6, seed=3)) is None
+        True
+    """
+    from pase.solvers import dp
+
+    start = time.perf_counter()
+    if problem.memory_cap is not None:
+        return None
+    reductions = _reductions(problem)
+    if not reductions:
+        return None
+    reduced = reductions[-1].reduced
+    blocks_seconds = time.perf_counter() - start
+    options = dict(dp_options)
+    if "blocks" in inspect.signature(dp.solve).parameters:
+        options["blocks"] = False
+    if time_limit is not None:
+        options["time_limit"] = max(1e-3, time_limit - blocks_seconds)
+    inner = dp.solve(reduced, **options)
+    stats: dict[str, Any] = dict(inner.stats)
+    described = [r.original_chain().describe(problem) for r in reductions]
+    stats.update({"blocks": described, "blocks_found": len(reductions),
+                  "vertices_removed": sum(len(r.chain.removed()) for r in reductions),
+                  "blocks_seconds": blocks_seconds,
+                  "block_products": sum(r.power.products for r in reductions)})
+    if inner.choice is None:
+        return Solution(None, math.inf, inner.status, "dp", wall_time=time.perf_counter() - start,
+                        stats=stats)
+    choice = tuple(inner.choice)
+    for r in reversed(reductions):
+        choice = tuple(r.expand(choice))
+    cost = problem.evaluate(choice)
+    scale = problem.term_scale(choice)
+    if not abs(cost - inner.cost) <= COST_RTOL * max(scale, inner.cost):
+        from pase.errors import PaseError
+        raise PaseError(f"dp_blocks internal error: the reduced optimum {inner.cost!r} differs "
+                        f"from the re-evaluated cost {cost!r} of its expansion; please report this")
+    return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
+                    wall_time=time.perf_counter() - start, stats=stats)
