@@ -68,7 +68,7 @@ import numpy as np
 from pase.problem import COST_RTOL, Problem, Solution, Status
 from pase.solvers.dp_kernel import Ledger, min_plus
 from pase.solvers.dp_plan import Plan, plan_for_order
-from pase.solvers.ordering import generateseq
+from pase.solvers.ordering import adjacency
 
 __all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks", "min_plus_product", "solve_blocks"]
 
@@ -137,9 +137,10 @@ class _Interner:
         flat = np.ascontiguousarray(arr)
         key = (flat.shape, str(flat.dtype), hashlib.blake2b(flat.view(np.uint8), digest_size=16).digest())
         bucket = self.by_digest.setdefault(key, [])
-        for rep, ident in bucket:  # a digest match is confirmed byte for byte
-            if np.array_equal(rep.view(np.uint8), flat.view(np.uint8)):
-                break
+        # A digest match is confirmed byte for byte.
+        same = [k for rep, k in bucket if np.array_equal(rep.view(np.uint8), flat.view(np.uint8))]
+        if same:
+            ident = same[0]
         else:
             ident = self.count
             self.count += 1
@@ -275,7 +276,7 @@ def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
     usable = g.n if usable is None else usable
     best, best_key = None, None
     found: list[int] = []  # periods with a chain: their multiples repeat it, coarser
-    for length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
+    for _length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
         if any(period % f == 0 for f in found):
             continue
         for a in range(max(0, start - 2 * period), start + period):
@@ -352,7 +353,7 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     block = Problem(costs, edges, mats)
     kept = tuple(index[v] for v in shared + s0 + s1)
     kept_set = set(kept)
-    inner = [v for v in generateseq(block) if v not in kept_set]
+    inner = _inner_order(block, kept_set)
     ledger = Ledger()
     axes_sizes = tuple(int(block.sizes[k]) for k in kept)
     total = np.zeros(axes_sizes)
@@ -379,6 +380,26 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     kg = math.prod(axes_sizes[:len(shared)])
     ks = math.prod(axes_sizes[len(shared):outside])
     return _Block(total.reshape(kg, ks, ks), kept, axes_sizes, local, plan, argmins)
+
+
+def _inner_order(block: Problem, kept: set[int]) -> list[int]:
+    """Greedy minimum-weight elimination of the non-kept vertices, kept ones staying in the graph.
+
+    Weight: the entries of the step's table, ``K_v`` times the product over the
+    current neighbours; ties go to the lower local index.
+    """
+    d = adjacency(block)
+    sizes = [int(k) for k in block.sizes]
+    left = [v for v in range(block.num_vertices) if v not in kept]
+    order = []
+    while left:
+        v = min(left, key=lambda u: (sizes[u] * math.prod(sizes[w] for w in d[u]), u))
+        left.remove(v)
+        order.append(v)
+        for u in d[v]:
+            d[u] |= d[v]
+            d[u] -= {u, v}
+    return order
 
 
 def _on_axes(table: np.ndarray, axes: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
