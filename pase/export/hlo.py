@@ -221,8 +221,9 @@ def parse_mesh_groups(text: str) -> tuple[tuple[int, ...], ...]:
     ids_text = (m.group("ids") or "").strip()
     if not ids_text:
         device_ids = list(range(total))
-    elif "<=" in ids_text:
-        im = _IOTA.fullmatch(ids_text)
+    elif "<=" in ids_text or "T(" in ids_text:
+        # an iota: ``[dims]<=[reshape]T(perm)`` or, as Shardy prints it, ``[reshape]T(perm)``
+        im = _IOTA.fullmatch(ids_text) or _IOTA.fullmatch(f"[{total}]<={ids_text}")
         if not im:
             raise HloError(f"cannot read mesh device_ids ({ids_text})")
         device_ids = iota_devices(_ints(im.group(1)), _ints(im.group(2)),
@@ -303,6 +304,37 @@ def _attribute(line: str, key: str) -> str | None:
     return line[i:j]
 
 
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def split_merged(op_name: str) -> list[str]:
+    """The original names of a merged ``op_name``.
+
+    When XLA combines collectives (or fuses instructions) it merges their names
+    as ``PREFIX(rest1:rest2:...)``, PREFIX the common start; each original name
+    is ``PREFIX + rest``. A name that is not merged is returned alone.
+    """
+    if ":" not in op_name or not op_name.endswith(")"):
+        return [op_name]
+    for i, ch in enumerate(op_name):
+        if ch != "(":
+            continue
+        parts = op_name[i + 1:-1].split(":")
+        if len(parts) < 2:
+            continue
+        names = [op_name[:i] + part for part in parts]
+        if all(_balanced(n) for n in names):
+            return names
+    return [op_name]
+
+
 def attribution(op_name: str) -> tuple[str | None, str | None, str]:
     """(scope, target, direction) of a metadata ``op_name``: the innermost ``op/``,
     ``edge/`` or ``out/`` scope; ``backward`` when it passes through ``transpose(``."""
@@ -335,34 +367,30 @@ def parse_collectives(hlo: str, devices: int | None = None) -> list[HloCollectiv
         if not nm:
             continue
         shape = line[nm.end():op.start()].strip()
-        out.append(_collective(kind, suffix, nm.group(1), shape, line, devices))
+        out.extend(_collective(kind, suffix, nm.group(1), shape, line, devices))
     return out
 
 
-def _buffer(kind: str, suffix: str | None, shape: str) -> float:
-    """Bytes of the result per device (before the convention's adjustments)."""
-    if suffix == "-start":
+def _results(kind: str, suffix: str | None, shape: str) -> list[float]:
+    """Bytes per device of each result (one per tuple element; before the convention)."""
+    if suffix == "-start" and kind != "all-reduce":
         parts = _tuple_parts(shape)
-        if kind == "all-gather" and len(parts) >= 2:  # (operands, results)
-            return array_bytes(shape_arrays(parts[1]))
-        if kind == "collective-permute" and len(parts) >= 2:  # (operand, result, contexts)
-            return array_bytes(shape_arrays(parts[1]))
-        if kind == "all-reduce":
-            return array_bytes(shape_arrays(shape))
-        if kind in ("reduce-scatter", "all-to-all") and len(parts) >= 2:
-            return array_bytes(shape_arrays(parts[1]))
-    return array_bytes(shape_arrays(shape))
+        if len(parts) >= 2:  # (operands, results[, contexts])
+            shape = parts[1]
+    return [array_bytes([a]) for a in shape_arrays(shape)]
 
 
 def _collective(kind: str, suffix: str | None, name: str, shape: str, line: str,
-                devices: int | None) -> HloCollective:
-    result = _buffer(kind, suffix, shape)
+                devices: int | None) -> list[HloCollective]:
+    """The collective of one instruction: one record, or one per tuple element when
+    its name merges several origins (XLA's combiners), element ``i`` from name ``i``."""
+    results = _results(kind, suffix, shape)
     if kind == "collective-permute":
         pairs_text = _attribute(line, "source_target_pairs") or "{}"
         pairs = tuple(p for p in parse_list_groups(pairs_text) if len(p) == 2)
         sends = any(s != t for s, t in pairs)
         groups, q = pairs, 2 if sends else 1
-        n = result if sends else 0.0
+        scale = 1.0 if sends else 0.0
     else:
         text = _attribute(line, "replica_groups")
         groups = parse_groups(text) if text is not None else ()
@@ -375,11 +403,20 @@ def _collective(kind: str, suffix: str | None, name: str, shape: str, line: str,
         if len(sizes) != 1:
             raise HloError(f"{name}: replica groups of unequal sizes {sorted(sizes)}")
         q = sizes.pop()
-        n = result * q if kind == "reduce-scatter" else result
+        scale = float(q) if kind == "reduce-scatter" else 1.0
     op_name = ""
     meta = re.search(r'metadata=\{[^}]*?op_name="((?:[^"\\]|\\.)*)"', line)
     if meta:
         op_name = meta.group(1)
-    scope, target, direction = attribution(op_name)
-    return HloCollective(kind, name, shape, n, q, groups, collective_bytes(kind, n, q), op_name,
-                         scope, target, direction, line.strip())
+    names = split_merged(op_name)
+    if len(names) == len(results) and len(names) > 1:
+        pieces = list(zip(names, results))
+    else:
+        pieces = [(op_name, sum(results))]
+    out = []
+    for piece_name, result in pieces:
+        n = result * scale
+        scope, target, direction = attribution(piece_name)
+        out.append(HloCollective(kind, name, shape, n, q, groups, collective_bytes(kind, n, q),
+                                 piece_name, scope, target, direction, line.strip()))
+    return out
