@@ -167,17 +167,23 @@ class _Graph:
             self.adj[u].append((w, e))
             self.adj[w].append((u, e))
         self.sizes = [int(k) for k in problem.sizes]
+        # What detection compares first: the vertex's costs and memory only (a block's
+        # last separator has edges the others lack); candidates are verified exactly.
         looks: dict[tuple, int] = {}
-        self.look = np.array([looks.setdefault(
-            (self.vid[v], tuple(sorted((e, w > v) for w, e in self.adj[v]))), len(looks))
-            for v in range(n)], dtype=np.int64)
+        self.look = np.array([looks.setdefault(self.vid[v], len(looks)) for v in range(n)],
+                             dtype=np.int64)
 
     def edge_id(self, u: int, w: int) -> int:
         return self.eid[(u, w)] if u < w else self.eid[(w, u)]
 
 
 def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
-    """``(length, period, start)`` of the longest runs where ``look[v] == look[v + P]``."""
+    """``(span, period, start)`` of the longest stretches where ``look[v] == look[v + P]``.
+
+    Runs of matches joined across gaps of at most ``P // 2`` (a block's last
+    separator may look different) form a stretch; stretches of at least
+    ``P - P // 2`` are candidates, to be verified exactly.
+    """
     n = look.size
     out = []
     for period in range(1, n // 2 + 1):
@@ -186,10 +192,13 @@ def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
         starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
         if starts.size == 0:
             continue
-        lengths = ends - starts
-        k = int(lengths.argmax())
-        if lengths[k] >= period:
-            out.append((int(lengths[k]), period, int(starts[k])))
+        group = np.concatenate(([0], np.cumsum(starts[1:] - ends[:-1] > period // 2)))
+        first = np.flatnonzero(np.diff(np.concatenate(([-1], group))))  # each group's first run
+        last = np.concatenate((first[1:], [group.size])) - 1
+        spans = ends[last] - starts[first]
+        k = int(spans.argmax())
+        if spans[k] >= period - period // 2:
+            out.append((int(spans[k]), period, int(starts[first[k]])))
     out.sort(key=lambda r: (-r[0], r[1], r[2]))
     return out[:limit]
 
