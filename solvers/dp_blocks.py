@@ -7,9 +7,15 @@ the ordinary dp, and expands the answer back to every vertex. The answer is the
 plain dp's optimum (same cost to rounding; ties may pick another minimiser,
 deterministically).
 
-    find_blocks(problem) -> list[BlockChain]
-    solve_blocks(problem, *, ordering="auto", memory_budget=..., max_states=...,
-                 time_limit=None, seed=None) -> Solution | None
+    find_blocks(problem: Problem) -> list[BlockChain]
+    solve_blocks(problem: Problem, *, time_limit: float | None = None,
+                 **dp_options) -> Solution | None
+
+``dp_options`` (ordering, memory_budget, max_states, seed) go to
+:func:`pase.solvers.dp.solve` for the reduced Problem (with ``blocks=False``
+when that option exists). The dp's hook: ``dp.solve(..., blocks=True)`` calls
+``solve_blocks`` first and, when it returns None (nothing repeats, or a memory
+cap), runs as before.
 
 What is accepted (a *chain*). Vertices are numbered in build order; a chain is a
 period ``P``, a start ``a`` and a count ``m >= 2``. Block ``U_i`` is the vertex
@@ -114,7 +120,7 @@ class BlockChain:
         return out - set(self.separator_vertices(self.count))
 
     def describe(self, problem: Problem) -> dict[str, Any]:
-        return {"first_block": [problem.names[v] for v in self.block(1)][:1][0],
+        return {"first_block": problem.names[self.start],
                 "period": self.period, "count": self.count,
                 "separator": [problem.names[v] for v in self.separator_vertices(1)],
                 "shared": [problem.names[v] for v in self.shared], "states": self.states}
@@ -427,9 +433,9 @@ def min_plus_product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, n
 
     Examples:
         >>> a = np.array([[[0.0, 3.0], [2.0, 0.0]]])
-        >>> c, arg = min_plus_product(a, a)
+        >>> c, arg = min_plus_product(a, a)  # C[0, 1, 0]: 2 + 0 and 0 + 2 tie; the first wins
         >>> c.tolist(), arg.tolist()
-        ([[[0.0, 3.0], [2.0, 0.0]]], [[[0, 0], [1, 1]]])
+        ([[[0.0, 3.0], [2.0, 0.0]]], [[[0, 0], [0, 1]]])
     """
     kg, ka, kc = left.shape
     kb = right.shape[2]
@@ -611,7 +617,8 @@ def solve_blocks(problem: Problem, *, time_limit: float | None = None,
     None also under a memory cap (the reduction does not carry memory): the
     caller then runs the ordinary dp. ``dp_options`` (ordering, memory_budget,
     max_states, seed) go to :func:`pase.solvers.dp.solve` for the reduced
-    Problem; ``time_limit`` covers the whole call. Stats: the dp's on the
+    Problem; ``time_limit`` covers the whole call, but detection and the
+    powers are not interrupted (the reduced dp gets what is left). Stats: the dp's on the
     reduced Problem, plus ``blocks`` (one dict per chain: first block's first
     vertex, period, count, separator and shared vertex names, states),
     ``blocks_found``, ``vertices_removed`` and ``blocks_seconds`` (detection,

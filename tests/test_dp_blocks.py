@@ -22,14 +22,16 @@ def costs(rng: np.random.Generator, shape) -> np.ndarray:
 
 
 def chained(seed: int, count: int, period: int = 3, separators: int = 1, shared: bool = False,
-            prefix: int = 2, suffix: int = 2, perturb: bool = False) -> Problem:
+            prefix: int = 2, suffix: int = 2, perturb: bool = False,
+            jump: bool = False) -> Problem:
     """``prefix`` random vertices, maybe a shared vertex, a first block with its own costs,
     ``count`` identical blocks, then ``suffix`` random vertices.
 
     The separator is a random set of ``separators`` offsets; only they carry edges
     into the next block. The shared vertex (if any)
     joins every block at the same offsets with the same matrices. With ``perturb``
-    one entry of one identical block's vertex costs changes.
+    one entry of one identical block's vertex costs changes; with ``jump`` the last
+    separator gets an edge back into an earlier identical block.
     """
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 5, size=period)
@@ -100,6 +102,10 @@ def chained(seed: int, count: int, period: int = 3, separators: int = 1, shared:
         u = ends[int(rng.integers(0, len(ends)))]
         edges.append((u, v))
         mats.append(costs(rng, (vertex[u].size, vertex[v].size)))
+    if jump:
+        w = first + period + int(rng.integers(0, (count - 1) * period))
+        edges.append((w, last_sep[0]))
+        mats.append(costs(rng, (vertex[w].size, vertex[last_sep[0]].size)))
     if prefix and suffix:  # the rest of the graph may join its two ends directly
         edges.append((0, len(vertex) - 1))
         mats.append(costs(rng, (vertex[0].size, vertex[-1].size)))
@@ -113,15 +119,16 @@ def assert_same_optimum(problem: Problem, sol) -> None:
     assert math.isclose(problem.evaluate(sol.choice), sol.cost, rel_tol=1e-9, abs_tol=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.sampled_from([2, 3, 5, 7]),
        period=st.integers(1, 4), separators=st.integers(1, 2), shared=st.booleans(),
-       prefix=st.integers(0, 3), suffix=st.integers(0, 3), perturb=st.booleans())
-def test_matches_plain_dp(seed, count, period, separators, shared, prefix, suffix, perturb):
+       prefix=st.integers(0, 3), suffix=st.integers(0, 3), perturb=st.booleans(),
+       jump=st.booleans())
+def test_matches_plain_dp(seed, count, period, separators, shared, prefix, suffix, perturb, jump):
     separators = min(separators, period)
-    problem = chained(seed, count, period, separators, shared, prefix, suffix, perturb)
+    problem = chained(seed, count, period, separators, shared, prefix, suffix, perturb, jump)
     sol = solve_blocks(problem)
-    if not perturb:
+    if not (perturb or jump):
         assert sol is not None, "an unperturbed chain of identical blocks was not reduced"
     if sol is None:
         return
