@@ -34,9 +34,11 @@ inside a block:
   or, for the last block only, leaves ``S_m`` to anywhere.
 
 So the rest of the graph touches the chain only at ``S_0`` (and all of ``U_0``),
-``S_m`` and ``G``. A transformer layer's separator is its last op (the residual
-stream); the embedding's edges into layer 0 make layer 0 the ``U_0``, so an
-L-layer stack gives ``m = L - 1``.
+``S_m`` and ``G``. ``U_0`` may begin before vertex 0: only ``S_0`` must exist.
+A transformer layer's separator is its last op (the residual stream). In gpt2
+the position embedding joins layer 0 exactly as a residual joins the next
+layer, so all L layers are blocks (``m = L``, ``S_0`` the embedding); where the
+embedding's edges differ, layer 0 is ``U_0`` and ``m = L - 1``.
 
 Detection (:func:`find_blocks`) hashes each vertex's costs with its incident
 edge matrices, finds for each period the longest run where vertex ``v`` looks
@@ -212,7 +214,7 @@ def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
 def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
     """The chain with ``U_0 = [a, a + period)``, verified exactly, or None (see module doc)."""
     P = period
-    if a < 0 or a + 3 * P > usable:
+    if a <= -P or a + 3 * P > usable:  # U_0 may start before vertex 0: only S_0 must exist
         return None
     u1 = a + P
     sep = sorted({w - a for v in range(u1, u1 + P) for w, _ in g.adj[v] if a <= w < u1})
@@ -294,7 +296,7 @@ def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
     for _length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
         if any(period % f == 0 for f in found):
             continue
-        for a in range(max(0, start - 2 * period), start + period):
+        for a in range(max(1 - period, start - 2 * period), start + period):
             chain = _chain_at(g, a, period, usable)
             if chain is None:
                 continue
@@ -606,7 +608,8 @@ def _reductions(problem: Problem, max_chains: int = 16) -> list[_Reduction]:
 
 def _contiguous(chain: BlockChain, original: list[int]) -> bool:
     """Whether the chain's blocks are vertex ranges of the original Problem too."""
-    first, last = chain.start - chain.period, chain.start + chain.count * chain.period - 1
+    first = min(chain.start - chain.period + o for o in chain.separator)
+    last = chain.start + chain.count * chain.period - 1
     return original[last] - original[first] == last - first
 
 
