@@ -12,13 +12,16 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   group spans nodes follows the device mapping of :mod:`pase.work`. Every
   collective is charged in full, parameter-gradient syncs included: the model
   does not credit their overlap with compute (the simulator does);
-- re-distribution on an edge: the bytes each device must receive (the paper's
-  tile-overlap rule, in bytes), once forward for the activation and once
-  backward for its gradient, each ``a + bytes/B`` on the slowest link crossed:
-  the inter-node link when the producer's or the consumer's devices
-  (ranks ``0 .. max(P_u, P_v) - 1``) occupy more than one node, else intra-node.
-  Every connection is costed (a consumer reading two outputs of one producer
-  pays for both), unlike the paper's model.
+- re-distribution on an edge (:func:`pase.work.layout.edge_bytes`, placement by
+  :mod:`pase.work.layout`): forward, the bytes the worst device receives to go
+  from the producer's output layout to the consumer's input layout; backward,
+  separately, the bytes to bring the gradient from the consumer's input layout
+  back to the producer's output layout. A replicated source is only sliced (0
+  bytes). Each direction costs ``a + bytes/B`` on the slowest link a receiver
+  crosses (inter-node when the devices it may fetch from, those differing from
+  it only in the mesh axes that change, span nodes), and nothing when no bytes
+  move. Every connection is costed (a consumer reading two outputs of one
+  producer pays for both), unlike the paper's model.
 
 Costs are seconds. The Problem also carries per-vertex memory vectors (bytes per
 device: parameters x optimizer state factor + kept output activations); the
@@ -32,15 +35,16 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.costing import CostModel, array_key, pairwise
+from pase.costing import CostModel, array_key
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
-from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work, overlap_elements
+from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
+from pase.work.layout import mesh_axes, mesh_order, placement_rows, relayout_matrix
+from pase.work.mapping import _worst_group
 from pase.work.ops import OpWork
-from pase.work.tiles import port_factors
 
 
 @COST_MODELS.register("alpha-beta", "seconds on a cluster: compute at a fraction of peak, "
@@ -77,6 +81,7 @@ class AlphaBetaCostModel(CostModel):
         self.efficiency = float(efficiency)
         self.bytes_per_element = float(bytes_per_element)
         self.optimizer = optimizer
+        self.devices: int | None = None  # set by for_devices (problem); else the cluster's
 
     @property
     def flops(self) -> float:
@@ -94,7 +99,13 @@ class AlphaBetaCostModel(CostModel):
         """
         bound = copy.copy(self)
         bound.cluster = get_cluster(self.cluster_spec, devices)
+        bound.devices = int(devices)
         return bound
+
+    @property
+    def p(self) -> int:
+        """The device count placement uses: the bound one, else the cluster's."""
+        return self.cluster.devices if self.devices is None else self.devices
 
     # -- CostModel -----------------------------------------------------------------
     def problem(self, graph: Graph, space: ConfigSpace, *,
@@ -117,33 +128,49 @@ class AlphaBetaCostModel(CostModel):
         """Seconds per config: compute plus every collective, serially."""
         total = work.flop / self.flops
         for c in work.collectives:
-            nodes, local = group_topology(work.op, work.configs, c.dims, self.cluster)
+            nodes, local = group_topology(work.op, work.configs, c.dims, self.cluster, self.p)
             total = total + c.rounds * collective_time(c.kind, c.nbytes, nodes, local, self.cluster)
         return total
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        src, dst = self._rows(producer, output, src_configs), self._rows(consumer, input, dst_configs)
-        return pairwise(src, dst, lambda a, b: self._edge_kernel(output.shape, a, b))
+        parts, src_of, dst_of = relayout_matrix(producer, output, src_configs, consumer, input,
+                                                dst_configs, self.p, small=True)
+        return self._seconds(*parts)[src_of[:, None], dst_of[None, :]]
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
-        src, dst = self._rows(producer, output, src_configs), self._rows(consumer, input, dst_configs)
-        return array_key(output.shape, src, dst)
+        # What relayout_matrix reads: the placement rows, and (for configs off the
+        # mesh) how each op maps its dims to the port's axes and orders them.
+        src = placement_rows(producer, output, src_configs, self.p)
+        dst = placement_rows(consumer, input, dst_configs, self.p)
+        return array_key(output.shape, self.p, src, dst, tuple(map(tuple, producer.port_axes(output))), mesh_order(producer),
+                         tuple(map(tuple, consumer.port_axes(input))), mesh_order(consumer))
 
-    def _rows(self, op: Op, port: Port, configs: np.ndarray) -> np.ndarray:
-        """What an edge's cost reads of each config: the port's split factors and
-        whether ranks ``0 .. P-1`` span nodes (ranks fill nodes in order, so the
-        larger of two such sets spans nodes iff either does)."""
-        spans = self.cluster.spans_nodes(np.prod(configs, axis=1)).astype(np.int64)
-        return np.column_stack([port_factors(op, port, configs), spans])
+    def _inter(self, masks: np.ndarray) -> np.ndarray:
+        """Whether receivers fetching along the mesh axes in ``masks`` cross nodes."""
+        p, dpn = self.p, self.cluster.devices_per_node
+        if not self.cluster.spans_nodes(p):
+            return np.zeros(masks.shape, dtype=bool)
+        sizes = [s for _, s in mesh_axes(p)]
 
-    def _edge_kernel(self, shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Seconds for rows ``(port factors..., spans nodes)``: ``(S, 1, r+1)`` x ``(1, D, r+1)``."""
-        nbytes = overlap_elements(shape, src[..., :-1], dst[..., :-1]) * self.bytes_per_element
-        inter = (src[..., -1] + dst[..., -1]) > 0  # the slowest link crossed is the inter-node one
-        latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
-        bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
-                             self.cluster.intra.bytes_per_second)
-        # Factor 2: the activation forward and its gradient backward.
-        return np.where(nbytes > 0, 2.0 * (latency + nbytes / bandwidth), 0.0)
+        def spans(m: int) -> bool:
+            return _worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), dpn)[0] > 1
+
+        if len(sizes) <= 12:  # a table over every mask
+            return np.array([spans(m) for m in range(1 << len(sizes))], dtype=bool)[masks]
+        uniq, inv = np.unique(masks, return_inverse=True)
+        return np.array([spans(m) for m in uniq.tolist()], dtype=bool)[inv.reshape(masks.shape)]
+
+    def _seconds(self, forward: np.ndarray, backward: np.ndarray, fwd_axes: np.ndarray,
+                 bwd_axes: np.ndarray) -> np.ndarray:
+        """Seconds of an edge: each direction ``a + bytes/B`` on its link, 0 when no bytes move."""
+        total = np.zeros(np.broadcast(forward, backward).shape)
+        for elems, masks in ((forward, fwd_axes), (backward, bwd_axes)):
+            nbytes = elems * self.bytes_per_element
+            inter = self._inter(np.broadcast_to(masks, total.shape))
+            latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
+            bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
+                                 self.cluster.intra.bytes_per_second)
+            total = total + np.where(nbytes > 0, latency + nbytes / bandwidth, 0.0)
+        return total

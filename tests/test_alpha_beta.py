@@ -121,21 +121,34 @@ def test_building_a_problem_leaves_the_model_unchanged():
 def test_edges_price_bytes_on_the_slowest_link():
     graph = MODELS.get("chain")(length=2, batch=128, width=64)
     graph, space, cm, _ = build(graph, 16, "dgx-a100", bytes_per_element=2)
+    cm = cm.for_devices(16)  # 2 nodes of 8: mesh axes x0 (the node) x1 x2 x3
     fc1, fc2 = graph.ops  # fc1 writes (128, 128); fc2 reads it
     m = cm.edge_costs(fc1, fc1.outputs[0], space.configs[0], fc2, fc2.inputs[0], space.configs[1])
     src16, src8 = space.index_of("fc1", {"b": 16}), space.index_of("fc1", {"b": 8})
     inter, intra = cm.cluster.inter, cm.cluster.intra
 
-    def cost(elements, link):  # forward activation + backward gradient
-        return 2 * (link.latency_s + elements * 2 / link.bytes_per_second)
+    def cost(elements, link):  # one direction
+        return link.latency_s + elements * 2 / link.bytes_per_second
 
-    # b=16 -> n=16: each device needs all 128 x 128, holds 8 x 128; 16 devices span 2 nodes.
+    # b=16 -> n=16: forward, each device needs all 128 x 128 and holds 8 x 128 rows
+    # (an all-gather over every axis, x0 included: inter-node); backward the replicated
+    # gradient is only sliced.
     assert m[src16, space.index_of("fc2", {"n": 16})] == pytest.approx(cost(128 * 128 - 8 * 128, inter))
-    # b=16 -> b=8: needs 16 x 128, holds 8 x 128; the producer's 16 devices span 2 nodes.
-    assert m[src16, space.index_of("fc2", {"b": 8})] == pytest.approx(cost(8 * 128, inter))
-    # b=8 -> n=8: one node.
+    # b=16 (x0 x1 x2 x3) -> b=8 (x1 x2 x3, replicated over x0): the device with x0 = 1
+    # and the rest 0 holds rows 64..71 and needs rows 0..15: 16 x 128 forward (fetched
+    # from the other node); backward it needs its 8 rows from a holder differing only in
+    # x1 x2 x3 (its own node).
+    assert m[src16, space.index_of("fc2", {"b": 8})] == pytest.approx(
+        cost(16 * 128, inter) + cost(8 * 128, intra))
+    # b=8 -> n=8: an all-gather over x1 x2 x3, inside a node; nothing back.
     assert m[src8, space.index_of("fc2", {"n": 8})] == pytest.approx(cost(128 * 128 - 16 * 128, intra))
     assert m[src8, space.index_of("fc2", {"b": 8})] == 0.0
+    # n=8 -> b=8: the producer's output is split by columns, the consumer wants rows:
+    # forward each device holds a 128 x 16 column block and needs a 16 x 128 row block,
+    # sharing 16 x 16 (an all-to-all); backward the same volume.
+    n8 = space.index_of("fc1", {"n": 8})
+    assert m[n8, space.index_of("fc2", {"b": 8})] == pytest.approx(
+        2 * cost(16 * 128 - 16 * 16, intra))
 
 
 def test_bad_options_name_the_allowed_values():

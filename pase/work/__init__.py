@@ -14,23 +14,29 @@ FLOP, the same collectives and the same memory.
 
 Device mapping convention
 -------------------------
-An op split by config ``c`` runs on ranks ``0 .. prod(c) - 1`` of the cluster
-(rank ``r`` lives on node ``r // devices_per_node``, decided by :func:`pase.cluster.node_of`;
-the cost model and the simulator both ask that one function). Its devices form a mesh
-over its dims: batch-role dims are outermost (vary slowest across ranks), the
-other dims follow in op order, the last one fastest. So model-parallel groups
+:mod:`pase.work.layout` is the one placement (the alpha-beta model, the
+simulator and the JAX exporter all use it): ``p`` devices form a mesh with one
+axis per prime factor of ``p``, ascending, the first slowest; an op split ``P``
+ways takes the last mesh axes, its dims taking them batch-role dims first, then
+the others in op order, the last fastest. Devices outside the op's ``P`` hold
+replicas (the same tiles; they compute the same thing, as in JAX). Rank ``r``
+lives on node ``r // devices_per_node`` (:func:`pase.cluster.node_of`). A group
+over some dims is the set of devices differing only in those dims' mesh axes; it
+spans nodes iff its devices sit on more than one node. When ``p`` is a power of
+two the mesh's last axes are the fastest-varying ranks, so model-parallel groups
 (over non-batch dims) land inside a node first, and data-parallel groups span
-nodes first, as Megatron-LM lays out tensor x data parallelism. A group over
-some dims is the set of devices whose coordinates differ only in those dims; it
-spans nodes iff its ranks sit on more than one node.
+nodes first, as Megatron-LM lays out tensor x data parallelism. An op whose
+``P`` does not divide ``p`` runs on ranks ``0 .. P-1`` (the others idle).
 """
 from pase.work.collectives import Phase, collective_phases, collective_time
+from pase.work.layout import collective_bytes, edge_bytes
 from pase.work.mapping import device_coords, group_members, group_topology, mesh_order, port_blocks
 from pase.work.ops import OPTIMIZER_STATE, Collective, OpWork, op_work
 from pase.work.tiles import overlap_elements, port_tiles
 
 __all__ = [
-    "OPTIMIZER_STATE", "Collective", "OpWork", "Phase", "collective_phases", "collective_time",
+    "OPTIMIZER_STATE", "Collective", "OpWork", "Phase", "collective_bytes", "collective_phases",
+    "collective_time", "edge_bytes",
     "device_coords", "group_members", "group_topology", "mesh_order", "op_work", "overlap_elements",
     "port_blocks", "port_tiles",
 ]

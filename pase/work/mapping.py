@@ -1,7 +1,7 @@
-"""Where an op's devices sit: the mesh over split dims, groups, and port blocks.
+"""Where an op's devices sit on nodes: group topology (placement: :mod:`pase.work.layout`).
 
-See the package docstring for the convention: ranks ``0 .. prod(config) - 1``,
-batch-role dims outermost, then the other dims in op order, the last fastest.
+The placement itself (mesh, device coordinates, groups, port blocks) lives in
+:mod:`pase.work.layout`; its names are re-exported here.
 """
 from __future__ import annotations
 
@@ -13,44 +13,10 @@ import numpy as np
 
 from pase.cluster import Cluster, node_of
 from pase.ir import Op, Port
+from pase.work import layout
+from pase.work.layout import device_coords, group_members, mesh_axes, mesh_order, owned_axes
 
-
-def mesh_order(op: Op) -> tuple[int, ...]:
-    """Op dim indices from slowest- to fastest-varying across ranks."""
-    batch = [i for i, d in enumerate(op.dims) if d.role == "batch"]
-    rest = [i for i, d in enumerate(op.dims) if d.role != "batch"]
-    return tuple(batch + rest)
-
-
-def _strides(op: Op, config: Sequence[int]) -> np.ndarray:
-    strides = np.zeros(len(op.dims), dtype=np.int64)
-    step = 1
-    for d in reversed(mesh_order(op)):
-        strides[d] = step
-        step *= int(config[d])
-    return strides
-
-
-def device_coords(op: Op, config: Sequence[int]) -> np.ndarray:
-    """``(P, ndims)`` mesh coordinates of ranks ``0 .. P-1`` (``P = prod(config)``)."""
-    config = [int(f) for f in config]
-    ranks = np.arange(math.prod(config), dtype=np.int64)
-    strides = _strides(op, config)
-    return (ranks[:, None] // strides[None, :]) % np.asarray(config, dtype=np.int64)[None, :]
-
-
-def group_members(op: Op, config: Sequence[int], dims: Sequence[int]) -> list[np.ndarray]:
-    """The groups over ``dims``: ranks whose coordinates differ only in ``dims``.
-
-    Groups come in order of their smallest rank; members in ascending rank order.
-    """
-    coords = device_coords(op, config)
-    others = [d for d in range(len(op.dims)) if d not in set(dims)]
-    keys = [tuple(row) for row in coords[:, others]]
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for rank, key in enumerate(keys):
-        groups.setdefault(key, []).append(rank)
-    return [np.asarray(g, dtype=np.int64) for g in groups.values()]
+__all__ = ["device_coords", "group_members", "group_topology", "mesh_order", "port_blocks"]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -75,38 +41,45 @@ def _worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> t
 
 
 def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
-                   cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+                   cluster: Cluster, devices: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per config, how a group over ``dims`` sits on nodes: ``(nodes, local)``.
 
     ``nodes`` is the most nodes any group spans and ``local`` the most members of
     one group on one node (the worst group sets a synchronous step's pace). A
-    group inside one node has ``nodes = 1, local = q``.
+    group inside one node has ``nodes = 1, local = q``. Groups follow
+    :mod:`pase.work.layout` on ``devices`` devices (default: the cluster's): on the
+    mesh, a group is the devices differing only in the mesh axes of ``dims``
+    (replicas form groups of their own); off it, ranks ``0 .. P-1``.
     """
     configs = np.asarray(configs, dtype=np.int64)
+    p = cluster.devices if devices is None else int(devices)
     dims = list(dims)
     q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), dtype=np.int64)
     nodes = np.ones(len(configs), dtype=np.int64)
     local = q.copy()
+    if not cluster.spans_nodes(p):
+        return nodes, local
     order = mesh_order(op)
     in_group = set(dims)
     flags = [d in in_group for d in order]
-    # Groups of ops on one node's ranks stay inside it.
-    spread = np.flatnonzero(cluster.spans_nodes(np.prod(configs, axis=1)) & (q > 1))
+    sizes = tuple(size for _, size in mesh_axes(p))
+    owns, off = owned_axes(op, configs, p)
+    weights = np.left_shift(np.int64(1), np.arange(len(sizes), dtype=np.int64))
+    masks = (owns[:, dims, :].any(axis=1) * weights).sum(axis=1) if dims else np.zeros(len(configs), np.int64)
+    on = np.flatnonzero(~off & (q > 1))
+    if len(on):
+        uniq, inv = np.unique(masks[on], return_inverse=True)
+        got = np.array([_worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
+                                     cluster.devices_per_node) for m in uniq.tolist()], dtype=np.int64)
+        nodes[on], local[on] = got[inv.reshape(-1), 0], got[inv.reshape(-1), 1]
+    # Off the mesh: ranks 0 .. P-1, row-major in mesh order.
+    spread = np.flatnonzero(off & (q > 1) & cluster.spans_nodes(np.prod(configs, axis=1)))
     for k, row in zip(spread, configs[spread][:, order].tolist()):
         mesh = tuple((f, g) for f, g in zip(row, flags) if f > 1)
         nodes[k], local[k] = _worst_group(mesh, cluster.devices_per_node)
     return nodes, local
 
 
-def port_blocks(op: Op, port: Port, config: Sequence[int]) -> np.ndarray:
-    """``(P, rank)``: the block index of each rank's tile along each tensor axis.
-
-    An axis split by several dims (a Ravel's flat axis) numbers its blocks in
-    row-major order of those dims, the first listed slowest.
-    """
-    coords = device_coords(op, config)
-    out = np.zeros((coords.shape[0], len(port.shape)), dtype=np.int64)
-    for a, axis_dims in enumerate(op.port_axes(port)):
-        for d in axis_dims:
-            out[:, a] = out[:, a] * int(config[d]) + coords[:, d]
-    return out
+def port_blocks(op: Op, port: Port, config: Sequence[int], devices: int | None = None) -> np.ndarray:
+    """See :func:`pase.work.layout.port_blocks` (kept here for existing imports)."""
+    return layout.port_blocks(op, port, config, devices)

@@ -1,0 +1,566 @@
+"""Where every tile lives: the one placement of pase, and the bytes of a re-layout.
+
+The alpha-beta model, the simulator (``pase.sim``) and the JAX exporter
+(``pase.export``) all place tiles with this module, so they agree on every
+strategy.
+
+The global mesh
+---------------
+``p`` devices form one mesh with one axis per prime factor of ``p``, in
+ascending order, the first slowest-varying across device ids (``p = 8``: axes
+``x0 x1 x2`` of size 2; ``p = 12``: sizes 2, 2, 3; device ``d``'s coordinate on
+axis ``i`` is ``d // stride_i % size_i``). An op split by config ``c`` on
+``P = prod(c)`` devices takes the *last* mesh axes whose sizes are the prime
+factors of ``P`` (:func:`assign_axes`); walking its dims in :func:`mesh_order`
+(batch-role dims first, then the others in op order), each dim takes the next of
+those axes (ascending) until their sizes multiply to its factor. A tensor axis
+split by several dims (a Ravel's flat axis) lists their mesh axes in the port's
+order, and its block index is the mixed-radix number of the device's
+coordinates on them, the first slowest (a ``PartitionSpec`` entry).
+
+Replicas, not idle devices
+--------------------------
+The devices outside an op's ``P`` (those differing only in mesh axes the op does
+not use) hold *replicas*: they hold the same tiles and compute the same thing,
+as a JAX program on the whole mesh does. So every device holds a tile of every
+tensor and needs a tile of every input; a replicated tensor (after an
+all-reduce, or an op on fewer devices) is everywhere it is needed, and a consumer
+that wants a smaller tile only slices it (no bytes).
+
+An op whose ``P`` does not divide ``p`` (a factor 3 at ``p = 8``: the space
+allows any product up to ``p``) cannot be placed on the mesh; it runs on ranks
+``0 .. P-1`` in row-major order of its dims in :func:`mesh_order` (the last
+fastest) and the other devices are idle for it (hold nothing, need nothing).
+The JAX exporter refuses such configs.
+
+Re-distribution bytes
+---------------------
+:func:`edge_bytes`: per device, the elements of the tile it needs that it does
+not hold itself, maximised over devices; forward from the producer's output
+layout to the consumer's input layout, backward (the gradient) from the
+consumer's input layout (its input gradient after the consumer's own in-layer
+all-reduce, which leaves it laid out like the input) to the producer's output
+layout. With prime mesh axes the source and destination blocks along a tensor
+axis are nested when one layout's mesh-axis tuple on that axis is a prefix of the
+other's, and some device holds a disjoint block otherwise; so the least overlap
+over devices is ``prod(min(src tile, dst tile))`` when every axis is nested and 0
+otherwise (:func:`relayout_elements`, checked against enumeration over devices in
+tests/test_layout.py). Placements off the mesh are enumerated device by device.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pase.errors import OptionError
+from pase.ir import Op, Port
+
+COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+# -- the mesh ----------------------------------------------------------------------
+
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of ``n`` in ascending order, with repeats (``12 -> [2, 2, 3]``)."""
+    out, d = [], 2
+    while d * d <= n:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def mesh_axes(devices: int) -> tuple[tuple[str, int], ...]:
+    """The mesh of ``devices`` devices: ``((name, size), ...)``, one prime axis each
+    (one axis of size 1 for a single device)."""
+    return tuple((f"x{i}", q) for i, q in enumerate(prime_factors(devices) or [1]))
+
+
+@functools.lru_cache(maxsize=None)
+def _sizes(devices: int) -> tuple[int, ...]:
+    return tuple(q for _, q in mesh_axes(int(devices)))
+
+
+def mesh_order(op: Op) -> tuple[int, ...]:
+    """Op dim indices from slowest- to fastest-varying across devices (batch dims first)."""
+    batch = [i for i, d in enumerate(op.dims) if d.role == "batch"]
+    rest = [i for i, d in enumerate(op.dims) if d.role != "batch"]
+    return tuple(batch + rest)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _assign(sizes: tuple[int, ...], factors: tuple[int, ...]) -> tuple[tuple[int, ...], ...] | None:
+    """Mesh-axis indices per factor (factors in mesh order), or None when their
+    product does not divide the mesh's device count."""
+    if math.prod(sizes) % math.prod(factors):
+        return None
+    need = prime_factors(math.prod(factors))
+    chosen: list[int] = []
+    for i in reversed(range(len(sizes))):
+        if sizes[i] in need:
+            need.remove(sizes[i])
+            chosen.append(i)
+    chosen.sort()
+    out = []
+    for f in factors:
+        want = prime_factors(f)
+        mine = []
+        for i in list(chosen):
+            if sizes[i] in want:
+                want.remove(sizes[i])
+                mine.append(i)
+                chosen.remove(i)
+        out.append(tuple(mine))
+    return tuple(out)
+
+
+def assign_axes(op: Op, config: Mapping[str, int],
+                axes: Sequence[tuple[str, int]]) -> dict[str, tuple[str, ...]]:
+    """Mesh axes for each split dim of ``op`` (``{dim: (axis, ...)}``, slowest first).
+
+    The op takes the last mesh axes whose sizes are the prime factors of its device
+    count ``P = prod(config)``; walking its dims in :func:`mesh_order` (batch dims
+    first), each dim takes the next of those axes until their sizes multiply to its
+    factor. Raises OptionError when ``P`` does not divide the mesh's device count.
+    """
+    sizes = tuple(int(size) for _, size in axes)
+    factors = {d.name: int(config.get(d.name, 1)) for d in op.dims}
+    order = mesh_order(op)
+    got = _assign(sizes, tuple(factors[op.dims[d].name] for d in order))
+    if got is None:
+        devices = math.prod(factors.values())
+        raise OptionError(f"op {op.name!r} ({op.kind}) is split {devices} ways "
+                          f"({ {d: f for d, f in factors.items() if f > 1} }), which does not divide "
+                          f"p={math.prod(sizes)}: a JAX mesh of {math.prod(sizes)} devices cannot place it")
+    return {op.dims[d].name: tuple(axes[i][0] for i in mine) for d, mine in zip(order, got) if mine}
+
+
+def port_spec(op: Op, port: Port, assigned: Mapping[str, tuple[str, ...]]) -> tuple:
+    """A PartitionSpec's entries for ``port``: per axis its mesh axes, or None.
+
+    An axis split by several dims (a Ravel's flat axis) lists their axes in the
+    port's order, the first dim's slowest, as :func:`port_blocks` numbers blocks.
+    """
+    spec = []
+    for names in port.dims:
+        entry = tuple(a for n in names for a in assigned.get(n, ()))
+        spec.append(entry if entry else None)
+    return tuple(spec)
+
+
+def dim_axes(op: Op, config: Sequence[int], devices: int) -> tuple[tuple[int, ...], ...] | None:
+    """Mesh-axis indices of each op dim (op order) on ``devices`` devices, or None
+    when the op's device count does not divide ``devices`` (off the mesh)."""
+    order = mesh_order(op)
+    got = _assign(_sizes(devices), tuple(int(config[d]) for d in order))
+    if got is None:
+        return None
+    out: list[tuple[int, ...]] = [()] * len(op.dims)
+    for d, mine in zip(order, got):
+        out[d] = mine
+    return tuple(out)
+
+
+_OWNED: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Memoised :func:`_owned_axes` (a Problem build asks for one op's configs often)."""
+    configs = np.asarray(configs, dtype=np.int64)
+    key = (op.dim_names, tuple(d.role for d in op.dims), int(devices), configs.shape, configs.tobytes())
+    got = _OWNED.get(key)
+    if got is None:
+        if len(_OWNED) > 256:
+            _OWNED.clear()
+        got = _OWNED[key] = _owned_axes(op, configs, devices)
+        for array in got:
+            array.flags.writeable = False
+    return got
+
+
+def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised :func:`dim_axes`: ``(owns, off)`` with ``owns[k, d, i]`` true when
+    dim ``d`` of config ``k`` takes mesh axis ``i``, and ``off[k]`` true when config
+    ``k`` is off the mesh (its ``owns`` row is all false).
+
+    Per prime ``q`` of ``p``: the op takes the last ``e_q(P)`` axes of size ``q``, and
+    its dims in :func:`mesh_order` take them in ascending order, ``e_q(f)`` each.
+    """
+    configs = np.asarray(configs, dtype=np.int64)
+    sizes = _sizes(devices)
+    K, n = configs.shape
+    over = np.flatnonzero(np.prod(configs, axis=1) > int(devices))
+    if len(over):
+        raise OptionError(f"op {op.name!r} config {dict(zip(op.dim_names, configs[over[0]].tolist()))} "
+                          f"uses {int(np.prod(configs[over[0]]))} devices, more than p={devices}")
+    owns = np.zeros((K, n, len(sizes)), dtype=bool)
+    total = np.prod(configs, axis=1)
+    off = (int(devices) % total) != 0
+    order = list(mesh_order(op))
+    for q in sorted(set(sizes) - {1}):
+        where = [i for i, s in enumerate(sizes) if s == q]
+        exp = np.zeros((K, n), dtype=np.int64)
+        rest = configs.copy()
+        while True:
+            hit = (rest % q == 0) & (rest > 1)
+            if not hit.any():
+                break
+            exp += hit
+            rest = np.where(hit, rest // q, rest)
+        ordered = exp[:, order]
+        lo = len(where) - ordered.sum(axis=1, keepdims=True) + np.cumsum(ordered, axis=1) - ordered
+        hi = lo + ordered
+        t = np.arange(len(where))
+        inside = (lo[:, :, None] <= t[None, None, :]) & (t[None, None, :] < hi[:, :, None])
+        owns[:, np.asarray(order, dtype=np.int64)[:, None], np.asarray(where)[None, :]] = inside
+    owns[off] = False
+    return owns, off
+
+
+def _mesh_coords(devices: int) -> np.ndarray:
+    """``(p, axes)``: each device's coordinate on each mesh axis."""
+    sizes = _sizes(devices)
+    ids = np.arange(devices, dtype=np.int64)
+    strides = np.cumprod((1,) + sizes[::-1])[:-1][::-1]
+    return (ids[:, None] // np.asarray(strides)[None, :]) % np.asarray(sizes)[None, :]
+
+
+def _rank_coords(op: Op, config: Sequence[int]) -> np.ndarray:
+    """``(P, ndims)``: coordinates of ranks ``0 .. P-1``, row-major in mesh order."""
+    config = [int(f) for f in config]
+    strides = np.zeros(len(op.dims), dtype=np.int64)
+    step = 1
+    for d in reversed(mesh_order(op)):
+        strides[d] = step
+        step *= config[d]
+    ranks = np.arange(math.prod(config), dtype=np.int64)
+    return (ranks[:, None] // strides[None, :]) % np.asarray(config, dtype=np.int64)[None, :]
+
+
+def device_coords(op: Op, config: Sequence[int], devices: int | None = None) -> np.ndarray:
+    """``(p, ndims)``: each device's coordinate along each op dim; ``-1`` rows are
+    devices idle for this op (only off the mesh). ``devices`` defaults to ``prod(config)``."""
+    config = [int(f) for f in config]
+    p = math.prod(config) if devices is None else int(devices)
+    axes = dim_axes(op, config, p)
+    if axes is None:
+        out = np.full((p, len(op.dims)), -1, dtype=np.int64)
+        ranks = _rank_coords(op, config)
+        out[:len(ranks)] = ranks
+        return out
+    mesh, sizes = _mesh_coords(p), _sizes(p)
+    out = np.zeros((p, len(op.dims)), dtype=np.int64)
+    for d, mine in enumerate(axes):
+        for i in mine:
+            out[:, d] = out[:, d] * sizes[i] + mesh[:, i]
+    return out
+
+
+def active_devices(op: Op, config: Sequence[int], devices: int) -> np.ndarray:
+    """The devices that hold (and compute) ``op``: all of them on the mesh, else ranks ``0 .. P-1``."""
+    if dim_axes(op, config, devices) is None:
+        return np.arange(math.prod(int(f) for f in config), dtype=np.int64)
+    return np.arange(int(devices), dtype=np.int64)
+
+
+def replica_index(op: Op, config: Sequence[int], devices: int) -> np.ndarray:
+    """``(p,)``: which replica of the op's tiles each device holds (0 off the mesh)."""
+    axes = dim_axes(op, config, devices)
+    out = np.zeros(int(devices), dtype=np.int64)
+    if axes is None:
+        return out
+    used = {i for mine in axes for i in mine}
+    mesh, sizes = _mesh_coords(devices), _sizes(devices)
+    for i, size in enumerate(sizes):
+        if i not in used:
+            out = out * size + mesh[:, i]
+    return out
+
+
+def group_members(op: Op, config: Sequence[int], dims: Sequence[int],
+                  devices: int | None = None) -> list[np.ndarray]:
+    """The groups over ``dims``: devices holding the op whose coordinates (and
+    replica) differ only in ``dims``. Groups come in order of their smallest
+    device; members ascending. ``devices`` defaults to ``prod(config)``."""
+    p = math.prod(int(f) for f in config) if devices is None else int(devices)
+    coords = device_coords(op, config, p)
+    replica = replica_index(op, config, p)
+    others = [d for d in range(len(op.dims)) if d not in set(dims)]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for dev in active_devices(op, config, p).tolist():
+        key = tuple(coords[dev, others].tolist()) + (int(replica[dev]),)
+        groups.setdefault(key, []).append(dev)
+    return [np.asarray(g, dtype=np.int64) for g in groups.values()]
+
+
+def port_blocks(op: Op, port: Port, config: Sequence[int], devices: int | None = None) -> np.ndarray:
+    """``(p, rank)``: the block index of each device's tile along each tensor axis
+    (``-1`` rows: devices idle for the op).
+
+    An axis split by several dims (a Ravel's flat axis) numbers its blocks in
+    row-major order of those dims, the first listed slowest.
+    """
+    coords = device_coords(op, config, devices)
+    out = np.zeros((coords.shape[0], len(port.shape)), dtype=np.int64)
+    for a, axis_dims in enumerate(op.port_axes(port)):
+        for d in axis_dims:
+            out[:, a] = out[:, a] * int(config[d]) + coords[:, d]
+    if coords.shape[1]:
+        out[coords[:, 0] < 0] = -1
+    return out
+
+
+# -- collective volumes ------------------------------------------------------------
+
+def collective_bytes(kind: str, n, q):
+    """Bytes one device sends (= receives) in a collective over ``q`` devices on a
+    buffer of ``n`` bytes: all-reduce ``2(q-1)/q n``; all-gather ``(q-1)/q n``
+    (``n`` the gathered result); reduce-scatter ``(q-1)/q n`` (``n`` the input);
+    all-to-all ``(q-1)/q n``; collective-permute ``n``. A group of one moves nothing."""
+    n = np.asarray(n, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if kind not in COLLECTIVE_KINDS:
+        raise OptionError(f"unknown collective kind {kind!r}; allowed: {', '.join(COLLECTIVE_KINDS)}")
+    if kind == "collective-permute":
+        out = np.where(q > 1, n, 0.0)
+    else:
+        out = (2.0 if kind == "all-reduce" else 1.0) * np.where(q > 1, (q - 1.0) / np.maximum(q, 1.0), 0.0) * n
+    return float(out) if out.ndim == 0 else out
+
+
+# -- re-distribution ---------------------------------------------------------------
+
+def layout_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.ndarray:
+    """What a re-layout reads of each config of ``op``'s ``port``: ``(K, rank * (L + 1) + 1)``.
+
+    Per tensor axis its split factor, then per axis ``L`` slots (``L`` mesh axes)
+    holding the indices + 1 of its mesh axes in order (0 pads), then a last column:
+    1 when the config is off the mesh (its device count does not divide ``p``).
+    """
+    configs = np.asarray(configs, dtype=np.int64)
+    L = len(_sizes(devices))
+    rank = len(port.shape)
+    owns, off = owned_axes(op, configs, devices)
+    rows = np.zeros((len(configs), rank * (L + 1) + 1), dtype=np.int64)
+    label = np.arange(1, L + 1, dtype=np.int64)
+    for a, dims in enumerate(op.port_axes(port)):
+        rows[:, a] = np.prod(configs[:, list(dims)], axis=1) if dims else 1
+        if not dims:
+            continue
+        seq = np.concatenate([np.where(owns[:, d, :], label, 0) for d in dims], axis=1)
+        # move the axes to the front, keeping their order (dims in port order, axes ascending)
+        seq = np.take_along_axis(seq, np.argsort(seq == 0, axis=1, kind="stable"), axis=1)[:, :L]
+        rows[:, rank + a * L: rank + (a + 1) * L] = seq
+    rows[:, -1] = off
+    return rows
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of small non-negative ints and each row's index among them."""
+    base = int(rows.max(initial=0)) + 1
+    if rows.shape[1] == 0 or base ** rows.shape[1] >= 2**62:
+        uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    keys = rows @ (base ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64))
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first], inv.reshape(-1)
+
+
+def _bits(codes: np.ndarray) -> np.ndarray:
+    """Per slot, the bit of its mesh axis (0 for padding)."""
+    return np.where(codes > 0, np.left_shift(np.int64(1), np.maximum(codes, 1) - 1), 0)
+
+
+def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Closed form for :func:`layout_rows` on the mesh: ``src`` ``(S, c)`` x ``dst``
+    ``(D, c)`` -> ``(forward, backward, fwd_axes, bwd_axes)``, each ``(S, D)``.
+
+    ``forward``/``backward``: the elements the worst device receives; the least
+    overlap is ``prod(min(src tile, dst tile))`` when on every tensor axis one
+    layout's mesh-axis tuple is a prefix of the other's, else 0. ``fwd_axes`` /
+    ``bwd_axes``: bit masks of the mesh axes along which a receiver fetches (its
+    sender differs from it only there): a tuple's axes from the first position
+    where the two tuples differ. Computed per tensor axis on its distinct tuples.
+    """
+    t = np.asarray(shape, dtype=np.float64)
+    src, dst = np.asarray(src), np.asarray(dst)
+    rank = len(t)
+    L = (src.shape[-1] - 1) // rank - 1 if rank else 0
+    ts = t / src[:, :rank].astype(np.float64)
+    td = t / dst[:, :rank].astype(np.float64)
+    S, D = len(src), len(dst)
+    nested = np.ones((S, D), dtype=bool)
+    overlap = np.ones((S, D))
+    fwd_axes = np.zeros((S, D), dtype=np.int64)
+    bwd_axes = np.zeros((S, D), dtype=np.int64)
+    for a in range(rank):
+        us, i = _unique_rows(src[:, rank + a * L: rank + (a + 1) * L])
+        ud, j = _unique_rows(dst[:, rank + a * L: rank + (a + 1) * L])
+        i, j = i[:, None], j[None, :]
+        cs, cd = us[:, None, :], ud[None, :, :]
+        differ = cs != cd
+        conflict = (differ & (cs > 0) & (cd > 0)).any(axis=-1)
+        changed = np.cumsum(differ, axis=-1) > 0
+        fwd = np.bitwise_or.reduce(np.where(changed, _bits(cs), 0), axis=-1)
+        bwd = np.bitwise_or.reduce(np.where(changed, _bits(cd), 0), axis=-1)
+        nested &= ~conflict[i, j]
+        fwd_axes |= fwd[i, j]
+        bwd_axes |= bwd[i, j]
+        overlap *= np.minimum(ts[:, a][:, None], td[:, a][None, :])
+    overlap = np.where(nested, overlap, 0.0)
+    forward = np.maximum(np.prod(td, axis=1)[None, :] - overlap, 0.0)
+    backward = np.maximum(np.prod(ts, axis=1)[:, None] - overlap, 0.0)
+    return forward, backward, fwd_axes, bwd_axes
+
+
+def received_elements(shape: Sequence[float], src_blocks: np.ndarray, src_factors: Sequence[int],
+                      dst_blocks: np.ndarray, dst_factors: Sequence[int],
+                      holds: np.ndarray | None = None, needs: np.ndarray | None = None) -> np.ndarray:
+    """Device by device: ``(p,)`` elements each device needs for its ``dst`` tile
+    and does not hold in its ``src`` tile.
+
+    ``src_blocks``/``dst_blocks`` are :func:`port_blocks`; ``holds``/``needs`` mark the
+    devices that hold a source tile / need a destination tile (default: rows not ``-1``).
+    Works for any placement; :func:`relayout_elements` is its closed form on the mesh.
+    """
+    t = np.asarray(shape, dtype=np.float64)
+    ts = t / np.asarray(src_factors, dtype=np.float64)
+    td = t / np.asarray(dst_factors, dtype=np.float64)
+    if holds is None:
+        holds = (src_blocks >= 0).all(axis=1)
+    if needs is None:
+        needs = (dst_blocks >= 0).all(axis=1)
+    lo_s, lo_d = src_blocks * ts, dst_blocks * td
+    per_axis = np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
+    held = np.where(holds, np.prod(per_axis, axis=-1), 0.0)
+    return np.where(needs, np.maximum(float(np.prod(td)) - held, 0.0), 0.0)
+
+
+def placement_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.ndarray:
+    """:func:`layout_rows` plus, for configs off the mesh, the config itself (whose
+    blocks depend on all its factors): equal rows of one op's port place it alike."""
+    configs = np.asarray(configs, dtype=np.int64)
+    rows = layout_rows(op, port, configs, devices)
+    return np.concatenate([rows, np.where(rows[:, -1:] > 0, configs, 0)], axis=1)
+
+
+def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
+            devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(B, p, rank)`` blocks and ``(B, p)`` holding masks of ``configs`` (their
+    :func:`layout_rows` ``rows``): from the rows on the mesh, device by device off it."""
+    p, rank = int(devices), len(port.shape)
+    L = len(_sizes(p))
+    blocks = np.zeros((len(configs), p, rank), dtype=np.int64)
+    active = np.ones((len(configs), p), dtype=bool)
+    mesh = np.concatenate([_mesh_coords(p), np.zeros((p, 1), dtype=np.int64)], axis=1)
+    sizes = np.asarray(_sizes(p) + (1,), dtype=np.int64)
+    for a in range(rank):
+        codes = rows[:, rank + a * L: rank + (a + 1) * L]  # (B, L), 0 pads -> the size-1 column
+        for slot in range(L):
+            c = np.where(codes[:, slot] > 0, codes[:, slot] - 1, L)
+            blocks[:, :, a] = blocks[:, :, a] * sizes[c][:, None] + mesh[:, c].T
+    for k in np.flatnonzero(rows[:, rank * (L + 1)] > 0):
+        blocks[k] = port_blocks(op, port, configs[k], p)
+        active[k] = False
+        active[k, active_devices(op, configs[k], p)] = True
+    return blocks, active
+
+
+def t_of(shape: Sequence[float], factors: np.ndarray) -> np.ndarray:
+    """Tile extents per row of split ``factors``."""
+    return np.asarray(shape, dtype=np.float64) / factors
+
+
+def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
+    """Most elements a device receives, blocks broadcast as ``(..., p, rank)``."""
+    t = np.asarray(shape, dtype=np.float64)
+    ts = t / src_f[..., None, :]
+    td = t / dst_f[..., None, :]
+    lo_s, lo_d = src_b * ts, dst_b * td
+    per_axis = np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
+    held = np.where(src_h, np.prod(per_axis, axis=-1), 0.0)
+    need = np.prod(td, axis=-1)
+    return np.where(dst_h, np.maximum(need - held, 0.0), 0.0).max(axis=-1, initial=0.0)
+
+
+def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
+                    consumer: Op, input: Port, dst_configs: np.ndarray, devices: int,
+                    small: bool = False) -> tuple:
+    """``(forward, backward, fwd_axes, bwd_axes)`` for every config pair: ``(K_u, K_v)``
+    each (elements per device, worst device; mesh-axis masks as in :func:`relayout_elements`,
+    all axes when either side is off the mesh).
+
+    The closed form runs once per distinct pair of :func:`placement_rows`; pairs with
+    a side off the mesh are enumerated device by device. With ``small`` returns
+    ``(parts on distinct rows, src_of, dst_of)`` instead of expanding.
+    """
+    src_configs = np.asarray(src_configs, dtype=np.int64)
+    dst_configs = np.asarray(dst_configs, dtype=np.int64)
+    src_rows = placement_rows(producer, output, src_configs, devices)
+    dst_rows = placement_rows(consumer, input, dst_configs, devices)
+    src, first_s, src_of = np.unique(src_rows, axis=0, return_index=True, return_inverse=True)
+    dst, first_d, dst_of = np.unique(dst_rows, axis=0, return_index=True, return_inverse=True)
+    src_of, dst_of = src_of.reshape(-1), dst_of.reshape(-1)
+    width = len(output.shape) * (len(_sizes(devices)) + 1) + 1
+    parts = list(relayout_elements(output.shape, src[:, :width], dst[:, :width]))
+    off_s, off_d = src[:, width - 1] > 0, dst[:, width - 1] > 0
+    if off_s.any() or off_d.any():
+        rank = len(output.shape)
+        sb, sh = _blocks(producer, output, src_configs[first_s], src, devices)
+        db, dh = _blocks(consumer, input, dst_configs[first_d], dst, devices)
+        sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
+        full = (1 << len(_sizes(devices))) - 1
+        # An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a
+        # tile there receives all of it: forward into an on-mesh consumer, backward into
+        # an on-mesh producer. The other direction is enumerated (against all at once).
+        tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
+        for i in np.flatnonzero(off_s):
+            parts[0][i] = np.where(off_d, _enumerate(output.shape, sb[i], sf[i], sh[i], db, df, dh), tile_d)
+            parts[1][i] = _enumerate(output.shape, db, df, dh, sb[i], sf[i], sh[i])
+            parts[2][i] = parts[3][i] = full
+        for j in np.flatnonzero(off_d):
+            on = ~off_s
+            parts[0][on, j] = _enumerate(output.shape, sb[on], sf[on], sh[on], db[j], df[j], dh[j])
+            parts[1][on, j] = tile_s[on]
+            parts[2][:, j] = parts[3][:, j] = full
+    if small:
+        return parts, src_of, dst_of
+    return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
+
+
+def _config_vector(op: Op, config: Mapping[str, int] | Sequence[int]) -> np.ndarray:
+    if isinstance(config, Mapping):
+        unknown = set(config) - set(op.dim_names)
+        if unknown:
+            raise OptionError(f"op {op.name!r} has no dim {sorted(unknown)[0]!r}; "
+                              f"its dims: {', '.join(op.dim_names)}")
+        return np.array([[int(config.get(n, 1)) for n in op.dim_names]], dtype=np.int64)
+    vec = np.asarray(list(config), dtype=np.int64).reshape(1, -1)
+    if vec.shape[1] != len(op.dims):
+        raise OptionError(f"op {op.name!r} has {len(op.dims)} dims ({', '.join(op.dim_names)}), "
+                          f"got a config of {vec.shape[1]} factors")
+    return vec
+
+
+def edge_bytes(producer: Op, output: Port, src_config: Mapping[str, int] | Sequence[int],
+               consumer: Op, input: Port, dst_config: Mapping[str, int] | Sequence[int],
+               devices: int, bytes_per_element: float = 4,
+               reduce_scatter: bool = False) -> tuple[float, float]:
+    """``(forward, backward)``: bytes ONE device receives (the most over the ``devices``
+    devices) to re-lay ``output`` of ``producer`` as ``input`` of ``consumer``
+    forward, and its gradient back, under this module's placement.
+
+    ``reduce_scatter`` does not change an edge's bytes (an all-reduce that only feeds a
+    slice stays a local slice on the edge; :func:`scatters` says when the all-reduce
+    itself becomes a reduce-scatter); it is accepted so callers can pass a model's options.
+    """
+    fwd, bwd, _, _ = relayout_matrix(producer, output, _config_vector(producer, src_config),
+                                     consumer, input, _config_vector(consumer, dst_config), int(devices))
+    return float(fwd[0, 0]) * bytes_per_element, float(bwd[0, 0]) * bytes_per_element
