@@ -187,8 +187,8 @@ def test_node_membership_agrees_between_the_simulator_and_the_cost_model():
     for i, op in enumerate(graph.ops):
         work = op_work(op, space.configs[i])
         for c in work.collectives:
-            nodes, local = group_topology(op, space.configs[i], c.dims, cl)
+            nodes, local = group_topology(op, space.configs[i], c.dims, cl, 12)
             for k, cfg in enumerate(space.configs[i]):
-                groups = [np.bincount(g // 3) for g in group_members(op, cfg, c.dims)]
+                groups = [np.bincount(g // 3) for g in group_members(op, cfg, c.dims, 12)]
                 assert nodes[k] == max(np.count_nonzero(b) for b in groups)
                 assert local[k] == max(b.max() for b in groups)

@@ -101,8 +101,8 @@ def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> Si
     static = np.zeros(devices)
     changes = []
     for o in ops:
-        static[:o.devices] += o.state_bytes
-        for d, (f, b) in enumerate(zip(o.forward, o.backward)):
+        static[o.ids] += o.state_bytes
+        for d, f, b in zip(o.ids, o.forward, o.backward):
             changes.append((d, trace.start[f], o.activation_bytes))
             changes.append((d, trace.end[b], -o.activation_bytes))
     step = float(max(trace.end, default=0.0))

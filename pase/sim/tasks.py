@@ -1,14 +1,19 @@
 """Build the task graph of one training step from a graph and a config per op.
 
-Per op ``v`` on its devices ``0 .. P_v - 1`` (the mapping of :mod:`pase.work`):
+Per op ``v`` on its devices (the placement of :mod:`pase.work.layout`: every
+device, those outside the op's ``P_v`` holding replicas that compute the same
+tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
 
 - forward compute on each device, then the op's forward collectives (one per
   group, members joining when all have computed); the output is ready after them;
 - for each connection, transfers of the producer's output blocks each consumer
   device lacks (:mod:`pase.sim.transfers`); the consumer's forward waits for them;
 - backward compute on each device after its forward and after the gradients of
-  its outputs arrive from every consumer (transfers in the reverse direction);
-  then the op's backward collectives (the input gradients are ready after them);
+  its outputs arrive from every consumer: the consumer's input gradient, laid out
+  like its input once its backward collectives ran, re-laid as the producer's
+  output (transfers in the reverse direction, the same rule as
+  :func:`pase.work.layout.edge_bytes`); then the op's backward collectives (the
+  input gradients are ready after them);
 - parameter-gradient collectives start after the backward compute and block
   nothing but the end of the step, so they overlap later backward compute.
 
@@ -26,7 +31,8 @@ from pase.cluster import LINK_CLASSES, Cluster
 from pase.ir import Graph
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
-from pase.work import Collective, collective_phases, group_members, op_work, port_blocks
+from pase.work import Collective, collective_phases, op_work
+from pase.work.layout import active_devices, group_members, port_blocks
 from pase.work.ops import OpWork
 from pase.work.tiles import port_factors
 
@@ -46,6 +52,7 @@ class OpTasks:
 
     name: str
     devices: int
+    ids: list[int]
     forward: list[int]
     backward: list[int]
     activation_bytes: float
@@ -88,12 +95,13 @@ class _Builder:
             for link in (cluster.intra, cluster.inter):
                 cap += [link.bytes_per_second, link.bytes_per_second]
         self.tg = TaskGraph(cap, devices)
-        self.out_ready: list[list[int]] = []
-        self.grad_ready: list[list[int]] = []
+        self.devices = devices
+        self.out_ready: list[dict[int, int]] = []
+        self.grad_ready: list[dict[int, int]] = []
         self.ops: list[OpTasks] = []
 
     # -- collectives ---------------------------------------------------------------
-    def _collective(self, members: np.ndarray, c: Collective, tokens: list[int], label: str,
+    def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
                     category: str) -> None:
         """Flows of one group's collective, chained after the members' tokens."""
         nodes = self.cluster.node_of(members)
@@ -117,47 +125,47 @@ class _Builder:
             for m in members:
                 tokens[int(m)] = prev
 
-    def _collectives(self, work: OpWork, cfg: np.ndarray, phase: str, tokens: list[int],
+    def _collectives(self, work: OpWork, cfg: np.ndarray, phase: str, tokens: dict[int, int],
                      category: str) -> None:
         op = work.op
         for c in work.collectives:
             if c.phase != phase or work.group_size(c)[0] <= 1 or c.nbytes[0] <= 0:
                 continue
-            for members in group_members(op, cfg, c.dims):
+            for members in group_members(op, cfg, c.dims, self.devices):
                 self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category)
 
     # -- ops -----------------------------------------------------------------------
     def add_ops(self, order: list[int]) -> None:
         position = {v: i for i, v in enumerate(order)}
         n = len(self.graph.ops)
-        self.out_ready = [[] for _ in range(n)]
-        self.grad_ready = [[] for _ in range(n)]
+        self.out_ready = [{} for _ in range(n)]
+        self.grad_ready = [{} for _ in range(n)]
         self.ops = [None] * n  # type: ignore[list-item]
         for v in order:
             op, cfg = self.graph.ops[v], self.configs[v]
             work = op_work(op, cfg[None, :], self.dt, self.optimizer)
-            p = int(np.prod(cfg))
+            ids = active_devices(op, cfg, self.devices).tolist()
             fwd_t = float(work.forward_flop[0]) / self.flops
             bwd_t = float(work.backward_flop[0]) / self.flops
             fwd = [self.tg.compute(d, fwd_t, (0, position[v]), f"{op.name} fwd", "forward")
-                   for d in range(p)]
+                   for d in ids]
             bwd = [self.tg.compute(d, bwd_t, (1, -position[v]), f"{op.name} bwd", "backward")
-                   for d in range(p)]
+                   for d in ids]
             for f, b in zip(fwd, bwd):
                 self.tg.after(b, f)
-            tokens = list(fwd)
+            tokens = dict(zip(ids, fwd))
             self._collectives(work, cfg, "forward", tokens, "communication")
             self.out_ready[v] = tokens
-            tokens = list(bwd)
+            tokens = dict(zip(ids, bwd))
             self._collectives(work, cfg, "backward", tokens, "communication")
             self.grad_ready[v] = tokens
-            self._collectives(work, cfg, "gradient", list(bwd), "gradient-sync")
-            self.ops[v] = OpTasks(op.name, p, fwd, bwd, float(work.activation_bytes[0]),
-                                  float(work.state_bytes[0]))
+            self._collectives(work, cfg, "gradient", dict(zip(ids, bwd)), "gradient-sync")
+            self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd,
+                                  float(work.activation_bytes[0]), float(work.state_bytes[0]))
 
     # -- edges ---------------------------------------------------------------------
-    def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: list[int],
-                   waiting: list[int], label: str) -> None:
+    def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: dict[int, int],
+                   waiting: dict[int, int], label: str) -> None:
         for (s, d), elems in sends.items():
             link = self.cluster.link_between(s, d)
             spec = self.cluster.link(link)
@@ -171,20 +179,31 @@ class _Builder:
 
     def add_edges(self) -> None:
         g = self.graph
-        for conn in g.connections:
+        for conn, forward, backward in connection_plans(g, self.configs, self.cluster, self.devices):
             u, v = g.index(conn.src), g.index(conn.dst)
             pu, pv = g.ops[u], g.ops[v]
-            out, inp = pu.outputs[conn.src_output], pv.inputs[conn.dst_input]
-            cu, cv = self.configs[u], self.configs[v]
-            bu, bv = port_blocks(pu, out, cu), port_blocks(pv, inp, cv)
-            fu = port_factors(pu, out, cu[None, :])[0]
-            fv = port_factors(pv, inp, cv[None, :])[0]
-            sends, local = transfers.plan(out.shape, bu, fu, bv, fv, self.cluster)
-            self._transfers(sends, local, self.out_ready[u], self.ops[v].forward,
-                            f"{pu.name}->{pv.name} activation")
-            sends, local = transfers.plan(out.shape, bv, fv, bu, fu, self.cluster)
-            self._transfers(sends, local, self.grad_ready[v], self.ops[u].backward,
-                            f"{pv.name}->{pu.name} gradient")
+            fwd_wait = dict(zip(self.ops[v].ids, self.ops[v].forward))
+            bwd_wait = dict(zip(self.ops[u].ids, self.ops[u].backward))
+            self._transfers(*forward, self.out_ready[u], fwd_wait, f"{pu.name}->{pv.name} activation")
+            self._transfers(*backward, self.grad_ready[v], bwd_wait, f"{pv.name}->{pu.name} gradient")
+
+
+def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int):
+    """Per connection ``(connection, forward, backward)``, each direction
+    ``({(sender, receiver): elements}, receivers using a local copy)``
+    (:func:`pase.sim.transfers.plan` on :mod:`pase.work.layout`'s placement)."""
+    for conn in graph.connections:
+        u, v = graph.index(conn.src), graph.index(conn.dst)
+        pu, pv = graph.ops[u], graph.ops[v]
+        out, inp = pu.outputs[conn.src_output], pv.inputs[conn.dst_input]
+        cu, cv = configs[u], configs[v]
+        bu, bv = port_blocks(pu, out, cu, devices), port_blocks(pv, inp, cv, devices)
+        au, av = active_devices(pu, cu, devices), active_devices(pv, cv, devices)
+        fu = port_factors(pu, out, cu[None, :])[0]
+        fv = port_factors(pv, inp, cv[None, :])[0]
+        forward = transfers.plan(out.shape, bu, fu, bv, fv, cluster, au, av)
+        backward = transfers.plan(out.shape, bv, fv, bu, fu, cluster, av, au)
+        yield conn, forward, backward
 
 
 def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,

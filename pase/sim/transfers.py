@@ -1,12 +1,12 @@
 """Which device sends which bytes to which, when a tensor changes layout.
 
-Unlike the analytic rule (one overlap per device), this follows the device
-mapping of :mod:`pase.work`: each destination device needs its tile, which
-overlaps some source blocks; a block is held by every source device whose
-coordinates differ only in dims that do not split the tensor (replicas). A
-device that holds a block itself uses it in place; otherwise it reads it from
-a holder on its own node if there is one, else from any holder, spreading the
-load by picking holder ``rank % count``.
+Device by device on the placement of :mod:`pase.work.layout`: each device that
+needs the destination tile overlaps some source blocks; a block is held by every
+source device with that block (replicas included). A device that holds a block
+itself uses it in place; otherwise it reads it from a holder on its own node if
+there is one, else from any holder, spreading the load by picking holder
+``rank % count``. So each device receives its tile less what it holds, the
+bytes :func:`pase.work.layout.edge_bytes` gives for the worst device.
 """
 from __future__ import annotations
 
@@ -39,30 +39,36 @@ def _blocks_needed(lo: np.ndarray, hi: np.ndarray, tile: np.ndarray) -> list[tup
 
 
 def plan(shape: tuple[int, ...], src_blocks: np.ndarray, src_factors: np.ndarray,
-         dst_blocks: np.ndarray, dst_factors: np.ndarray,
-         cluster: Cluster) -> tuple[dict[tuple[int, int], float], list[int]]:
+         dst_blocks: np.ndarray, dst_factors: np.ndarray, cluster: Cluster,
+         holders=None, receivers=None) -> tuple[dict[tuple[int, int], float], list[int]]:
     """Transfers for a re-layout of a tensor of ``shape``.
 
-    ``src_blocks`` (``(P_s, rank)``) and ``dst_blocks`` give each rank's block
-    index per axis under factors ``src_factors`` / ``dst_factors``. Returns
-    ``({(sender, receiver): elements}, receivers that use a local copy)``.
+    ``src_blocks`` (``(p, rank)``) and ``dst_blocks`` give each device's block
+    index per axis under factors ``src_factors`` / ``dst_factors``; ``holders`` /
+    ``receivers`` the devices holding a source tile / needing a destination tile
+    (default: every row). Returns ``({(sender, receiver): elements}, receivers
+    that use a local copy)``.
     """
     t = np.asarray(shape, dtype=np.float64)
     src_tile, dst_tile = t / src_factors, t / dst_factors
-    holders: dict[tuple[int, ...], list[int]] = {}
-    for rank, row in enumerate(src_blocks.tolist()):
-        holders.setdefault(tuple(row), []).append(rank)
+    holding = range(len(src_blocks)) if holders is None else [int(h) for h in holders]
+    needing = range(len(dst_blocks)) if receivers is None else [int(r) for r in receivers]
+    src_rows, dst_rows = src_blocks.tolist(), dst_blocks.tolist()
+    owners: dict[tuple[int, ...], list[int]] = {}
+    for rank in holding:
+        owners.setdefault(tuple(src_rows[rank]), []).append(rank)
     needed: dict[tuple[int, ...], list[tuple[tuple[int, ...], float]]] = {}
     sends: dict[tuple[int, int], float] = {}
     local: list[int] = []
-    for d, row in enumerate(dst_blocks.tolist()):
+    for d in needing:
+        row = dst_rows[d]
         key = tuple(row)
         if key not in needed:
             lo = np.asarray(row, dtype=np.float64) * dst_tile
             needed[key] = _blocks_needed(lo, lo + dst_tile, src_tile)
         uses_local = False
         for block, elems in needed[key]:
-            have = holders[block]
+            have = owners[block]
             if d in have:
                 uses_local = True
                 continue
