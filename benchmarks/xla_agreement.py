@@ -62,14 +62,6 @@ def cases(p: int) -> list[tuple[str, dict]]:
     return out
 
 
-def _edge_model() -> str:
-    try:
-        import pase.work.layout  # noqa: F401
-    except ImportError:
-        return "pase verify's temporary stand-in (pase.work.layout has not landed)"
-    return "pase.work.layout.edge_bytes"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ps", default="8,16,64")
@@ -96,7 +88,7 @@ def main() -> None:
             "Written by `benchmarks/xla_agreement.py` (jax on fake CPU devices; compiled, never run).",
             "Bytes per device, forward + backward, summed over the step; a row is an op, an edge "
             "or a gradient group (see `pase.export.verify`).",
-            f"Edges priced by {_edge_model()}; p = {args.ps}.", "",
+            f"Edges priced by pase.work.layout.edge_bytes; p = {args.ps}.", "",
             f"Rows within 1%: {within}/{total} ({100 * within / max(total, 1):.1f}%); cases whose "
             f"total is within 1%: {sum(1 for r in rows if r[4] is not None and abs(r[4] - 1) <= 0.01)}"
             f"/{len(rows)}.", "",

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pase.errors import PaseError
+from pase.work.layout import collective_bytes
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -49,24 +50,6 @@ ELEMENT_BYTES = {
 
 class HloError(PaseError):
     """HLO text that cannot be read (one line saying where)."""
-
-
-def collective_bytes(kind: str, nbytes: float, group: int) -> float:
-    """Bytes one device moves for a collective of buffer ``nbytes`` on ``group`` devices."""
-    try:
-        from pase.work.layout import collective_bytes as shared
-    except ImportError:  # the shared definition has not landed: the same formula
-        shared = None
-    if shared is not None:
-        return float(shared(kind, nbytes, group))
-    q = max(int(group), 1)
-    if kind == "all-reduce":
-        return 2.0 * (q - 1) / q * nbytes
-    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
-        return (q - 1) / q * nbytes
-    if kind == "collective-permute":
-        return float(nbytes)
-    raise HloError(f"unknown collective kind {kind!r}; allowed: {', '.join(KINDS)}")
 
 
 @dataclass(frozen=True)

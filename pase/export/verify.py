@@ -24,75 +24,21 @@ bytes in a row and direction pase predicts none for) and those XLA did not emit.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from pase.errors import OptionError
-from pase.export.hlo import HloCollective, collective_bytes, parse_collectives
-from pase.ir import Graph, Op, Port
+from pase.export.hlo import HloCollective, parse_collectives
+from pase.ir import Graph, Op
 from pase.space import check_devices
+from pase.work.layout import collective_bytes, edge_bytes
 
 TOLERANCE = 0.01
 DIRECTIONS = ("forward", "backward")
 COST_OPTIONS = ("reduce_scatter",)
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
-
-
-def _edge_bytes_function():
-    try:
-        from pase.work.layout import edge_bytes
-    except ImportError:
-        return _edge_bytes_standin
-    return edge_bytes
-
-
-def _edge_bytes_standin(producer: Op, output: Port, src_config, consumer: Op, input: Port,
-                        dst_config, devices: int, bytes_per_element: float = 4,
-                        reduce_scatter: bool = False) -> tuple[float, float]:
-    """TEMPORARY stand-in for ``pase.work.layout.edge_bytes`` until it lands: per device,
-    the elements of the tile it needs that it does not hold, brute force over the mesh."""
-    from pase.export.mesh import assign_axes, mesh_axes, port_spec
-
-    axes = mesh_axes(devices)
-    sizes = [s for _, s in axes]
-    names = [n for n, _ in axes]
-
-    def boxes(op: Op, port: Port, config) -> list[list[tuple[int, int]]]:
-        spec = port_spec(op, port, assign_axes(op, dict(config), axes))
-        out = []
-        for flat in range(devices):
-            coords, rest = {}, flat
-            for n, s in zip(reversed(names), reversed(sizes)):
-                coords[n] = rest % s
-                rest //= s
-            box = []
-            for size, entry in zip(port.shape, spec):
-                block, count = 0, 1
-                for a in entry or ():
-                    block = block * sizes[names.index(a)] + coords[a]
-                    count *= sizes[names.index(a)]
-                width = -(-size // count)
-                box.append((block * width, min(size, (block + 1) * width)))
-            out.append(box)
-        return out
-
-    if tuple(output.shape) != tuple(input.shape):
-        return 0.0, 0.0
-    have = boxes(producer, output, src_config)
-    need = boxes(consumer, input, dst_config)
-
-    def received(a, b) -> float:
-        worst = 0
-        for want, own in zip(a, b):
-            vol = math.prod(hi - lo for lo, hi in want)
-            inter = math.prod(max(0, min(h1, h2) - max(l1, l2)) for (l1, h1), (l2, h2) in zip(want, own))
-            worst = max(worst, vol - inter)
-        return float(worst) * bytes_per_element
-
-    return received(need, have), received(have, need)
 
 
 def _config_row(op: Op, config: Mapping[str, int]) -> np.ndarray:
@@ -107,7 +53,6 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
     """
     from pase.work import op_work
 
-    edge_bytes = _edge_bytes_function()
     rows: dict[str, dict] = {}
 
     def row(key: str, kind: str) -> dict:
