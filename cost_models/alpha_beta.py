@@ -42,9 +42,26 @@ from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
-from pase.work.layout import mesh_axes, mesh_order, placement_rows, relayout_matrix
+from pase.work.layout import mesh_axes, mesh_order, owned_axes, placement_rows, relayout_matrix
 from pase.work.mapping import _worst_group
 from pase.work.ops import OpWork
+
+
+def movable_collectives(graph: Graph) -> dict[str, frozenset[str]]:
+    """Per op, the GEMM all-reduces ``reduce_scatter`` charges on an edge: ``"out"``
+    when the op's (first) output feeds exactly one connection, ``"in<i>"`` for each
+    input ``i`` made by another op."""
+    fanout: dict[str, int] = {}
+    for c in graph.connections:
+        if c.src_output == 0:
+            fanout[c.src] = fanout.get(c.src, 0) + 1
+    moved: dict[str, set[str]] = {}
+    for c in graph.connections:
+        moved.setdefault(c.dst, set()).add(f"in{c.dst_input}")
+    for name, n in fanout.items():
+        if n == 1:
+            moved.setdefault(name, set()).add("out")
+    return {name: frozenset(tags) for name, tags in moved.items()}
 
 
 @COST_MODELS.register("alpha-beta", "seconds on a cluster: compute at a fraction of peak, "
@@ -61,13 +78,23 @@ class AlphaBetaCostModel(CostModel):
         bytes_per_element: size of one tensor element, default 4 (fp32).
         optimizer: ``"adam"`` (weights, gradients and two moments: 4x the weight
             bytes), ``"momentum"`` (3x) or ``"sgd"`` (2x); memory vectors only.
+        reduce_scatter: price a GEMM's in-layer all-reduce as a reduce-scatter
+            where its neighbour only slices the result (what GPU compilers emit;
+            default False: XLA on CPU emits all-reduce + dynamic-slice). It
+            applies to a forward output all-reduce when the output has exactly
+            one consumer, and to an input gradient's all-reduce (an input has one
+            producer); such a collective is charged on that edge instead of the
+            op, as a reduce-scatter when the edge moves no bytes that way and the
+            neighbour's layout splits the tensor over every mesh axis of the
+            group, else as the all-reduce. An output read by several consumers
+            keeps its all-reduce on the op (one whole copy serves them all).
     """
 
     name = "alpha-beta"
     unit = "s"
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", efficiency: float = 0.5,
-                 bytes_per_element: float = 4, optimizer: str = "adam"):
+                 bytes_per_element: float = 4, optimizer: str = "adam", reduce_scatter: bool = False):
         if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) \
                 or not 0 < efficiency <= 1:
             raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
@@ -81,7 +108,12 @@ class AlphaBetaCostModel(CostModel):
         self.efficiency = float(efficiency)
         self.bytes_per_element = float(bytes_per_element)
         self.optimizer = optimizer
+        if not isinstance(reduce_scatter, (bool, np.bool_)):
+            raise OptionError(f"reduce_scatter must be true or false, got {reduce_scatter!r}")
+        self.reduce_scatter = bool(reduce_scatter)
         self.devices: int | None = None  # set by for_devices (problem); else the cluster's
+        # reduce_scatter: per op, the collectives' ports charged on edges ("out", "in<i>")
+        self.moved: dict[str, frozenset[str]] = {}
 
     @property
     def flops(self) -> float:
@@ -112,6 +144,8 @@ class AlphaBetaCostModel(CostModel):
                 memory_budget: float | None = None) -> Problem:
         """The Problem on ``space.devices`` devices, with per-vertex memory vectors."""
         bound = self.for_devices(space.devices)
+        if self.reduce_scatter:
+            bound.moved = movable_collectives(graph)
         return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
@@ -127,16 +161,27 @@ class AlphaBetaCostModel(CostModel):
     def work_costs(self, work: OpWork) -> np.ndarray:
         """Seconds per config: compute plus every collective, serially."""
         total = work.flop / self.flops
+        moved = self.moved.get(work.op.name, frozenset())
+        off = None
         for c in work.collectives:
             nodes, local = group_topology(work.op, work.configs, c.dims, self.cluster, self.p)
-            total = total + c.rounds * collective_time(c.kind, c.nbytes, nodes, local, self.cluster)
+            time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, self.cluster)
+            if c.port is not None and c.port in moved:  # charged on the edge, on the mesh
+                off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
+                time = np.where(off, time, 0.0)
+            total = total + time
         return total
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        parts, src_of, dst_of = relayout_matrix(producer, output, src_configs, consumer, input,
-                                                dst_configs, self.p, small=True)
-        return self._seconds(*parts)[src_of[:, None], dst_of[None, :]]
+        extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
+        parts, src_of, dst_of, src, dst = relayout_matrix(
+            producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
+            src_extra=extra_s, dst_extra=extra_d)
+        seconds = self._seconds(*parts)
+        if extra_s is not None:
+            seconds = seconds + self._moved_seconds(output.shape, src, dst, parts)
+        return seconds[src_of[:, None], dst_of[None, :]]
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
@@ -144,8 +189,71 @@ class AlphaBetaCostModel(CostModel):
         # mesh) how each op maps its dims to the port's axes and orders them.
         src = placement_rows(producer, output, src_configs, self.p)
         dst = placement_rows(consumer, input, dst_configs, self.p)
-        return array_key(output.shape, self.p, src, dst, tuple(map(tuple, producer.port_axes(output))), mesh_order(producer),
-                         tuple(map(tuple, consumer.port_axes(input))), mesh_order(consumer))
+        extra = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
+        return array_key(output.shape, self.p, src, dst, tuple(map(tuple, producer.port_axes(output))),
+                         mesh_order(producer), tuple(map(tuple, consumer.port_axes(input))),
+                         mesh_order(consumer), *(e for e in extra if e is not None))
+
+    def _moved_groups(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
+                      input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """With ``reduce_scatter``: per config, the mesh-axis mask of the producer's
+        output all-reduce and of the consumer's input-gradient all-reduce charged on
+        this edge (0: none); ``(None, None)`` when nothing is moved here."""
+        if not self.moved:
+            return None, None
+        out_tag = "out" if any(p is output for p in producer.outputs[:1]) else None
+        in_tag = next((f"in{i}" for i, q in enumerate(consumer.inputs) if q is input), None)
+        masks = []
+        for op, configs, tag in ((producer, src_configs, out_tag), (consumer, dst_configs, in_tag)):
+            mask = np.zeros((len(configs), 1), dtype=np.int64)
+            if tag is not None and tag in self.moved.get(op.name, ()):
+                owns, _ = owned_axes(op, configs, self.p)
+                weights = np.left_shift(np.int64(1), np.arange(owns.shape[2], dtype=np.int64))
+                for c in self.work(op, configs).collectives:
+                    if c.port == tag and c.dims:
+                        mask[:, 0] |= (owns[:, list(c.dims), :].any(axis=1) * weights).sum(axis=1)
+            masks.append(mask)
+        return masks[0], masks[1]
+
+    def _moved_seconds(self, shape: tuple[int, ...], src: np.ndarray, dst: np.ndarray,
+                       parts: tuple) -> np.ndarray:
+        """Seconds of the moved all-reduces on distinct row pairs: a reduce-scatter when
+        the neighbour slices the result over the whole group, else the all-reduce.
+        Groups off the mesh (mask 0 with a split) are never moved: see movable_collectives."""
+        forward, backward = parts[0], parts[1]
+        rank, L = len(shape), len(mesh_axes(self.p))
+        sizes = [s for _, s in mesh_axes(self.p)]
+
+        def axes_of(rows):  # every mesh axis a layout uses, as a mask
+            codes = rows[:, rank:rank * (L + 1)]
+            bits = np.where(codes > 0, np.left_shift(np.int64(1), np.maximum(codes, 1) - 1), 0)
+            return np.bitwise_or.reduce(bits, axis=1) if bits.shape[1] else np.zeros(len(rows), np.int64)
+
+        t = np.asarray(shape, dtype=np.float64)
+        tile_s = np.prod(t / src[:, :rank], axis=1) * self.bytes_per_element
+        tile_d = np.prod(t / dst[:, :rank], axis=1) * self.bytes_per_element
+        total = np.zeros(forward.shape)
+        # forward: the producer's output all-reduce (per src row), sliced by the consumer;
+        # backward: the consumer's input-gradient all-reduce (per dst row), sliced by the producer.
+        for mask, nbytes, sliced_by, moved, along_src in (
+                (src[:, -1], tile_s, axes_of(dst), forward, True),
+                (dst[:, -1], tile_d, axes_of(src), backward, False)):
+            for m in np.unique(mask).tolist():
+                if m == 0:
+                    continue
+                q = math.prod(s for i, s in enumerate(sizes) if m >> i & 1)
+                nodes, local = (_worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
+                                             self.cluster.devices_per_node)
+                                if self.cluster.spans_nodes(self.p) else (1, q))
+                ar = collective_time("all-reduce", nbytes, nodes, local, self.cluster)
+                rs = collective_time("reduce-scatter", nbytes, nodes, local, self.cluster)
+                if along_src:
+                    here, ar, rs, sliced = (mask == m)[:, None], ar[:, None], rs[:, None], sliced_by[None, :]
+                else:
+                    here, ar, rs, sliced = (mask == m)[None, :], ar[None, :], rs[None, :], sliced_by[:, None]
+                scatter = (moved == 0) & ((sliced & m) == m)
+                total = total + np.where(here, np.where(scatter, rs, ar), 0.0)
+        return total
 
     def _inter(self, masks: np.ndarray) -> np.ndarray:
         """Whether receivers fetching along the mesh axes in ``masks`` cross nodes."""

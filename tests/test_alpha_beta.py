@@ -158,3 +158,62 @@ def test_bad_options_name_the_allowed_values():
         AlphaBetaCostModel(optimizer="lamb")
     with pytest.raises(UnknownNameError, match="presets"):
         AlphaBetaCostModel("tpu-v9")
+
+
+def _two_layer_mlp():
+    from pase.builder import GraphBuilder
+
+    b = GraphBuilder("mlp2")
+    x = b.input((1024, 1024), names=("b", "k"), roles=("batch", "channel"))
+    b.fc(b.fc(x, 1024, name="fc1"), 1536, name="fc2")
+    return b.build()
+
+
+@pytest.mark.parametrize("first, second, group", [
+    ({"k": 8}, {"b": 8}, 8),    # fc1's output all-reduce over 8, then sliced by rows
+    ({"n": 8}, {"n": 8}, 8),    # fc2's input-gradient all-reduce, then sliced by fc1's columns
+    ({"k": 2}, {"b": 8}, 2),    # fc1's group is x2; fc2's rows use x0 x1 x2, x2 included
+    ({"k": 8}, {"n": 8}, 0),    # fc2 needs the whole output: the all-reduce stays
+    ({"k": 8}, {"b": 2}, 0),    # fc2's rows use x2 only, the group is x0 x1 x2: stays
+    ({"b": 8}, {"b": 8}, 0),    # no in-layer all-reduce at all
+])
+def test_reduce_scatter_prices_a_sliced_all_reduce_at_half(first, second, group):
+    graph = _two_layer_mlp()
+    space = ConfigSpace(graph, 8)
+    choice = [space.index_of("fc1", first), space.index_of("fc2", second)]
+    plain = AlphaBetaCostModel("dgx-a100").problem(graph, space).evaluate(choice)
+    cm = AlphaBetaCostModel("dgx-a100", reduce_scatter=True)
+    cost = cm.problem(graph, space).evaluate(choice)
+    intra = cm.for_devices(8).cluster.intra
+    n = 1024 * 1024 * 4  # the 4 MiB activation (or its gradient), one group inside a node
+    # all-reduce 2(q-1)(a + n/qB), reduce-scatter (q-1)(a + n/qB): the difference, by hand.
+    q = max(group, 1)
+    saved = (q - 1) * (intra.latency_s + n / (q * intra.bytes_per_second))
+    assert plain - cost == pytest.approx(saved, rel=1e-9, abs=1e-15)
+
+
+def test_reduce_scatter_keeps_the_all_reduce_of_an_output_read_twice():
+    from pase.builder import GraphBuilder
+
+    b = GraphBuilder("fork")
+    x = b.input((64, 64), names=("b", "k"), roles=("batch", "channel"))
+    h = b.fc(x, 64, name="fc1")
+    b.elementwise(b.fc(h, 64, name="left"), b.fc(h, 64, name="right"), name="join")
+    graph = b.build()
+    space = ConfigSpace(graph, 8)
+    choice = [0] * len(graph.ops)
+    choice[graph.index("fc1")] = space.index_of("fc1", {"k": 8})
+    for name in ("left", "right"):
+        choice[graph.index(name)] = space.index_of(name, {"b": 8})
+    plain = AlphaBetaCostModel("dgx-a100").problem(graph, space).evaluate(choice)
+    assert AlphaBetaCostModel("dgx-a100", reduce_scatter=True).problem(graph, space).evaluate(choice) \
+        == pytest.approx(plain, rel=1e-12)
+
+
+def test_reduce_scatter_option_from_the_command_line(capsys):
+    from pase.cli import main
+
+    assert main(["solve", "mlp", "-p", "8", "--cost-model", "alpha-beta",
+                 "--cost-option", "reduce_scatter=true", "--format", "json"]) == 0
+    with pytest.raises(OptionError, match="reduce_scatter"):
+        AlphaBetaCostModel(reduce_scatter="maybe")

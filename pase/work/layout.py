@@ -492,19 +492,26 @@ def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
 
 def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
                     consumer: Op, input: Port, dst_configs: np.ndarray, devices: int,
-                    small: bool = False) -> tuple:
+                    small: bool = False, src_extra: np.ndarray | None = None,
+                    dst_extra: np.ndarray | None = None) -> tuple:
     """``(forward, backward, fwd_axes, bwd_axes)`` for every config pair: ``(K_u, K_v)``
     each (elements per device, worst device; mesh-axis masks as in :func:`relayout_elements`,
     all axes when either side is off the mesh).
 
     The closed form runs once per distinct pair of :func:`placement_rows`; pairs with
     a side off the mesh are enumerated device by device. With ``small`` returns
-    ``(parts on distinct rows, src_of, dst_of)`` instead of expanding.
+    ``(parts on distinct rows, src_of, dst_of, src rows, dst rows)`` instead of
+    expanding; ``src_extra``/``dst_extra`` (``(K, e)``) are columns a caller appends
+    to the rows (so distinct rows keep them apart).
     """
     src_configs = np.asarray(src_configs, dtype=np.int64)
     dst_configs = np.asarray(dst_configs, dtype=np.int64)
     src_rows = placement_rows(producer, output, src_configs, devices)
     dst_rows = placement_rows(consumer, input, dst_configs, devices)
+    if src_extra is not None:
+        src_rows = np.concatenate([src_rows, src_extra], axis=1)
+    if dst_extra is not None:
+        dst_rows = np.concatenate([dst_rows, dst_extra], axis=1)
     src, first_s, src_of = np.unique(src_rows, axis=0, return_index=True, return_inverse=True)
     dst, first_d, dst_of = np.unique(dst_rows, axis=0, return_index=True, return_inverse=True)
     src_of, dst_of = src_of.reshape(-1), dst_of.reshape(-1)
@@ -531,7 +538,7 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
             parts[1][on, j] = tile_s[on]
             parts[2][:, j] = parts[3][:, j] = full
     if small:
-        return parts, src_of, dst_of
+        return parts, src_of, dst_of, src, dst
     return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
 
 

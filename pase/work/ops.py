@@ -52,6 +52,10 @@ class Collective:
     group (devices differing only in those coordinates). ``phase`` is one of
     ``forward``, ``backward`` (blocks the producer's backward) or ``gradient``
     (a parameter-gradient sync that only the end of the step waits for).
+    ``port`` names the tensor a GEMM's all-reduce produces whole when its
+    neighbour may only slice it: ``"out"`` (the forward output over the
+    reduction-split devices) or ``"in<i>"`` (input ``i``'s gradient); the
+    alpha-beta model's ``reduce_scatter`` option prices those on the edge.
     """
 
     kind: str
@@ -60,6 +64,7 @@ class Collective:
     dims: tuple[int, ...]
     rounds: np.ndarray
     label: str
+    port: str | None = None  # "out": the op's output, "in<i>": input i's gradient (reduce_scatter)
 
 
 @dataclass(frozen=True)
@@ -176,10 +181,11 @@ def _split13(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return total / 3.0, 2.0 * total / 3.0
 
 
-def _ar(phase: str, nbytes, dims, label: str, rounds=1.0, kind: str = "all-reduce") -> Collective:
+def _ar(phase: str, nbytes, dims, label: str, rounds=1.0, kind: str = "all-reduce",
+        port: str | None = None) -> Collective:
     nbytes = np.asarray(nbytes, dtype=np.float64)
     return Collective(kind, phase, nbytes, tuple(dims), np.broadcast_to(
-        np.asarray(rounds, dtype=np.float64), nbytes.shape), label)
+        np.asarray(rounds, dtype=np.float64), nbytes.shape), label, port)
 
 
 Formula = Callable[[Op, np.ndarray, float], tuple[tuple[np.ndarray, np.ndarray], list[Collective]]]
@@ -193,14 +199,15 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
     kt, _ = _prod(cfg, op, k)
     pw = attr(op, "pw")
     fwd = bt * (mt * nt * kt + pw * mt * nt)
-    colls = [_ar("forward", bt * mt * nt * dt, k, "output")]
+    colls = [_ar("forward", bt * mt * nt * dt, k, "output", port="out")]
     for port, dims, name in ((a, n, "dA"), (b, m, "dB")):
         if port is None:
             continue
         if _is_parameter(op, port):
             colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, dims, f"{name} (weights)"))
         elif port.source is not None:
-            colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name))
+            colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name,
+                             port=next((f"in{i}" for i, q in enumerate(op.inputs) if q is port), None)))
     return (fwd, 2.0 * fwd), colls
 
 
