@@ -316,3 +316,18 @@ def test_simulator_transfers_equal_edge_bytes(p):
 
                 assert most(forward[0]) == pytest.approx(fwd, abs=1e-9)
                 assert most(backward[0]) == pytest.approx(bwd, abs=1e-9)
+
+
+def test_reduce_scatters_names_the_sliced_all_reduces():
+    from pase.work.layout import reduce_scatters
+
+    g = two_layer_mlp()
+    fc1, fc2 = g.ops
+    out, inp = fc1.outputs[0], fc2.inputs[0]
+    # (k | b): fc1's output all-reduce over x0 x1 x2 is sliced by rows over x0 x1 x2.
+    assert reduce_scatters(fc1, out, {"k": 8}, fc2, inp, {"b": 8}, 8) == (True, False)
+    # (n | n): fc2's input gradient, all-reduced over its n devices, is sliced by fc1's columns.
+    assert reduce_scatters(fc1, out, {"n": 8}, fc2, inp, {"n": 8}, 8) == (False, True)
+    # (k | n): fc2 needs the whole output; (k=8 | b=2): sliced over x2 only.
+    assert reduce_scatters(fc1, out, {"k": 8}, fc2, inp, {"n": 8}, 8) == (False, False)
+    assert reduce_scatters(fc1, out, {"k": 8}, fc2, inp, {"b": 2}, 8) == (False, False)

@@ -565,9 +565,44 @@ def edge_bytes(producer: Op, output: Port, src_config: Mapping[str, int] | Seque
     forward, and its gradient back, under this module's placement.
 
     ``reduce_scatter`` does not change an edge's bytes (an all-reduce that only feeds a
-    slice stays a local slice on the edge; :func:`scatters` says when the all-reduce
-    itself becomes a reduce-scatter); it is accepted so callers can pass a model's options.
+    slice stays a local slice on the edge; :func:`reduce_scatters` says when the
+    all-reduce itself becomes a reduce-scatter); it is accepted so callers can pass a
+    model's options.
     """
     fwd, bwd, _, _ = relayout_matrix(producer, output, _config_vector(producer, src_config),
                                      consumer, input, _config_vector(consumer, dst_config), int(devices))
     return float(fwd[0, 0]) * bytes_per_element, float(bwd[0, 0]) * bytes_per_element
+
+
+def reduce_scatters(producer: Op, output: Port, src_config: Mapping[str, int] | Sequence[int],
+                    consumer: Op, input: Port, dst_config: Mapping[str, int] | Sequence[int],
+                    devices: int) -> tuple[bool, bool]:
+    """``(forward, backward)``: whether the producer's output all-reduce / the
+    consumer's input-gradient all-reduce (``pase.work.ops`` collectives tagged
+    ``port="out"`` / ``"in<i>"``) is only sliced by the other side of this edge,
+    so that a reduce-scatter suffices (the alpha-beta ``reduce_scatter`` rule): the
+    edge moves no bytes that way and the other side's layout splits the tensor over
+    every mesh axis of the group. The one-consumer condition is the caller's.
+    """
+    from pase.work.ops import op_work  # ops imports this module's neighbours
+
+    p = int(devices)
+    cu, cv = _config_vector(producer, src_config), _config_vector(consumer, dst_config)
+    fwd, bwd = edge_bytes(producer, output, cu[0], consumer, input, cv[0], p, 1)
+    rows_u, rows_v = layout_rows(producer, output, cu, p), layout_rows(consumer, input, cv, p)
+    rank, L = len(output.shape), len(_sizes(p))
+
+    def axes_of(rows):
+        return {int(c) - 1 for c in rows[0, rank:rank * (L + 1)] if c > 0}
+
+    def group(op, cfg, tag):
+        if tag is None or dim_axes(op, cfg[0], p) is None:
+            return set()
+        axes = dim_axes(op, cfg[0], p)
+        return {i for c in op_work(op, cfg).collectives if c.port == tag for d in c.dims for i in axes[d]}
+
+    out_tag = "out" if producer.outputs and producer.outputs[0] is output else None
+    in_tag = next((f"in{i}" for i, q in enumerate(consumer.inputs) if q is input), None)
+    g_out, g_in = group(producer, cu, out_tag), group(consumer, cv, in_tag)
+    return (bool(g_out) and fwd == 0 and g_out <= axes_of(rows_v),
+            bool(g_in) and bwd == 0 and g_in <= axes_of(rows_u))
