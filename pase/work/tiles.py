@@ -1,4 +1,9 @@
-"""Per-device tiles of an op's tensors and the analytic re-distribution volume."""
+"""Per-device tiles of an op's tensors and the paper's re-distribution volume.
+
+:func:`overlap_elements` is the PaSE paper's rule, kept for the ``paper`` cost
+model (and the LSTM's per-step cell re-layout); the alpha-beta model and the
+simulator use :mod:`pase.work.layout` (both directions, replicas, placement).
+"""
 from __future__ import annotations
 
 import numpy as np
