@@ -21,7 +21,9 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   crosses (inter-node when the devices it may fetch from, those differing from
   it only in the mesh axes that change, span nodes), and nothing when no bytes
   move. Every connection is costed (a consumer reading two outputs of one
-  producer pays for both), unlike the paper's model.
+  producer pays for both), unlike the paper's model. With ``reduce_scatter``, a
+  GEMM all-reduce that its neighbour only slices is priced on the edge as a
+  reduce-scatter (docs/cost-model.md, "The alpha-beta re-distribution rule").
 
 Costs are seconds. The Problem also carries per-vertex memory vectors (bytes per
 device: parameters x optimizer state factor + kept output activations); the
