@@ -396,28 +396,27 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
     ts = t / src[:, :rank].astype(np.float64)
     td = t / dst[:, :rank].astype(np.float64)
     S, D = len(src), len(dst)
-    nested = np.ones((S, D), dtype=bool)
+    # Per axis one table of packed bits over its distinct tuples: bits 0..L-1 the forward
+    # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes.
+    packed = np.zeros((S, D), dtype=np.int64)
     overlap = np.ones((S, D))
-    fwd_axes = np.zeros((S, D), dtype=np.int64)
-    bwd_axes = np.zeros((S, D), dtype=np.int64)
     for a in range(rank):
         us, i = _unique_rows(src[:, rank + a * L: rank + (a + 1) * L])
         ud, j = _unique_rows(dst[:, rank + a * L: rank + (a + 1) * L])
-        i, j = i[:, None], j[None, :]
         cs, cd = us[:, None, :], ud[None, :, :]
         differ = cs != cd
         conflict = (differ & (cs > 0) & (cd > 0)).any(axis=-1)
         changed = np.cumsum(differ, axis=-1) > 0
         fwd = np.bitwise_or.reduce(np.where(changed, _bits(cs), 0), axis=-1)
         bwd = np.bitwise_or.reduce(np.where(changed, _bits(cd), 0), axis=-1)
-        nested &= ~conflict[i, j]
-        fwd_axes |= fwd[i, j]
-        bwd_axes |= bwd[i, j]
+        table = fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L))
+        packed |= table[i[:, None], j[None, :]]
         overlap *= np.minimum(ts[:, a][:, None], td[:, a][None, :])
-    overlap = np.where(nested, overlap, 0.0)
+    overlap = np.where(packed >> (2 * L) & 1, 0.0, overlap)
     forward = np.maximum(np.prod(td, axis=1)[None, :] - overlap, 0.0)
     backward = np.maximum(np.prod(ts, axis=1)[:, None] - overlap, 0.0)
-    return forward, backward, fwd_axes, bwd_axes
+    low = (1 << L) - 1
+    return forward, backward, packed & low, (packed >> L) & low
 
 
 def received_elements(shape: Sequence[float], src_blocks: np.ndarray, src_factors: Sequence[int],
@@ -443,12 +442,24 @@ def received_elements(shape: Sequence[float], src_blocks: np.ndarray, src_factor
     return np.where(needs, np.maximum(float(np.prod(td)) - held, 0.0), 0.0)
 
 
+_ROWS: dict[tuple, np.ndarray] = {}
+
+
 def placement_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.ndarray:
     """:func:`layout_rows` plus, for configs off the mesh, the config itself (whose
-    blocks depend on all its factors): equal rows of one op's port place it alike."""
+    blocks depend on all its factors): equal rows of one op's port place it alike.
+    Memoised (a Problem build asks once for the edge key and once for the costs)."""
     configs = np.asarray(configs, dtype=np.int64)
-    rows = layout_rows(op, port, configs, devices)
-    return np.concatenate([rows, np.where(rows[:, -1:] > 0, configs, 0)], axis=1)
+    key = (op.dim_names, tuple(d.role for d in op.dims), tuple(map(tuple, op.port_axes(port))),
+           len(port.shape), int(devices), configs.shape, configs.tobytes())
+    rows = _ROWS.get(key)
+    if rows is None:
+        if len(_ROWS) > 256:
+            _ROWS.clear()
+        rows = layout_rows(op, port, configs, devices)
+        rows = _ROWS[key] = np.concatenate([rows, np.where(rows[:, -1:] > 0, configs, 0)], axis=1)
+        rows.flags.writeable = False
+    return rows
 
 
 def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
@@ -528,13 +539,21 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
         # tile there receives all of it: forward into an on-mesh consumer, backward into
         # an on-mesh producer. The other direction is enumerated (against all at once).
         tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
+        p_max = int(max(sh[off_s].sum(axis=1).max(initial=0), dh[off_d].sum(axis=1).max(initial=0)))
+        # Off the mesh an op holds ranks 0 .. P-1 only, so only those receive from it or for it.
         for i in np.flatnonzero(off_s):
-            parts[0][i] = np.where(off_d, _enumerate(output.shape, sb[i], sf[i], sh[i], db, df, dh), tile_d)
-            parts[1][i] = _enumerate(output.shape, db, df, dh, sb[i], sf[i], sh[i])
+            n = int(sh[i].sum())
+            if off_d.any():
+                parts[0][i, off_d] = _enumerate(output.shape, sb[i, :p_max], sf[i], sh[i, :p_max],
+                                                db[off_d, :p_max], df[off_d], dh[off_d, :p_max])
+            parts[0][i, ~off_d] = tile_d[~off_d]
+            parts[1][i] = _enumerate(output.shape, db[:, :n], df, dh[:, :n], sb[i, :n], sf[i], sh[i, :n])
             parts[2][i] = parts[3][i] = full
         for j in np.flatnonzero(off_d):
             on = ~off_s
-            parts[0][on, j] = _enumerate(output.shape, sb[on], sf[on], sh[on], db[j], df[j], dh[j])
+            n = int(dh[j].sum())
+            parts[0][on, j] = _enumerate(output.shape, sb[on, :n], sf[on], sh[on, :n], db[j, :n], df[j],
+                                         dh[j, :n])
             parts[1][on, j] = tile_s[on]
             parts[2][:, j] = parts[3][:, j] = full
     if small:
