@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from pase.errors import (
+    OptionError,
     PaseError,
     TimeLimitError,
     TooLargeError,
@@ -47,6 +48,7 @@ from pase.registry import SOLVERS
 from pase.solvers.dp_kernel import Ledger, min_plus
 from pase.solvers.dp_memory import DEFAULT_MAX_STATES, solve_capped
 from pase.solvers.dp_plan import MAX_DEPENDENT_SET, Plan, plan_ordering
+from pase.solvers.dp_prune import PruneResult, prune_dominated
 from pase.solvers.ordering import ORDERINGS
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "DP_ENTRIES_PER_SECOND", "dry_run", "min_sum", "plan",
@@ -59,6 +61,9 @@ CHOICES = ("auto",) + tuple(ORDERINGS)
 # Min-plus table entries the dp fills per second, measured on a 2-core machine
 # (Transformer p=64: 1.5e9 entries in 0.8 s); dry runs use it for a rough time.
 DP_ENTRIES_PER_SECOND = 1e9
+# Below this many table entries (a tenth of a second) the plain dp is not worth
+# reducing: blocks are looked for only in larger (or over-budget) Problems.
+BLOCKS_MIN_ENTRIES = 10**8
 
 
 def min_sum(problem: Problem, chosen: Plan, *, keep: bool = False, deadline: float | None = None,
@@ -97,6 +102,7 @@ def min_sum(problem: Problem, chosen: Plan, *, keep: bool = False, deadline: flo
 def solve(problem: Problem, *, ordering: str = "auto",
           memory_budget: float = DEFAULT_MEMORY_BUDGET,
           max_states: int = DEFAULT_MAX_STATES,
+          prune: bool = True, blocks: bool = True,
           time_limit: float | None = None, seed: int | None = None) -> Solution:
     """Exact optimum of ``problem`` by the PaSE dynamic program.
 
@@ -108,6 +114,13 @@ def solve(problem: Problem, *, ordering: str = "auto",
             larger predicted peak raises TooLargeError before any work.
         max_states: under a memory cap, the most (cost, memory) front points
             the DP may generate at once or keep in all; more raises TooLargeError.
+        prune: first drop every config another config of its vertex
+            dominates (:mod:`~pase.solvers.dp_prune`; exact); ``stats["pruned"]``
+            counts them, the plan's figures are the pruned Problem's.
+        blocks: first reduce chains of repeated blocks by min-plus powers
+            (:mod:`~pase.solvers.dp_blocks`; exact), then solve the rest;
+            nothing changes when none is found, under a memory cap, or when
+            the plain plan fits with under ``BLOCKS_MIN_ENTRIES`` entries.
         time_limit: seconds; the DP has no partial answer, so exceeding it
             raises TimeLimitError.
         seed: unused (the DP is deterministic); accepted like every solver.
@@ -116,28 +129,55 @@ def solve(problem: Problem, *, ordering: str = "auto",
     check_choice("ordering", ordering, CHOICES)
     memory_budget = check_float("memory_budget", memory_budget, 0.0, strict=True, finite=False)
     max_states = check_int("max_states", max_states, 1)
+    prune = _check_bool("prune", prune)
+    blocks = _check_bool("blocks", blocks)
     check_common(time_limit, seed)
     # Planning stops at a table over the budget: the answer is a refusal anyway.
     chosen, predicted = _choose(problem, ordering, memory_budget, limit_bytes=memory_budget)
+    if blocks and problem.memory_cap is None and not (
+            _fits(chosen, memory_budget) and chosen.table_entries < BLOCKS_MIN_ENTRIES):
+        from pase.solvers.dp_blocks import solve_blocks  # imports this module
+
+        reduced = solve_blocks(problem, time_limit=time_limit, ordering=ordering,
+                               memory_budget=memory_budget, max_states=max_states,
+                               prune=prune, seed=seed)
+        if reduced is not None:
+            reduced.wall_time = time.perf_counter() - start
+            return reduced
     _refuse_over_budget(problem, chosen, memory_budget)
     deadline = None if time_limit is None else start + time_limit
     ledger = Ledger()
-    work = _forbid_infinite_memory(problem)
+    base = _forbid_infinite_memory(problem)
+    # Pruning ignores memory first: the unconstrained optimum is the answer when it
+    # fits the cap, found as without a cap. Only a binding cap prunes again with memory.
+    work, pruned, unpruned = base, None, (chosen, predicted)
+    if prune:
+        work, chosen, predicted, pruned = _pruned(base, False, chosen, predicted, ordering,
+                                                  memory_budget, deadline)
     total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
-    stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
-    if ordering == "auto":
-        stats["predicted"] = predicted
     found: tuple[tuple[int, ...], float] | None = None
     if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
         found = (choice, total)
+    capped: dict[str, Any] = {}
     if found is not None and problem.memory_cap is not None:
+        if prune and not problem.fits(_original(pruned, found[0])):
+            work, chosen, predicted, pruned = _pruned(base, True, *unpruned, ordering,
+                                                      memory_budget, deadline)
+            total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
+            found = (choice, total)
         found, capped = solve_capped(work, chosen.elimination, found,
                                      partial(min_sum, chosen=chosen, deadline=deadline),
                                      max_states=max_states, deadline=deadline)
-        stats.update(capped)
+    stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
+    if ordering == "auto":
+        stats["predicted"] = predicted
+    if prune:
+        stats["pruned"] = 0 if pruned is None else pruned.dropped
+    stats.update(capped)
     if found is None:
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
                         wall_time=time.perf_counter() - start, stats=stats)
+    found = (_original(pruned, found[0]), found[1])
     if problem.memory_cap is not None:
         stats["memory"] = problem.memory_of(found[0])
     cost = _verified_cost(problem, *found)
@@ -237,6 +277,28 @@ def _refuse_over_budget(shape: Any, chosen: Plan, budget: float) -> None:
         f"({sizes[step.vertex]} candidates; dependent set with candidate counts: {dep}), over "
         f"memory_budget={_human(budget)} ({_count(budget)} bytes); try another ordering "
         f"({others}), fewer devices, or a larger memory_budget")
+
+
+def _pruned(problem: Problem, memory: bool, chosen: Plan, predicted: dict[str, Any],
+            ordering: str, budget: float, deadline: float | None
+            ) -> tuple[Problem, Plan, dict[str, Any], PruneResult | None]:
+    """``problem`` without dominated configs (``memory``: compared too) and its plan;
+    the given plan, and None, when nothing was dropped."""
+    result = prune_dominated(problem, memory=memory, deadline=deadline)
+    if not result.dropped:
+        return problem, chosen, predicted, None
+    chosen, predicted = _choose(result.problem, ordering, budget, limit_bytes=budget)
+    return result.problem, chosen, predicted, result
+
+
+def _original(pruned: PruneResult | None, choice: tuple[int, ...]) -> tuple[int, ...]:
+    return choice if pruned is None else pruned.original_choice(choice)
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise OptionError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
 
 
 def _max_axes() -> int:
