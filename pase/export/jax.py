@@ -42,8 +42,9 @@ Op kinds and how exactly they are reproduced:
   features and units as pase's ``k`` and ``n`` dims do (see ``lstm`` in the
   program).
 
-The loss is the sum of the cross-entropies; a graph without one uses half the
-mean square of every output no op reads. An op kind not listed raises a
+The loss is the sum of the cross-entropies plus half the mean square of every
+other output no op reads (a pooler beside an MLM head is trained, not removed
+as dead code). An op kind not listed raises a
 GraphError naming the op and its kind.
 """
 from __future__ import annotations
@@ -309,12 +310,12 @@ class _Writer:
 
     # -- the loss ----------------------------------------------------------------------
     def loss(self) -> None:
-        if self.losses:
-            self.lines.append(f"    return {' + '.join(self.losses)}")
-            return
         read = {p.source for op in self.graph.ops for p in op.inputs if p.source is not None}
-        sinks = [v for key, v in self.var.items() if key not in read]
-        terms = [f"0.5 * jnp.mean(jnp.square({v}.astype(jnp.float32)))" for v in sinks]
+        losses = {op.name for op in self.graph.ops if op.kind == "SoftmaxCrossEntropy"}
+        # Every other output no op reads (a pooler beside an MLM loss) joins the loss,
+        # so it is trained (and its traffic compiled) rather than removed as dead code.
+        sinks = [v for key, v in self.var.items() if key not in read and key[0] not in losses]
+        terms = list(self.losses) + [f"0.5 * jnp.mean(jnp.square({v}.astype(jnp.float32)))" for v in sinks]
         self.lines.append(f"    return {' + '.join(terms)}")
 
 
