@@ -64,6 +64,9 @@ DP_ENTRIES_PER_SECOND = 1e9
 # Below this many table entries (a tenth of a second) the plain dp is not worth
 # reducing: blocks are looked for only in larger (or over-budget) Problems.
 BLOCKS_MIN_ENTRIES = 10**8
+# Pruning costs about as much as a dp of this many entries: below it the dp runs
+# unpruned (stats["pruned"] is then 0).
+PRUNE_MIN_ENTRIES = 10**8
 
 
 def min_sum(problem: Problem, chosen: Plan, *, keep: bool = False, deadline: float | None = None,
@@ -115,8 +118,10 @@ def solve(problem: Problem, *, ordering: str = "auto",
         max_states: under a memory cap, the most (cost, memory) front points
             the DP may generate at once or keep in all; more raises TooLargeError.
         prune: first drop every config another config of its vertex
-            dominates (:mod:`~pase.solvers.dp_prune`; exact); ``stats["pruned"]``
-            counts them, the plan's figures are the pruned Problem's.
+            dominates (:mod:`~pase.solvers.dp_prune`; exact) when the plan has
+            ``PRUNE_MIN_ENTRIES`` entries or more;
+            ``stats["pruned"]`` counts them (``prune_seconds`` the time), the
+            plan's figures are the pruned Problem's.
         blocks: first reduce chains of repeated blocks by min-plus powers
             (:mod:`~pase.solvers.dp_blocks`; exact), then solve the rest;
             nothing changes when none is found, under a memory cap, or when
@@ -151,9 +156,11 @@ def solve(problem: Problem, *, ordering: str = "auto",
     # Pruning ignores memory first: the unconstrained optimum is the answer when it
     # fits the cap, found as without a cap. Only a binding cap prunes again with memory.
     work, pruned, unpruned = base, None, (chosen, predicted)
+    prune_seconds = [0.0]
+    asked, prune = prune, prune and chosen.table_entries >= PRUNE_MIN_ENTRIES
     if prune:
         work, chosen, predicted, pruned = _pruned(base, False, chosen, predicted, ordering,
-                                                  memory_budget, deadline)
+                                                  memory_budget, deadline, prune_seconds)
     total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
     found: tuple[tuple[int, ...], float] | None = None
     if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
@@ -162,7 +169,7 @@ def solve(problem: Problem, *, ordering: str = "auto",
     if found is not None and problem.memory_cap is not None:
         if prune and not problem.fits(_original(pruned, found[0])):
             work, chosen, predicted, pruned = _pruned(base, True, *unpruned, ordering,
-                                                      memory_budget, deadline)
+                                                      memory_budget, deadline, prune_seconds)
             total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
             found = (choice, total)
         found, capped = solve_capped(work, chosen.elimination, found,
@@ -171,8 +178,9 @@ def solve(problem: Problem, *, ordering: str = "auto",
     stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
     if ordering == "auto":
         stats["predicted"] = predicted
-    if prune:
+    if asked:
         stats["pruned"] = 0 if pruned is None else pruned.dropped
+        stats["prune_seconds"] = prune_seconds[0]
     stats.update(capped)
     if found is None:
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
@@ -280,11 +288,12 @@ def _refuse_over_budget(shape: Any, chosen: Plan, budget: float) -> None:
 
 
 def _pruned(problem: Problem, memory: bool, chosen: Plan, predicted: dict[str, Any],
-            ordering: str, budget: float, deadline: float | None
+            ordering: str, budget: float, deadline: float | None, seconds: list[float]
             ) -> tuple[Problem, Plan, dict[str, Any], PruneResult | None]:
     """``problem`` without dominated configs (``memory``: compared too) and its plan;
-    the given plan, and None, when nothing was dropped."""
+    the given plan, and None, when nothing was dropped. Adds its time to ``seconds[0]``."""
     result = prune_dominated(problem, memory=memory, deadline=deadline)
+    seconds[0] += result.seconds
     if not result.dropped:
         return problem, chosen, predicted, None
     chosen, predicted = _choose(result.problem, ordering, budget, limit_bytes=budget)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pase.cost_models.alpha_beta import AlphaBetaCostModel
@@ -17,6 +17,12 @@ from pase.registry import MODELS
 from pase.solvers import dp, exhaustive
 from pase.solvers.dp_prune import _pareto_rows, _row_le, prune_dominated
 from pase.space import ConfigSpace
+
+
+@pytest.fixture(autouse=True)
+def prune_every_size(monkeypatch):
+    """The dp prunes only large Problems; these tests prune every one."""
+    monkeypatch.setattr(dp, "PRUNE_MIN_ENTRIES", 0)
 
 
 def structured_problem(seed: int, n: int, k: int, extra: int, with_memory: bool,
@@ -70,7 +76,8 @@ cases = st.builds(structured_problem, seed=st.integers(0, 2**32 - 1), n=st.integ
                   infinite=st.booleans())
 
 
-@settings(max_examples=120, deadline=None, derandomize=True)
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cases)
 def test_pruned_optimum_equals_plain_dp_and_exhaustive(problem):
     truth = exhaustive.solve(problem)
@@ -93,7 +100,8 @@ def test_pruned_optimum_equals_plain_dp_and_exhaustive(problem):
         assert pruned.stats["pruned"] in counts
 
 
-@settings(max_examples=120, deadline=None, derandomize=True)
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cases)
 def test_a_single_pass_drops_exactly_the_dominated_configs(problem):
     result = prune_dominated(problem)
