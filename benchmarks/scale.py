@@ -1,0 +1,170 @@
+"""Scale of the exact search: build and solve seconds, table entries and peak RSS of
+the dp on models x device counts, with each technique switched off in turn.
+
+Every run is its own process (so its peak RSS, ``ru_maxrss``, is its own), niced,
+and stopped at ``--time-limit`` seconds (the dp's ``time_limit``; the process is
+killed a little later). Variants, each a list of dp ``--option`` flags or
+``share=false``:
+
+- ``all``: what ``pase solve`` does (build once, blocks, pruning);
+- ``prune=false``, ``blocks=false``: the dp with that technique off;
+- ``share=false``: the Problem built op by op, edge by edge (no shared arrays).
+
+The ratios are the variant's solve (or build) seconds over the ``all`` row's.
+
+    nice -n 10 python benchmarks/scale.py [--models transformer,gpt2:layers=12]
+        [--devices 64,256,1024] [--variants all,prune=false,blocks=false]
+        [--cost-model paper] [--time-limit 300] [--out benchmarks/results/scale.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_VARIANTS = "all,prune=false,blocks=false"
+
+
+def parse_model(spec: str) -> tuple[str, dict[str, int]]:
+    """``gpt2:layers=12`` -> ("gpt2", {"layers": 12})."""
+    name, *opts = spec.split(":")
+    return name, {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
+
+
+def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: float) -> dict:
+    """One run, in this process: build, then solve; a dict of figures."""
+    from pase.api import build_space, make_cost_model
+    from pase.errors import PaseError, TimeLimitError
+    from pase.solvers import dp
+
+    name, model_options = parse_model(spec)
+    options: dict[str, object] = {}
+    share = True
+    if variant != "all":
+        for flag in variant.split("+"):
+            key, value = flag.split("=")
+            if key == "share":
+                share = value != "false"
+            else:
+                options[key] = value != "false"
+    out: dict[str, object] = {"model": spec, "p": devices, "variant": variant}
+    start = time.perf_counter()
+    graph, space = build_space(name, devices, model_options=model_options)
+    model = make_cost_model(cost_model)
+    if not share:
+        model.vertex_key = lambda *a: None  # every op and edge priced on its own
+        model.edge_key = lambda *a: None
+    try:
+        problem = model.problem(graph, space)
+    except PaseError as e:
+        out.update(status="refused", error=str(e)[:200])
+        return out
+    out["build_s"] = time.perf_counter() - start
+    out["configs"] = int(problem.sizes.sum())
+    start = time.perf_counter()
+    try:
+        solution = dp.solve(problem, time_limit=time_limit, **options)
+    except TimeLimitError:
+        out.update(status="time_limit", solve_s=time.perf_counter() - start)
+        return out
+    except PaseError as e:
+        out.update(status="refused", error=str(e)[:200], solve_s=time.perf_counter() - start)
+        return out
+    out["solve_s"] = time.perf_counter() - start
+    stats = solution.stats
+    out.update(status=str(solution.status), cost=solution.cost,
+               table_entries=stats.get("table_entries"), pruned=stats.get("pruned"),
+               blocks=stats.get("blocks_found", 0), removed=stats.get("vertices_removed", 0))
+    return out
+
+
+def run_one(spec: str, devices: int, variant: str, cost_model: str, time_limit: float) -> dict:
+    """The worker in a niced child process (which reports its own peak RSS)."""
+    cmd = [sys.executable, __file__, "--worker", spec, str(devices), variant, cost_model,
+           str(time_limit)]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit * 1.5 + 60,
+                              preexec_fn=lambda: os.nice(10))
+    except subprocess.TimeoutExpired:
+        return {"model": spec, "p": devices, "variant": variant, "status": "killed",
+                "wall_s": time.perf_counter() - started}
+    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    if done.returncode or not lines:
+        return {"model": spec, "p": devices, "variant": variant, "status": "crashed",
+                "error": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    row = json.loads(lines[-1])
+    row["wall_s"] = time.perf_counter() - started
+    return row
+
+
+def _fmt(x, digits=2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}" if abs(x) < 1e5 else f"{x:.3g}"
+    return str(x)
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | p | variant | status | build s | solve s | solve ratio | build ratio | "
+            "table entries | pruned | blocks (vertices removed) | peak RSS MiB | cost |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    base = {(r["model"], r["p"]): r for r in rows if r["variant"] == "all"}
+    for r in rows:
+        ref = base.get((r["model"], r["p"]), {})
+        ratio = (r.get("solve_s") / ref["solve_s"]) if r.get("solve_s") and ref.get("solve_s") else None
+        bratio = (r.get("build_s") / ref["build_s"]) if r.get("build_s") and ref.get("build_s") else None
+        blocks = f"{r.get('blocks', 0)} ({r.get('removed', 0)})" if "blocks" in r else "-"
+        lines.append(
+            f"| {r['model']} | {r['p']} | {r['variant']} | {r['status']} | {_fmt(r.get('build_s'))} | "
+            f"{_fmt(r.get('solve_s'))} | {_fmt(ratio)} | {_fmt(bratio)} | "
+            f"{_fmt(r.get('table_entries'))} | {_fmt(r.get('pruned'))} | {blocks} | "
+            f"{_fmt(r.get('peak_mib'), 0)} | {_fmt(r.get('cost'), 6)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="transformer,gpt2")
+    parser.add_argument("--devices", default="64,256,1024")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS)
+    parser.add_argument("--cost-model", default="paper")
+    parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--out", default=None, help="markdown file for the table")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        spec, devices, variant, cost_model, limit = args.worker
+        row = worker(spec, int(devices), variant, cost_model, float(limit))
+        row["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        print(json.dumps(row), flush=True)
+        return 0
+    rows = []
+    for spec in args.models.split(","):
+        for devices in (int(p) for p in args.devices.split(",")):
+            for variant in args.variants.split(","):
+                print(f"{spec} p={devices} {variant} ...", end=" ", flush=True)
+                row = run_one(spec, devices, variant, args.cost_model, args.time_limit)
+                rows.append(row)
+                print(f"{row['status']} build {_fmt(row.get('build_s'))} s, solve "
+                      f"{_fmt(row.get('solve_s'))} s, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
+                      f"pruned {_fmt(row.get('pruned'))}, blocks {row.get('blocks', '-')}", flush=True)
+    text = table(rows)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(
+            f"# Scale of the exact search\n\n`{' '.join(['python benchmarks/scale.py'] + (argv if argv is not None else sys.argv[1:]))}`"
+            f" ({args.cost_model} cost model, dp time limit {args.time_limit:g} s; ratios are "
+            f"over the `all` row)\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
