@@ -289,7 +289,9 @@ def layer_reports(ps: tuple[int, ...], zoo: tuple[str, ...] = ZOO) -> dict[tuple
 
 # Rows where XLA compiles another plan than the one pase prices. Each plan says what its
 # HLO shows (a pattern of the row's compiled lines, or a check); a row listed under a
-# plan must show it, and every other row must agree within 1%.
+# plan must show it, and every other row must agree within 1%. A row with two plans shows
+# one under the dp optimum of today's pase.work.ops, the other under the optimum after the
+# pending norm/loss change (the optimum moves with the costs).
 def _reused(row: dict, rows: dict) -> bool:
     """Nothing compiled here, and the same source re-laid under another consumer's edge."""
     src = row["row"][len("edge/"):].split("->")[0]
@@ -566,8 +568,8 @@ def test_attention_split_by_heads_and_by_batch_agrees_with_xla(ps):
             r = reports[(label, p)]
             assert r["rows_within"] == r["rows_total"] and r["total"]["within"], format_rows(r)
             assert r["total"]["compiled"] > 0
-    # by heads: the out projection's forward all-reduce of (batch, seq, width) over p, and the
-    # qkv input gradient's; by batch: only the weight gradients' all-reduces
+    # by heads, the out projection sums over heads: an all-reduce of its (8, 8, 32) f32
+    # output over the 8 devices, 2 x 7/8 of it (worked by hand)
     heads = reports[("attention heads", 8)]
     out = next(row for row in heads["rows"] if row["row"] == "op/enc0.attn.out")
     assert out["compiled_forward"] == 2 * 7 / 8 * (8 * 8 * 32 * 4)
