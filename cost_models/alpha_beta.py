@@ -141,6 +141,15 @@ class AlphaBetaCostModel(CostModel):
         """The device count placement uses: the bound one, else the cluster's."""
         return self.cluster.devices if self.devices is None else self.devices
 
+    def _at(self, *configs: np.ndarray) -> "AlphaBetaCostModel":
+        """This model bound to a device count: its own, else (unbound, as when
+        ``problem_shape`` asks for edge keys) the cluster's, grown to the most
+        devices a config uses. The placement depends on ``p``."""
+        if self.devices is not None:
+            return self
+        need = max((int(np.prod(np.asarray(c), axis=1).max(initial=1)) for c in configs), default=1)
+        return self.for_devices(max(self.cluster.devices, need))
+
     # -- CostModel -----------------------------------------------------------------
     def problem(self, graph: Graph, space: ConfigSpace, *,
                 memory_budget: float | None = None) -> Problem:
@@ -162,6 +171,8 @@ class AlphaBetaCostModel(CostModel):
 
     def work_costs(self, work: OpWork) -> np.ndarray:
         """Seconds per config: compute plus every collective, serially."""
+        if self.devices is None:
+            return self._at(work.configs).work_costs(work)
         total = work.flop / self.flops
         moved = self.moved.get(work.op.name, frozenset())
         off = None
@@ -176,6 +187,9 @@ class AlphaBetaCostModel(CostModel):
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+        if self.devices is None:
+            return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
+                                                                 consumer, input, dst_configs)
         extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
         parts, src_of, dst_of, src, dst = relayout_matrix(
             producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
@@ -189,6 +203,9 @@ class AlphaBetaCostModel(CostModel):
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
         # What relayout_matrix reads: the placement rows, and (for configs off the
         # mesh) how each op maps its dims to the port's axes and orders them.
+        if self.devices is None:
+            return self._at(src_configs, dst_configs).edge_key(producer, output, src_configs,
+                                                               consumer, input, dst_configs)
         src = placement_rows(producer, output, src_configs, self.p)
         dst = placement_rows(consumer, input, dst_configs, self.p)
         extra = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
