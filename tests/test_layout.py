@@ -177,6 +177,7 @@ def test_collective_bytes_convention():
     assert collective_bytes("reduce-scatter", 800, 8) == 700
     assert collective_bytes("all-to-all", 800, 4) == 600
     assert collective_bytes("collective-permute", 800, 2) == 800
+    assert collective_bytes("exchange", 800, 4) == 800
     assert collective_bytes("all-reduce", 800, 1) == 0
 
 

@@ -58,7 +58,8 @@ import numpy as np
 from pase.errors import OptionError
 from pase.ir import Op, Port
 
-COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                    "exchange")
 
 
 # -- the mesh ----------------------------------------------------------------------
@@ -322,12 +323,13 @@ def collective_bytes(kind: str, n, q):
     """Bytes one device sends (= receives) in a collective over ``q`` devices on a
     buffer of ``n`` bytes: all-reduce ``2(q-1)/q n``; all-gather ``(q-1)/q n``
     (``n`` the gathered result); reduce-scatter ``(q-1)/q n`` (``n`` the input);
-    all-to-all ``(q-1)/q n``; collective-permute ``n``. A group of one moves nothing."""
+    all-to-all ``(q-1)/q n``; collective-permute ``n``; ``exchange`` (pase.work's halo and
+    cell re-layout messages) ``n`` like a permute. A group of one moves nothing."""
     n = np.asarray(n, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
     if kind not in COLLECTIVE_KINDS:
         raise OptionError(f"unknown collective kind {kind!r}; allowed: {', '.join(COLLECTIVE_KINDS)}")
-    if kind == "collective-permute":
+    if kind in ("collective-permute", "exchange"):
         out = np.where(q > 1, n, 0.0)
     else:
         out = (2.0 if kind == "all-reduce" else 1.0) * np.where(q > 1, (q - 1.0) / np.maximum(q, 1.0), 0.0) * n
