@@ -201,3 +201,30 @@ def test_infinite_costs():
     assert sol.choice == (0, 1) and sol.cost == 1.0
     hopeless = Problem([np.array([inf])], [], [])
     assert dp.solve(hopeless).status is Status.INFEASIBLE
+
+
+def test_blocks_option_reduces_repeated_layers_to_the_same_optimum(monkeypatch):
+    from pase.cost_models.paper import PaperCostModel
+    from pase.registry import MODELS
+    from pase.space import ConfigSpace
+
+    monkeypatch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)  # a small model, so that blocks are tried
+    graph = MODELS.get("gpt2")(layers=4)
+    problem = PaperCostModel().problem(graph, ConfigSpace(graph, 8))
+    plain = dp.solve(problem, blocks=False)
+    reduced = dp.solve(problem)
+    assert "blocks_found" not in plain.stats
+    assert reduced.stats["blocks_found"] >= 1 and reduced.stats["vertices_removed"] > 0
+    assert reduced.cost == pytest.approx(plain.cost, rel=1e-9)
+    assert problem.evaluate(reduced.choice) == reduced.cost and reduced.status is Status.OPTIMAL
+    # Under a memory cap the plain (capped) dp runs.
+    memory = [np.ones(k) for k in problem.sizes]
+    capped = Problem(problem.vertex_costs, problem.edges, problem.edge_costs, memory=memory,
+                     memory_cap=float(problem.num_vertices))
+    assert "blocks_found" not in dp.solve(capped).stats
+
+
+def test_small_plans_skip_blocks_and_pruning():
+    problem = random_problem(6, seed=1)
+    solution = dp.solve(problem)
+    assert "blocks_found" not in solution.stats and solution.stats["pruned"] == 0
