@@ -21,7 +21,11 @@ Around that recurrence, each in one place:
 - :mod:`~pase.solvers.dp_memory`: under a memory cap, the unconstrained
   optimum when it fits, else Pareto fronts of (cost, memory) pruned with
   Lagrangian bounds (:mod:`~pase.solvers.dp_lagrange`,
-  :mod:`~pase.solvers.dp_fronts`): still exact.
+  :mod:`~pase.solvers.dp_fronts`): still exact;
+- :mod:`~pase.solvers.dp_blocks` (option ``blocks``): chains of repeated
+  blocks folded into min-plus matrix powers before the recurrence;
+- :mod:`~pase.solvers.dp_prune` (option ``prune``): configs another config
+  of their vertex dominates dropped before the recurrence. Both are exact.
 """
 from __future__ import annotations
 
