@@ -290,8 +290,7 @@ def layer_reports(ps: tuple[int, ...], zoo: tuple[str, ...] = ZOO) -> dict[tuple
 # Rows where XLA compiles another plan than the one pase prices. Each plan says what its
 # HLO shows (a pattern of the row's compiled lines, or a check); a row listed under a
 # plan must show it, and every other row must agree within 1%. A row with two plans shows
-# one under the dp optimum of today's pase.work.ops, the other under the optimum after the
-# pending norm/loss change (the optimum moves with the costs).
+# either, depending on which of two equally priced optima the dp returns.
 def _reused(row: dict, rows: dict) -> bool:
     """Nothing compiled here, and the same source re-laid under another consumer's edge."""
     src = row["row"][len("edge/"):].split("->")[0]
@@ -495,46 +494,12 @@ XLA_PLANS = {
     },
 }
 
-# Norm rows (a weightless norm charged parameter-gradient syncs, a weighted one 4 rounds of
-# per-feature sums instead of one sync per weight) and loss rows (the scalar mean's
-# all-reduce, one per split row dim, not charged) that pase.work.ops does not price yet.
-# Tolerated only while ops.py has the old formulas (see _pending); then they must agree.
-PENDING = {
-    ('transformer', 8): ('op/enc0.attn.norm', 'op/enc0.ffn.norm', 'op/dec0.self_attn.norm', 'op/dec0.cross_attn.norm', 'op/dec0.ffn.norm', 'op/loss'),  # fixed by ops.py change
-    ('bert-base', 8): ('op/embeddings.norm', 'op/layer0.attn_norm', 'op/layer0.mlp_norm', 'op/mlm.norm', 'op/loss'),  # fixed by ops.py change
-    ('gpt2', 8): ('op/h0.attn_norm', 'op/h0.mlp_norm', 'op/ln_f', 'op/loss'),  # fixed by ops.py change
-    ('llama2-7b', 8): ('op/layers0.attn_norm', 'op/layers0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('llama3-8b', 8): ('op/layers0.attn_norm', 'op/layers0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('vit-b16', 8): ('op/blocks0.attn_norm', 'op/blocks0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('mixtral-8x7b', 8): ('op/layers0.attn_norm', 'op/layers0.moe_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('switch-base-8', 8): ('op/encoder0.attn_norm', 'op/encoder0.mlp_norm', 'op/encoder.final_norm', 'op/decoder0.attn_norm', 'op/decoder0.cross_norm', 'op/decoder0.mlp_norm', 'op/decoder.final_norm', 'op/loss'),  # fixed by ops.py change
-    ('transformer', 16): ('op/enc0.attn.norm', 'op/enc0.ffn.norm', 'op/dec0.self_attn.norm', 'op/dec0.cross_attn.norm', 'op/dec0.ffn.norm', 'op/loss'),  # fixed by ops.py change
-    ('bert-base', 16): ('op/embeddings.norm', 'op/layer0.attn_norm', 'op/layer0.mlp_norm', 'op/mlm.norm', 'op/loss'),  # fixed by ops.py change
-    ('gpt2', 16): ('op/h0.attn_norm', 'op/h0.mlp_norm', 'op/ln_f', 'op/loss'),  # fixed by ops.py change
-    ('llama2-7b', 16): ('op/layers0.attn_norm', 'op/layers0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('llama3-8b', 16): ('op/layers0.attn_norm', 'op/layers0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('vit-b16', 16): ('op/blocks0.attn_norm', 'op/blocks0.mlp_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('mixtral-8x7b', 16): ('op/layers0.attn_norm', 'op/layers0.moe_norm', 'op/norm', 'op/loss'),  # fixed by ops.py change
-    ('switch-base-8', 16): ('op/encoder0.attn_norm', 'op/encoder0.mlp_norm', 'op/encoder.final_norm', 'op/decoder0.attn_norm', 'op/decoder0.cross_norm', 'op/decoder0.mlp_norm', 'op/decoder.final_norm', 'op/loss'),  # fixed by ops.py change
-    ('transformer', 64): ('op/enc0.attn.norm', 'op/enc0.ffn.norm', 'op/dec0.self_attn.norm', 'op/dec0.cross_attn.norm', 'op/dec0.ffn.norm', 'op/loss'),  # fixed by ops.py change
-}
-
-
-def _pending(row: dict) -> bool:
-    """Whether ``row`` still has the prediction of ops.py before the change."""
-    labels = {c.get("label") for c in row["predicted_collectives"]}
-    if row["row"] == "op/loss":
-        return labels <= {"max and sum"}
-    return "feature sums" in labels
-
-
 def check_layers(reports: dict, labels=None) -> None:
     failures = []
     for (label, p), r in reports.items():
         if labels is not None and label not in labels:
             continue
         plans = XLA_PLANS.get((label, p), {})
-        pending = PENDING.get((label, p), ())
         rows = {row["row"]: row for row in r["rows"]}
         for row in r["rows"]:
             name = row["row"]
@@ -543,8 +508,6 @@ def check_layers(reports: dict, labels=None) -> None:
             where = (f"{label} p={p} {name}: predicted {row['predicted_forward']:.0f}+"
                      f"{row['predicted_backward']:.0f}, compiled {row['compiled_forward']:.0f}+"
                      f"{row['compiled_backward']:.0f}")
-            if name in pending and _pending(row):
-                continue
             plan = plans.get(name)
             if plan is None:
                 failures.append(where)

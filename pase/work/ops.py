@@ -296,19 +296,19 @@ def _elementwise(op: Op, cfg: np.ndarray, dt: float):
 
 def _norm(op: Op, cfg: np.ndarray, dt: float):
     """16 FLOP/element; the paper's 4 all-reduces of row statistics (2 forward,
-    2 backward) over the normalised axis, and 4 of per-feature sums over the
-    other dims, taken as parameter-gradient syncs. RMSNorm (``rms``) has one
-    statistic and one parameter: 12 FLOP/element and half the all-reduces."""
+    2 backward) over the normalised axis. RMSNorm (``rms``) has one statistic:
+    12 FLOP/element and half of those. Gradient syncs only for the parameters the
+    op has (scale, shift): a weightless norm has none to sync (the paper's model
+    charges 4 per-feature sums regardless; XLA compiles none)."""
     axis = attr(op, "axis")
     tile = np.asarray(op.shape, dtype=np.float64) / cfg
     elems = np.prod(tile, axis=1)
-    others = tuple(i for i in range(len(op.dims)) if i != axis)
     rms = op.kind == "Norm" and attr(op, "rms")
     flop, rounds = (12.0, 1) if rms else (16.0, 2)
     return _split13(flop * elems), [
         _ar("forward", elems / tile[:, axis] * dt, (axis,), "statistics", rounds),
         _ar("backward", elems / tile[:, axis] * dt, (axis,), "statistics", rounds),
-        _ar("gradient", tile[:, axis] * dt, others, "feature sums", 2 * rounds)]
+        *_weight_syncs(op, cfg, dt, op.weights)]
 
 
 def _reduce_mean(op: Op, cfg: np.ndarray, dt: float):
@@ -372,8 +372,15 @@ def _softmax_xent(op: Op, cfg: np.ndarray, dt: float):
     tile = np.asarray(op.shape, dtype=np.float64) / cfg
     rows = np.prod(tile[:, :-1], axis=1)
     last = len(op.dims) - 1
+    # A split class axis needs the row max, the picked label logit and the sum of
+    # exponentials from every shard forward, and the gradient's row sum backward.
+    # The loss mean (one scalar) is summed once per split row dim, as XLA compiles it.
+    scalar = np.full(len(cfg), dt)
     return _split13(4.0 * np.prod(tile, axis=1) + 2.0 * rows), [
-        _ar("forward", rows * dt, (last,), "max and sum", 2)]
+        _ar("forward", rows * dt, (last,), "max and sum", 2),
+        _ar("forward", rows * dt, (last,), "label logit"),
+        _ar("backward", rows * dt, (last,), "row sum of the gradient"),
+        *(_ar("forward", scalar, (d,), "loss mean") for d in range(last))]
 
 
 def _free(op: Op, cfg: np.ndarray, dt: float):
