@@ -115,8 +115,17 @@ ROWS = [
     Row("bool-option-text", f"{SOLVE} --solver ilp-highs --option warm_start=maybe", 2,
         r"option warm_start expects true or false"),
     Row("unknown-option", f"{SOLVE} --option bogus=1", 2,
-        r"solver 'dp' has no option 'bogus'; allowed: ordering, memory_budget, max_states$"),
+        r"solver 'dp' has no option 'bogus'; allowed: ordering, memory_budget, max_states, prune, "
+        r"blocks$"),
     Row("option-without-value", f"{SOLVE} --option ordering", 2, r"--option expects KEY=VALUE"),
+    Row("export-unknown-engine", "export mlp -p 8 --strategy {tmp}/mlp.json --engine torch", 2,
+        r"^unknown engine 'torch'; allowed: jax$"),
+    Row("export-missing-strategy", "export mlp -p 8 --strategy /nonexistent.json --engine jax", 2,
+        r"^cannot read strategy file /nonexistent\.json"),
+    Row("verify-zero-devices", "verify mlp -p 0 --strategy {tmp}/mlp.json --engine jax", 2,
+        r"-p/--devices: must be an integer >= 1, got '0'"),
+    Row("verify-bad-format", "verify mlp -p 8 --strategy {tmp}/mlp.json --engine jax --format xml", 2,
+        r"--format: invalid choice: 'xml'"),
     Row("option-time-limit", f"{SOLVE} --option time_limit=5", 2,
         r"^--option time_limit: use --time-limit$"),
     Row("option-seed", f"{SOLVE} --option seed=5", 2, r"^--option seed: use --seed$"),
@@ -274,6 +283,7 @@ def tmp(tmp_path_factory) -> Path:
     (d / "nested.json").write_text("[" * 100_000 + "]" * 100_000)
     (d / "a-list.json").write_text("[1, 2]")
     (d / "alexnet.json").write_text(json.dumps({"conv1": {"b": 8}}))
+    (d / "mlp.json").write_text(json.dumps({"fc1": {"n": 8}}))
     (d / "no-ops.json").write_text(json.dumps({"schema": "pase.graph", "version": 1,
                                                "name": "empty", "ops": []}))
     two = _small_graph()
