@@ -112,6 +112,7 @@ class Problem:
     def _merge_edges(self, edges, edge_costs):
         n = len(self.vertex_costs)
         merged: dict[tuple[int, int], np.ndarray] = {}
+        checked: dict[int, np.ndarray] = {}  # a matrix shared by many edges is scanned once
         for e, ((u, v), m) in enumerate(zip(edges, edge_costs)):
             u, v = int(u), int(v)
             if not (0 <= u < n and 0 <= v < n):
@@ -123,8 +124,9 @@ class Problem:
             if m.shape != want:
                 raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has a "
                                    f"{m.shape} matrix; expected {want}")
-            if np.isnan(m).any() or (m == -np.inf).any():
+            if id(m) not in checked and (np.isnan(m).any() or (m == -np.inf).any()):
                 raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has NaN or -inf")
+            checked[id(m)] = m
             if u > v:
                 u, v, m = v, u, m.T
             merged[(u, v)] = merged[(u, v)] + m if (u, v) in merged else m
