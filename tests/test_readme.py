@@ -21,8 +21,26 @@ CONCRETE = [c for c in COMMANDS if not re.search(r"[A-Z]{2,}|\bN\b|\[", c)
             and (" -p " in c or c.split()[1] in LISTINGS)]
 # Too slow for a unit test (every ILP backend), a plug-in the README defines in Python, or
 # refused on purpose (tests/test_build_guard.py checks that refusal and its speed).
+# A code block whose commands read what an earlier one writes runs in order, in one folder.
+def _fenced_blocks(text: str) -> list[str]:
+    """The contents of the ``` blocks, fences paired in order."""
+    blocks, current = [], None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                blocks.append("\n".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+SEQUENCE = next(b for b in _fenced_blocks(README) if "pase verify" in b)
 NOT_RUN = ("pase compare alexnet -p 8", "pase solve alexnet -p 8 --solver cheapest-alone",
-           "pase solve transformer -p 4096")
+           "pase solve transformer -p 4096",
+           *(line for line in SEQUENCE.splitlines() if line.startswith("pase verify")))
 
 
 def test_quick_start_python_block():
@@ -74,3 +92,12 @@ def test_concrete_readme_commands_run(command, tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("command", NOT_RUN)
 def test_commands_not_run_still_parse(command):
     build({}).parse_args(shlex.split(command)[1:])
+
+
+def test_readme_solve_then_verify_sequence_runs_in_order(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("jax", reason="jax is not installed (pip install \"pase[jax]\")")
+    monkeypatch.chdir(tmp_path)
+    for line in SEQUENCE.splitlines():
+        assert main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "pase's prediction vs XLA's compiled HLO" in out and "op/h0.attn.qkv" in out
