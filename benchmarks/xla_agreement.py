@@ -157,7 +157,7 @@ def main() -> None:
             "Written by `benchmarks/xla_agreement.py` (jax on fake CPU devices; compiled, never run).",
             "Bytes per device, forward + backward, summed over the step; a row is an op, an edge "
             "or a gradient group (see `pase.export.verify`). Edges priced by "
-            "`pase.work.layout.edge_bytes`; dp optima by the alpha-beta model on a compute-bound "
+            "`pase.work.relayout.edge_bytes`; dp optima by the alpha-beta model on a compute-bound "
             "cluster (tiny layers, slow devices and fast links, so that the optimum splits them "
             f"in many ways) and, at full size, on h100-sxm; p = {args.ps}.", "",
             f"Rows within 1%: {within}/{total} ({100 * within / max(total, 1):.1f}%); "

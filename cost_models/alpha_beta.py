@@ -12,7 +12,7 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   group spans nodes follows the device mapping of :mod:`pase.work`. Every
   collective is charged in full, parameter-gradient syncs included: the model
   does not credit their overlap with compute (the simulator does);
-- re-distribution on an edge (:func:`pase.work.layout.edge_bytes`, placement by
+- re-distribution on an edge (:func:`pase.work.relayout.edge_bytes`, placement by
   :mod:`pase.work.layout`): forward, the bytes the worst device receives to go
   from the producer's output layout to the consumer's input layout; backward,
   separately, the bytes to bring the gradient from the consumer's input layout
@@ -44,9 +44,10 @@ from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
-from pase.work.layout import mesh_axes, mesh_order, owned_axes, placement_rows, relayout_matrix
+from pase.work.layout import mesh_axes, mesh_order, owned_axes
 from pase.work.mapping import _worst_group
 from pase.work.ops import OpWork
+from pase.work.relayout import placement_rows, relayout_matrix
 
 
 def movable_collectives(graph: Graph) -> dict[str, frozenset[str]]:

@@ -1,13 +1,13 @@
 """Exact reduction of repeated blocks: the dp on an L-layer model in log2 L min-plus products.
 
 An LLM's Problem is L copies of one layer chained through the residual stream.
-This module finds such a chain on the Problem alone (no model is special-cased),
+This module finds such a chain on the Problem alone (no model is special-cased;
+detection, and what a chain is: :mod:`pase.solvers.dp_blocks_find`),
 folds its blocks into one ``(min, +)`` matrix power, solves what is left with
 the ordinary dp, and expands the answer back to every vertex. The answer is the
 plain dp's optimum (same cost to rounding; ties may pick another minimiser,
 deterministically).
 
-    find_blocks(problem: Problem) -> list[BlockChain]
     solve_blocks(problem: Problem, *, time_limit: float | None = None,
                  **dp_options) -> Solution | None
 
@@ -16,36 +16,6 @@ deterministically).
 when that option exists). The dp's hook: ``dp.solve(..., blocks=True)`` calls
 ``solve_blocks`` first and, when it returns None (nothing repeats, or a memory
 cap), runs as before.
-
-What is accepted (a *chain*). Vertices are numbered in build order; a chain is a
-period ``P``, a start ``a`` and a count ``m >= 2``. Block ``U_i`` is the vertex
-range ``[a + iP, a + (i+1)P)`` for ``i = 1..m``; ``U_0 = [a, a+P)`` is only the
-home of the first separator and need not match the others. With offsets taken
-inside a block:
-
-- the separator ``S`` is the set of offsets of the ``U_0`` vertices that have an
-  edge into ``U_1``; ``S_i = a + iP + S``; the *shared* vertices ``G`` are the
-  neighbours of ``U_1`` outside ``U_0, U_1, U_2`` (the encoder output in an
-  encoder-decoder model) and lie outside ``U_0..U_m``;
-- for every ``i = 1..m``, ``U_i`` has the vertex cost vectors and memory vectors
-  of ``U_1`` (exact equality, offset by offset), and the same edges, with equal
-  matrices, inside ``U_i``, from ``S_{i-1}`` into ``U_i`` and from ``G`` into ``U_i``;
-- every other edge of a vertex of ``U_i`` joins ``S_i`` to ``U_{i+1}`` (i < m)
-  or, for the last block only, leaves ``S_m`` to anywhere.
-
-So the rest of the graph touches the chain only at ``S_0`` (and all of ``U_0``),
-``S_m`` and ``G``. ``U_0`` may begin before vertex 0: only ``S_0`` must exist.
-A transformer layer's separator is its last op (the residual stream). In gpt2
-the position embedding joins layer 0 exactly as a residual joins the next
-layer, so all L layers are blocks (``m = L``, ``S_0`` the embedding); where the
-embedding's edges differ, layer 0 is ``U_0`` and ``m = L - 1``.
-
-Detection (:func:`find_blocks`) hashes each vertex's costs with its incident
-edge matrices, finds for each period the longest run where vertex ``v`` looks
-like ``v + P`` (numpy, ``O(n)`` per period), then verifies the candidates exactly
-at every alignment; it keeps the chain removing the most vertices, then the one
-with the fewest separator states. Chains whose state ``K_G * K_S`` would make the
-power too large (:data:`MAX_POWER_WORK`) are skipped.
 
 Reduction. One block's transfer tensor ``T[g, s, t]`` is the least cost of the
 block (its vertex costs, inner edges, edges from ``S_{i-1}`` and ``G``) over its
@@ -64,266 +34,24 @@ the caller runs the ordinary capped dp (exact, no reduction).
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pase.problem import COST_RTOL, Problem, Solution, Status
+from pase.solvers.dp_blocks_find import BlockChain, _find_one
 from pase.solvers.dp_kernel import Ledger, min_plus
 from pase.solvers.dp_plan import Plan, plan_for_order
 from pase.solvers.ordering import adjacency
 
-__all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks", "min_plus_product", "solve_blocks"]
+__all__ = ["min_plus_product", "solve_blocks"]
 
-# Most scalar additions one min-plus product of the transfer tensor may take
-# (K_G * K_S**3); a chain with a larger separator state is not reduced.
-MAX_POWER_WORK = 2 * 10**9
 # Size of one chunk of a min-plus product's broadcast sum, in float64 entries.
 PRODUCT_CHUNK = 2**19
-# Most candidate runs verified per detection (longest first).
-MAX_CANDIDATES = 8
-
-
-@dataclass(frozen=True)
-class BlockChain:
-    """A chain of ``count`` identical blocks, in the Problem it was found in.
-
-    ``start`` is the first vertex of ``U_1``; block ``i`` (1-based) spans
-    ``start + (i-1)*period ... start + i*period - 1``. ``separator`` lists the
-    offsets of ``S`` inside a block (``S_0`` is ``start - period + offset``);
-    ``shared`` lists the vertices of ``G``. ``states`` is ``K_G * K_S``.
-    """
-
-    start: int
-    period: int
-    count: int
-    separator: tuple[int, ...]
-    shared: tuple[int, ...]
-    states: int
-    pattern_edges: tuple[tuple[int, int], ...] = field(repr=False, default=())
-
-    def block(self, i: int) -> range:
-        """Vertices of block ``i`` (0 is ``U_0``, the first separator's home)."""
-        first = self.start + (i - 1) * self.period
-        return range(first, first + self.period)
-
-    def separator_vertices(self, i: int) -> tuple[int, ...]:
-        base = self.start + (i - 1) * self.period
-        return tuple(base + o for o in self.separator)
-
-    def removed(self) -> set[int]:
-        """Vertices the reduction eliminates: blocks 1..count but the last separator."""
-        out = set(range(self.start, self.start + self.count * self.period))
-        return out - set(self.separator_vertices(self.count))
-
-    def describe(self, problem: Problem) -> dict[str, Any]:
-        return {"first_block": problem.names[self.start],
-                "period": self.period, "count": self.count,
-                "separator": [problem.names[v] for v in self.separator_vertices(1)],
-                "shared": [problem.names[v] for v in self.shared], "states": self.states}
-
-
-# -- detection -------------------------------------------------------------------
-
-class _Interner:
-    """Exact content ids for arrays: equal ids iff equal shape and equal bytes."""
-
-    def __init__(self) -> None:
-        self.by_digest: dict[tuple, list[tuple[np.ndarray, int]]] = {}
-        self.memo: dict[int, int] = {}
-        self.count = 0
-
-    def __call__(self, arr: np.ndarray) -> int:
-        cached = self.memo.get(id(arr))
-        if cached is not None:
-            return cached
-        flat = np.ascontiguousarray(arr)
-        key = (flat.shape, str(flat.dtype), hashlib.blake2b(flat.view(np.uint8), digest_size=16).digest())
-        bucket = self.by_digest.setdefault(key, [])
-        # A digest match is confirmed byte for byte.
-        same = [k for rep, k in bucket if np.array_equal(rep.view(np.uint8), flat.view(np.uint8))]
-        if same:
-            ident = same[0]
-        else:
-            ident = self.count
-            self.count += 1
-            bucket.append((flat, ident))
-        self.memo[id(arr)] = ident
-        return ident
-
-
-class _Graph:
-    """The Problem as ids: vertex content ids and adjacency (w, edge content id, edge index)."""
-
-    def __init__(self, problem: Problem):
-        intern = _Interner()
-        n = problem.num_vertices
-        memory = problem.memory
-        self.n = n
-        self.vid = [(intern(problem.vertex_costs[v]),
-                     -1 if memory is None else intern(memory[v])) for v in range(n)]
-        self.adj: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (w, signed edge id)
-        self.eid: dict[tuple[int, int], int] = {}
-        for (u, w), m in zip(problem.edges, problem.edge_costs):
-            e = intern(m)
-            self.eid[(u, w)] = e
-            self.adj[u].append((w, e))
-            self.adj[w].append((u, e))
-        self.sizes = [int(k) for k in problem.sizes]
-        # What detection compares first: the vertex's costs and memory only (a block's
-        # last separator has edges the others lack); candidates are verified exactly.
-        looks: dict[tuple, int] = {}
-        self.look = np.array([looks.setdefault(self.vid[v], len(looks)) for v in range(n)],
-                             dtype=np.int64)
-
-    def edge_id(self, u: int, w: int) -> int:
-        return self.eid[(u, w)] if u < w else self.eid[(w, u)]
-
-
-def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
-    """``(span, period, start)`` of the longest stretches where ``look[v] == look[v + P]``.
-
-    Runs of matches joined across gaps of at most ``P // 2`` (a block's last
-    separator may look different) form a stretch; stretches of at least
-    ``P - P // 2`` are candidates, to be verified exactly.
-    """
-    n = look.size
-    out = []
-    for period in range(1, n // 2 + 1):
-        eq = np.concatenate(([False], look[:-period] == look[period:], [False]))
-        d = np.diff(eq.astype(np.int8))
-        starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-        if starts.size == 0:
-            continue
-        group = np.concatenate(([0], np.cumsum(starts[1:] - ends[:-1] > period // 2)))
-        first = np.flatnonzero(np.diff(np.concatenate(([-1], group))))  # each group's first run
-        last = np.concatenate((first[1:], [group.size])) - 1
-        spans = ends[last] - starts[first]
-        k = int(spans.argmax())
-        if spans[k] >= period - period // 2:
-            out.append((int(spans[k]), period, int(starts[first[k]])))
-    out.sort(key=lambda r: (-r[0], r[1], r[2]))
-    return out[:limit]
-
-
-def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
-    """The chain with ``U_0 = [a, a + period)``, verified exactly, or None (see module doc)."""
-    P = period
-    if a <= -P or a + 3 * P > usable:  # U_0 may start before vertex 0: only S_0 must exist
-        return None
-    u1 = a + P
-    sep = sorted({w - a for v in range(u1, u1 + P) for w, _ in g.adj[v] if a <= w < u1})
-    if not sep:
-        return None
-    shared = sorted({w for v in range(u1, u1 + P) for w, _ in g.adj[v]
-                     if not a <= w < a + 3 * P})
-    if any(w >= usable for w in shared):
-        return None
-    shared_index = {w: k for k, w in enumerate(shared)}
-    sep_set = set(sep)
-    pattern = None
-    count = 0
-    pattern_edges: list[tuple[int, int]] = []
-    i = 1
-    while True:
-        base = a + i * P
-        if base + P > usable:
-            break
-        sig: list[tuple] = []
-        edges: list[tuple[int, int]] = []
-        middle = True  # whether the block may be followed by another one
-        ok = True
-        for o in range(P):
-            v = base + o
-            if g.vid[v] != g.vid[v - P] and i > 1:
-                ok = False
-                break
-            for w, e in g.adj[v]:
-                if base <= w < base + P:
-                    if w > v:
-                        sig.append(("in", o, w - base, e))
-                        edges.append((v, w))
-                elif base - P <= w < base:
-                    if w - base + P not in sep_set:
-                        ok = False
-                        break
-                    sig.append(("back", w - base + P, o, e))
-                    edges.append((w, v) if w < v else (v, w))
-                elif w in shared_index:
-                    sig.append(("shared", shared_index[w], o, e))
-                    edges.append((w, v) if w < v else (v, w))
-                elif o in sep_set:
-                    if not base + P <= w < base + 2 * P:
-                        middle = False  # S_i leaves the chain: block i can only be the last
-                else:
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
-            sig.sort()
-            if pattern is None:
-                pattern = sig
-            ok = sig == pattern
-        if not ok:
-            break
-        count, pattern_edges = i, edges
-        if not middle:
-            break
-        i += 1
-    if count < 2 or pattern is None:
-        return None
-    last = a + (count + 1) * P
-    if any(a <= w < last for w in shared):
-        return None
-    states = math.prod(g.sizes[w] for w in shared) * math.prod(g.sizes[a + o] for o in sep)
-    if states * math.prod(g.sizes[a + o] for o in sep) ** 2 > MAX_POWER_WORK:
-        return None
-    return BlockChain(a + P, P, count, tuple(sep), tuple(shared), states, tuple(pattern_edges))
-
-
-def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
-    """The best chain among vertices ``0..usable-1`` (all by default), or None."""
-    g = _Graph(problem)
-    usable = g.n if usable is None else usable
-    best, best_key = None, None
-    found: list[int] = []  # periods with a chain: their multiples repeat it, coarser
-    for _length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
-        if any(period % f == 0 for f in found):
-            continue
-        for a in range(max(1 - period, start - 2 * period), start + period):
-            chain = _chain_at(g, a, period, usable)
-            if chain is None:
-                continue
-            key = (-(chain.count * period), chain.states, period, a)
-            if best_key is None or key < best_key:
-                best, best_key = chain, key
-            if period not in found:
-                found.append(period)
-    return best
-
-
-def find_blocks(problem: Problem) -> list[BlockChain]:
-    """Every chain :func:`solve_blocks` would reduce, in ``problem``'s vertex numbers.
-
-    Chains are found one at a time, each in the Problem left by reducing the
-    ones before (as the solver does); a chain that involves a product vertex of
-    an earlier reduction is not taken.
-
-    Examples:
-        >>> from pase.testing import random_chain
-        >>> find_blocks(random_chain(6, seed=3))
-        []
-    """
-    chains = []
-    for reduction in _reductions(problem):
-        chains.append(reduction.original_chain())
-    return chains
 
 
 # -- the transfer tensor of one block ----------------------------------------------

@@ -1,4 +1,4 @@
-"""The one placement (pase.work.layout) and its re-distribution bytes.
+"""The one placement (pase.work.layout) and its re-distribution bytes (pase.work.relayout).
 
 Expected values are worked out by hand in the comments, or by an enumeration over
 devices written here from the mesh's definition (not from pase's own block code).
@@ -25,8 +25,8 @@ from pase.work.layout import (
     mesh_axes,
     mesh_order,
     port_blocks,
-    relayout_matrix,
 )
+from pase.work.relayout import relayout_matrix
 
 MiB = 2**20
 
@@ -320,7 +320,7 @@ def test_simulator_transfers_equal_edge_bytes(p):
 
 
 def test_reduce_scatters_names_the_sliced_all_reduces():
-    from pase.work.layout import reduce_scatters
+    from pase.work.relayout import reduce_scatters
 
     g = two_layer_mlp()
     fc1, fc2 = g.ops

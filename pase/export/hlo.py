@@ -25,7 +25,7 @@ Bytes per device follow one convention (buffer ``n`` bytes, group of ``q``):
 all-reduce ``2(q-1)/q n``; all-gather ``(q-1)/q n`` with ``n`` the gathered
 result; reduce-scatter ``(q-1)/q n`` with ``n`` its input (``q`` times the
 result); all-to-all ``(q-1)/q n``; collective-permute ``n`` for a device that
-sends (``pase.work.layout.collective_bytes``).
+sends (``pase.work.relayout.collective_bytes``).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pase.errors import PaseError
-from pase.work.layout import collective_bytes
+from pase.work.relayout import collective_bytes
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 

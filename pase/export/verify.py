@@ -10,7 +10,7 @@ per op, per edge and in total, forward and backward, in bytes per device:
   ``collective_bytes(kind, nbytes, q) x rounds`` with ``q`` its group size (halo
   ``exchange`` as a collective-permute); compiled, the collectives under the op's
   ``op/NAME`` scope and, forward, under ``out/NAME`` (its output's own layout);
-- an edge's row ``SRC->DST``: :func:`pase.work.layout.edge_bytes` forward and
+- an edge's row ``SRC->DST``: :func:`pase.work.relayout.edge_bytes` forward and
   backward; compiled, the collectives under ``edge/SRC->DST`` and, backward, under
   ``out/SRC`` (where JAX turns the gradient into the producer's layout) when SRC
   has one consumer. A producer with several consumers sums their gradients
@@ -33,7 +33,7 @@ from pase.errors import OptionError
 from pase.export.hlo import HloCollective, parse_collectives
 from pase.ir import Graph, Op
 from pase.space import check_devices
-from pase.work.layout import collective_bytes, edge_bytes
+from pase.work.relayout import collective_bytes, edge_bytes
 
 TOLERANCE = 0.01
 DIRECTIONS = ("forward", "backward")

@@ -12,7 +12,7 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
   its outputs arrive from every consumer: the consumer's input gradient, laid out
   like its input once its backward collectives ran, re-laid as the producer's
   output (transfers in the reverse direction, the same rule as
-  :func:`pase.work.layout.edge_bytes`); then the op's backward collectives (the
+  :func:`pase.work.relayout.edge_bytes`); then the op's backward collectives (the
   input gradients are ready after them);
 - parameter-gradient collectives start after the backward compute and block
   nothing but the end of the step, so they overlap later backward compute.

@@ -6,7 +6,7 @@ source device with that block (replicas included). A device that holds a block
 itself uses it in place; otherwise it reads it from a holder on its own node if
 there is one, else from any holder, spreading the load by picking holder
 ``rank % count``. So each device receives its tile less what it holds, the
-bytes :func:`pase.work.layout.edge_bytes` gives for the worst device.
+bytes :func:`pase.work.relayout.edge_bytes` gives for the worst device.
 """
 from __future__ import annotations
 

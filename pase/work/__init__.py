@@ -11,6 +11,8 @@ FLOP, the same collectives and the same memory.
   of ``nodes x local`` devices as the ring phases each device runs, each on one
   link class (the alpha-beta formulas; the simulator turns them into flows).
 - ``pase.work.mapping``: the device mapping below, group topology, port blocks.
+- :func:`edge_bytes` / :func:`collective_bytes` (``pase.work.relayout``): the
+  bytes one device receives when a tensor changes layout, and sends in a collective.
 
 Device mapping convention
 -------------------------
@@ -29,9 +31,9 @@ nodes first, as Megatron-LM lays out tensor x data parallelism. An op whose
 ``P`` does not divide ``p`` runs on ranks ``0 .. P-1`` (the others idle).
 """
 from pase.work.collectives import Phase, collective_phases, collective_time
-from pase.work.layout import collective_bytes, edge_bytes
 from pase.work.mapping import device_coords, group_members, group_topology, mesh_order, port_blocks
 from pase.work.ops import OPTIMIZER_STATE, Collective, OpWork, op_work
+from pase.work.relayout import collective_bytes, edge_bytes
 from pase.work.tiles import overlap_elements, port_tiles
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 :func:`overlap_elements` is the PaSE paper's rule, kept for the ``paper`` cost
 model (and the LSTM's per-step cell re-layout); the alpha-beta model and the
-simulator use :mod:`pase.work.layout` (both directions, replicas, placement).
+simulator use :mod:`pase.work.relayout` on :mod:`pase.work.layout`'s placement (both
+directions, replicas).
 """
 from __future__ import annotations
 
