@@ -50,6 +50,9 @@ __all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks"]
 MAX_POWER_WORK = 2 * 10**9
 # Most candidate runs verified per detection (longest first).
 MAX_CANDIDATES = 8
+# Vertex visits detection may spend checking candidates (about a second); past it the
+# best chain so far is used (a chain missed costs time, never exactness).
+MAX_VISITS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -255,10 +258,14 @@ def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
     usable = g.n if usable is None else usable
     best, best_key = None, None
     found: list[int] = []  # periods with a chain: their multiples repeat it, coarser
+    visits = 0  # vertices whose edges were read: bounds detection on big irregular graphs
     for _length, period, start in _runs(g.look[:usable], MAX_CANDIDATES):
         if any(period % f == 0 for f in found):
             continue
         for a in range(max(1 - period, start - 2 * period), start + period):
+            visits += period
+            if visits > MAX_VISITS:
+                return best
             chain = _chain_at(g, a, period, usable)
             if chain is None:
                 continue
