@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.costing import CostModel, array_key
+from pase.costing import CostModel, array_key, op_signature
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem
@@ -159,6 +159,11 @@ class AlphaBetaCostModel(CostModel):
         if self.reduce_scatter:
             bound.moved = movable_collectives(graph)
         return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
+
+    def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
+        """Exact: the work formulas read the op's structure and whether each input has a
+        producer (an input nobody makes gets no gradient), never names."""
+        return (op_signature(op), tuple(p.source is None for p in op.inputs), array_key(configs))
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work(op, configs).memory

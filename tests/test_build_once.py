@@ -3,6 +3,7 @@ same, bit for bit, as one built op by op and edge by edge."""
 import numpy as np
 import pytest
 
+from pase.cost_models.alpha_beta import AlphaBetaCostModel
 from pase.cost_models.paper import PaperCostModel
 from pase.costing import op_signature, problem_shape
 from pase.registry import MODELS
@@ -49,6 +50,28 @@ def test_shared_problem_equals_the_op_by_op_one_bit_for_bit(model, devices, opti
     # Configs shared between ops are the ones each op enumerates on its own.
     for op, configs in zip(graph.ops, space.configs):
         assert np.array_equal(configs, enumerate_configs(op, devices, space.cutoff))
+
+
+class AlphaBetaOpByOp(AlphaBetaCostModel):
+    def vertex_key(self, op, configs):
+        return None
+
+
+# mlp and chain: the first layer reads a graph input (no gradient to send back), the
+# others the same shapes from a producer; sharing must tell them apart.
+@pytest.mark.parametrize("model, devices, options", [("transformer", 16, {}), ("gpt2", 16, {"layers": 2}),
+                                                     ("mixtral-8x7b", 8, {"layers": 1}),
+                                                     ("mlp", 8, {}), ("chain", 4, {})])
+def test_alpha_beta_shares_vertices_bit_for_bit(model, devices, options):
+    graph = MODELS.get(model)(**options)
+    space = ConfigSpace(graph, devices)
+    shared = AlphaBetaCostModel().problem(graph, space)
+    alone = AlphaBetaOpByOp().problem(graph, space)
+    assert len({id(v) for v in shared.vertex_costs}) < len(graph.ops)  # something is shared
+    for a, b in zip(shared.vertex_costs, alone.vertex_costs):
+        assert _same_bits(a, b)
+    for a, b in zip(shared.memory, alone.memory):
+        assert _same_bits(a, b)
 
 
 def test_repeated_layers_are_priced_once():
