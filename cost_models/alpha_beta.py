@@ -161,9 +161,11 @@ class AlphaBetaCostModel(CostModel):
         return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
 
     def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
-        """Exact: the work formulas read the op's structure and whether each input has a
-        producer (an input nobody makes gets no gradient), never names."""
-        return (op_signature(op), tuple(p.source is None for p in op.inputs), array_key(configs))
+        """Exact: the work formulas read the op's structure, whether each input has a
+        producer (an input nobody makes gets no gradient) and, with ``reduce_scatter``,
+        which of its all-reduces its edges carry (that depends on its consumers)."""
+        return (op_signature(op), tuple(p.source is None for p in op.inputs),
+                tuple(sorted(self.moved.get(op.name, ()))), array_key(configs))
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work(op, configs).memory

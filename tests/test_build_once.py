@@ -3,6 +3,7 @@ same, bit for bit, as one built op by op and edge by edge."""
 import numpy as np
 import pytest
 
+from pase.builder import GraphBuilder
 from pase.cost_models.alpha_beta import AlphaBetaCostModel
 from pase.cost_models.paper import PaperCostModel
 from pase.costing import op_signature, problem_shape
@@ -71,6 +72,25 @@ def test_alpha_beta_shares_vertices_bit_for_bit(model, devices, options):
     for a, b in zip(shared.vertex_costs, alone.vertex_costs):
         assert _same_bits(a, b)
     for a, b in zip(shared.memory, alone.memory):
+        assert _same_bits(a, b)
+
+
+def test_alpha_beta_reduce_scatter_tells_apart_ops_with_one_and_two_readers():
+    # "one" and "two" are the same layer on the same input; "one"'s output has two
+    # readers (its all-reduce stays in the layer), "two"'s one (moved to the edge).
+    b = GraphBuilder("fork")
+    x = b.input((64, 64), names=("b", "k"), roles=("batch", "channel"))
+    p = b.fc(x, 64, name="p")
+    one, two = b.fc(p, 64, name="one"), b.fc(p, 64, name="two")
+    j = b.elementwise(b.fc(one, 64, name="l1"), b.fc(one, 64, name="l2"), name="j")
+    b.elementwise(j, b.fc(two, 64, name="r"), name="end")
+    graph = b.build()
+    space = ConfigSpace(graph, 8)
+    shared = AlphaBetaCostModel(reduce_scatter=True).problem(graph, space)
+    alone = AlphaBetaOpByOp(reduce_scatter=True).problem(graph, space)
+    i, k = graph.index("one"), graph.index("two")
+    assert not np.array_equal(alone.vertex_costs[i], alone.vertex_costs[k])
+    for a, b in zip(shared.vertex_costs, alone.vertex_costs):
         assert _same_bits(a, b)
 
 
