@@ -129,8 +129,10 @@ def solve(problem: Problem, *, ordering: str = "auto",
             plan's figures are the pruned Problem's.
         blocks: first reduce chains of repeated blocks by min-plus powers
             (:mod:`~pase.solvers.dp_blocks`; exact), then solve the rest;
-            nothing changes when none is found, under a memory cap, or when
-            the plain plan fits with under ``BLOCKS_MIN_ENTRIES`` entries.
+            nothing changes when none is found or when the plain plan fits
+            with under ``BLOCKS_MIN_ENTRIES`` entries. Under a memory cap the
+            folded uncapped optimum is returned when it fits the cap (then it
+            is the capped optimum too); otherwise the capped dp runs.
         time_limit: seconds; the DP has no partial answer, so exceeding it
             raises TimeLimitError.
         seed: unused (the DP is deterministic); accepted like every solver.
@@ -144,14 +146,20 @@ def solve(problem: Problem, *, ordering: str = "auto",
     check_common(time_limit, seed)
     # Planning stops at a table over the budget: the answer is a refusal anyway.
     chosen, predicted = _choose(problem, ordering, memory_budget, limit_bytes=memory_budget)
-    if blocks and problem.memory_cap is None and not (
-            _fits(chosen, memory_budget) and chosen.table_entries < BLOCKS_MIN_ENTRIES):
+    if blocks and not (_fits(chosen, memory_budget) and chosen.table_entries < BLOCKS_MIN_ENTRIES):
         from pase.solvers.dp_blocks import solve_blocks  # imports this module
 
-        reduced = solve_blocks(problem, time_limit=time_limit, ordering=ordering,
+        # Under a cap the folded optimum of the uncapped Problem is the answer when it
+        # fits: no strategy under the cap costs less than the best one without it.
+        cap = problem.memory_cap
+        reduced = solve_blocks(problem if cap is None else problem.with_memory_cap(None),
+                               time_limit=time_limit, ordering=ordering,
                                memory_budget=memory_budget, max_states=max_states,
                                prune=prune, seed=seed)
-        if reduced is not None:
+        if reduced is not None and (cap is None or problem.fits(reduced.choice)):
+            if cap is not None:
+                reduced.stats.update(memory_cap=cap, capped=False,
+                                     memory=problem.memory_of(reduced.choice))
             reduced.wall_time = time.perf_counter() - start
             return reduced
     _refuse_over_budget(problem, chosen, memory_budget)

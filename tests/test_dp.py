@@ -217,11 +217,21 @@ def test_blocks_option_reduces_repeated_layers_to_the_same_optimum(monkeypatch):
     assert reduced.stats["blocks_found"] >= 1 and reduced.stats["vertices_removed"] > 0
     assert reduced.cost == pytest.approx(plain.cost, rel=1e-9)
     assert problem.evaluate(reduced.choice) == reduced.cost and reduced.status is Status.OPTIMAL
-    # Under a memory cap the plain (capped) dp runs.
+    # Under a cap that does not bind, the folded optimum is the answer.
     memory = [np.ones(k) for k in problem.sizes]
-    capped = Problem(problem.vertex_costs, problem.edges, problem.edge_costs, memory=memory,
-                     memory_cap=float(problem.num_vertices))
-    assert "blocks_found" not in dp.solve(capped).stats
+    loose = Problem(problem.vertex_costs, problem.edges, problem.edge_costs, memory=memory,
+                    memory_cap=float(problem.num_vertices))
+    got = dp.solve(loose)
+    assert got.stats["blocks_found"] >= 1 and got.stats["capped"] is False
+    assert got.cost == pytest.approx(plain.cost, rel=1e-9) and loose.fits(got.choice)
+    # A cap the folded optimum breaks (its own configs cost memory 1, all others 0):
+    # the capped dp runs, and finds what it finds without blocks.
+    memory = [(np.arange(k) == c).astype(float) for k, c in zip(problem.sizes, reduced.choice)]
+    tight = Problem(problem.vertex_costs, problem.edges, problem.edge_costs, memory=memory,
+                    memory_cap=float(problem.num_vertices - 1))
+    got, alone = dp.solve(tight), dp.solve(tight, blocks=False)
+    assert "blocks_found" not in got.stats and got.stats["capped"] is True
+    assert got.cost == alone.cost and tight.fits(got.choice) and got.cost >= plain.cost
 
 
 def test_small_plans_skip_blocks_and_pruning():
