@@ -219,6 +219,22 @@ def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
     return np.where(dst_h, np.maximum(need - held, 0.0), 0.0).max(axis=-1, initial=0.0)
 
 
+def _enumerate_rows(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h,
+                    chunk: int = 1 << 22) -> np.ndarray:
+    """:func:`_enumerate` for every pair of ``S`` source and ``D`` destination rows:
+    ``(S, D)``, in chunks of source rows of about ``chunk`` elements each."""
+    rows_s, rows_d = len(src_b), len(dst_b)
+    out = np.zeros((rows_s, rows_d))
+    if rows_s == 0 or rows_d == 0:
+        return out
+    step = max(1, chunk // max(1, rows_d * src_b.shape[1] * src_b.shape[2]))
+    for lo in range(0, rows_s, step):
+        hi = lo + step
+        out[lo:hi] = _enumerate(shape, src_b[lo:hi, None], src_f[lo:hi, None], src_h[lo:hi, None],
+                                dst_b[None], dst_f[None], dst_h[None])
+    return out
+
+
 def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
                     consumer: Op, input: Port, dst_configs: np.ndarray, devices: int,
                     small: bool = False, src_extra: np.ndarray | None = None,
@@ -259,21 +275,22 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
         tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
         p_max = int(max(sh[off_s].sum(axis=1).max(initial=0), dh[off_d].sum(axis=1).max(initial=0)))
         # Off the mesh an op holds ranks 0 .. P-1 only, so only those receive from it or for it.
-        for i in np.flatnonzero(off_s):
-            n = int(sh[i].sum())
-            if off_d.any():
-                parts[0][i, off_d] = _enumerate(output.shape, sb[i, :p_max], sf[i], sh[i, :p_max],
-                                                db[off_d, :p_max], df[off_d], dh[off_d, :p_max])
-            parts[0][i, ~off_d] = tile_d[~off_d]
-            parts[1][i] = _enumerate(output.shape, db[:, :n], df, dh[:, :n], sb[i, :n], sf[i], sh[i, :n])
-            parts[2][i] = parts[3][i] = full
-        for j in np.flatnonzero(off_d):
-            on = ~off_s
-            n = int(dh[j].sum())
-            parts[0][on, j] = _enumerate(output.shape, sb[on, :n], sf[on], sh[on, :n], db[j, :n], df[j],
-                                         dh[j, :n])
-            parts[1][on, j] = tile_s[on]
-            parts[2][:, j] = parts[3][:, j] = full
+        S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), ~off_s
+        if len(S):
+            if len(J):
+                parts[0][np.ix_(S, J)] = _enumerate_rows(output.shape, sb[S, :p_max], sf[S], sh[S, :p_max],
+                                                         db[J, :p_max], df[J], dh[J, :p_max])
+            parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
+            n = int(sh[S].sum(axis=1).max())
+            parts[1][S] = _enumerate_rows(output.shape, db[:, :n], df, dh[:, :n],
+                                          sb[S, :n], sf[S], sh[S, :n]).T
+            parts[2][S] = parts[3][S] = full
+        if len(J):
+            n = int(dh[J].sum(axis=1).max())
+            parts[0][np.ix_(np.flatnonzero(on), J)] = _enumerate_rows(
+                output.shape, sb[on, :n], sf[on], sh[on, :n], db[J, :n], df[J], dh[J, :n])
+            parts[1][np.ix_(np.flatnonzero(on), J)] = tile_s[on][:, None]
+            parts[2][:, J] = parts[3][:, J] = full
     if small:
         return parts, src_of, dst_of, src, dst
     return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
