@@ -220,7 +220,7 @@ def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
 
 
 def _enumerate_rows(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h,
-                    chunk: int = 1 << 22) -> np.ndarray:
+                    chunk: int = 1 << 20) -> np.ndarray:
     """:func:`_enumerate` for every pair of ``S`` source and ``D`` destination rows:
     ``(S, D)``, in chunks of source rows of about ``chunk`` elements each."""
     rows_s, rows_d = len(src_b), len(dst_b)
