@@ -2,10 +2,12 @@
 
     python benchmarks/search_time.py [--devices 4 8 16 32 64] [--models ...] [--repeat 3]
 
-For each graph and device count: the time to build the Problem, the dp's solve
-time with each ordering (best of --repeat), the Python-heap peak during the
-solve (tracemalloc, which sees numpy's buffers), and the ratio of the paper
-prototype's time to ours. The paper's figures were measured on a Sandy Bridge
+For each graph and device count: the time to build the Problem, the plain dp's
+solve time with each ordering (the paper's algorithm: no block folding, no
+pruning; best of --repeat), the Python-heap peak during the generateseq solve
+(tracemalloc, which sees numpy's buffers, in a separate untimed run), the default dp's time (`pase solve`:
+ordering auto, blocks and pruning where they apply), and the ratio of the paper
+prototype's time to the plain generateseq dp's. The paper's figures were measured on a Sandy Bridge
 Xeon; ours on whatever runs this script, so the ratio is indicative only.
 Orderings whose predicted peak exceeds the memory budget are reported as OOM,
 as the paper reports its breadth-first variant.
@@ -31,18 +33,18 @@ PAPER_RANGES = {"alexnet": "0.23-0.48", "rnnlm": "0.06-0.22"}
 ORDERINGS = ("generateseq", "min-fill", "bfs")
 
 
-def measure(problem, ordering: str, repeat: int) -> tuple[float, int] | str:
+def measure(problem, ordering: str, repeat: int, **options) -> tuple[float, int] | str:
     try:
         dp.plan(problem, ordering)
         best = float("inf")
-        peak = 0
-        for _ in range(repeat):
-            tracemalloc.start()
+        for _ in range(repeat):  # timed without tracemalloc, which slows numpy down
             start = time.perf_counter()
-            dp.solve(problem, ordering=ordering)
+            dp.solve(problem, ordering=ordering, **options)
             best = min(best, time.perf_counter() - start)
-            peak = max(peak, tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
+        tracemalloc.start()
+        dp.solve(problem, ordering=ordering, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
         return best, peak
     except TooLargeError:
         tracemalloc.stop()
@@ -59,8 +61,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"# machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    header = ["model", "p", "build s"] + [f"{o} s" for o in ORDERINGS] + ["peak MiB", "paper s",
-                                                                          "paper / ours"]
+    header = ["model", "p", "build s"] + [f"{o} s" for o in ORDERINGS] + ["peak MiB", "default s",
+                                                                          "paper s", "paper / ours"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for model in args.models:
@@ -71,7 +73,7 @@ def main() -> None:
             cells = [model, str(p), f"{build:.2f}"]
             best_time, best_peak = None, None
             for ordering in ORDERINGS:
-                result = measure(built.problem, ordering, args.repeat)
+                result = measure(built.problem, ordering, args.repeat, blocks=False, prune=False)
                 if isinstance(result, str):
                     cells.append(result)
                     continue
@@ -81,6 +83,8 @@ def main() -> None:
                     best_time, best_peak = seconds, peak
             paper = PAPER_SECONDS.get(model, {}).get(p)
             cells.append(f"{best_peak / 2**20:.1f}" if best_peak is not None else "-")
+            default = measure(built.problem, "auto", args.repeat)
+            cells.append(default if isinstance(default, str) else f"{default[0]:.3f}")
             cells.append(f"{paper:g}" if paper else PAPER_RANGES.get(model, "-"))
             cells.append(f"{paper / best_time:,.0f}x" if paper and best_time else "-")
             print("| " + " | ".join(cells) + " |", flush=True)
