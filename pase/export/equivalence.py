@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pase.errors import OptionError, PaseError
 from pase.ir import Graph
@@ -38,7 +38,7 @@ def compare(a, b):
     return diff, diff / scale if scale > 0 else diff
 
 
-for index, path in enumerate(sys.argv[1:]):
+for index, path in enumerate(sys.argv[2:]):
     spec = importlib.util.spec_from_file_location(f"exported{index}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -109,28 +109,38 @@ def check_programs(programs: Sequence[str], devices: int, *, timeout: float = 60
     ``fast_compile`` compiles at XLA's backend optimisation level 0 (about half
     the compile time on a CPU; the HLO and its collectives are the same).
     """
+    run = _run_programs(_DRIVER % {"kinds": COLLECTIVES}, programs, devices, timeout, fast_compile,
+                        doing="", read=lambda run, folder: run)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in lines]
+
+
+def _run_programs(script: str, programs: Sequence[str], devices: int, timeout: float,
+                  fast_compile: bool, doing: str, read: Callable[[Any, Path], Any]) -> Any:
+    """Write ``programs`` to a temporary folder, run ``script`` on them (argv: the
+    folder, then each program's path) in a child Python with ``devices`` fake CPU
+    devices, and return ``read(completed run, folder)`` while the folder exists.
+    ``doing`` prefixes the one-line errors ("compiling ")."""
     devices = check_devices(devices)
     _need_jax()
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    env = _environment(devices, fast_compile)
     with tempfile.TemporaryDirectory(prefix="pase-export-") as tmp:
         paths = []
         for i, text in enumerate(programs):
             path = Path(tmp) / f"program{i}.py"
             path.write_text(text)
             paths.append(str(path))
-        driver = _DRIVER % {"kinds": COLLECTIVES}
         try:
-            run = subprocess.run([sys.executable, "-c", driver, *paths], capture_output=True,
-                                 text=True, env=env, timeout=timeout, cwd=tmp)
+            run = subprocess.run([sys.executable, "-c", script, tmp, *paths], capture_output=True,
+                                 text=True, env=_environment(devices, fast_compile),
+                                 timeout=timeout, cwd=tmp)
         except subprocess.TimeoutExpired:
-            raise PaseError(f"the exported programs did not finish within {timeout} s") from None
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise PaseError(f"an exported program failed (exit {run.returncode}): {last}")
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    return [json.loads(line) for line in lines]
+            raise PaseError(f"{doing}the exported programs did not finish within {timeout} s") from None
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise PaseError(f"{doing}an exported program failed (exit {run.returncode}): {last}")
+        return read(run, Path(tmp))
 
 
 def _environment(devices: int, fast_compile: bool) -> dict[str, str]:
@@ -151,26 +161,9 @@ def compile_programs(programs: Sequence[str], devices: int, *, timeout: float = 
     shardings. All programs compile in one subprocess (one JAX start-up) on
     ``devices`` fake CPU devices; a program for fewer devices uses the first ones.
     """
-    devices = check_devices(devices)
-    _need_jax()
-    if not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    with tempfile.TemporaryDirectory(prefix="pase-compile-") as tmp:
-        paths = []
-        for i, text in enumerate(programs):
-            path = Path(tmp) / f"program{i}.py"
-            path.write_text(text)
-            paths.append(str(path))
-        try:
-            run = subprocess.run([sys.executable, "-c", _COMPILER, tmp, *paths], capture_output=True,
-                                 text=True, env=_environment(devices, fast_compile),
-                                 timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            raise PaseError(f"compiling the exported programs did not finish within {timeout} s") from None
-        if run.returncode != 0:
-            last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise PaseError(f"compiling an exported program failed (exit {run.returncode}): {last}")
-        return [(Path(tmp) / f"hlo{i}.txt").read_text() for i in range(len(paths))]
+    return _run_programs(_COMPILER, programs, devices, timeout, fast_compile, doing="compiling ",
+                         read=lambda run, folder: [(folder / f"hlo{i}.txt").read_text()
+                                                   for i in range(len(programs))])
 
 
 def run_equivalence(model: str | Path | Graph, strategy: Any, devices: int, *,
