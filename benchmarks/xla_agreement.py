@@ -22,55 +22,18 @@ import time
 from pathlib import Path
 
 import pase
-from pase.cluster import Cluster, Device, Link
 from pase.export.verify import verify_many
-from pase.registry import MODELS
+from pase.testing.verify_cases import ZOO, layer_cases, mlp_cases, mlp_options
 
-ZOO = ("bert-base", "gpt2", "llama2-7b", "llama3-8b", "vit-b16", "mixtral-8x7b", "switch-base-8")
-ATTENTION = ("qkv", "unstack", "scores", "softmax", "context", "out")
 OUT = Path(__file__).parent / "results" / "xla_agreement.md"
 FULL = "full size, h100-sxm"
 
 
-def mlp_cases(p: int) -> dict[str, dict]:
-    half = p // 2
-    return {"matmul b": {"fc2": {"b": p}}, "matmul n": {"fc2": {"n": p}},
-            "matmul k": {"fc2": {"k": p}}, "matmul 2-D": {"fc2": {"b": 2, "n": half}},
-            "mlp megatron n|k": {"fc1": {"n": p}, "fc2": {"k": p}},
-            "mlp n|n": {"fc1": {"n": p}, "fc2": {"n": p}}, "mlp n|b": {"fc1": {"n": p}, "fc2": {"b": p}},
-            "mlp k|b": {"fc1": {"k": p}, "fc2": {"b": p}}, "mlp b|k": {"fc1": {"b": p}, "fc2": {"k": p}}}
-
-
-def transformer_options(p: int, **over) -> dict:
-    return {"batch": max(8, p), "seq": 8, "vocab": 64, "width": 32, "heads": 4, "d_k": 8, "ff": 64,
-            "layers": 1, **over}
-
-
-def zoo_options(name: str, p: int) -> dict:
-    opts = dict(MODELS.entry(name).info["tiny"], layers=1)
-    opts["batch"] = max(opts["batch"], p)
-    return opts
-
-
-def compute_bound(p: int) -> Cluster:
-    link = Link(300.0, 0.01)
-    return Cluster("compute-bound", 1, p, Device("slow", 0.001, 1000.0), link, link)
-
-
 def cases(p: int) -> list[tuple[str, dict]]:
-    out = [(label, {"model": "mlp", "strategy": s, "devices": p,
-                    "model_options": {"batch": 2 * p, "width": 4 * p, "classes": 10}})
+    out = [(label, {"model": "mlp", "strategy": s, "devices": p, "model_options": mlp_options(p)})
            for label, s in mlp_cases(p).items()]
-    for label, dim, opts in (("attention heads", "h", transformer_options(p, heads=p)),
-                             ("attention batch", "b", transformer_options(p))):
-        out.append((label, {"model": "transformer", "devices": p, "model_options": opts,
-                            "strategy": {f"enc0.attn.{n}": {dim: p} for n in ATTENTION}}))
-    for name in ("transformer",) + ZOO:
-        opts = transformer_options(p) if name == "transformer" else zoo_options(name, p)
-        s = pase.solve(name, p, cost_model="alpha-beta", model_options=opts,
-                       cost_options={"cluster": compute_bound(p)})
-        out.append((f"{name} layer (dp)", {"model": name, "strategy": s, "devices": p,
-                                           "model_options": opts}))
+    out += [(label if label.startswith("attention") else f"{label} layer (dp)", case)
+            for label, case in layer_cases(p)]
     # The same layers at their published sizes under the dp optimum on a real cluster:
     # compiling does not allocate, so full sizes cost no more than tiny ones.
     for name in ("transformer",) + ZOO:
@@ -82,15 +45,9 @@ def cases(p: int) -> list[tuple[str, dict]]:
     return out
 
 
-def plan(row: dict, rows: dict, kinds: dict) -> str:
+def plan(row: dict, rows: dict) -> str:
     """What the compiled HLO of a row outside 1% shows (the names of tests/test_verify.py)."""
     name, lines = row["row"], "\n".join(c["line"] for c in row["compiled_collectives"])
-    kind = kinds.get(name[3:]) if name.startswith("op/") else None
-    labels = {c.get("label") for c in row["predicted_collectives"]}
-    if kind in ("Norm", "BatchNorm") and "feature sums" in labels:
-        return "pase.work.ops norm formula (feature sums)"
-    if kind == "SoftmaxCrossEntropy" and labels <= {"max and sum"}:
-        return "pase.work.ops loss formula (label pick, loss mean)"
     if name == "unattributed":
         return "tied"
     if name.startswith("grad/") and 0 < row["compiled"] < row["predicted"]:
@@ -119,8 +76,6 @@ def _cell(text: str) -> str:
 
 
 def main() -> None:
-    from pase.api import load_graph
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ps", default="8,16,64")
     ap.add_argument("--out", default=str(OUT))
@@ -133,19 +88,18 @@ def main() -> None:
         print(f"p={p}: compiling {len(batch)} programs...", file=sys.stderr, flush=True)
         reports = verify_many([c for _, c in batch], timeout=3000)
         print(f"p={p}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-        for (label, case), r in zip(batch, reports):
+        for (label, _), r in zip(batch, reports):
             t = r["total"]
             rows.append((label, p, t["predicted"], t["compiled"], t["ratio"], r["rows_within"],
                          r["rows_total"]))
             within, total = per_p.get(p, (0, 0))
             per_p[p] = (within + r["rows_within"], total + r["rows_total"])
-            kinds = {op.name: op.kind for op in load_graph(case["model"], **case["model_options"]).ops}
             by_name = {row["row"]: row for row in r["rows"]}
             for row in r["rows"]:
                 if not row["within"]:
                     line = next((c["line"] for c in row["compiled_collectives"]), "(no collective)")
                     details.append((label, p, row["row"], row["predicted"], row["compiled"],
-                                    plan(row, by_name, kinds), line))
+                                    plan(row, by_name), line))
     within = sum(w for *_, w, _ in rows)
     total = sum(n for *_, n in rows)
     full = [r for r in rows if FULL in r[0]]

@@ -19,6 +19,14 @@ from pase.export.hlo import (
     shape_arrays,
     split_merged,
 )
+from pase.testing.verify_cases import (
+    ZOO,
+    compute_bound,
+    layer_cases,
+    mlp_cases,
+    mlp_options,
+    transformer_options,
+)
 
 HEAD = "HloModule jit_loss_fn, is_scheduled=true, num_partitions=8\n"
 
@@ -171,27 +179,6 @@ def test_merged_names_split_per_tuple_element():
 # Without jax these skip; under CI=true tests/conftest.py turns such a skip into a failure.
 
 
-def mlp(p: int) -> dict:
-    return {"batch": 2 * p, "width": 4 * p, "classes": 10}
-
-
-# A matmul (fc2 of the MLP) split on data, output, reduction and in 2-D; the two-layer
-# MLP (fc1, fc2) under Megatron and under each mismatched pair.
-def mlp_cases(p: int) -> dict[str, dict]:
-    half = p // 2
-    return {
-        "matmul b": {"fc2": {"b": p}},
-        "matmul n": {"fc2": {"n": p}},
-        "matmul k": {"fc2": {"k": p}},
-        "matmul 2-D": {"fc2": {"b": 2, "n": half}},
-        "mlp megatron n|k": {"fc1": {"n": p}, "fc2": {"k": p}},
-        "mlp n|n": {"fc1": {"n": p}, "fc2": {"n": p}},
-        "mlp n|b": {"fc1": {"n": p}, "fc2": {"b": p}},
-        "mlp k|b": {"fc1": {"k": p}, "fc2": {"b": p}},
-        "mlp b|k": {"fc1": {"b": p}, "fc2": {"k": p}},
-    }
-
-
 def _check(reports, labels, exceptions=()):
     failures = []
     for label, r in zip(labels, reports):
@@ -212,7 +199,7 @@ def test_matmuls_and_mlps_agree_with_xla(ps):
     cases, labels = [], []
     for p in ps:
         for label, strategy in mlp_cases(p).items():
-            cases.append({"model": "mlp", "strategy": strategy, "devices": p, "model_options": mlp(p)})
+            cases.append({"model": "mlp", "strategy": strategy, "devices": p, "model_options": mlp_options(p)})
             labels.append(label)
     reports = verify_many(cases)
     _check(reports, labels)
@@ -226,49 +213,6 @@ def test_matmuls_and_mlps_agree_with_xla_at_64():
 
 
 # -- attention, a transformer layer and one layer of every zoo transformer ----------------
-
-ATTENTION = ("qkv", "unstack", "scores", "softmax", "context", "out")
-ZOO = ("bert-base", "gpt2", "llama2-7b", "llama3-8b", "vit-b16", "mixtral-8x7b", "switch-base-8")
-
-
-def transformer_options(p: int, **over) -> dict:
-    return {"batch": max(8, p), "seq": 8, "vocab": 64, "width": 32, "heads": 4, "d_k": 8, "ff": 64,
-            "layers": 1, **over}
-
-
-def zoo_options(name: str, p: int) -> dict:
-    from pase.registry import MODELS
-
-    opts = dict(MODELS.entry(name).info["tiny"], layers=1)
-    opts["batch"] = max(opts["batch"], p)
-    return opts
-
-
-def compute_bound(p: int):
-    """Slow devices on fast links: the dp optimum of these small layers splits them
-    (on the default cluster it keeps them whole, with nothing to compare)."""
-    from pase.cluster import Cluster, Device, Link
-
-    link = Link(300.0, 0.01)
-    return Cluster("compute-bound", 1, p, Device("slow", 0.001, 1000.0), link, link)
-
-
-def layer_cases(p: int, zoo=ZOO) -> list[tuple[str, dict]]:
-    """The encoder attention block split by heads (heads = p) and by batch, the rest
-    unsplit; and the dp optimum of one layer of the transformer and of each zoo model."""
-    import pase
-
-    out = [(label, {"model": "transformer", "devices": p, "model_options": opts,
-                    "strategy": {f"enc0.attn.{n}": {dim: p} for n in ATTENTION}})
-           for label, dim, opts in (("attention heads", "h", transformer_options(p, heads=p)),
-                                    ("attention batch", "b", transformer_options(p)))]
-    for name in ("transformer",) + tuple(zoo):
-        opts = transformer_options(p) if name == "transformer" else zoo_options(name, p)
-        s = pase.solve(name, p, cost_model="alpha-beta", model_options=opts,
-                       cost_options={"cluster": compute_bound(p)})
-        out.append((name, {"model": name, "strategy": s, "devices": p, "model_options": opts}))
-    return out
-
 
 @functools.lru_cache(maxsize=None)
 def layer_reports(ps: tuple[int, ...], zoo: tuple[str, ...] = ZOO) -> dict[tuple[str, int], dict]:
