@@ -6,11 +6,27 @@ op's configurations are all combinations whose product is at most ``p``, in
 lexicographic order of the factors (this order breaks ties in every solver).
 Contiguous ops (reshapes) keep only configs that split leading dims fully, then
 at most one dim partially, and leave the rest whole.
+
+Mesh-shaped spaces (``mesh="16x64"`` or ``(16, 64)``, as GSPMD and Alpa use
+them): the ``p`` devices form a mesh whose axis sizes multiply to ``p``. Each
+mesh axis is assigned to at most one dim of an op, and a dim's factor is the
+product of the axes assigned to it; an axis assigned to no dim replicates the
+op over it (a replicated sharding spec). So every config spans the whole mesh:
+split over the axes it assigns, replicated over the rest, never confined to a
+subset of the devices; its factors' product divides ``p``. The divisor rules
+still apply (a factor must divide its dim and leave at least ``cutoff``; pinned
+dims take 1; powers of two and the contiguous rule when asked), so the mesh
+space is a subset of the divisor space: its optimum is never cheaper, and is
+found with far fewer candidates at large ``p``. Configs stay ``{dim: factor}``:
+two assignments giving the same factors (``2x2`` mesh, dim split 2 on either
+axis) are one config, since every cost model reads factors only and the device
+placement is derived from them.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -105,6 +121,82 @@ def enumerate_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
     return rows
 
 
+def parse_mesh(mesh: object, devices: int) -> tuple[int, ...]:
+    """Mesh axis sizes from ``"16x64"`` or ``(16, 64)``; their product must be ``devices``.
+
+    Examples:
+        >>> parse_mesh("4x2", 8), parse_mesh((2, 2, 2), 8)
+        ((4, 2), (2, 2, 2))
+    """
+    if isinstance(mesh, str):
+        parts = mesh.strip().lower().split("x")
+        if not all(p.strip().isdigit() for p in parts):
+            raise OptionError(f"mesh must be axis sizes joined by 'x' (e.g. '16x64'), got {mesh!r}")
+        axes = tuple(int(p) for p in parts)
+    elif isinstance(mesh, Sequence) and mesh and all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in mesh):
+        axes = tuple(int(a) for a in mesh)
+    else:
+        raise OptionError(f"mesh must be text such as '16x64' or a sequence of axis sizes, "
+                          f"got {mesh!r}")
+    if any(a < 1 for a in axes):
+        raise OptionError(f"mesh axis sizes must be integers >= 1, got {mesh!r}")
+    if math.prod(axes) != devices:
+        raise OptionError(f"mesh {'x'.join(map(str, axes))} has {math.prod(axes)} devices, but "
+                          f"p={devices}; the axis sizes must multiply to p")
+    return axes
+
+
+def enumerate_mesh_configs(op: Op, mesh: tuple[int, ...], cutoff: int = DEFAULT_CUTOFF,
+                           powers_of_two: bool = False) -> np.ndarray:
+    """The configs of ``op`` on a device mesh, as :func:`enumerate_configs` returns them.
+
+    Each mesh axis goes to at most one dim; a dim's factor is the product of
+    its axes and must be one :func:`candidate_factors` allows. Axes of equal
+    size are interchangeable, so the axes left are tracked as a multiset.
+    """
+    devices = math.prod(mesh)
+    sizes = sorted(set(mesh))
+    allowed = [set([1] if d.name in op.pinned else
+                   candidate_factors(d.size, devices, cutoff, powers_of_two)) for d in op.dims]
+    # the axes left, as a count per distinct size
+    start = tuple(mesh.count(s) for s in sizes)
+    subsets: dict[tuple[int, ...], list[tuple[int, tuple[int, ...]]]] = {}
+
+    def takes(left: tuple[int, ...]) -> list[tuple[int, tuple[int, ...]]]:
+        """(factor, axes left after) for every sub-multiset of ``left``."""
+        if left not in subsets:
+            out = []
+            for used in itertools.product(*(range(n + 1) for n in left)):
+                factor = math.prod(s ** k for s, k in zip(sizes, used))
+                out.append((factor, tuple(n - k for n, k in zip(left, used))))
+            subsets[left] = out
+        return subsets[left]
+
+    states: set[tuple[tuple[int, ...], tuple[int, ...]]] = {((), start)}
+    for i in range(len(op.dims)):
+        nxt = set()
+        for prefix, left in states:
+            for factor, rest in takes(left):
+                if factor in allowed[i]:
+                    nxt.add((prefix + (factor,), rest))
+        states = nxt
+    rows = sorted({prefix for prefix, _ in states})
+    if op.contiguous:
+        rows = [r for r in rows if _contiguous(r, op.shape)]
+    return np.array(rows, dtype=np.int64).reshape(len(rows), len(op.dims))
+
+
+def _contiguous(row: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Leading dims split fully, then at most one partially, then whole."""
+    closed = False
+    for f, size in zip(row, shape):
+        if closed and f != 1:
+            return False
+        closed = closed or f != size
+    return True
+
+
 class ConfigSpace:
     """The candidate configs of every op of a graph on ``devices`` devices.
 
@@ -115,10 +207,14 @@ class ConfigSpace:
             ``attrs["cutoff"]`` or 4.
         powers_of_two: only allow power-of-two factors.
         max_configs: refuse an op with more configs than this.
+        mesh: axis sizes of a device mesh (``"16x64"`` or ``(16, 64)``, product
+            ``devices``): a mesh-shaped space (module docstring) instead of the
+            divisor products up to ``devices``. None: the paper's space.
     """
 
     def __init__(self, graph: Graph, devices: int, cutoff: int | None = None,
-                 powers_of_two: bool = False, max_configs: int = DEFAULT_MAX_CONFIGS):
+                 powers_of_two: bool = False, max_configs: int = DEFAULT_MAX_CONFIGS,
+                 mesh: str | Sequence[int] | None = None):
         self.graph = graph
         self.devices = check_devices(devices)
         cutoff = graph.attrs.get("cutoff", DEFAULT_CUTOFF) if cutoff is None else cutoff
@@ -129,6 +225,7 @@ class ConfigSpace:
         if isinstance(max_configs, bool) or not isinstance(max_configs, (int, np.integer)) \
                 or max_configs < 1:
             raise OptionError(f"max_configs must be an integer >= 1, got {max_configs!r}")
+        self.mesh = None if mesh is None else parse_mesh(mesh, self.devices)
         self.configs: list[np.ndarray] = []
         # Configs depend on an op only through its dim sizes, pinned dims and
         # contiguity: ops alike there share one read-only array, enumerated once.
@@ -138,13 +235,18 @@ class ConfigSpace:
             if key in enumerated:
                 self.configs.append(enumerated[key])
                 continue
-            count = count_configs(op, self.devices, self.cutoff, powers_of_two)
+            if self.mesh is not None:
+                configs = enumerate_mesh_configs(op, self.mesh, self.cutoff, powers_of_two)
+                count = len(configs)
+            else:
+                count = count_configs(op, self.devices, self.cutoff, powers_of_two)
             if count > max_configs:
                 raise TooLargeError(
                     f"op {op.name!r} ({op.kind}, dims {dict(zip(op.dim_names, op.shape))}) has "
                     f"{count} configs on {self.devices} devices, over max_configs={max_configs}; "
                     f"use fewer devices, powers_of_two=True, a larger cutoff, or raise max_configs")
-            configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two)
+            if self.mesh is None:
+                configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two)
             configs.flags.writeable = False
             self.configs.append(enumerated.setdefault(key, configs))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
@@ -189,4 +291,5 @@ class ConfigSpace:
                                     f"but that dim {why}")
         raise StrategyError(f"config {dict(zip(op.dim_names, key))} of op {op_name!r} is not a "
                             f"candidate (cutoff={self.cutoff}, powers_of_two={self.powers_of_two}"
-                            f"{', contiguous reshape rule' if op.contiguous else ''})")
+                            f"{', contiguous reshape rule' if op.contiguous else ''}"
+                            f"{'' if self.mesh is None else ', mesh ' + 'x'.join(map(str, self.mesh))})")
