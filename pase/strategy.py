@@ -57,6 +57,15 @@ class Strategy:
     ``op_costs`` holds each op's layer cost; ``edge_costs`` each costed edge's
     re-distribution cost as ``(producer, consumer, cost)``. Their sum is
     ``total_cost``, in ``unit``.
+
+    The total splits into :attr:`compute_cost`, the layers' own costs (the
+    Problem's vertex costs), and :attr:`communication_cost`, the re-distribution
+    of tensors between layers (its edge costs). A layer's cost is what the cost
+    model charges to run it under its configuration: its arithmetic and, in the
+    paper's model, the in-layer collectives its split needs (the all-reduce of a
+    split reduction, of weight gradients); those stay in ``compute_cost``, so
+    ``communication_cost`` is the inter-layer traffic alone. The two add up to
+    ``total_cost``.
     """
 
     graph_name: str
@@ -87,6 +96,19 @@ class Strategy:
         configs = {op.name: space.config(i, int(c[i])) for i, op in enumerate(graph.ops)}
         return cls(graph.name, space.devices, configs, total, problem.unit, op_costs, edges,
                    **kwargs)
+
+    @property
+    def compute_cost(self) -> float:
+        """The layers' own costs (vertex costs, in-layer collectives included)."""
+        return sum(self.op_costs.values()) if self.op_costs else \
+            (self.total_cost if not math.isfinite(self.total_cost) else 0.0)
+
+    @property
+    def communication_cost(self) -> float:
+        """The re-distribution between layers (edge costs)."""
+        if not self.op_costs and not math.isfinite(self.total_cost):
+            return self.total_cost
+        return sum(e[2] for e in self.edge_costs)
 
     # -- presentation ------------------------------------------------------------
     def split(self, op: str) -> dict[str, int]:
@@ -123,6 +145,8 @@ class Strategy:
             "solver": sol.solver if sol else None,
             "cost_model": self.cost_model,
             "total_cost": finite_or_none(self.total_cost),
+            "compute_cost": finite_or_none(self.compute_cost),
+            "communication_cost": finite_or_none(self.communication_cost),
             "cost_unit": self.unit,
             "status": str(sol.status) if sol else None,
             "lower_bound": finite_or_none(sol.lower_bound) if sol else None,

@@ -1,0 +1,154 @@
+"""Run a spec's grid on Dask, writing each finished run to the store as it comes.
+
+    >>> import pase
+    >>> frame = pase.sweep("examples/sweep.toml", db="results.sqlite")   # doctest: +SKIP
+
+The points already in the store are skipped; the others are submitted to a
+Dask ``LocalCluster`` of ``workers`` processes (one run at a time each), or to
+the scheduler at ``scheduler`` (``tcp://host:8786``), whose workers need pase
+installed. Each run is :func:`pase.sweeps.runner.run_point`: a child process
+under the spec's time and memory limits, so an overrun is a row with status
+``time_limit`` or ``out_of_memory`` and the sweep goes on.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pase.errors import OptionError, SolverUnavailableError
+from pase.sweeps.spec import Spec, load_spec, point_key
+from pase.sweeps.store import Store, load_results
+
+# Statuses of a run that gave a strategy; every other status counts as failed.
+ANSWERED = ("optimal", "feasible")
+DEFAULT_DB = "results.sqlite"
+
+
+def sweep(spec: "str | Path | Mapping[str, Any] | Spec", db: str | Path | None = None, *,
+          workers: int | None = None, scheduler: str | None = None, quiet: bool = True,
+          progress: Callable[[dict[str, int]], Any] | None = None) -> Any:
+    """Run every point of ``spec`` not yet in ``db``; a DataFrame of the spec's rows.
+
+    ``spec`` is a TOML path, a dict of the same shape or a Spec
+    (:mod:`pase.sweeps.spec`); ``db`` the SQLite store (default
+    ``results.sqlite`` next to a TOML spec, else in the current directory).
+    ``workers`` local worker processes (default: the CPU count) unless
+    ``scheduler`` names a running Dask scheduler. ``quiet=False`` shows a tqdm
+    progress bar; ``progress`` is called with the counts after each run.
+    """
+    checked = load_spec(spec)
+    if db is None:
+        db = Path(spec).with_suffix(".sqlite") if isinstance(spec, (str, Path)) else DEFAULT_DB
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise OptionError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers is not None and scheduler:
+        raise OptionError("give workers (a local cluster) or scheduler (an existing one), not both")
+    points = checked.points()
+    keys = [point_key(p) for p in points]
+    with Store(db) as store:
+        done = store.keys()
+        todo = [(k, p) for k, p in zip(keys, points) if k not in done]
+        if todo:
+            _run(checked, todo, store, workers, scheduler, quiet, progress,
+                 len(points) - len(todo))
+    frame = load_results(db)
+    order = {k: i for i, k in enumerate(keys)}
+    frame = frame[frame["key"].isin(order)]
+    return frame.sort_values("key", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def jobs(spec: Spec, todo: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """What each run is sent: its key, axis values, run settings and provenance."""
+    import pase
+
+    run = spec.run
+    common = {"time_limit": run.time_limit, "memory_limit": run.memory_limit,
+              "wall_limit": run.wall_limit, "seed": run.seed, "repeats": run.repeats,
+              "build_budget": run.build_budget, "threads": run.threads,
+              "pase_version": pase.__version__, "git_commit": git_commit()}
+    return [{"key": key, **point, **common} for key, point in todo]
+
+
+def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, workers: int | None,
+         scheduler: str | None, quiet: bool, progress: Callable | None, skipped: int) -> None:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise SolverUnavailableError('pase sweep needs Dask: pip install "pase[sweep]"') from exc
+    from pase.sweeps.runner import run_point
+
+    counts = {"done": 0, "failed": 0, "running": 0, "remaining": len(todo), "skipped": skipped}
+    bar = None if quiet else _bar(len(todo), skipped)
+    cluster = None
+    if scheduler:
+        client = _connect(Client, scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                               processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        slots = max(1, sum(client.nthreads().values()))
+        futures = [client.submit(run_point, job, key=f"pase-run-{i}-{time.time_ns()}",
+                                 pure=False, priority=-i)
+                   for i, job in enumerate(jobs(spec, todo))]
+        counts["running"] = min(slots, len(todo))
+        for future in as_completed(futures):
+            row = future.result()
+            store.write(row)
+            counts["failed" if row.get("status") not in ANSWERED else "done"] += 1
+            counts["remaining"] -= 1
+            counts["running"] = min(slots, counts["remaining"])
+            if bar is not None:
+                bar.set_postfix_str(f"done {counts['done']}, failed {counts['failed']}, running "
+                                    f"{counts['running']}, remaining {counts['remaining']}",
+                                    refresh=False)
+                bar.update(1)
+            if progress is not None:
+                progress(dict(counts))
+            future.release()
+    finally:
+        if bar is not None:
+            bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _connect(client_cls: Any, address: str) -> Any:
+    try:
+        return client_cls(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise OptionError(f"cannot reach a Dask scheduler at {address}: {exc}") from None
+
+
+def _bar(total: int, skipped: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="run", desc=f"sweep ({skipped} already stored)" if skipped
+                else "sweep", dynamic_ncols=True)
+
+
+def git_commit() -> str | None:
+    """The commit of the pase checkout this runs from, with ``-dirty`` when it has changes;
+    None outside a git checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("-dirty" if dirty else "")) or None
+
+
+def host() -> str:
+    return socket.gethostname()

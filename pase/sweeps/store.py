@@ -1,0 +1,101 @@
+"""The result store: one SQLite file, table ``runs``, one row per run.
+
+WAL mode, so a reader (``pase report``, :func:`load_results`) never blocks the
+sweep writing; each row is committed the moment its run finishes, so a sweep
+stopped at any point keeps every finished run. ``key`` (the point's axis
+values as canonical JSON, :func:`pase.sweeps.spec.point_key`) is unique: a
+re-run of a spec skips the points already stored.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pase.errors import OptionError
+
+# Columns after ``key``: name and SQL type. Options are JSON text; so are
+# strategy and stats.
+COLUMNS = (
+    ("model", "TEXT"), ("devices", "INTEGER"), ("solver", "TEXT"), ("cost_model", "TEXT"),
+    ("cluster", "TEXT"), ("memory_cap", "TEXT"), ("batch", "INTEGER"),
+    ("model_options", "TEXT"), ("solver_options", "TEXT"), ("cost_options", "TEXT"),
+    ("status", "TEXT"), ("cost", "REAL"), ("compute_cost", "REAL"),
+    ("communication_cost", "REAL"), ("unit", "TEXT"), ("lower_bound", "REAL"), ("gap", "REAL"),
+    ("build_seconds", "REAL"), ("solve_seconds", "REAL"), ("wall_seconds", "REAL"),
+    ("peak_memory_bytes", "REAL"), ("memory_bytes", "REAL"), ("strategy", "TEXT"),
+    ("stats", "TEXT"), ("error", "TEXT"), ("time_limit", "REAL"), ("memory_limit", "REAL"),
+    ("seed", "INTEGER"), ("repeats", "INTEGER"), ("pase_version", "TEXT"),
+    ("git_commit", "TEXT"), ("host", "TEXT"), ("finished_at", "TEXT"),
+)
+NAMES = ("key",) + tuple(name for name, _ in COLUMNS)
+JSON_COLUMNS = ("model_options", "solver_options", "cost_options", "strategy", "stats")
+# Seconds a writer waits for another's lock before sqlite3 gives up.
+BUSY_TIMEOUT = 30.0
+
+
+class Store:
+    """An open result store; use as a context manager or call :meth:`close`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {columns})")
+            self.db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise OptionError(f"cannot use {path} as a sweep store: {exc}") from None
+
+    def keys(self) -> set[str]:
+        return {k for (k,) in self.db.execute("SELECT key FROM runs")}
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Insert one finished run and commit it (a key already stored is left as it is)."""
+        values = [_cell(name, row.get(name)) for name in NAMES]
+        marks = ", ".join("?" for _ in NAMES)
+        self.db.execute(f"INSERT OR IGNORE INTO runs ({', '.join(NAMES)}) VALUES ({marks})", values)
+        self.db.commit()
+
+    def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        cur = self.db.execute(f"SELECT {', '.join(NAMES)} FROM runs ORDER BY rowid")
+        wanted = None if keys is None else set(keys)
+        return [dict(zip(NAMES, r)) for r in cur if wanted is None or r[0] in wanted]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _cell(name: str, value: Any) -> Any:
+    if name in JSON_COLUMNS:
+        return None if value is None else json.dumps(value, sort_keys=True, allow_nan=False)
+    if name in ("cluster", "memory_cap") and value is not None:
+        return str(value)
+    return value
+
+
+def load_results(path: str | Path, *, decode: bool = False) -> Any:
+    """A sweep store's ``runs`` table as a pandas DataFrame, in the order runs finished.
+
+    Option, strategy and stats columns are JSON text; ``decode=True`` turns them
+    into Python objects.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise OptionError(f"no sweep store at {path}")
+    with Store(path) as store:
+        frame = pd.DataFrame(store.rows(), columns=list(NAMES))
+    if decode:
+        for name in JSON_COLUMNS:
+            frame[name] = [None if v is None else json.loads(v) for v in frame[name]]
+    return frame
