@@ -1,0 +1,76 @@
+"""``pase sweep SPEC.toml`` (a grid of runs on Dask, kept in SQLite) and ``pase report``."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+SWEEP_HELP = "run a grid of solves (models x devices x solvers x ...) on Dask, kept in SQLite"
+REPORT_HELP = "tables and plots of a sweep's results"
+
+
+def add_sweep_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (docs/sweeps.md)")
+    s.add_argument("--db", metavar="RESULTS.sqlite",
+                   help="the result store (default: the spec's name with .sqlite); runs already "
+                        "in it are skipped")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_positive, metavar="N",
+                       help="local Dask worker processes, one run each at a time (default: the "
+                            "CPU count)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler, e.g. tcp://host:8786, instead of local "
+                            "workers")
+    s.add_argument("--quiet", action="store_true", help="no progress bar, only the summary")
+
+
+def add_report_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("db", metavar="RESULTS.sqlite", help="a sweep's result store")
+    s.add_argument("-o", "--out", metavar="DIR", default="report",
+                   help="output folder (default: report)")
+    s.add_argument("--format", choices=("md", "csv"), default="md",
+                   help="md: report.md and three PNG plots (default); csv: one results.csv")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from pase.cli import checks
+    from pase.sweeps import load_spec, sweep
+
+    spec = load_spec(args.spec)  # a bad spec fails before any worker starts
+    db = args.db or str(Path(args.spec).with_suffix(".sqlite"))
+    checks.output_file(db, "--db")
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a terminated sweep shuts its workers
+    try:
+        frame = sweep(spec, db, workers=args.workers, scheduler=args.scheduler, quiet=args.quiet)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    counts = frame["status"].value_counts()
+    print(f"{len(frame)} runs in {db}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from pase.cli import checks
+    from pase.sweeps.report import write_report
+
+    checks.output_folder(args.out, "-o")
+    files = write_report(args.db, args.out, args.format)
+    for path in files.values():
+        print(path)
+    sys.stdout.flush()
