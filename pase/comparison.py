@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pase.api import Built, build_problem, run_solver
 from pase.claims import ClaimError
-from pase.errors import PaseError, SolverUnavailableError
+from pase.errors import OptionError, PaseError, SolverUnavailableError
+from pase.options import coerce_options
+from pase.registry import SOLVERS
 from pase.strategy import finite_or_none
 
 DEFAULT_SOLVERS = ("dp", "ilp-cpsat", "ilp-highs", "greedy", "mcmc", "data-parallel", "owt")
@@ -38,17 +40,35 @@ class Row:
         return {k: finite_or_none(v) for k, v in asdict(self).items()}
 
 
+def check_solver_options(solvers: Sequence[str],
+                         options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """``{solver: {key: value}}`` checked before any work: every solver named is
+    compared, and every option is one of its options, coerced to its type."""
+    checked: dict[str, dict[str, Any]] = {}
+    for name, opts in (options or {}).items():
+        if name not in solvers:
+            SOLVERS.entry(name)  # an unknown name fails listing the known ones
+            raise OptionError(f"solver options for {name!r}, which is not compared; "
+                              f"solvers: {', '.join(solvers)}")
+        checked[name] = coerce_options(SOLVERS.get(name), dict(opts), f"solver {name!r}",
+                                       reserved=("time_limit", "seed"))
+    return checked
+
+
 def compare_problem(built: Built, solvers: Sequence[str], *, time_limit: float | None = None,
-                    seed: int | None = None, progress: Any = None) -> list[Row]:
+                    seed: int | None = None, progress: Any = None,
+                    solver_options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Row]:
     """One Row per solver. A solver that refuses (a PaseError), is not installed, or
     crashes gets a row saying so (status ``refused``, ``unavailable`` or ``error``);
-    the others still run.
+    the others still run. ``solver_options`` maps a solver name to its options
+    (``{"dp": {"ordering": "min-fill"}}``), checked up front.
     """
+    options = check_solver_options(solvers, solver_options)
     rows = []
     for name in solvers:
         if progress:
             progress(f"running {name}...")
-        rows.append(_run_one(built, name, time_limit, seed))
+        rows.append(_run_one(built, name, time_limit, seed, options.get(name, {})))
     costs = [r.total_cost for r in rows if r.total_cost is not None]
     best = min(costs) if costs else None
     for r in rows:
@@ -57,13 +77,14 @@ def compare_problem(built: Built, solvers: Sequence[str], *, time_limit: float |
     return rows
 
 
-def _run_one(built: Built, name: str, time_limit: float | None, seed: int | None) -> Row:
+def _run_one(built: Built, name: str, time_limit: float | None, seed: int | None,
+             options: Mapping[str, Any]) -> Row:
     def failed(status: str, exc: BaseException, prefix: str = "") -> Row:
         message = prefix + " ".join(str(exc).split())
         return Row(name, status, None, None, None, None, None, message)
 
     try:
-        sol = run_solver(name, built.problem, time_limit=time_limit, seed=seed)
+        sol = run_solver(name, built.problem, time_limit=time_limit, seed=seed, **options)
     except SolverUnavailableError as exc:
         return failed("unavailable", exc)
     except ClaimError as exc:
@@ -78,10 +99,17 @@ def _run_one(built: Built, name: str, time_limit: float | None, seed: int | None
 
 def compare(model: Any, devices: int = 8, solvers: Sequence[str] = DEFAULT_SOLVERS,
             cost_model: Any = "paper", *, time_limit: float | None = None,
-            seed: int | None = None, **build_options: Any) -> list[Row]:
-    """Each solver's cost, ratio to the best, status, gap and time on one Problem."""
+            seed: int | None = None, solver_options: Mapping[str, Mapping[str, Any]] | None = None,
+            **build_options: Any) -> list[Row]:
+    """Each solver's cost, ratio to the best, status, gap and time on one Problem.
+
+    ``solver_options`` maps a solver name to its options:
+    ``compare("alexnet", 8, ["dp", "mcmc"], solver_options={"mcmc": {"iterations": 100}})``.
+    """
+    check_solver_options(solvers, solver_options)  # before the build
     built = build_problem(model, devices, cost_model, **build_options)
-    return compare_problem(built, solvers, time_limit=time_limit, seed=seed)
+    return compare_problem(built, solvers, time_limit=time_limit, seed=seed,
+                           solver_options=solver_options)
 
 
 def plot_comparison(rows: Sequence[Row], path: str | Path, title: str = "") -> None:

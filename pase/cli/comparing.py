@@ -6,7 +6,7 @@ import sys
 
 from pase import api
 from pase.cli import checks
-from pase.cli.args import cost_kwargs, space_kwargs
+from pase.cli.args import cost_kwargs, key_values, space_kwargs
 from pase.cli.output import print_json, table
 from pase.errors import OptionError
 from pase.registry import SOLVERS
@@ -25,15 +25,33 @@ def solver_names(text: str) -> list[str]:
     return names
 
 
+def solver_options(pairs: list[str] | None, solvers: list[str]) -> dict[str, dict[str, str]]:
+    """``["dp:ordering=min-fill"]`` -> ``{"dp": {"ordering": "min-fill"}}``, checked
+    against the compared solvers and their options (values coerced by the API)."""
+    from pase.comparison import check_solver_options
+
+    grouped: dict[str, list[str]] = {}
+    for pair in pairs or []:
+        name, sep, rest = pair.partition(":")
+        if not sep or not name.strip() or "=" not in rest:
+            raise OptionError(f"--option expects SOLVER:KEY=VALUE (e.g. dp:ordering=min-fill), "
+                              f"got {pair!r}")
+        grouped.setdefault(name.strip(), []).append(rest)
+    options = {name: key_values(rest, f"--option {name}:") for name, rest in grouped.items()}
+    check_solver_options(solvers, options)
+    return options
+
+
 def cmd_compare(args: argparse.Namespace) -> None:
     from pase.comparison import compare_problem, plot_comparison
 
     checks.plot_file(args.plot)
     solvers = solver_names(args.solvers)
+    options = solver_options(getattr(args, "option", None), solvers)
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
     progress = None if args.format == "json" else (lambda m: print(m, file=sys.stderr, flush=True))
     rows = compare_problem(built, solvers, time_limit=args.time_limit, seed=args.seed,
-                           progress=progress)
+                           progress=progress, solver_options=options)
     if args.plot:
         plot_comparison(rows, args.plot, f"{built.graph.name}, p={built.space.devices}, "
                                          f"{built.cost_model.name} cost model")

@@ -158,6 +158,10 @@ def plot_solve_time(frame: Any, path: Path, plt: Any) -> Path:
         ax.plot(sel.index, sel.values, marker="o", label=f"{solver}, {model}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ps = sorted({int(p) for p in timed["devices"]})
+    if ps:
+        ax.set_xticks(ps, [str(p) for p in ps])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_xlabel("devices p")
     ax.set_ylabel("solve seconds (log scale)")
     ax.set_title("solve time against p")
