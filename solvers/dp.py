@@ -23,7 +23,8 @@ Around that recurrence, each in one place:
   Lagrangian bounds (:mod:`~pase.solvers.dp_lagrange`,
   :mod:`~pase.solvers.dp_fronts`): still exact;
 - :mod:`~pase.solvers.dp_blocks` (option ``blocks``): chains of repeated
-  blocks folded into min-plus matrix powers before the recurrence;
+  blocks folded into min-plus matrix powers before the recurrence; under a
+  binding cap, through the Lagrangian dual (:mod:`~pase.solvers.dp_blocks_capped`);
 - :mod:`~pase.solvers.dp_prune` (option ``prune``): configs another config
   of their vertex dominates dropped before the recurrence. Both are exact.
 """
@@ -133,12 +134,18 @@ def solve(problem: Problem, *, ordering: str = "auto",
             nothing changes when none is found or when the plain plan fits
             with under ``BLOCKS_MIN_ENTRIES`` entries. Under a memory cap the
             folded uncapped optimum is returned when it fits the cap (then it
-            is the capped optimum too); otherwise the capped dp runs.
+            is the capped optimum too); otherwise the cap is relaxed into
+            ``cost + lam * memory``, folded per multiplier, and the best fitting
+            strategy is returned when the dual bound certifies it
+            (:mod:`~pase.solvers.dp_blocks_capped`). A duality gap runs the plain
+            capped dp (exact) when its plan fits ``memory_budget``, and is
+            otherwise returned as ``feasible`` with the dual bound as lower bound.
         time_limit: seconds; the DP has no partial answer, so exceeding it
             raises TimeLimitError.
         seed: unused (the DP is deterministic); accepted like every solver.
     """
     start = time.perf_counter()
+    fell_back: dict[str, Any] = {}
     check_choice("ordering", ordering, CHOICES)
     memory_budget = check_float("memory_budget", memory_budget, 0.0, strict=True, finite=False)
     max_states = check_int("max_states", max_states, 1)
@@ -157,12 +164,32 @@ def solve(problem: Problem, *, ordering: str = "auto",
                                time_limit=time_limit, ordering=ordering,
                                memory_budget=memory_budget, max_states=max_states,
                                prune=prune, seed=seed)
-        if reduced is not None and (cap is None or problem.fits(reduced.choice)):
-            if cap is not None:
+        if reduced is not None and (cap is None or reduced.choice is None
+                                    or problem.fits(reduced.choice)):
+            if cap is not None and reduced.choice is not None:
                 reduced.stats.update(memory_cap=cap, capped=False,
                                      memory=problem.memory_of(reduced.choice))
             reduced.wall_time = time.perf_counter() - start
             return reduced
+        if reduced is not None:  # the cap binds: the Lagrangian route through the powers
+            from pase.solvers.dp_blocks_capped import solve_blocks_capped
+
+            answer, blocks_capped = solve_blocks_capped(
+                _forbid_infinite_memory(problem), reduced,
+                deadline=None if time_limit is None else start + time_limit,
+                fallback=_fits(chosen, memory_budget), ordering=ordering,
+                memory_budget=memory_budget, max_states=max_states, prune=prune, seed=seed)
+            if answer is not None:
+                if answer.choice is not None:
+                    cost = _verified_cost(problem, answer.choice, answer.cost)
+                    bound = cost if answer.status is Status.OPTIMAL else answer.lower_bound
+                    answer = Solution(answer.choice, cost, answer.status, "dp", bound,
+                                      stats=answer.stats)
+                answer.wall_time = time.perf_counter() - start
+                return answer
+            fell_back = {"blocks_capped": f"{blocks_capped['blocks_capped']}: plain capped dp",
+                         "blocks_capped_bound": blocks_capped.get("lagrangian_bound"),
+                         "blocks_capped_seconds": blocks_capped.get("blocks_capped_seconds")}
     _refuse_over_budget(problem, chosen, memory_budget)
     deadline = None if time_limit is None else start + time_limit
     ledger = Ledger()
@@ -196,6 +223,7 @@ def solve(problem: Problem, *, ordering: str = "auto",
         stats["pruned"] = 0 if pruned is None else pruned.dropped
         stats["prune_seconds"] = prune_seconds[0]
     stats.update(capped)
+    stats.update(fell_back)
     if found is None:
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
                         wall_time=time.perf_counter() - start, stats=stats)

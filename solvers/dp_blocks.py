@@ -29,8 +29,11 @@ tied to its members by 0/inf edges), and the reduced Problem goes to the dp;
 chains are reduced one after another until none is left. Back-substitution
 walks the argmin tables down to every separator and every inner vertex.
 
-Memory caps: not handled. Under a cap :func:`solve_blocks` returns None and
-the caller runs the ordinary capped dp (exact, no reduction).
+Memory caps: :func:`solve_blocks` itself returns None under a cap. The dp
+folds the uncapped Problem first (its optimum is the answer when it fits), then
+:mod:`pase.solvers.dp_blocks_capped` folds ``cost + lam * memory`` per Lagrange
+multiplier and certifies the capped optimum by the dual bound, or hands over to
+the plain capped dp (or reports the gap).
 """
 from __future__ import annotations
 

@@ -151,6 +151,35 @@ class Tables:
 def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
              tick: Callable[[str], None],
              ) -> tuple[Bound, tuple[Choice, float] | None, dict[str, Any]]:
+    """The best multiplier (:func:`dual_search` with the plain DP) and its inside and
+    outside tables, the best fitting strategy, and statistics."""
+    problem = tables.problem
+
+    def minimise(lam: float) -> tuple[float, Choice]:
+        assert tables.run is not None
+        total, choice, _ = tables.run(shifted(problem, lam))
+        return total, choice
+
+    best, stats = dual_search(problem, cap, free, minimise, tick)
+    lam = stats["lagrangian_multiplier"]
+    inside = tables.inside(lam)
+    outside = tables.outside(lam, inside)
+    tick("computing the Lagrangian bounds")
+    return Bound(lam, inside, outside, dual_slack(problem, cap, lam)), best, stats
+
+
+def dual_slack(problem: Problem, cap: float, lam: float) -> float:
+    """Rounding allowance of a Lagrangian bound at ``lam``, in cost units."""
+    assert problem.memory is not None
+    magnitude = (sum(finite_max(np.abs(c)) for c in problem.vertex_costs + problem.edge_costs)
+                 + lam * (abs(cap) + sum(finite_max(np.abs(m)) for m in problem.memory)))
+    return BOUND_RTOL * magnitude
+
+
+def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],
+                minimise: Callable[[float], tuple[float, Choice]],
+                tick: Callable[[str], None],
+                ) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
     """Maximise the Lagrangian dual ``min(cost + lam * memory) - lam * cap`` over ``lam``.
 
     The dual is concave and piecewise linear: each strategy is a line. Bracket
@@ -159,11 +188,15 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
     where the lines of the two bracketing minimisers cross; when the
     DP finds nothing below that crossing it is the maximum (the 1-D cutting
     plane method, finite on a finite set of strategies). Every run gives a
-    lower bound and, when its minimiser fits, an upper bound. Returns the best
-    multiplier's tables, the best fitting strategy, and statistics. ``free``
-    is the unconstrained optimum (the minimiser at ``lam = 0``) and its cost.
+    lower bound and, when its minimiser fits, an upper bound. ``minimise(lam)``
+    returns the least ``cost + lam * memory`` and a minimiser (any exact method:
+    the plain DP, or the DP with repeated blocks folded). Returns the best
+    fitting strategy (None if none was seen) and statistics, among them
+    ``lagrangian_bound`` (the best lower bound) and ``lagrangian_multiplier``.
+    ``free`` is the unconstrained optimum (the minimiser at ``lam = 0``) and its cost.
     """
-    problem = tables.problem
+    assert problem.memory is not None
+    memory = problem.memory
     best: tuple[Choice, float] | None = None
     top = (-math.inf, 0.0)  # (best lower bound, its multiplier)
     runs = 0
@@ -175,8 +208,7 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
         if lam == 0:
             choice, total = free
         else:
-            assert tables.run is not None
-            total, choice, _ = tables.run(shifted(problem, lam))
+            total, choice = minimise(lam)
         tick("searching the Lagrange multiplier")
         if total == math.inf:  # lam * memory overflowed: treat lam as too large
             return True, math.inf, -math.inf, math.inf
@@ -191,13 +223,13 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
     # Each vertex at its least memory (the cheapest such candidate) fits the
     # cap; when its cost is finite its line closes the bracket at lam = inf.
     least = tuple(int(np.lexsort((c, m))[0])
-                  for c, m in zip(problem.vertex_costs, tables.memory))
+                  for c, m in zip(problem.vertex_costs, memory))
     cost = problem.evaluate(least)
     if math.isfinite(cost) and problem.fits(least):
         hi = (math.inf, cost, problem.memory_of(least))
         best = (least, cost)
     # Otherwise step from a multiplier that weighs the memory spread like the cost scale.
-    spread = sum(finite_max(m) - finite_min(m) for m in tables.memory)
+    spread = sum(finite_max(m) - finite_min(m) for m in memory)
     scale = sum(finite_max(np.abs(c)) for c in problem.vertex_costs)
     lam = max(scale, 1.0) / max(spread, 1e-300)
     while hi is None and runs < LAGRANGE_RUNS and 1e-300 < lam < 1e300:
@@ -230,12 +262,7 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
     stats: dict[str, Any] = {"lagrangian_runs": runs, "lagrangian_bound": lower,
                              "lagrangian_multiplier": lam,
                              "lagrangian_upper": None if best is None else best[1]}
-    magnitude = (sum(finite_max(np.abs(c)) for c in problem.vertex_costs + problem.edge_costs)
-                 + lam * (abs(cap) + sum(finite_max(np.abs(m)) for m in tables.memory)))
-    inside = tables.inside(lam)
-    outside = tables.outside(lam, inside)
-    tick("computing the Lagrangian bounds")
-    return Bound(lam, inside, outside, BOUND_RTOL * magnitude), best, stats
+    return best, stats
 
 
 def finite_max(values: np.ndarray) -> float:
