@@ -1,0 +1,231 @@
+"""Import a PyTorch module into pase's graph IR through ``torch.export``.
+
+>>> import torch                                                  # doctest: +SKIP
+>>> graph = pase.from_torch(model, (tokens,))                     # doctest: +SKIP
+>>> pase.solve(graph, devices=8, cost_model="alpha-beta")          # doctest: +SKIP
+
+The module is exported to its ATen graph (``torch.export.export``); each ATen op
+becomes IR ops with an iteration space and dim roles, weights become parameters
+(a tied weight counted once), views cost nothing where the IR can follow them,
+and chains of element-wise ops fold into the op before them. The mapping,
+op by op, and its limits are in ``docs/pytorch.md``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pase.errors import PaseError
+from pase.frontends.torch_ir import Conflict
+from pase.frontends.torch_values import TV
+from pase.frontends.torch_walk import Imported, ImportError_, Walk, source_line, target_name
+
+__all__ = ["ImportError_", "Imported", "TorchMissingError", "from_torch", "import_torch",
+           "UNSUPPORTED_CHOICES"]
+
+UNSUPPORTED_CHOICES = ("error", "elementwise")
+
+
+class TorchMissingError(PaseError, ImportError):
+    """torch is not installed."""
+
+
+def need_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise TorchMissingError('importing a PyTorch model needs torch: pip install "pase[torch]"'
+                                ) from exc
+    return torch
+
+
+def from_torch(module: Any, example_args: Any, *, name: str | None = None,
+               fuse_elementwise: bool = True, unsupported: str = "error",
+               strict: bool = False) -> Any:
+    """The pase Graph of ``module`` called on ``example_args`` (a tuple, or one tensor).
+
+    ``fuse_elementwise`` folds activations into the product before them and chains
+    of element-wise ops into one op. ``unsupported="error"`` (default) refuses a
+    module with ATen ops pase cannot model, listing each with its source line;
+    ``"elementwise"`` approximates each such op as an element-wise op of its first
+    input, with a warning. ``strict`` is ``torch.export.export``'s.
+    """
+    return import_torch(module, example_args, name=name, fuse_elementwise=fuse_elementwise,
+                        unsupported=unsupported, strict=strict).graph
+
+
+def export_program(module: Any, args: tuple, strict: bool = False) -> Any:
+    """``torch.export.export(module, args)``; a failure is one line with a hint."""
+    torch = need_torch()
+    try:
+        return torch.export.export(module, args, strict=strict)
+    except Exception as exc:  # torch raises many types; each becomes one line
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 300 else text[:297] + "..."
+        hint = ("try strict=False" if strict else
+                "try simpler example inputs, or move data-dependent Python control flow out "
+                "of forward")
+        raise ImportError_(f"torch.export failed: {type(exc).__name__}: {text} ({hint})") from exc
+
+
+def check_args(module: Any, example_args: Any) -> tuple:
+    torch = need_torch()
+    if not isinstance(module, torch.nn.Module):
+        raise ImportError_(f"expected a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    if isinstance(example_args, list):
+        example_args = tuple(example_args)
+    if not isinstance(example_args, tuple) or not example_args:
+        raise ImportError_(f"example_args must be a tuple of tensors (or one tensor), got "
+                           f"{type(example_args).__name__}")
+    for i, x in enumerate(example_args):
+        if not isinstance(x, (torch.Tensor, int, float, bool)) and x is not None:
+            raise ImportError_(f"example_args[{i}] is a {type(x).__name__}; allowed: tensors "
+                               f"(and Python numbers)")
+    if not any(isinstance(x, torch.Tensor) for x in example_args):
+        raise ImportError_("example_args holds no tensor; pass the model's example inputs")
+    return example_args
+
+
+def import_torch(module: Any, example_args: Any, *, name: str | None = None,
+                 fuse_elementwise: bool = True, unsupported: str = "error",
+                 strict: bool = False) -> Imported:
+    """:func:`from_torch` with what the importer knows: per op its ATen ops, module path
+    and parameter names (:class:`Imported`)."""
+    from pase.errors import OptionError
+    from pase.frontends.torch_ops import HANDLERS
+
+    if unsupported not in UNSUPPORTED_CHOICES:
+        raise OptionError(f"unsupported must be one of {', '.join(UNSUPPORTED_CHOICES)}, "
+                          f"got {unsupported!r}")
+    args = check_args(module, example_args)
+    was_training = module.training
+    program = export_program(module, args, strict=strict)
+    module.train(was_training)
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"]
+    if missing and unsupported == "error":
+        listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
+        raise ImportError_(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
+                           f"unsupported=\"elementwise\" to approximate them)")
+    walk = Walk(fuse_elementwise, unsupported)
+    params = _placeholders(walk, program, module)
+    for node in nodes:
+        walk.node = node
+        walk.values[node] = _run(walk, node, HANDLERS)
+    graph_name = name or type(module).__name__
+    return walk.finish(graph_name, params)
+
+
+def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
+    """Values of the program's inputs; returns the module's unique parameters' numel."""
+    atoms = walk.atoms
+    sig = program.graph_signature
+    kinds = {spec.arg.name: (spec.kind.name, spec.target) for spec in sig.input_specs
+             if hasattr(spec.arg, "name")}
+    seen: dict[int, str] = {}
+    params: dict[str, int] = {}
+    for pname, p in module.named_parameters():
+        params[pname] = p.numel()
+    state = program.state_dict
+    first_input = True
+    for node in program.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        kind, target = kinds.get(node.name, ("USER_INPUT", None))
+        val = node.meta.get("val")
+        shape = tuple(int(s) for s in getattr(val, "shape", ()))
+        if kind == "PARAMETER":
+            tensor = state.get(target)
+            key = id(tensor) if tensor is not None else id(node)
+            canonical = seen.setdefault(key, target)
+            view = walk.fresh(shape)
+            walk.values[node] = TV(view, [a[0] for a in view], "param", None, canonical)
+        elif kind == "USER_INPUT" and hasattr(val, "shape"):
+            integer = not val.dtype.is_floating_point
+            view = walk.fresh(shape)
+            if first_input and view:
+                _input_roles(atoms, view, integer)
+                walk.batch_atoms = [view[0][0]]
+                first_input = False
+            elif view and walk.batch_atoms and shape[0] == atoms.size[walk.batch_atoms[0]]:
+                atoms.set_role(view[0][0], "batch")
+            walk.values[node] = TV(view, [a[0] for a in view], "act", None, integer=integer,
+                                   extra={"node": node})
+        else:  # buffers, constants, non-tensor inputs
+            walk.values[node] = TV(walk.fresh(shape), [], "const") if shape or \
+                hasattr(val, "shape") else val
+    return params
+
+
+def _input_roles(atoms: Any, view: list[list[int]], integer: bool) -> None:
+    rank = len(view)
+    roles = {1: ["batch"], 2: ["batch", "sequence" if integer else "channel"],
+             3: ["batch", "sequence", "channel"],
+             4: ["batch", "channel", "spatial", "spatial"]}.get(rank, ["batch"])
+    for axis, role in zip(view, roles):
+        atoms.set_role(axis[0], role)
+
+
+def _bind(node: Any) -> dict[str, Any]:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {f"arg{i}": a for i, a in enumerate(node.args)} | dict(node.kwargs)
+    out = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            out[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+    return out
+
+
+def _resolve(walk: Walk, value: Any) -> Any:
+    import torch.fx
+
+    if isinstance(value, torch.fx.Node):
+        return walk.values.get(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_resolve(walk, v) for v in value)
+    return value
+
+
+def _run(walk: Walk, node: Any, handlers: dict) -> Any:
+    name = target_name(node)
+    if name == "getitem":
+        seq, i = _resolve(walk, node.args[0]), node.args[1]
+        return seq[i] if isinstance(seq, (tuple, list)) else seq
+    args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
+    handler = handlers.get(name)
+    try:
+        if handler is None:
+            return _approximate(walk, node, args)
+        return handler(walk, node, args)
+    except Conflict as exc:
+        if walk.unsupported == "elementwise":
+            return _approximate(walk, node, args, str(exc))
+        raise walk.conflict(exc) from None
+
+
+def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") -> Any:
+    """An op pase cannot model, as an element-wise op of its first tensor input."""
+    from pase.frontends.torch_layout import ravel_unravel, unary
+
+    first = next((v for v in args.values() if isinstance(v, TV) and v.kind == "act"), None)
+    val = node.meta.get("val")
+    if first is None or not hasattr(val, "shape"):
+        shape = tuple(getattr(val, "shape", ()))
+        walk.approximate(f"aten.{target_name(node)} at {source_line(node)} ({why}): left out")
+        return TV(walk.fresh(shape), [], "const")
+    walk.approximate(f"aten.{target_name(node)} at {source_line(node)} ({why}): element-wise")
+    shape = tuple(int(s) for s in val.shape)
+    if shape == first.shape(walk.atoms):
+        return unary(walk, first, 1)
+    if math.prod(shape) == math.prod(first.shape(walk.atoms)):
+        return ravel_unravel(walk, unary(walk, first, 1), shape)
+    raise ImportError_(f"cannot approximate aten.{target_name(node)} at {source_line(node)}: "
+                       f"its output {shape} has not the elements of its input "
+                       f"{first.shape(walk.atoms)}")

@@ -1,0 +1,290 @@
+"""Views, products and broadcasts: the general rules every ATen handler leans on.
+
+- :func:`reshape` turns a view into another by cutting atoms (free) or, where
+  an atom cannot be cut, by a Ravel + Unravel pair (the IR's reshape);
+- :func:`contract` is every product (linear, matmul, bmm, einsum, attention):
+  an einsum over torch axes becomes an Einsum over atoms;
+- :func:`binary` is every element-wise op of two tensors, broadcast or not.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pase.frontends.torch_ir import Conflict, Pending, PortSpec
+from pase.frontends.torch_values import TV
+from pase.frontends.torch_walk import Walk
+
+
+def out_tv(w: Walk, view: list[list[int]], data: list[int], op: Pending, index: int = 0,
+           integer: bool = False) -> TV:
+    return TV(view, data, "act", (op, index), integer=integer, extra={"node": w.node})
+
+
+# -- views -----------------------------------------------------------------------------
+
+def reshape(w: Walk, tv: TV, shape: tuple[int, ...]) -> TV:
+    """``tv`` viewed with ``shape`` (same number of elements)."""
+    atoms = w.atoms
+    flat = [a for axis in tv.view for a in axis]
+    bounds, p = [], 1
+    for s in shape:
+        p *= s
+        bounds.append(p)
+    try:
+        leaves = atoms.cut(flat, [b for b in bounds if b > 1]) if flat else []
+    except Conflict:
+        return ravel_unravel(w, tv, shape)
+    leaves = [x for x in leaves if atoms.size[x] > 1]
+    view, i = [], 0
+    for s in shape:
+        if s == 1:
+            view.append([atoms.new(1)])
+            continue
+        axis, prod = [], 1
+        while prod < s and i < len(leaves):
+            axis.append(leaves[i])
+            prod *= atoms.size[leaves[i]]
+            i += 1
+        if prod != s:
+            return ravel_unravel(w, tv, shape)
+        view.append(axis)
+    return tv.with_view(view)
+
+
+def ravel_unravel(w: Walk, tv: TV, shape: tuple[int, ...]) -> TV:
+    """A real reshape: the IR's Ravel (to 1-D) and Unravel (to ``shape``)."""
+    if tv.kind != "act":
+        return tv.with_view(w.fresh(shape), data=[], kind="const")
+    atoms = w.atoms
+    n = math.prod(atoms.size[x] for x in tv.leaves(atoms))
+    flat = atoms.new(n)
+    ravel = w.add("Ravel", [w.port(tv)], [PortSpec([flat])], order="input", suffix=".ravel")
+    ravel.contiguous = True
+    view = w.fresh(shape)
+    for src, dst in zip(tv.view, view):  # an axis kept whole keeps its role
+        if len(src) == 1 and atoms.size[src[0]] == atoms.size[dst[0]]:
+            atoms.set_role(dst[0], atoms.role[atoms.leaves(src[0])[0]])
+    data = [a[0] for a in view]
+    unravel = w.add("Unravel", [PortSpec([flat], (ravel, 0))], [PortSpec(list(data))],
+                    order="output")
+    unravel.contiguous = True
+    w.approximate(f"{w.node.name}: a reshape the IR cannot follow became Ravel + Unravel")
+    return out_tv(w, view, data, unravel)
+
+
+def materialize(w: Walk, tv: TV, reason: str) -> TV:
+    """``tv`` as a new tensor whose layout is its view, one atom per axis."""
+    shape = tv.shape(w.atoms)
+    out = ravel_unravel(w, tv, shape)
+    w.approximated[-1] = f"{w.node.name}: {reason}"
+    return out
+
+
+def permute(tv: TV, order: list[int]) -> TV:
+    return tv.with_view([tv.view[i] for i in order])
+
+
+# -- products --------------------------------------------------------------------------
+
+def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
+             bias: TV | None = None, counted: bool = True, suffix: str = "",
+             attrs: dict[str, Any] | None = None) -> TV:
+    """The einsum ``eq`` over the torch axes of ``a`` and ``b`` as an IR op."""
+    atoms = w.atoms
+    lhs, out_letters = eq.replace(" ", "").split("->")
+    la, lb = lhs.split(",")
+    if "..." in eq:
+        raise Conflict(f"ellipsis einsums are not supported ({eq})")
+    if a.kind != "act" and b.kind != "act":  # parameters and constants only: no op
+        view = [(a.view[la.index(c)] if c in la else b.view[lb.index(c)]) for c in out_letters]
+        return TV(view, [], "const")
+    va = dict(zip(la, a.view))
+    vb = dict(zip(lb, b.view))
+    alias_b: list[tuple[int, int]] = []
+    alias_a: list[tuple[int, int]] = []
+    for c in dict.fromkeys(la):
+        if c not in lb:
+            continue
+        sa = math.prod(atoms.size[x] for x in va[c])
+        sb = math.prod(atoms.size[x] for x in vb[c])
+        if sa != sb and 1 in (sa, sb):
+            continue  # broadcast
+        if c in out_letters:
+            atoms.unify(va[c], vb[c])
+        else:
+            for x, y in atoms.link(va[c], vb[c]):
+                if x != y:
+                    alias_b.append((y, x))
+    out_view = []
+    seen: set[int] = set()
+    for c in out_letters:
+        side = va if c in va and not (c in vb and _one(atoms, va[c])) else vb
+        axis = side[c]
+        leaves = atoms.leaf_list(axis)
+        if seen & set(leaves):  # the same atom twice (keys of self-attention)
+            fresh = [atoms.new(atoms.size[x], atoms.role[x]) for x in leaves]
+            for x, y in atoms.link(leaves, fresh):
+                (alias_b if side is vb else alias_a).append((x, y))
+            leaves = fresh
+        seen |= set(leaves)
+        out_view.append(leaves)
+    pa = PortSpec(list(a.data), a.source, alias_a, a.param)
+    pb = PortSpec(list(b.data), b.source, alias_b, b.param)
+    mapped = set()
+    for spec in (pa, pb):
+        amap = {}
+        for src, dst in spec.alias:
+            amap.update(zip(atoms.leaves(src), atoms.leaves(dst)))
+        mapped |= {amap.get(x, x) for x in atoms.leaf_list(spec.atoms)}
+    out_data = [x for axis in out_view for x in axis if x in mapped]
+    contracted = {x for x in mapped if x not in out_data}
+    in_both = _in_both(atoms, pa, pb)
+    out_data += [x for x in sorted(mapped - set(out_data)) if x not in in_both]
+    del contracted
+    inputs, weights, tie = [], [], None
+    for spec, tv in ((pa, a), (pb, b)):
+        if tv.kind == "act" and tv.source is not None:
+            inputs.append(spec)
+        elif tv.kind == "param" and tv.param is not None:
+            port, tie = _param_port(w, spec, kind, tie)
+            if port is None:
+                spec.param = None
+            weights.append(spec)
+        else:
+            spec.param = None
+            weights.append(spec)
+    op_attrs = dict(attrs or {})
+    if bias is not None and bias.kind == "param":
+        atoms.unify(bias.view[-1], out_view[-1])
+        port, _ = w.weight_port(bias, "Einsum")
+        if port is not None:
+            weights.append(port)
+            op_attrs["bias"] = True
+    if tie is not None:
+        op_attrs["tied"] = tie
+        weights.sort(key=lambda s: 0 if s.param and w.owner.get(s.param) else 1)
+    op = w.add(kind, inputs, [PortSpec(out_data)], weights=weights, counted=counted,
+               suffix=suffix, pw=0, **op_attrs)
+    w.claim(op)
+    return out_tv(w, out_view, out_data, op)
+
+
+def _one(atoms, axis: list[int]) -> bool:
+    return math.prod(atoms.size[x] for x in axis) == 1
+
+
+def _in_both(atoms, pa: PortSpec, pb: PortSpec) -> set[int]:
+    def dims(spec):
+        amap = {}
+        for src, dst in spec.alias:
+            amap.update(zip(atoms.leaves(src), atoms.leaves(dst)))
+        return {amap.get(x, x) for x in atoms.leaf_list(spec.atoms)}
+    return dims(pa) & dims(pb)
+
+
+def _param_port(w: Walk, spec: PortSpec, kind: str, tie: str | None):
+    owner = w.owner.get(spec.param or "")
+    if owner is None:
+        return spec, tie
+    if kind in ("Einsum", "Embedding") and tie is None:
+        return spec, owner.name
+    return None, tie
+
+
+# -- element-wise ----------------------------------------------------------------------
+
+def unary(w: Walk, x: TV, pw: float, *, act: str | None = None) -> TV:
+    """An element-wise function of one tensor: folded into its producer when allowed."""
+    if x.kind != "act":
+        return x
+    gemm = w.fusable(x, ("Einsum",)) if act else None
+    if gemm is not None and not gemm.attrs.get("act") and not gemm.attrs.get("pw"):
+        gemm.attrs.update(pw=pw, act=act)
+        gemm.aten.append(w.node.target.__name__ if hasattr(w.node.target, "__name__") else "")
+        return x.with_view(list(x.view), extra={"node": w.node})
+    prev = w.fusable(x, ("Elementwise",))
+    if prev is not None and prev.attrs.get("fn", "add") == "add" and not prev.weights:
+        prev.attrs["pw"] = prev.attrs.get("pw", 0) + pw
+        return x.with_view(list(x.view), extra={"node": w.node})
+    op = w.add("Elementwise", [w.port(x)], [PortSpec(list(x.data))], order="input",
+               pw=max(pw - 1, 0))
+    return out_tv(w, list(x.view), list(x.data), op)
+
+
+def binary(w: Walk, x: Any, y: Any, fn: str) -> TV:
+    """``x fn y`` (add, sub, mul, div) with numpy broadcasting."""
+    xt, yt = isinstance(x, TV), isinstance(y, TV)
+    if not xt or (yt and x.kind != "act" and y.kind == "act"):
+        x, y, xt, yt = y, x, yt, xt
+    if not xt:
+        raise Conflict("no tensor operand")
+    if not yt or y.kind == "const" or (y.kind == "param" and x.kind == "const"):
+        if x.kind != "act":
+            return x
+        return unary(w, x, 1)
+    if x.kind != "act":  # parameters only
+        return x.with_view(list(x.view), kind="const", data=[])
+    atoms = w.atoms
+    view = _broadcast(w, x, y)
+    same = x.leaves(atoms) == y.leaves(atoms)
+    if y.kind == "act" and same:
+        op = w.add("Elementwise", [w.port(x), w.port(y)], [PortSpec(list(x.data))],
+                   order="input", fn="add" if fn in ("add", "sub") else "mul")
+        return out_tv(w, view, list(x.data), op)
+    if y.kind == "param" and fn in ("add", "sub"):
+        raw = _trailing(w, x, y)
+        if raw is not None:
+            port, _ = w.weight_port(y, "Elementwise")
+            weights = [] if port is None else [PortSpec(port.atoms, param=y.param, raw=raw)]
+            op = w.add("Elementwise", [w.port(x)], [PortSpec(list(x.data))], weights=weights,
+                       order="input", fn="add")
+            w.claim(op)
+            return out_tv(w, view, list(x.data), op)
+    letters = _letters(len(view))
+    off = len(view)
+    eq_x = letters[off - x.rank:]
+    eq_y = letters[off - y.rank:]
+    out = contract(w, x, y, f"{eq_x},{eq_y}->{letters}", counted=False)
+    return out
+
+
+def _letters(n: int) -> str:
+    import string
+    return string.ascii_letters[:n]
+
+
+def _broadcast(w: Walk, x: TV, y: TV) -> list[list[int]]:
+    atoms = w.atoms
+    rank = max(x.rank, y.rank)
+    xv = [[]] * (rank - x.rank) + x.view
+    yv = [[]] * (rank - y.rank) + y.view
+    view = []
+    for ax, ay in zip(xv, yv):
+        sx = math.prod(atoms.size[a] for a in ax)
+        sy = math.prod(atoms.size[a] for a in ay)
+        if sx == sy and ax and ay:
+            atoms.unify(ax, ay)
+            view.append(ax)
+        else:
+            view.append(ax if sx >= sy and ax else ay)
+    return view
+
+
+def _trailing(w: Walk, x: TV, y: TV) -> list[tuple[int, int | None]] | None:
+    """A parameter ``y`` as an Elementwise weight of op dims ``x``'s layout: each axis the
+    same atom as the matching trailing axis, or of extent 1. None when it does not align."""
+    atoms = w.atoms
+    dims = x.leaves(atoms)
+    leaves = y.leaves(atoms)
+    if len(leaves) > len(dims):
+        return None
+    raw = []
+    for leaf, dim in zip(leaves, dims[len(dims) - len(leaves):]):
+        if atoms.find(leaf) == atoms.find(dim):
+            raw.append((atoms.size[leaf], leaf))
+        elif atoms.size[leaf] == 1:
+            raw.append((1, None))
+        else:
+            return None
+    return raw

@@ -1,0 +1,216 @@
+"""The walk over an exported program: values, ops, fusion, names, and the result.
+
+:class:`Walk` keeps the atoms, the pending ops and the value of every FX node;
+the handlers of each ATen op are in :mod:`pase.frontends.torch_ops`.
+"""
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from pase.errors import PaseError
+from pase.frontends.torch_ir import Atoms, Conflict, Pending, PortSpec, emit
+from pase.frontends.torch_values import TV
+
+# FLOP weight per element of each activation, as the model zoo's (graphs/zoo.py ACT_PW).
+ACT_PW = {"relu": 1, "silu": 4, "tanh": 4, "gelu": 8}
+
+# ATen ops that only change a tensor's view (shape, order, dtype, copies, dropout).
+VIEW_OPS = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze",
+            "permute", "transpose", "t", "expand", "expand_as", "contiguous", "clone", "alias",
+            "detach", "dropout", "feature_dropout", "alpha_dropout", "_to_copy", "to",
+            "type_as", "lift_fresh_copy", "view_as", "reshape_as", "movedim", "swapaxes",
+            "_assert_tensor_metadata", "native_dropout"}
+
+
+# Modules whose one op is named after the module's path (``h.0.mlp.c_fc``).
+LEAF_MODULES = {"Linear", "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "BatchNorm2d",
+                "BatchNorm1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "GELU", "ReLU",
+                "SiLU", "Tanh", "Dropout", "Softmax", "Flatten", "Conv1D"}
+
+
+class ImportError_(PaseError, ValueError):
+    """A module that cannot be imported: unsupported ops, shapes the IR cannot hold."""
+
+
+@dataclass
+class OpInfo:
+    """Where an IR op came from: its ATen ops, module path, and parameter names per weight."""
+
+    name: str
+    aten: list[str]
+    module: str
+    params: list[str | None]
+    counted: bool
+
+
+@dataclass
+class Imported:
+    """The graph and what the importer knows about it."""
+
+    graph: Any
+    ops: dict[str, OpInfo] = field(default_factory=dict)
+    parameters: dict[str, int] = field(default_factory=dict)  # unique parameter -> numel
+    approximated: list[str] = field(default_factory=list)
+    activations: dict[str, str] = field(default_factory=dict)  # module path -> IR op of its output
+
+
+def source_line(node: Any) -> str:
+    """``file.py:LINE`` of the innermost user frame of ``node`` (not torch's own)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    user = [f for f in frames if "/torch/" not in f[0]]
+    chosen = (user or frames or [("?", "?")])[-1]
+    return f"{chosen[0].rsplit('/', 1)[-1]}:{chosen[1]}"
+
+
+def module_path(node: Any) -> tuple[str, str]:
+    """(dotted path, class name) of the innermost module that ran ``node``."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, cls = list(stack.values())[-1]
+    cls = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+    path = re.sub(r"^L__self__\.?", "", str(path)).replace("L['self'].", "")
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    return path.strip("."), cls.rsplit(".", 1)[-1]
+
+
+class Walk:
+    """State of one import."""
+
+    def __init__(self, fuse: bool, unsupported: str):
+        self.atoms = Atoms()
+        self.ops: list[Pending] = []
+        self.values: dict[Any, Any] = {}
+        self.fuse = fuse
+        self.unsupported = unsupported
+        self.node: Any = None
+        self.names: dict[str, int] = {}
+        self.owner: dict[str, Pending] = {}  # parameter -> the op that holds it
+        self.param_numel: dict[str, int] = {}
+        self.param_alias: dict[str, str] = {}  # placeholder -> canonical parameter name
+        self.approximated: list[str] = []
+        self.batch_atoms: list[int] = []
+
+    # -- naming -------------------------------------------------------------------------
+    def op_name(self, suffix: str = "") -> str:
+        path, cls = module_path(self.node)
+        if path and cls in LEAF_MODULES:
+            base = path + suffix
+        else:
+            base = (f"{path}.{self.node.name}" if path else self.node.name) + suffix
+        n = self.names.get(base, 0)
+        self.names[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    # -- ops ----------------------------------------------------------------------------
+    def add(self, kind: str, inputs: list[PortSpec], outputs: list[PortSpec], *,
+            weights: list[PortSpec] | None = None, order: str = "einsum", counted: bool = False,
+            suffix: str = "", **attrs: Any) -> Pending:
+        p = Pending(self.op_name(suffix), kind, inputs, outputs, weights or [], attrs, order=order,
+                    counted=counted)
+        p.aten.append(_target_name(self.node))
+        p.module = module_path(self.node)[0]
+        self.ops.append(p)
+        return p
+
+    def port(self, tv: TV, alias: list[tuple[int, int]] | None = None) -> PortSpec:
+        """An input port reading ``tv``'s data."""
+        return PortSpec(list(tv.data), tv.source, list(alias or []), tv.param)
+
+    def weight_port(self, tv: TV, op_kind: str) -> tuple[PortSpec | None, str | None]:
+        """A weight port for parameter ``tv`` and, when it is already held elsewhere,
+        the op to tie to (Einsum/Embedding only); None when it must be left out."""
+        name = tv.param
+        if name is None:
+            return PortSpec(list(tv.data)), None
+        owner = self.owner.get(name)
+        if owner is None:
+            return PortSpec(list(tv.data), param=name), None
+        if op_kind in ("Einsum", "Embedding") and not owner.dead:
+            return PortSpec(list(tv.data), param=name), owner.name
+        return None, None
+
+    def claim(self, op: Pending) -> None:
+        for w in op.weights:
+            if w.param is not None and w.param not in self.owner:
+                self.owner[w.param] = op
+
+    # -- new tensors ----------------------------------------------------------------------
+    def fresh(self, shape: tuple[int, ...], role: str = "other") -> list[list[int]]:
+        return [[self.atoms.new(s, role)] for s in shape]
+
+    def real_users(self, node: Any) -> int:
+        count = 0
+        for user in node.users:
+            name = _target_name(user)
+            if name in VIEW_OPS or name == "getitem":
+                count += self.real_users(user)
+            else:
+                count += 1
+        return count
+
+    def fusable(self, tv: TV, kinds: tuple[str, ...]) -> Pending | None:
+        """The op making ``tv`` when an element-wise op may fold into it."""
+        if not self.fuse or tv.kind != "act" or tv.source is None:
+            return None
+        producer = tv.source[0]
+        if producer.kind not in kinds or producer.dead:
+            return None
+        data_node = tv.extra.get("node")
+        if data_node is None or self.real_users(data_node) != 1:
+            return None
+        return producer
+
+    def approximate(self, why: str) -> None:
+        self.approximated.append(why)
+
+    def conflict(self, exc: Conflict) -> ImportError_:
+        return ImportError_(f"cannot import {_target_name(self.node)} at {source_line(self.node)}: "
+                            f"{exc}")
+
+    # -- the result ---------------------------------------------------------------------
+    def finish(self, name: str, params: dict[str, int]) -> Imported:
+        from pase.ir import Graph
+
+        live = [p for p in self.ops if not p.dead]
+        ops, infos = [], {}
+        for p in live:
+            try:
+                op = emit(self.atoms, p)
+            except Conflict as exc:
+                raise ImportError_(f"cannot import op {p.name!r}: {exc}") from None
+            ops.append(op)
+            infos[p.name] = OpInfo(p.name, p.aten, p.module, [w.param for w in p.weights],
+                                   p.counted)
+        if not ops:
+            raise ImportError_("the module computes nothing pase can model (no op reads its "
+                               "inputs)")
+        batch = math.prod(self.atoms.size[a] for a in self.batch_atoms[:1]) if self.batch_atoms else None
+        attrs = {"cutoff": 1, "source": "torch.export"}
+        if batch:
+            attrs["batch"] = batch
+        graph = Graph(name, ops, attrs)
+        if self.approximated:
+            warnings.warn("pase.from_torch approximated " + "; ".join(self.approximated),
+                          stacklevel=3)
+        return Imported(graph, infos, params, list(self.approximated))
+
+
+def _target_name(node: Any) -> str:
+    target = node.target
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__name__", str(target))
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return packet.__name__
+    return name.split(".")[0]
+
+
+target_name = _target_name

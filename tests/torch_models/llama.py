@@ -1,0 +1,50 @@
+"""One Llama block (Touvron et al. 2023): RMSNorm, grouped-query attention with
+rotary position embeddings (rotate_half, as Hugging Face writes it), SwiGLU MLP,
+no biases."""
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, width=32, heads=4, kv_heads=2, ff=64, seq=16):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, width // heads
+        self.attn_norm = nn.RMSNorm(width, eps=1e-5)
+        self.wq = nn.Linear(width, heads * self.d, bias=False)
+        self.wk = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.wv = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.wo = nn.Linear(heads * self.d, width, bias=False)
+        self.mlp_norm = nn.RMSNorm(width, eps=1e-5)
+        self.gate = nn.Linear(width, ff, bias=False)
+        self.up = nn.Linear(width, ff, bias=False)
+        self.down = nn.Linear(ff, width, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.d, 2).float() / self.d))
+        freqs = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+
+    def forward(self, x):
+        b, t, e = x.shape
+        h = self.attn_norm(x)
+        q = self.wq(h).view(b, t, self.heads, self.d).transpose(1, 2)
+        k = self.wk(h).view(b, t, self.kv_heads, self.d).transpose(1, 2)
+        v = self.wv(h).view(b, t, self.kv_heads, self.d).transpose(1, 2)
+        cos, sin = self.cos[:t], self.sin[:t]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.wo(y.transpose(1, 2).reshape(b, t, e))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def build(batch=4, seq=16, width=32, heads=4, kv_heads=2, ff=64):
+    torch.manual_seed(0)
+    return LlamaBlock(width, heads, kv_heads, ff, seq), (torch.randn(batch, seq, width),)
