@@ -62,9 +62,9 @@ def export_program(module: Any, args: tuple, strict: bool = False) -> Any:
     except Exception as exc:  # torch raises many types; each becomes one line
         text = " ".join(str(exc).split())
         text = text if len(text) <= 300 else text[:297] + "..."
-        hint = ("try strict=False" if strict else
-                "try simpler example inputs, or move data-dependent Python control flow out "
-                "of forward")
+        hint = ("try strict=False (model option strict=false)" if strict else
+                "check that the module runs on its example inputs; strict=True (model option "
+                "strict=true) tries torch.export's strict mode")
         raise ImportError_(f"torch.export failed: {type(exc).__name__}: {text} ({hint})") from exc
 
 

@@ -1,0 +1,45 @@
+"""``pase import FILE.py:FUNCTION -o graph.json``: a PyTorch model as a pase graph."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pase.cli import checks
+from pase.cli.args import key_values
+from pase.errors import OptionError
+
+HELP = "import a PyTorch model (FILE.py:FUNCTION returning the module and example inputs)"
+
+
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("reference", metavar="FILE.py:FUNCTION",
+                   help="a Python file and a function in it returning (module, example_args)")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the graph JSON here (default: stdout)")
+    s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
+                   help="a keyword argument of FUNCTION (repeatable); fuse_elementwise=false, "
+                        "unsupported=elementwise and strict=true go to the importer")
+    s.add_argument("--no-fuse", action="store_true",
+                   help="keep every element-wise op its own op (default: fold chains)")
+    s.add_argument("--unsupported", choices=("error", "elementwise"), default=None,
+                   help="an ATen op pase cannot model: refuse the model (error, default) or "
+                        "approximate it as an element-wise op (elementwise)")
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    from pase.frontends.reference import load_reference
+
+    checks.output_file(args.output, "-o/--output")
+    options: dict = key_values(args.model_option, "--model-option")
+    if args.no_fuse:
+        options["fuse_elementwise"] = False
+    if args.unsupported is not None:
+        options["unsupported"] = args.unsupported
+    graph = load_reference(args.reference, **options)
+    text = graph.to_json()
+    if args.output is None:
+        print(text)
+        return
+    try:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
