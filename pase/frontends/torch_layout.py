@@ -194,21 +194,26 @@ def _param_port(w: Walk, spec: PortSpec, kind: str, tie: str | None):
 
 # -- element-wise ----------------------------------------------------------------------
 
-def unary(w: Walk, x: TV, pw: float, *, act: str | None = None) -> TV:
-    """An element-wise function of one tensor: folded into its producer when allowed."""
+def unary(w: Walk, x: TV, weight: float, *, act: str | None = None) -> TV:
+    """An element-wise function of one tensor, ``weight`` FLOP per element in all (forward
+    and backward, the IR's Elementwise convention). An activation (``act``) folds into the
+    product before it as that product's ``act`` (``pw``: its forward FLOP per element); any
+    other folds into the element-wise op before it; else it is an Elementwise op."""
+    from pase.frontends.torch_walk import ACT_PW
+
     if x.kind != "act":
         return x
     gemm = w.fusable(x, ("Einsum",)) if act else None
     if gemm is not None and not gemm.attrs.get("act") and not gemm.attrs.get("pw"):
-        gemm.attrs.update(pw=pw, act=act)
-        gemm.aten.append(w.node.target.__name__ if hasattr(w.node.target, "__name__") else "")
+        gemm.attrs.update(pw=ACT_PW[act], act=act)
+        gemm.aten.append(act)
         return x.with_view(list(x.view), extra={"node": w.node})
     prev = w.fusable(x, ("Elementwise",))
     if prev is not None and prev.attrs.get("fn", "add") == "add" and not prev.weights:
-        prev.attrs["pw"] = prev.attrs.get("pw", 0) + pw
+        prev.attrs["pw"] = prev.attrs.get("pw", 0) + weight
         return x.with_view(list(x.view), extra={"node": w.node})
     op = w.add("Elementwise", [w.port(x)], [PortSpec(list(x.data))], order="input",
-               pw=max(pw - 1, 0))
+               pw=max(weight - 1, 0))
     return out_tv(w, list(x.view), list(x.data), op)
 
 

@@ -435,7 +435,7 @@ def _split_at(atoms, leaves: list[int], size: int) -> tuple[list[int], list[int]
 @handles("gelu", "relu", "silu", "tanh", "relu_", "silu_", "gelu_")
 def _activation(w: Walk, node: Any, a: dict) -> Any:
     name = node.target.__name__.split(".")[0].rstrip("_")
-    return unary(w, a["self"], ACT_PW[name], act=name)
+    return unary(w, a["self"], 3 * ACT_PW[name], act=name)
 
 
 @handles("sigmoid", "exp", "neg", "rsqrt", "sqrt", "reciprocal", "abs", "log", "square",
@@ -445,8 +445,8 @@ def _pointwise(w: Walk, node: Any, a: dict) -> Any:
     x = a.get("self", a.get("input"))
     if not isinstance(x, TV):
         return x
-    return unary(w, x, 4 if node.target.__name__.split(".")[0] in ("sigmoid", "erf", "softplus",
-                                                                   "mish") else 1)
+    heavy = node.target.__name__.split(".")[0] in ("sigmoid", "erf", "softplus", "mish")
+    return unary(w, x, 3 * ACT_PW["silu"] if heavy else 1)
 
 
 @handles("add", "sub", "mul", "div", "add_", "mul_", "sub_", "div_", "rsub", "true_divide",
@@ -614,6 +614,7 @@ def _unstack(w: Walk, x: TV, dim: int, count: int) -> list[TV]:
     if len(first) != 1:
         raise Conflict("a split along an axis already cut otherwise")
     s = first[0]
+    atoms.set_role(s, "other", force=True)  # which part (q, k or v): no role of its own
     atoms.lock([s])
     one = atoms.new(1)
     data = [q for q in x.leaves(atoms) if q != s]

@@ -1,0 +1,179 @@
+"""pase.from_torch on the test-folder models: parameters, FLOP, dims, and dp at p = 8.
+
+Expected values come from torch itself: ``numel()`` of the module's unique
+parameters, and ``torch.utils.flop_counter.FlopCounterMode`` (2 FLOP per
+multiply-add; attention through the math backend, which it counts as matrix
+products). pase counts a multiply-add as one FLOP, and also counts what torch
+does not (element-wise ops, norms, softmaxes, biases, the embedding as a
+one-hot product): those are reported separately and checked to be the rest.
+"""
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pase  # noqa: E402
+from pase.counts import counts  # noqa: E402
+from pase.frontends.torch import ImportError_, from_torch, import_torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from torch_models import bert, gpt2, llama, mlp, moe, resnet  # noqa: E402
+
+MODELS = {
+    "mlp": mlp.build, "cnn": mlp.cnn, "resnet18": resnet.build, "gpt2-block": gpt2.block,
+    "gpt2-2-layers": gpt2.build, "bert-layer": bert.build, "llama-block": llama.build,
+    "moe-layer": moe.build,
+}
+
+
+@pytest.fixture(scope="module")
+def imported():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model, args = MODELS[name]()
+            cache[name] = (model, args, import_torch(model, args, name=name))
+        return cache[name]
+    return get
+
+
+def torch_flops(model, args):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(*args)
+    return counter.get_total_flops()
+
+
+def uncounted(imp):
+    """pase's forward FLOP of what torch's counter leaves out: ops that are not
+    matrix products, and the point-wise tail and bias of those that are."""
+    by_op = counts(imp.graph).by_op()
+    rest = 0.0
+    for op in imp.graph.ops:
+        if not imp.ops[op.name].counted:
+            rest += by_op[op.name].forward_flops
+            continue
+        out = math.prod(op.outputs[0].shape)
+        rest += out * op.attrs.get("pw", 0) + (out if op.attrs.get("bias") else 0)
+    return rest
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_parameters_are_the_modules_unique_numel(imported, name):
+    model, _, imp = imported(name)
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert pase.counts.parameters(imp.graph) == sum(unique.values())
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_forward_flops_match_torchs_flop_counter(imported, name):
+    model, args, imp = imported(name)
+    torch_products = torch_flops(model, args) / 2  # torch: 2 FLOP per multiply-add
+    total = counts(imp.graph).forward_flops
+    products = total - uncounted(imp)
+    assert torch_products > 0
+    assert products == pytest.approx(torch_products, rel=0.01)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("cost_model", ["paper", "alpha-beta"])
+def test_dp_solves_at_p8(imported, name, cost_model):
+    _, _, imp = imported(name)
+    strategy = pase.solve(imp.graph, devices=8, cost_model=cost_model)
+    assert strategy.solution.status.value == "optimal"
+    assert math.isfinite(strategy.total_cost) and strategy.total_cost > 0
+
+
+def test_resnet18_has_torchvisions_parameter_count(imported):
+    assert pase.counts.parameters(imported("resnet18")[2].graph) == 11_689_512
+
+
+def test_tied_lm_head_is_counted_once(imported):
+    model, _, imp = imported("gpt2-2-layers")
+    head = imp.graph.op("lm_head")
+    assert head.attrs["tied"] == "wte"
+    listed = sum(p.numel() for p in model.parameters())  # the tied table once
+    every = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert pase.counts.parameters(imp.graph) == listed < every
+
+
+def test_roles_follow_batch_heads_sequence_vocabulary_experts(imported):
+    graph = imported("gpt2-2-layers")[2].graph
+    roles = {d.role for d in graph.op("h.0.attn.c_attn").dims}
+    assert {"batch", "sequence", "heads"} <= roles
+    scores = graph.op("h.0.attn.scaled_dot_product_attention.scores")
+    assert [d.role for d in scores.dims] == ["batch", "heads", "sequence", "sequence", "channel"]
+    assert "vocabulary" in {d.role for d in graph.op("lm_head").dims}
+    experts = imported("moe-layer")[2].graph
+    assert any(d.role == "expert" for op in experts.ops for d in op.dims)
+    llama_graph = imported("llama-block")[2].graph
+    grouped = [op for op in llama_graph.ops if op.name.endswith(".scores")][0]
+    assert sum(d.role == "heads" for d in grouped.dims) == 2  # kv heads and queries per kv head
+
+
+def test_views_cost_nothing_where_the_ir_follows_them(imported):
+    kinds = {op.kind for op in imported("gpt2-2-layers")[2].graph.ops}
+    assert "Ravel" not in kinds and "Unravel" not in kinds
+    qkv = imported("gpt2-2-layers")[2].graph.op("h.0.attn.c_attn")
+    assert qkv.weights[0].shape == (3, 4, 8, 32)  # (3e, e) cut into q/k/v, heads, head size
+
+
+def test_fusion_is_an_option():
+    model, args = gpt2.block()
+    fused = from_torch(model, args)
+    loose = from_torch(model, args, fuse_elementwise=False)
+    assert len(loose.ops) == len(fused.ops) + 1  # the GELU
+    assert counts(loose).forward_flops == pytest.approx(counts(fused).forward_flops)
+    fc = fused.op("mlp.c_fc")
+    assert (fc.attrs["act"], fc.attrs["pw"]) == ("gelu", 8)
+
+
+class Unsupported(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.cumsum(self.fc(x), dim=1)
+        return torch.flip(y, [1])
+
+
+def test_unsupported_ops_are_listed_with_their_lines():
+    with pytest.raises(ImportError_) as err:
+        from_torch(Unsupported(), (torch.randn(2, 8),))
+    text = str(err.value)
+    assert "\n" not in text and "2 unsupported ATen op(s)" in text
+    assert "aten.cumsum at test_torch_import.py:" in text and "aten.flip at" in text
+
+
+def test_unsupported_ops_can_be_approximated_with_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = from_torch(Unsupported(), (torch.randn(2, 8),), unsupported="elementwise")
+    assert any("cumsum" in str(w.message) for w in caught)
+    assert [op.kind for op in graph.ops] == ["Einsum", "Elementwise"]  # cumsum, flip: one op
+
+
+def test_bad_arguments_are_one_line_errors():
+    with pytest.raises(ImportError_, match="torch.nn.Module"):
+        from_torch("not a module", (torch.randn(2, 8),))
+    with pytest.raises(ImportError_, match="example_args"):
+        from_torch(torch.nn.Linear(8, 8), "x")
+    with pytest.raises(pase.errors.OptionError, match="unsupported"):
+        from_torch(torch.nn.Linear(8, 8), (torch.randn(2, 8),), unsupported="ignore")
+
+
+def test_meta_device_imports_full_size_models_without_memory():
+    with torch.device("meta"):
+        model = gpt2.GPT2(layers=1, width=768, heads=12, ff=3072, vocab=50257, positions=1024)
+        ids = torch.zeros(2, 1024, dtype=torch.long)
+    graph = from_torch(model, (ids, ids))
+    unique = sum(p.numel() for p in model.parameters())
+    assert pase.counts.parameters(graph) == unique
