@@ -10,6 +10,7 @@ a missing backend ``unavailable`` and anything else ``error``.
 """
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import sys
@@ -51,6 +52,10 @@ def solve(job: dict[str, Any]) -> dict[str, Any]:
         return {**out, "status": "error", "error": _line(exc)}
     except PaseError as exc:
         return {**out, "status": "refused", "error": _line(exc)}
+    except OSError as exc:  # after TimeLimitError, a TimeoutError
+        if exc.errno != errno.ENOMEM:
+            return {**out, "status": "error", "error": f"{type(exc).__name__}: {_line(exc)}"}
+        return {**out, "status": "out_of_memory", "error": f"over the run's memory limit: {_line(exc)}"}
     except Exception as exc:  # a crashing solver is a row saying so; the sweep goes on
         return {**out, "status": "error", "error": f"{type(exc).__name__}: {_line(exc)}"}
     out.update(status=strategy["status"], cost=strategy["total_cost"],
