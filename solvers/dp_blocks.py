@@ -47,6 +47,7 @@ import numpy as np
 
 from pase.problem import COST_RTOL, Problem, Solution, Status
 from pase.solvers.dp_blocks_find import BlockChain, _find_one
+from pase.solvers.dp_classes import class_min_plus
 from pase.solvers.dp_kernel import Ledger, min_plus
 from pase.solvers.dp_plan import Plan, plan_for_order
 from pase.solvers.ordering import adjacency
@@ -112,11 +113,15 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
         last = inner[-1]
         plan = plan_for_order(block, order, stop=lambda v, dep: v == last)
         values: dict[int, np.ndarray] = {}
+        sizes = [int(k) for k in block.sizes]
+        memo: dict = {}
         for step in plan.steps:
             children = [values.pop(j) for j in step.children]
             terms = children + [block.edge_matrix(u, step.vertex) for u in step.later] + \
                 [block.vertex_costs[step.vertex]]
-            values[step.position], arg = min_plus(step, terms, len(children), ledger)
+            by_class = class_min_plus(step, terms, sizes, memo)
+            values[step.position], arg = by_class if by_class is not None else \
+                min_plus(step, terms, len(children), ledger)
             argmins.append(arg)
         for position, table in values.items():  # the messages left: over kept vertices only
             total = total + _on_axes(table, plan.steps[position].dependent, kept)
