@@ -20,6 +20,10 @@ A spec is a TOML file or the same structure as a dict::
     solver = "greedy"
     devices = [8]
 
+    [[exclude]]                  # option axes: plug-in name, option, value(s)
+    model = "inception_v3"
+    solver_options = {dp = {ordering = "bfs"}}
+
 Every name and option is checked before any run (:func:`load_spec`), so a typo
 is a one-line :class:`pase.errors.OptionError` (or UnknownNameError), never a
 grid of failed runs.
@@ -91,7 +95,7 @@ class Spec:
 
     grid: dict[str, Any]
     run: RunSettings = field(default_factory=RunSettings)
-    exclude: tuple[dict[str, tuple], ...] = ()
+    exclude: tuple[dict[str, Any], ...] = ()
 
     def points(self) -> list[dict[str, Any]]:
         """Every grid point not excluded, in grid order (each axis varies slowest first)."""
@@ -332,21 +336,43 @@ def _bad(key: str, value: Any, allowed: str) -> Any:
     raise SpecError(f"[run] {key} must be {allowed}, got {value!r}")
 
 
-def _check_exclude(rules: Any) -> tuple[dict[str, tuple], ...]:
+def _check_exclude(rules: Any) -> tuple[dict[str, Any], ...]:
     if isinstance(rules, Mapping):
         rules = [rules]
     if not isinstance(rules, list):
         raise SpecError("exclude must be a list of tables ([[exclude]])")
     out = []
+    allowed = SCALAR_AXES + tuple(OPTION_AXES)
     for rule in rules:
         if not isinstance(rule, Mapping) or not rule:
             raise SpecError("each [[exclude]] rule must be a non-empty table of axis = value(s)")
-        unknown = sorted(set(rule) - set(SCALAR_AXES))
+        unknown = sorted(set(rule) - set(allowed))
         if unknown:
-            raise SpecError(f"unknown exclude axis {unknown[0]!r}; axes: {', '.join(SCALAR_AXES)}")
-        out.append({a: _values(f"exclude.{a}", v) for a, v in rule.items()})
+            raise SpecError(f"unknown exclude axis {unknown[0]!r}; axes: {', '.join(allowed)}")
+        checked: dict[str, Any] = {}
+        for axis, value in rule.items():
+            if axis not in OPTION_AXES:
+                checked[axis] = _values(f"exclude.{axis}", value)
+                continue
+            if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) and v
+                                                         for v in value.values()) or not value:
+                raise SpecError(f"exclude.{axis} must be a table of {OPTION_AXES[axis]} names "
+                                f"to option = value(s), e.g. {{dp = {{ordering = \"bfs\"}}}}")
+            checked[axis] = {name: {k: _values(f"exclude.{axis}.{name}.{k}", v)
+                                    for k, v in opts.items()} for name, opts in value.items()}
+        out.append(checked)
     return tuple(out)
 
 
-def _matches(rule: Mapping[str, tuple], point: Mapping[str, Any]) -> bool:
-    return all(point.get(axis) in values for axis, values in rule.items())
+def _matches(rule: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+    """Every key of ``rule`` matches; an option rule ``{name: {key: values}}`` matches a
+    point of plug-in ``name`` whose option ``key`` is one of ``values``."""
+    for axis, values in rule.items():
+        if axis in OPTION_AXES:
+            name = point[OPTION_AXES[axis]]
+            if name not in values or not all(point[axis].get(k) in v
+                                             for k, v in values[name].items()):
+                return False
+        elif point.get(axis) not in values:
+            return False
+    return True

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 from pase.errors import OptionError
 
 # Columns after ``key``: name and SQL type. Options are JSON text; so are
-# strategy and stats.
+# strategy and stats, in the order the run gave them (ops in graph order).
 COLUMNS = (
     ("model", "TEXT"), ("devices", "INTEGER"), ("solver", "TEXT"), ("cost_model", "TEXT"),
     ("cluster", "TEXT"), ("memory_cap", "TEXT"), ("batch", "INTEGER"),
@@ -76,7 +76,7 @@ class Store:
 
 def _cell(name: str, value: Any) -> Any:
     if name in JSON_COLUMNS:
-        return None if value is None else json.dumps(value, sort_keys=True, allow_nan=False)
+        return None if value is None else json.dumps(value, allow_nan=False)
     if name in ("cluster", "memory_cap") and value is not None:
         return str(value)
     return value

@@ -10,15 +10,15 @@ the same ratio of paper-model costs.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pase.api import build_problem, run_solver, to_strategy
+from pase.api import build_problem, load_graph, to_strategy
 from pase.cluster import get_cluster
 from pase.errors import SolverUnavailableError
-from pase.papers.pase_ipdps2021.experts import expert_solution
+from pase.papers.pase_ipdps2021.experts import GNMT, expert_solution
 from pase.papers.pase_ipdps2021.report import md_table, write_json
+from pase.papers.pase_ipdps2021.runs import Runs
 from pase.papers.pase_ipdps2021.settings import (
     EXPERTS,
     FIGURE6_BATCH,
@@ -35,41 +35,68 @@ LABELS = {"dp": "PaSE (dp)", "expert": "expert", "mcmc": "mcmc (FlexFlow-style)"
 COLORS = {"dp": "tab:green", "expert": "tab:orange", "mcmc": "tab:blue"}
 
 
-def run(settings: Settings, progress: Callable[[str], Any]) -> list[dict[str, Any]]:
+def run(settings: Settings, progress: Callable[[str], Any], runs: Runs) -> list[dict[str, Any]]:
+    """Two sweeps (data parallelism, the dp and the solver experts without a limit; mcmc
+    under the time limit), then per point the GNMT expert and the simulations."""
+    models = list(settings.figure6_models)
+    batches = sorted({FIGURE6_BATCH[m] for m in models})
+    experts = sorted({EXPERTS[m] for m in models} - {GNMT})
+    pairing = [{"model": m, "batch": [b for b in batches if b != FIGURE6_BATCH[m]]}
+               for m in models if len(batches) > 1]
+    grid = {"model": models, "devices": list(settings.figure6_devices), "batch": batches}
+    progress(f"figure 6: {BASELINE}, dp and experts on {len(models)} models")
+    exact = runs.sweep({"grid": {**grid, "solver": [BASELINE, "dp", *experts]},
+                        "exclude": pairing + [{"model": m, "solver": [e for e in experts
+                                                                      if e != EXPERTS[m]]}
+                                              for m in models]})
+    progress(f"figure 6: mcmc (limit {settings.time_limit:g} s)")
+    mcmc = runs.sweep({"grid": {**grid, "solver": ["mcmc"]}, "exclude": pairing,
+                       "run": {"time_limit": settings.time_limit, "seed": settings.seed}})
+    found: dict[tuple, dict[str, Any]] = {}
+    for r in exact + mcmc:
+        name = "expert" if r["solver"] == EXPERTS[r["model"]] else r["solver"]
+        found[r["model"], r["devices"], name] = r
     points = []
-    for model in settings.figure6_models:
+    for model in models:
         for p in settings.figure6_devices:
-            progress(f"figure 6: {model} p={p}")
-            points.append(_point(model, p, settings))
+            progress(f"figure 6: {model} p={p}: simulate")
+            points.append(_point(model, p, settings, found))
     return points
 
 
-def _point(model: str, p: int, settings: Settings) -> dict[str, Any]:
+def _point(model: str, p: int, settings: Settings, found: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
     batch = FIGURE6_BATCH[model]
-    built = build_problem(model, p, batch=batch)
-    solutions = {
-        BASELINE: run_solver(BASELINE, built.problem),
-        "dp": run_solver("dp", built.problem),
-        "expert": expert_solution(EXPERTS[model], built.problem),
-        "mcmc": run_solver("mcmc", built.problem, time_limit=settings.time_limit,
-                           seed=settings.seed),
-    }
-    configs = {name: to_strategy(built, sol).configs for name, sol in solutions.items()}
-    costs = {name: sol.cost for name, sol in solutions.items()}
+    rows = {name: found.get((model, p, name)) for name in (BASELINE, "dp", "expert", "mcmc")}
+    configs: dict[str, Any] = {}
+    costs: dict[str, float] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    for name, r in rows.items():
+        if r is None:
+            continue
+        if r["cost"] is None:
+            raise RuntimeError(f"figure 6: {r['solver']} gave no strategy for {model} at p={p}: "
+                               f"{r['status']}: {r['error']}")
+        configs[name], costs[name], stats[name] = r["strategy"], r["cost"], r["stats"]
+    graph = load_graph(model, batch=batch)
+    if rows["expert"] is None:  # GNMT: a layout built from the Problem, not a solver
+        built = build_problem(model, p, batch=batch)
+        solution = expert_solution(EXPERTS[model], built.problem)
+        configs["expert"] = to_strategy(built, solution).configs
+        costs["expert"], stats["expert"] = solution.cost, solution.stats
     point: dict[str, Any] = {
         "model": model, "devices": p, "batch": batch, "expert": EXPERTS[model],
-        "cost": costs,
+        "cost": {name: costs[name] for name in (BASELINE, *STRATEGIES)},
         "predicted_speedup": {s: costs[BASELINE] / costs[s] for s in STRATEGIES},
-        "dp_seconds": solutions["dp"].wall_time, "mcmc_seconds": solutions["mcmc"].wall_time,
-        "mcmc_stop": solutions["mcmc"].stats.get("stop"),
-        "mcmc_best_iteration": solutions["mcmc"].stats.get("best_iteration"),
-        "expert_stats": {k: v for k, v in solutions["expert"].stats.items()
+        "dp_seconds": rows["dp"]["solve_seconds"], "mcmc_seconds": rows["mcmc"]["solve_seconds"],
+        "mcmc_stop": stats["mcmc"].get("stop"),
+        "mcmc_best_iteration": stats["mcmc"].get("best_iteration"),
+        "expert_stats": {k: v for k, v in stats["expert"].items()
                          if isinstance(v, (int, float, str))},
         "sim": {}}
     for cluster in settings.clusters:
         steps, memory = {}, {}
-        for name, cfg in configs.items():
-            result = simulate(built.graph, cfg, cluster, p, timeline=False)
+        for name in (BASELINE, "dp", "expert", "mcmc"):
+            result = simulate(graph, configs[name], cluster, p, timeline=False)
             steps[name] = result.step_time
             memory[name] = float(result.peak_memory.max()) / 2**30
         cl = get_cluster(cluster, p)
@@ -195,9 +222,3 @@ def plot(points: list[dict[str, Any]], cluster: str, settings: Settings, path: P
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def timed_run(settings: Settings, progress: Callable[[str], Any]) -> tuple[list[dict[str, Any]], float]:
-    start = time.perf_counter()
-    points = run(settings, progress)
-    return points, time.perf_counter() - start

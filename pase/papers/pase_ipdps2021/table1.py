@@ -5,17 +5,17 @@ ordering (``generateseq``), with ``auto`` (the ordering with the fewest
 predicted table entries) and with the breadth-first ablation (``bfs``, reported
 as OOM with the predicted need when its tables exceed the dp's memory budget, as
 the paper's BF column does); then the ILP backends and mcmc under a time limit.
-ILP runs go to a child process with a hard cap (:mod:`.isolated`).
+Every solve is a run of the sweep engine (:mod:`.runs`): its own process,
+killed at the hard cap.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pase.api import build_problem, run_solver
-from pase.papers.pase_ipdps2021 import isolated
+from pase.api import build_problem
 from pase.papers.pase_ipdps2021.report import gib, md_table, seconds, write_json
+from pase.papers.pase_ipdps2021.runs import Runs, result
 from pase.papers.pase_ipdps2021.settings import (
     ILP_SOLVERS,
     PAPER_TABLE1,
@@ -29,17 +29,67 @@ from pase.solvers import dp as dp_solver
 ORDERINGS = ("generateseq", "auto", "bfs")
 
 
-def run(settings: Settings, progress: Callable[[str], Any]) -> list[dict[str, Any]]:
-    """One row per (model, p): dp timings per ordering, ILP and mcmc results."""
-    rows = []
-    for model in settings.table1_models:
-        for p in settings.table1_devices:
-            progress(f"table I: {model} p={p}")
-            rows.append(_row(model, p, settings, progress))
-    return rows
+def run(settings: Settings, progress: Callable[[str], Any], runs: Runs) -> list[dict[str, Any]]:
+    """One row per (model, p): dp timings per ordering, ILP and mcmc results.
+
+    Two sweeps: the dp under each ordering (best of ``repeats`` solves, no time
+    limit; an ordering whose predicted tables exceed the dp's memory budget is not
+    run, the paper's OOM), then the ILP backends and mcmc under
+    the time limit, killed at the hard cap, ILPs left out above ``ilp_max_pairs``.
+    """
+    grid = [(m, p) for m in settings.table1_models for p in settings.table1_devices]
+    rows = {}
+    for model, p in grid:
+        progress(f"table I: {model} p={p}: plans")
+        rows[model, p] = _plans(model, p)
+    progress(f"table I: dp, {len(grid) * len(ORDERINGS)} runs")
+    dp_rows = runs.sweep({
+        "grid": {"model": list(settings.table1_models), "devices": list(settings.table1_devices),
+                 "solver": ["dp"], "solver_options": {"dp": {"ordering": list(ORDERINGS)}}},
+        "run": {"repeats": settings.repeats},
+        "exclude": [{"model": m, "devices": p, "solver_options": {"dp": {"ordering": o}}}
+                    for (m, p), row in rows.items() for o, e in row["dp"].items() if e.get("oom")]})
+    for r in dp_rows:
+        entry = rows[r["model"], r["devices"]]["dp"][r["solver_options"]["ordering"]]
+        if not entry.get("oom"):
+            entry.update(seconds=r["solve_seconds"], cost=r["cost"])
+    too_large = [{"model": m, "devices": p, "solver": list(ILP_SOLVERS)} for m, p in grid
+                 if rows[m, p]["pair_columns"] > settings.ilp_max_pairs]
+    solvers = list(ILP_SOLVERS) + ["mcmc"]
+    progress(f"table I: {', '.join(solvers)} (limit {settings.time_limit:g} s, killed at "
+             f"{settings.hard_timeout:g} s)")
+    other_rows = runs.sweep({
+        "grid": {"model": list(settings.table1_models), "devices": list(settings.table1_devices),
+                 "solver": solvers},
+        "run": {"time_limit": settings.time_limit, "kill_after": settings.hard_timeout,
+                "seed": settings.seed},
+        "exclude": too_large})
+    done = {(r["model"], r["devices"], r["solver"]): r for r in other_rows}
+    for (model, p), row in rows.items():
+        row["dp_cost"] = row["dp"]["generateseq"].get("cost")
+        others: dict[str, Any] = {}
+        for solver in solvers:
+            r = done.get((model, p, solver))
+            if r is None:
+                others[solver] = {"status": "skipped",
+                                  "note": f"{row['pair_columns']:,} edge pair columns > "
+                                          f"{settings.ilp_max_pairs:,} (memory)"}
+            elif solver == "mcmc":
+                others[solver] = {"status": r["status"], "cost": r["cost"],
+                                  "solve_seconds": r["solve_seconds"],
+                                  "iterations": r["stats"].get("iterations"),
+                                  "stop": r["stats"].get("stop")}
+            else:
+                others[solver] = result(r, peak=True)
+        for res in others.values():
+            if res.get("cost") is not None and row["dp_cost"]:
+                res["cost_ratio"] = res["cost"] / row["dp_cost"]
+        row["solvers"] = others
+    return [rows[key] for key in grid]
 
 
-def _row(model: str, p: int, settings: Settings, progress: Callable[[str], Any]) -> dict[str, Any]:
+def _plans(model: str, p: int) -> dict[str, Any]:
+    """The row's Problem facts and the dp's predicted plan per ordering (no solve)."""
     built = build_problem(model, p)
     problem = built.problem
     row: dict[str, Any] = {
@@ -57,33 +107,8 @@ def _row(model: str, p: int, settings: Settings, progress: Callable[[str], Any])
                                  "peak_bytes": plan.peak_bytes}
         if plan.peak_bytes > dp_solver.DEFAULT_MEMORY_BUDGET:
             entry["oom"] = True
-        else:
-            best, cost = float("inf"), None
-            for _ in range(settings.repeats):
-                sol = run_solver("dp", problem, ordering=ordering)
-                best, cost = min(best, sol.wall_time), sol.cost
-            entry.update(seconds=best, cost=cost)
         dp_runs[ordering] = entry
     row["dp"] = dp_runs
-    row["dp_cost"] = dp_runs["generateseq"]["cost"]
-    others: dict[str, Any] = {}
-    for solver in ILP_SOLVERS:
-        if row["pair_columns"] > settings.ilp_max_pairs:
-            others[solver] = {"status": "skipped",
-                              "note": f"{row['pair_columns']:,} edge pair columns > "
-                                      f"{settings.ilp_max_pairs:,} (memory)"}
-            continue
-        progress(f"  {solver} (limit {settings.time_limit:g} s)")
-        others[solver] = isolated.run(model, p, solver, time_limit=settings.time_limit,
-                                      hard_timeout=settings.hard_timeout, seed=settings.seed)
-    progress(f"  mcmc (limit {settings.time_limit:g} s)")
-    sol = run_solver("mcmc", problem, time_limit=settings.time_limit, seed=settings.seed)
-    others["mcmc"] = {"status": str(sol.status), "cost": sol.cost, "solve_seconds": sol.wall_time,
-                      "iterations": sol.stats.get("iterations"), "stop": sol.stats.get("stop")}
-    for result in others.values():
-        if result.get("cost") is not None:
-            result["cost_ratio"] = result["cost"] / row["dp_cost"]
-    row["solvers"] = others
     return row
 
 
@@ -170,9 +195,3 @@ def _solver_cell(result: dict[str, Any]) -> str:
     if result.get("peak_rss_gib") is not None:
         parts.append(f"{result['peak_rss_gib']:.2g} GiB")
     return ", ".join(parts)
-
-
-def timed_run(settings: Settings, progress: Callable[[str], Any]) -> tuple[list[dict[str, Any]], float]:
-    start = time.perf_counter()
-    rows = run(settings, progress)
-    return rows, time.perf_counter() - start

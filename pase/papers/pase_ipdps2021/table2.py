@@ -19,10 +19,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pase.api import build_problem, run_solver, to_strategy
+from pase.api import build_problem, load_graph, run_solver
 from pase.papers.pase_ipdps2021.report import md_table, write_json
+from pase.papers.pase_ipdps2021.runs import Runs
 from pase.papers.pase_ipdps2021.settings import MODELS, TITLES, Settings, machine_line
 from pase.problem import Problem
+from pase.strategy import OpMapping
 
 # Letters: the CNN letters are the paper's conv domain (b, c, h, w, r, s, n); an FC
 # layer is written like a 1x1 conv (n outputs, c inputs) and the classifier's class
@@ -194,22 +196,30 @@ def _collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run(settings: Settings, progress: Callable[[str], Any]) -> dict[str, Any]:
+def run(settings: Settings, progress: Callable[[str], Any], runs: Runs) -> dict[str, Any]:
+    """The dp optimum of every model at ``table2_devices``: one sweep, grouped here."""
     p = settings.table2_devices
+    progress(f"table II: dp on {', '.join(MODELS)} at p={p}")
+    rows = {r["model"]: r for r in runs.sweep({"grid": {"model": list(MODELS), "devices": [p],
+                                                        "solver": ["dp"]}})}
     models: dict[str, Any] = {}
     for model in MODELS:
-        progress(f"table II: {model} p={p}")
-        built = build_problem(model, p)
-        sol = run_solver("dp", built.problem)
-        strategy = to_strategy(built, sol)
-        kinds = {op.name: op.kind for op in built.graph.ops}
-        models[model] = {"devices": p, "batch": _batch(built.graph), "status": str(sol.status),
-                         "total_cost": sol.cost, "solve_seconds": sol.wall_time,
-                         "ordering": sol.stats.get("ordering"),
-                         "strategy": {op: strategy.split(op) for op in strategy.configs},
-                         "rows": grouped_rows(model, strategy.configs, kinds)}
+        r = rows[model]
+        if r["cost"] is None:
+            raise RuntimeError(f"table II: the dp gave no strategy for {model} at p={p}: "
+                               f"{r['status']}: {r['error']}")
+        graph = load_graph(model)
+        configs = OpMapping(r["strategy"], "strategy")
+        kinds = {op.name: op.kind for op in graph.ops}
+        models[model] = {"devices": p, "batch": _batch(graph), "status": r["status"],
+                         "total_cost": r["cost"], "solve_seconds": r["solve_seconds"],
+                         "ordering": r["stats"].get("ordering"),
+                         "strategy": {op: {d: f for d, f in cfg.items() if f > 1}
+                                      for op, cfg in configs.items()},
+                         "rows": grouped_rows(model, configs, kinds)}
         if model == "alexnet" and p == 32:
-            models[model]["paper_diff"] = alexnet_diff(built, strategy.configs, kinds)
+            models[model]["paper_diff"] = alexnet_diff(build_problem(model, p), configs, kinds,
+                                                       r["cost"])
     return {"devices": p, "models": models}
 
 
@@ -221,8 +231,10 @@ def _batch(graph) -> int | None:
     return None
 
 
-def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str]) -> dict[str, Any]:
-    """Row-by-row diff against the summary of AlexNet's Table II, with the forced-conv4 check."""
+def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str],
+                 optimum: float) -> dict[str, Any]:
+    """Row-by-row diff against the summary of AlexNet's Table II, with the forced-conv4 check
+    (``optimum``: the dp's cost, from the sweep; the pinned Problem is solved here)."""
     rows = []
     for op, config in configs.items():
         ours = config_text("alexnet", kinds[op], config)
@@ -237,7 +249,7 @@ def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str
     forced[i] = np.where(np.arange(forced[i].size) == keep, forced[i], np.inf)
     pinned = Problem(forced, problem.edges, problem.edge_costs, names=problem.names)
     forced_cost = run_solver("dp", pinned).cost
-    ours_cost = run_solver("dp", problem).cost
+    ours_cost = optimum
     return {"rows": rows, "optimum": ours_cost, "reference_optimum": REFERENCE_OPTIMUM_ALEXNET_P32,
             "conv4_forced_b32_cost": forced_cost,
             "note": CONV4_NOTE.format(ref=REFERENCE_OPTIMUM_ALEXNET_P32, ours=ours_cost,
