@@ -70,7 +70,27 @@ def test_embedding_ids_are_not_parameters_and_get_no_gradient():
     op = MODELS.get("rnnlm")().ops[0]
     w = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
     assert w.parameter_bytes[0] == 100_000 * 2048 * 4
-    assert [c.label for c in w.collectives] == ["output", "dB (weights)"]
+    # the table's gradient is summed over a and b (the batch-like dims), one dim at a time
+    names = op.dim_names
+    assert [(c.label, [names[d] for d in c.dims]) for c in w.collectives] == [
+        ("output", ["c"]), ("dB (weights)", ["a"]), ("dB (weights)", ["b"])]
+
+
+def test_an_all_reduce_over_two_split_dims_is_two_all_reduces_in_turn():
+    """XLA reduces a partial sum one sharded dim at a time: a weight gradient summed over
+    b (2 ways) and l (2 ways) moves 2 x 2(2-1)/2 = 2 tiles per device, not 2(4-1)/4."""
+    from pase.builder import GraphBuilder
+    from pase.work import collective_bytes
+
+    g = GraphBuilder("fc")
+    g.fc(g.input((4, 8, 16), ("b", "l", "k")), 32, name="fc")
+    op = g.build().op("fc")
+    cfg = np.array([[2 if n in ("b", "l") else 1 for n in op.dim_names]], dtype=np.int64)
+    w = op_work(op, cfg)
+    tile = 16 * 32 * 4
+    moved = sum(collective_bytes(c.kind, float(c.nbytes[0]), int(w.group_size(c)[0]))
+                for c in w.collectives if c.label == "dB (weights)")
+    assert moved == 2 * tile
 
 
 def test_unknown_kind_and_bad_options():
