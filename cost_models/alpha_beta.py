@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.costing import CostModel, array_key, op_signature
+from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Problem
@@ -159,6 +159,11 @@ class AlphaBetaCostModel(CostModel):
         if self.reduce_scatter:
             bound.moved = movable_collectives(graph)
         return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
+
+    def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
+        """Every connection, and a tied parameter's re-layout from its owner's layout to
+        its other user's and back (:func:`pase.costing.tied_connections`)."""
+        return CostModel.edges(self, graph) + tied_connections(graph)
 
     def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
         """Exact: the work formulas read the op's structure, whether each input has a

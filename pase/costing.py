@@ -110,6 +110,38 @@ def problem_shape(graph: Graph, space: ConfigSpace, *,
 _Connection = tuple[int, int, int, int]  # (producer, output, consumer, input) indices
 
 
+def tied_connections(graph: Graph) -> list[_Connection]:
+    """``(owner, -1 - j, user, -1 - k)`` for each op whose first parameter is tied to
+    another op's (``tied``): the owner keeps the matrix (weight ``j``) in its layout
+    and the user reads it as its weight ``k``, so the matrix is re-laid forward and its
+    gradient back, like an activation between two ops. A negative port index names a
+    weight (see :func:`connection_ports`)."""
+    out = []
+    for v, op in enumerate(graph.ops):
+        owner = op.attrs.get("tied")
+        if owner is None or owner not in graph:
+            continue
+        u = graph.index(owner)
+        j, k = _first_parameter(graph.ops[u]), _first_parameter(op)
+        if j is not None and k is not None:
+            out.append((u, -1 - j, v, -1 - k))
+    return out
+
+
+def connection_ports(graph: Graph, conn: _Connection) -> tuple[Op, Port, Op, Port]:
+    """The ops and ports of a connection: output/input indices, or ``-1 - j`` for weight j."""
+    u, out, v, inp = conn
+    pu, pv = graph.ops[u], graph.ops[v]
+    return (pu, pu.outputs[out] if out >= 0 else pu.weights[-1 - out],
+            pv, pv.inputs[inp] if inp >= 0 else pv.weights[-1 - inp])
+
+
+def _first_parameter(op: Op) -> int | None:
+    roles = {d.name: d.role for d in op.dims}
+    return next((j for j, w in enumerate(op.weights)
+                 if not any(roles[n] == "batch" for axis in w.dims for n in axis)), None)
+
+
 def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
           ) -> tuple[ProblemShape, list[list[_Connection]]]:
     """The shape, and the costed connections of each of its edges."""
@@ -131,10 +163,9 @@ def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
         key = None
         # Only a single connection, oriented as the Problem stores it, can be shared as is.
         if cost_model is not None and len(conns) == 1 and conns[0][0] < conns[0][2]:
-            u, out, v, inp = conns[0]
-            pu, pv = graph.ops[u], graph.ops[v]
-            key = cost_model.edge_key(pu, pu.outputs[out], space.configs[u],
-                                      pv, pv.inputs[inp], space.configs[v])
+            u, _, v, _ = conns[0]
+            pu, port_u, pv, port_v = connection_ports(graph, conns[0])
+            key = cost_model.edge_key(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
         shared_with.append(e if key is None else first_with_key.setdefault(key, e))
     vertex_shared_with: list[int] = []
     if cost_model is not None:
@@ -243,7 +274,8 @@ class CostModel(abc.ABC):
         return None
 
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
-        """The costed connections as (producer, output, consumer, input) indices.
+        """The costed connections as (producer, output, consumer, input) indices; a
+        negative index ``-1 - j`` names weight ``j`` (:func:`tied_connections`).
 
         Default: every connection (several between one pair add up in the Problem).
         """
@@ -284,10 +316,10 @@ class CostModel(abc.ABC):
             # Connections between one pair are summed as they come, so at most one
             # extra matrix is alive at a time (the Problem would merge them too).
             total = None
-            for u, out, v, inp in conns:
-                pu, pv = graph.ops[u], graph.ops[v]
-                m = self.edge_costs(pu, pu.outputs[out], space.configs[u],
-                                    pv, pv.inputs[inp], space.configs[v])
+            for conn in conns:
+                u, _, v, _ = conn
+                pu, port_u, pv, port_v = connection_ports(graph, conn)
+                m = self.edge_costs(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
                 m = np.asarray(m, dtype=np.float64)
                 if u > v:
                     m = m.T

@@ -153,6 +153,29 @@ def test_edges_price_bytes_on_the_slowest_link():
         2 * cost(16 * 128 - 16 * 16, intra))
 
 
+def test_a_tied_table_is_an_edge_priced_like_a_re_layout():
+    """GPT-2's LM head reads the embedding's table: an edge of the Problem between the
+    two (the paper model has none). Vocabulary-split 8 ways to unsplit, each device
+    gathers 7/8 of the 64 x 32 table forward (4 bytes each, inside one node) and
+    slices it backward; both unsplit move nothing."""
+    opts = dict(MODELS.entry("gpt2").info["tiny"], layers=1)
+    graph = MODELS.get("gpt2")(**opts)
+    space = ConfigSpace(graph, 8)
+    cm = AlphaBetaCostModel("dgx-a100")
+    problem = cm.problem(graph, space)
+    wte, head = graph.index("wte"), graph.index("lm_head")
+    assert (wte, head) in problem.edges
+    assert (wte, head) not in COST_MODELS.get("paper")().problem(graph, space).edges
+    bound = cm.for_devices(8)
+    m = bound.edge_costs(graph.ops[wte], graph.ops[wte].weights[1], space.configs[wte],
+                         graph.ops[head], graph.ops[head].weights[0], space.configs[head])
+    link = bound.cluster.intra
+    whole, split = space.index_of("wte", {}), space.index_of("wte", {"c": 8})
+    assert m[split, space.index_of("lm_head", {})] == pytest.approx(
+        link.latency_s + 64 * 32 * 7 / 8 * 4 / link.bytes_per_second)
+    assert m[whole, space.index_of("lm_head", {})] == 0.0
+
+
 def test_bad_options_name_the_allowed_values():
     with pytest.raises(OptionError, match="efficiency"):
         AlphaBetaCostModel(efficiency=1.5)

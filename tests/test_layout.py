@@ -14,6 +14,7 @@ import pytest
 
 from pase.builder import GraphBuilder
 from pase.cluster import Cluster, Device, Link
+from pase.costing import connection_ports
 from pase.errors import OptionError
 from pase.registry import MODELS
 from pase.sim import tasks
@@ -252,7 +253,9 @@ def _graphs():
     h = b.elementwise(h, name="act")
     r = b.reshape(h, (24, 8 * 48), names=("b", "f"))
     b.fc(r, 12, name="out")
-    return [b.build(), MODELS.get("chain")(length=3, batch=48, width=24), two_layer_mlp(48, 36, 24, 12)]
+    gpt2 = MODELS.get("gpt2")(**dict(MODELS.entry("gpt2").info["tiny"], layers=1))  # a tied table
+    return [b.build(), MODELS.get("chain")(length=3, batch=48, width=24), two_layer_mlp(48, 36, 24, 12),
+            gpt2]
 
 
 @pytest.mark.parametrize("p", [8, 12, 16])
@@ -304,10 +307,9 @@ def test_simulator_transfers_equal_edge_bytes(p):
         for _ in range(6):
             configs = [c[rng.integers(len(c))] for c in space.configs]
             for conn, forward, backward in tasks.connection_plans(g, configs, cluster, p):
-                u, v = g.index(conn.src), g.index(conn.dst)
-                pu, pv = g.ops[u], g.ops[v]
-                fwd, bwd = edge_bytes(pu, pu.outputs[conn.src_output], configs[u],
-                                      pv, pv.inputs[conn.dst_input], configs[v], p, 1)
+                u, _, v, _ = conn
+                pu, out, pv, inp = connection_ports(g, conn)
+                fwd, bwd = edge_bytes(pu, out, configs[u], pv, inp, configs[v], p, 1)
 
                 def most(sends):
                     got: dict[int, float] = {}

@@ -258,7 +258,7 @@ def parse_groups(text: str) -> tuple[tuple[int, ...], ...]:
 
 _OPCODE = re.compile(r"\s(" + "|".join(KINDS) + r")(-start|-done)?\(")
 _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*")
-_SCOPE = re.compile(r"(?:^|[/(])(op|edge|out)/(.+?)(?=/|\)|$)")
+_SCOPE = re.compile(r"(?:^|[/(])(op|edge|out|tied)/(.+?)(?=/|\)|$)")
 
 
 def _attribute(line: str, key: str) -> str | None:
@@ -320,7 +320,7 @@ def split_merged(op_name: str) -> list[str]:
 
 def attribution(op_name: str) -> tuple[str | None, str | None, str]:
     """(scope, target, direction) of a metadata ``op_name``: the innermost ``op/``,
-    ``edge/`` or ``out/`` scope; ``backward`` when it passes through ``transpose(``."""
+    ``edge/``, ``out/`` or ``tied/`` scope; ``backward`` when it passes through ``transpose(``."""
     direction = "backward" if "transpose(" in op_name else "forward"
     found = list(_SCOPE.finditer(op_name))
     if not found:

@@ -81,6 +81,12 @@ def edge_scope(src: str, dst: str) -> str:
     return f"edge/{src}->{dst}"
 
 
+def tied_scope(owner: str, user: str) -> str:
+    """The ``jax.named_scope`` of the re-layout of ``owner``'s tied parameter for ``user``
+    (kept in the owner's layout; forward re-laid for the user, its gradient back)."""
+    return f"tied/{owner}->{user}"
+
+
 def _pool_mode(op: Op) -> str:
     mode = str(op.attrs.get("mode", "avg" if "avg" in op.name.lower() else "max")).lower()
     if mode not in ("max", "avg"):
@@ -128,6 +134,12 @@ class _Writer:
     def weight(self, op: Op, j: int) -> str:
         port = op.weights[j]
         key = self._tied_key(op, j) or f"{op.name}:w{j}"
+        if key in self.params and not self.local:  # a tied parameter, stored in its owner's layout:
+            # re-laid for this op; pinned to the owner's layout first, so that backward the
+            # gradient is re-laid back under the same scope (the transpose of that pin)
+            scope = tied_scope(key.split(":")[0], op.name)
+            return f"pin(pin(params[{key!r}], {self.params[key][1]!r}, {scope!r}), " \
+                   f"{self.spec(op, port)!r}, {scope!r})"
         if is_parameter(op, port):
             self.params[key] = (self.shape(op, port), self.spec(op, port), fan_in(op, port))
             return self.pin(f"params[{key!r}]", self.spec(op, port))

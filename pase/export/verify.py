@@ -16,6 +16,10 @@ per op, per edge and in total, forward and backward, in bytes per device:
   has one consumer. A producer with several consumers sums their gradients
   before that re-layout, so its edges' backward traffic is compared in one row
   ``grad/SRC``;
+- a tied parameter's row ``tied/OWNER->USER``: the matrix kept in the owner's
+  layout and re-laid for the other user, forward, and that user's gradient re-laid
+  back (:func:`pase.costing.tied_connections`, priced like an edge); compiled, the
+  collectives under ``tied/OWNER->USER``;
 - ``unattributed``: collectives outside any pase scope (none expected).
 
 A row agrees when compiled and predicted bytes differ by at most 1% (of the
@@ -29,6 +33,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from pase.costing import connection_ports, tied_connections
 from pase.errors import OptionError
 from pase.export.hlo import HloCollective, parse_collectives
 from pase.ir import Graph, Op
@@ -91,6 +96,16 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
                 (r if direction == "forward" else back)["collectives"].append(
                     {"kind": "re-layout", "label": f"{src.name}->{dst.name}", "direction": direction,
                      "bytes": float(value)})
+    for conn in tied_connections(graph):
+        owner, matrix, user, use = connection_ports(graph, conn)
+        fwd, bwd = edge_bytes(owner, matrix, dict(configs[owner.name]), user, use,
+                              dict(configs[user.name]), devices, bytes_per_element, **extra)
+        r = row(f"tied/{owner.name}->{user.name}", "tied")
+        for direction, value in (("forward", fwd), ("backward", bwd)):
+            r[direction] += float(value)
+            if value > 0:
+                r["collectives"].append({"kind": "re-layout", "label": f"{owner.name}->{user.name}",
+                                         "direction": direction, "bytes": float(value)})
     return rows
 
 
@@ -112,6 +127,8 @@ def compiled_rows(graph: Graph, collectives: Sequence[HloCollective]) -> dict[st
                 key, kind = f"grad/{src}", "grad"
         elif c.scope == "edge":
             key, kind = f"edge/{c.target}", "edge"
+        elif c.scope == "tied":
+            key, kind = f"tied/{c.target}", "tied"
         else:
             key, kind = "unattributed", "other"
         r = rows.setdefault(key, {"kind": kind, "forward": 0.0, "backward": 0.0, "collectives": []})

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pase.cluster import LINK_CLASSES, Cluster
+from pase.costing import connection_ports, tied_connections
 from pase.ir import Graph
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
@@ -179,8 +180,8 @@ class _Builder:
 
     def add_edges(self) -> None:
         g = self.graph
-        for conn, forward, backward in connection_plans(g, self.configs, self.cluster, self.devices):
-            u, v = g.index(conn.src), g.index(conn.dst)
+        for (u, _, v, _), forward, backward in connection_plans(g, self.configs, self.cluster,
+                                                                self.devices):
             pu, pv = g.ops[u], g.ops[v]
             fwd_wait = dict(zip(self.ops[v].ids, self.ops[v].forward))
             bwd_wait = dict(zip(self.ops[u].ids, self.ops[u].backward))
@@ -189,13 +190,21 @@ class _Builder:
 
 
 def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int):
-    """Per connection ``(connection, forward, backward)``, each direction
+    """Per connection ``((u, output, v, input), forward, backward)``, each direction
     ``({(sender, receiver): elements}, receivers using a local copy)``
-    (:func:`pase.sim.transfers.plan` on :mod:`pase.work.layout`'s placement)."""
-    for conn in graph.connections:
-        u, v = graph.index(conn.src), graph.index(conn.dst)
-        pu, pv = graph.ops[u], graph.ops[v]
-        out, inp = pu.outputs[conn.src_output], pv.inputs[conn.dst_input]
+    (:func:`pase.sim.transfers.plan` on :mod:`pase.work.layout`'s placement).
+
+    A tied parameter (:func:`pase.costing.tied_connections`) is one more connection:
+    its owner's matrix re-laid for the other user before that user's forward (sent
+    once the owner's forward ran: the owner is the embedding, first in the step), and
+    the user's weight gradient re-laid back after the user's backward, before the
+    owner's backward adds its own.
+    """
+    conns = [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
+             for c in graph.connections] + tied_connections(graph)
+    for conn in conns:
+        u, _, v, _ = conn
+        pu, out, pv, inp = connection_ports(graph, conn)
         cu, cv = configs[u], configs[v]
         bu, bv = port_blocks(pu, out, cu, devices), port_blocks(pv, inp, cv, devices)
         au, av = active_devices(pu, cu, devices), active_devices(pv, cv, devices)
