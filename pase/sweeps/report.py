@@ -127,7 +127,8 @@ def plot_cost_ratio(frame: Any, path: Path, plt: Any) -> Path:
     done["label"] = [label(r) for _, r in done.iterrows()]
     groups = sorted({(m, int(p)) for m, p in zip(done["model"], done["devices"])})
     solvers = sorted(set(done["label"]))
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(groups) * max(1, len(solvers)) / 2), 4))
+    fig, ax = plt.subplots(figsize=(min(12, max(6, 0.25 * len(groups) * max(1, len(solvers)))),
+                                    4.5))
     width = 0.8 / max(1, len(solvers))
     for k, solver in enumerate(solvers):
         xs, ys = [], []
@@ -185,6 +186,7 @@ def plot_gap(frame: Any, path: Path, plt: Any) -> Path:
                             for g in limited["gap"]], fontsize=7)
         ax.set_xticks(range(len(limited)), list(limited["label"]), fontsize=7, rotation=30,
                       ha="right")
+        ax.set_ylim(0, 1.15 * max([1.0] + gaps))
     else:
         ax.text(0.5, 0.5, "no run stopped at its time limit", ha="center", va="center",
                 transform=ax.transAxes)
