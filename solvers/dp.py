@@ -275,6 +275,12 @@ def _fits(chosen: Plan, budget: float) -> bool:
 def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict[str, Any]:
     """What the dp would need under each ordering, without cost arrays or solving.
 
+    With a shape that carries a cost model's sharing keys
+    (``problem_shape(graph, space, cost_model=...)``), ``blocks`` says which chains
+    of repeated blocks ``solve`` would fold, their counts and the folded work
+    (:mod:`~pase.solvers.dp_blocks_dry`); ``estimated_seconds`` is then what
+    ``solve`` with its defaults would take, the reduction applied.
+
     Every number is finite (huge ones capped as floats) so the dict is plain
     JSON. A plan that stopped at a step too wide to run (``complete`` false)
     counts the steps up to that one: its figures are lower bounds.
@@ -290,10 +296,36 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict
                      "estimated_seconds": _finite(_finite(p.table_entries) / DP_ENTRIES_PER_SECOND),
                      "within_memory_budget": _fits(p, budget), "complete": p.complete,
                      "peak_vertex": None if step is None else shape.names[step.vertex]})
+    auto = _auto([plans[n] for n in AUTO_ORDERINGS], budget)
     return {"vertices": shape.num_vertices, "edges": len(shape.edges),
             "memory_budget": _finite(budget),
-            "auto_ordering": _auto([plans[n] for n in AUTO_ORDERINGS], budget).ordering,
-            "orderings": rows}
+            "auto_ordering": auto.ordering,
+            "orderings": rows, **_dry_run_blocks(shape, auto, budget)}
+
+
+def _dry_run_blocks(shape: Any, auto: Plan, budget: float) -> dict[str, Any]:
+    """The ``blocks`` part of a dry run, and ``estimated_seconds``: what ``solve`` would
+    spend with its defaults (blocks folded where it would fold them)."""
+    from pase.solvers.dp_blocks_dry import predict_blocks
+
+    plain_seconds = _finite(_finite(auto.table_entries) / DP_ENTRIES_PER_SECOND)
+    if _fits(auto, budget) and auto.table_entries < BLOCKS_MIN_ENTRIES:
+        return {"blocks": {"tried": False, "reason": f"the plain plan has under "
+                                                     f"{BLOCKS_MIN_ENTRIES:.0e} table entries"},
+                "estimated_seconds": plain_seconds}
+
+    def plan_reduced(reduced: Any) -> dict[str, Any]:
+        p = _choose(reduced, "auto", budget)[0]
+        return {**p.summary(), "vertices": reduced.num_vertices,
+                "estimated_seconds": _finite(_finite(p.table_entries) / DP_ENTRIES_PER_SECOND),
+                "within_memory_budget": _fits(p, budget)}
+
+    blocks = {"tried": True, **predict_blocks(shape, plan_reduced=plan_reduced)}
+    if not blocks.get("blocks_found"):
+        return {"blocks": blocks, "estimated_seconds": plain_seconds}
+    seconds = blocks["fold_seconds"] + blocks["reduced"]["estimated_seconds"]
+    blocks["estimated_seconds"] = _finite(seconds)
+    return {"blocks": blocks, "estimated_seconds": _finite(seconds)}
 
 
 def _finite(x: float) -> float:

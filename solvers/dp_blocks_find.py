@@ -123,23 +123,33 @@ class _Interner:
 
 
 class _Graph:
-    """The Problem as ids: vertex content ids and adjacency (w, edge content id, edge index)."""
+    """The Problem as ids: vertex content ids and adjacency (w, edge content id, edge index).
 
-    def __init__(self, problem: Problem):
-        intern = _Interner()
-        n = problem.num_vertices
-        memory = problem.memory
+    Built from a Problem (ids of array contents), or, for dry runs, from ids alone
+    (:meth:`from_ids`: equal ids promise equal arrays, e.g. a cost model's sharing keys).
+    """
+
+    def __init__(self, problem: Problem | None, *, ids: tuple | None = None):
+        if problem is None:
+            assert ids is not None
+            vid, sizes, edges, eids = ids
+        else:
+            intern = _Interner()
+            memory = problem.memory
+            vid = [(intern(problem.vertex_costs[v]),
+                    -1 if memory is None else intern(memory[v])) for v in range(problem.num_vertices)]
+            sizes, edges = problem.sizes, problem.edges
+            eids = [intern(m) for m in problem.edge_costs]
+        n = len(vid)
         self.n = n
-        self.vid = [(intern(problem.vertex_costs[v]),
-                     -1 if memory is None else intern(memory[v])) for v in range(n)]
+        self.vid = list(vid)
         self.adj: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (w, signed edge id)
         self.eid: dict[tuple[int, int], int] = {}
-        for (u, w), m in zip(problem.edges, problem.edge_costs):
-            e = intern(m)
+        for (u, w), e in zip(edges, eids):
             self.eid[(u, w)] = e
             self.adj[u].append((w, e))
             self.adj[w].append((u, e))
-        self.sizes = [int(k) for k in problem.sizes]
+        self.sizes = [int(k) for k in sizes]
         # What detection compares first: the vertex's costs and memory only (a block's
         # last separator has edges the others lack); candidates are verified exactly.
         looks: dict[tuple, int] = {}
@@ -252,9 +262,9 @@ def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
     return BlockChain(a + P, P, count, tuple(sep), tuple(shared), states, tuple(pattern_edges))
 
 
-def _find_one(problem: Problem, usable: int | None = None) -> BlockChain | None:
+def _find_one(problem: Problem | _Graph, usable: int | None = None) -> BlockChain | None:
     """The best chain among vertices ``0..usable-1`` (all by default), or None."""
-    g = _Graph(problem)
+    g = problem if isinstance(problem, _Graph) else _Graph(problem)
     usable = g.n if usable is None else usable
     best, best_key = None, None
     found: list[int] = []  # periods with a chain: their multiples repeat it, coarser

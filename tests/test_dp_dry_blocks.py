@@ -1,0 +1,69 @@
+"""Dry runs with the reduction applied: the chains, counts and reduced plan predicted from
+the shape alone are the ones the solver folds and plans."""
+from __future__ import annotations
+
+import pytest
+
+from pase.api import build_space, make_cost_model
+from pase.costing import problem_shape
+from pase.solvers import dp
+
+
+@pytest.fixture
+def blocks_always(monkeypatch):
+    monkeypatch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)
+
+
+@pytest.mark.parametrize("model,layers,p", [("gpt2", 4, 16), ("gpt2", 3, 64), ("transformer", 3, 16),
+                                            ("transformer", 2, 64), ("bert-base", 3, 16)])
+def test_prediction_matches_the_solver(blocks_always, model, layers, p):
+    graph, space = build_space(model, p, model_options={"layers": layers})
+    cost_model = make_cost_model("paper")
+    report = dp.dry_run(problem_shape(graph, space, cost_model=cost_model))
+    blocks = report["blocks"]
+    solution = dp.solve(cost_model.problem(graph, space))
+    assert blocks["tried"] and blocks["predicted"]
+    assert blocks["blocks_found"] == solution.stats["blocks_found"] >= 1
+    assert blocks["vertices_removed"] == solution.stats["vertices_removed"]
+    assert [(c["first_block"], c["period"], c["count"], c["separator"], c["shared"], c["states"])
+            for c in blocks["chains"]] == [
+        (c["first_block"], c["period"], c["count"], c["separator"], c["shared"], c["states"])
+        for c in solution.stats["blocks"]]
+    assert blocks["reduced"]["table_entries"] == solution.stats["table_entries"]
+    assert blocks["power_products"] == solution.stats["block_products"]
+    assert report["estimated_seconds"] == blocks["estimated_seconds"] > 0
+
+
+def test_counts_by_hand():
+    """gpt2 with 5 layers: one chain of 5 blocks of 12 ops; T^5 = T^4 * T takes 2 squarings
+    and 1 join, each K_S^3 additions (K_S: the residual's candidates)."""
+    graph, space = build_space("gpt2", 64, model_options={"layers": 5})
+    report = dp.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
+                        memory_budget=2**20)  # over budget: blocks are tried whatever the size
+    (chain,) = report["blocks"]["chains"]
+    k = space.sizes[graph.index("h0.mlp_residual")]
+    assert (chain["period"], chain["count"], chain["power_products"]) == (12, 5, 3)
+    assert chain["power_work"] == 3 * k ** 3 and chain["states"] == k
+    assert report["blocks"]["vertices_removed"] == 5 * 12 - 1
+
+
+def test_small_plans_are_not_folded_and_a_bare_shape_says_why():
+    graph, space = build_space("gpt2", 8, model_options={"layers": 2})
+    report = dp.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")))
+    assert report["blocks"]["tried"] is False
+    assert report["estimated_seconds"] < 1
+    bare = dp.dry_run(problem_shape(graph, space), memory_budget=2**10)
+    assert bare["blocks"]["predicted"] is False and "sharing keys" in bare["blocks"]["reason"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_graphs_agree_with_the_solver(blocks_always, seed):
+    graph, space = build_space("random", 8, model_options={"seed": seed})
+    cost_model = make_cost_model("paper")
+    blocks = dp.dry_run(problem_shape(graph, space, cost_model=cost_model))["blocks"]
+    solution = dp.solve(cost_model.problem(graph, space))
+    assert blocks["blocks_found"] == solution.stats.get("blocks_found", 0)
+    assert [(c["first_block"], c["period"], c["count"]) for c in blocks["chains"]] == [
+        (c["first_block"], c["period"], c["count"]) for c in solution.stats.get("blocks", [])]
+    if blocks["blocks_found"]:
+        assert blocks["reduced"]["table_entries"] == solution.stats["table_entries"]
