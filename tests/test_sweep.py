@@ -231,3 +231,15 @@ def test_a_missing_spec_file_is_a_one_line_error(tmp_path, capsys):
 def test_report_of_a_missing_store_is_a_one_line_error(tmp_path, capsys):
     assert main(["report", str(tmp_path / "none.sqlite"), "-o", str(tmp_path / "out")]) == 2
     assert "no sweep store" in capsys.readouterr().err
+
+
+def test_the_example_spec_is_the_issue_grid():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "examples" / "sweep.toml")
+    assert spec.run.time_limit == 60 and spec.run.memory_limit == 4 * 2**30
+    assert spec.run.wall_limit == 2 * 60 + 10
+    assert sorted((p["model"], p["devices"], p["solver"]) for p in spec.points()) == \
+        sorted(itertools.product(GRID["model"], GRID["devices"], GRID["solver"]))
+    assert len(load_spec(root / "examples" / "solvers.toml").points()) == 3 * 4 * 5

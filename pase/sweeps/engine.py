@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -97,26 +98,40 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
                                  pure=False, priority=-i)
                    for i, job in enumerate(jobs(spec, todo))]
         counts["running"] = min(slots, len(todo))
+        if bar is not None:
+            bar.set_postfix_str(_postfix(counts), refresh=True)
+        lost: list[str] = []
         for future in as_completed(futures):
-            row = future.result()
-            store.write(row)
-            counts["failed" if row.get("status") not in ANSWERED else "done"] += 1
+            try:
+                row = future.result()
+            except Exception as exc:  # the worker died (KilledWorker...): not stored, retried next time
+                lost.append(f"{type(exc).__name__}: {exc}")
+                counts["failed"] += 1
+            else:
+                store.write(row)
+                counts["failed" if row.get("status") not in ANSWERED else "done"] += 1
             counts["remaining"] -= 1
             counts["running"] = min(slots, counts["remaining"])
             if bar is not None:
-                bar.set_postfix_str(f"done {counts['done']}, failed {counts['failed']}, running "
-                                    f"{counts['running']}, remaining {counts['remaining']}",
-                                    refresh=False)
+                bar.set_postfix_str(_postfix(counts), refresh=False)
                 bar.update(1)
             if progress is not None:
                 progress(dict(counts))
             future.release()
+        if lost:
+            warnings.warn(f"{len(lost)} runs were lost, not stored (first: {lost[0][:300]}); "
+                          f"run the sweep again to retry them", RuntimeWarning, stacklevel=3)
     finally:
         if bar is not None:
             bar.close()
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _postfix(counts: Mapping[str, int]) -> str:
+    return (f"done {counts['done']}, failed {counts['failed']}, running {counts['running']}, "
+            f"remaining {counts['remaining']}")
 
 
 def _connect(client_cls: Any, address: str) -> Any:
