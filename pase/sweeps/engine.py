@@ -78,6 +78,7 @@ def jobs(spec: Spec, todo: list[tuple[str, dict[str, Any]]]) -> list[dict[str, A
 def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, workers: int | None,
          scheduler: str | None, quiet: bool, progress: Callable | None, skipped: int) -> None:
     try:
+        import tqdm  # noqa: F401  (the progress bar)
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
         raise SolverUnavailableError('pase sweep needs Dask: pip install "pase[sweep]"') from exc

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pase.errors import OptionError
+from pase.errors import OptionError, SolverUnavailableError
 
 # Columns after ``key``: name and SQL type. Options are JSON text; so are
 # strategy and stats, in the order the run gave them (ops in graph order).
@@ -88,8 +88,11 @@ def load_results(path: str | Path, *, decode: bool = False) -> Any:
     Option, strategy and stats columns are JSON text; ``decode=True`` turns them
     into Python objects.
     """
-    import pandas as pd
-
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise SolverUnavailableError('sweep results load into pandas: pip install '
+                                     '"pase[sweep]"') from exc
     path = Path(path)
     if not path.is_file():
         raise OptionError(f"no sweep store at {path}")
