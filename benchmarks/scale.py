@@ -8,13 +8,18 @@ killed a little later). Variants, each a list of dp ``--option`` flags or
 
 - ``all``: what ``pase solve`` does (build once, blocks, pruning);
 - ``prune=false``, ``blocks=false``: the dp with that technique off;
-- ``share=false``: the Problem built op by op, edge by edge (no shared arrays).
+- ``share=false``: the Problem built op by op, edge by edge (no shared arrays);
+- ``mesh=AxB``: the mesh-shaped configuration space (``ConfigSpace(mesh=...)``)
+  instead of the paper's divisor space, so its cost column shows the trade-off.
 
 The ratios are the variant's solve (or build) seconds over the ``all`` row's.
+``dry s`` is the dp dry run's prediction for the row (blocks folded as ``solve``
+would), ``cpu s`` the solve's CPU seconds (robust to a loaded machine).
 
     nice -n 10 python benchmarks/scale.py [--models transformer,gpt2:layers=12]
-        [--devices 64,256,1024] [--variants all,prune=false,blocks=false]
-        [--cost-model paper] [--time-limit 300] [--out benchmarks/results/scale.md]
+        [--devices 64,256,1024] [--variants all,prune=false,blocks=false,mesh=32x32]
+        [--cost-model paper] [--cluster h100-sxm] [--memory-cap 80GiB]
+        [--time-limit 300] [--out benchmarks/results/scale.md]
 """
 from __future__ import annotations
 
@@ -37,37 +42,51 @@ def parse_model(spec: str) -> tuple[str, dict[str, int]]:
     return name, {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
 
 
-def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: float) -> dict:
+def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: float,
+           cluster: str | None = None, memory_cap: str | None = None) -> dict:
     """One run, in this process: build, then solve; a dict of figures."""
     from pase.api import build_space, make_cost_model
+    from pase.costing import problem_shape
     from pase.errors import PaseError, TimeLimitError
+    from pase.options import parse_bytes
     from pase.solvers import dp
 
     name, model_options = parse_model(spec)
     options: dict[str, object] = {}
     share = True
+    mesh = None
     if variant != "all":
         for flag in variant.split("+"):
             key, value = flag.split("=")
             if key == "share":
                 share = value != "false"
+            elif key == "mesh":
+                mesh = value
             else:
                 options[key] = value != "false"
     out: dict[str, object] = {"model": spec, "p": devices, "variant": variant}
     start = time.perf_counter()
-    graph, space = build_space(name, devices, model_options=model_options)
-    model = make_cost_model(cost_model)
+    graph, space = build_space(name, devices, model_options=model_options, mesh=mesh)
+    model = make_cost_model(cost_model, **({"cluster": cluster} if cluster else {}))
     if not share:
         model.vertex_key = lambda *a: None  # every op and edge priced on its own
         model.edge_key = lambda *a: None
+    if not options:
+        try:
+            out["dry_s"] = dp.dry_run(problem_shape(graph, space, cost_model=model))[
+                "estimated_seconds"]
+        except PaseError:
+            pass
     try:
         problem = model.problem(graph, space)
     except PaseError as e:
         out.update(status="refused", error=str(e)[:200])
         return out
+    if memory_cap:
+        problem = problem.with_memory_cap(parse_bytes(memory_cap))
     out["build_s"] = time.perf_counter() - start
     out["configs"] = int(problem.sizes.sum())
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         solution = dp.solve(problem, time_limit=time_limit, **options)
     except TimeLimitError:
@@ -77,17 +96,20 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
         out.update(status="refused", error=str(e)[:200], solve_s=time.perf_counter() - start)
         return out
     out["solve_s"] = time.perf_counter() - start
+    out["cpu_s"] = time.process_time() - cpu
     stats = solution.stats
-    out.update(status=str(solution.status), cost=solution.cost,
+    out.update(status=str(solution.status), cost=solution.cost, gap=solution.gap,
                table_entries=stats.get("table_entries"), pruned=stats.get("pruned"),
-               blocks=stats.get("blocks_found", 0), removed=stats.get("vertices_removed", 0))
+               blocks=stats.get("blocks_found", 0), removed=stats.get("vertices_removed", 0),
+               capped=stats.get("blocks_capped", stats.get("capped")))
     return out
 
 
-def run_one(spec: str, devices: int, variant: str, cost_model: str, time_limit: float) -> dict:
+def run_one(spec: str, devices: int, variant: str, cost_model: str, time_limit: float,
+            cluster: str | None = None, memory_cap: str | None = None) -> dict:
     """The worker in a niced child process (which reports its own peak RSS)."""
     cmd = [sys.executable, __file__, "--worker", spec, str(devices), variant, cost_model,
-           str(time_limit)]
+           str(time_limit), cluster or "-", memory_cap or "-"]
     started = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit * 1.5 + 60,
@@ -112,9 +134,18 @@ def _fmt(x, digits=2) -> str:
     return str(x)
 
 
+def _cap(r: dict) -> str:
+    capped = r.get("capped")
+    if capped is None:
+        return "-"
+    gap = r.get("gap")
+    return f"{capped}" + (f", gap {gap:.2e}" if gap else "")
+
+
 def table(rows: list[dict]) -> str:
-    head = ("| model | p | variant | status | build s | solve s | solve ratio | build ratio | "
-            "table entries | pruned | blocks (vertices removed) | peak RSS MiB | cost |")
+    head = ("| model | p | variant | status | build s | solve s | cpu s | dry s | solve ratio | "
+            "build ratio | table entries | pruned | blocks (vertices removed) | peak RSS MiB | "
+            "cost | cap |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     base = {(r["model"], r["p"]): r for r in rows if r["variant"] == "all"}
     for r in rows:
@@ -124,9 +155,10 @@ def table(rows: list[dict]) -> str:
         blocks = f"{r.get('blocks', 0)} ({r.get('removed', 0)})" if "blocks" in r else "-"
         lines.append(
             f"| {r['model']} | {r['p']} | {r['variant']} | {r['status']} | {_fmt(r.get('build_s'))} | "
-            f"{_fmt(r.get('solve_s'))} | {_fmt(ratio)} | {_fmt(bratio)} | "
+            f"{_fmt(r.get('solve_s'))} | {_fmt(r.get('cpu_s'))} | {_fmt(r.get('dry_s'))} | "
+            f"{_fmt(ratio)} | {_fmt(bratio)} | "
             f"{_fmt(r.get('table_entries'))} | {_fmt(r.get('pruned'))} | {blocks} | "
-            f"{_fmt(r.get('peak_mib'), 0)} | {_fmt(r.get('cost'), 6)} |")
+            f"{_fmt(r.get('peak_mib'), 0)} | {_fmt(r.get('cost'), 6)} | {_cap(r)} |")
     return "\n".join(lines)
 
 
@@ -136,13 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default="64,256,1024")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS)
     parser.add_argument("--cost-model", default="paper")
+    parser.add_argument("--cluster", default=None, help="cluster preset (alpha-beta)")
+    parser.add_argument("--memory-cap", default=None, help="memory cap per device, e.g. 80GiB")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--out", default=None, help="markdown file for the table")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        spec, devices, variant, cost_model, limit = args.worker
-        row = worker(spec, int(devices), variant, cost_model, float(limit))
+        spec, devices, variant, cost_model, limit, cluster, cap = args.worker
+        row = worker(spec, int(devices), variant, cost_model, float(limit),
+                     None if cluster == "-" else cluster, None if cap == "-" else cap)
         row["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         print(json.dumps(row), flush=True)
         return 0
@@ -151,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         for devices in (int(p) for p in args.devices.split(",")):
             for variant in args.variants.split(","):
                 print(f"{spec} p={devices} {variant} ...", end=" ", flush=True)
-                row = run_one(spec, devices, variant, args.cost_model, args.time_limit)
+                row = run_one(spec, devices, variant, args.cost_model, args.time_limit,
+                              args.cluster, args.memory_cap)
                 rows.append(row)
                 print(f"{row['status']} build {_fmt(row.get('build_s'))} s, solve "
-                      f"{_fmt(row.get('solve_s'))} s, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
+                      f"{_fmt(row.get('solve_s'))} s (cpu {_fmt(row.get('cpu_s'))}, dry "
+                      f"{_fmt(row.get('dry_s'))}), cost {_fmt(row.get('cost'), 6)}, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
                       f"pruned {_fmt(row.get('pruned'))}, blocks {row.get('blocks', '-')}", flush=True)
     text = table(rows)
     print(text)
