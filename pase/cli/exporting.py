@@ -1,5 +1,5 @@
-"""``pase export`` (a strategy as a JAX training step) and ``pase verify`` (pase's predicted
-communication against XLA's compiled collectives)."""
+"""``pase export`` (a strategy as a JAX training step, or as a PyTorch DTensor plan) and
+``pase verify`` (pase's predicted communication against XLA's compiled collectives)."""
 from __future__ import annotations
 
 import argparse
@@ -11,12 +11,12 @@ from pase.cli.output import print_json
 from pase.errors import OptionError
 from pase.strategy import read_strategy_file
 
-ENGINES = ("jax",)
+ENGINES = ("jax", "torch")
 
 
-def _engine(args: argparse.Namespace) -> None:
-    if args.engine not in ENGINES:
-        raise OptionError(f"unknown engine {args.engine!r}; allowed: {', '.join(ENGINES)}")
+def _engine(args: argparse.Namespace, allowed: tuple[str, ...] = ENGINES) -> None:
+    if args.engine not in allowed:
+        raise OptionError(f"unknown engine {args.engine!r}; allowed: {', '.join(allowed)}")
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -28,6 +28,9 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     _engine(args)
     checks.output_file(args.output, "-o/--output")
+    if args.engine == "torch":
+        _export_torch(args)
+        return
     strategy = read_strategy_file(args.strategy)
     text = to_jax(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                   model_options=_options(args))
@@ -40,10 +43,36 @@ def cmd_export(args: argparse.Namespace) -> None:
         raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
 
 
+def _export_torch(args: argparse.Namespace) -> None:
+    """The DTensor plan of a strategy for a FILE.py:FUNCTION model: a table on stdout, or
+    its JSON in ``-o``."""
+    from pase.export.dtensor import to_dtensor
+    from pase.frontends.reference import load_module, split_reference
+    from pase.frontends.torch import import_torch
+
+    if args.batch is not None:
+        raise OptionError("--batch does not apply to --engine torch; set the batch through "
+                          "FUNCTION's options (--model-option batch=N)")
+    if args.dtype != "float32":
+        raise OptionError("--dtype does not apply to --engine torch; the module keeps its own")
+    split_reference(args.model)  # a FILE.py:FUNCTION, or a one-line error saying so
+    strategy = read_strategy_file(args.strategy)
+    module, example, importer, function = load_module(args.model, **_options(args))
+    imported = import_torch(module, example, name=function, **importer)
+    plan = to_dtensor(module, imported, strategy, devices=args.devices)
+    if args.output is None:
+        print(plan.table())
+        return
+    try:
+        Path(args.output).write_text(plan.to_json() + "\n")
+    except OSError as exc:
+        raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
+
+
 def cmd_verify(args: argparse.Namespace) -> None:
     from pase.export.verify import format_table, verify
 
-    _engine(args)
+    _engine(args, ("jax",))
     strategy = read_strategy_file(args.strategy)
     report = verify(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                     model_options=_options(args),

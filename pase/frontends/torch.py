@@ -113,7 +113,14 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     params = _placeholders(walk, program, module)
     for node in nodes:
         walk.node = node
-        walk.values[node] = _run(walk, node, HANDLERS)
+        before = len(walk.ops)
+        walk.values[node] = value = _run(walk, node, HANDLERS)
+        _module_inputs(walk, node, before)
+        if isinstance(value, TV) and value.kind == "act":
+            for key, path in _paths(node):
+                walk.module_out[path] = value
+                walk.module_calls.setdefault(path, set()).add(key.split("@")[0] + "@" +
+                                                              key.partition("@")[2])
     graph_name = name or type(module).__name__
     return walk.finish(graph_name, params)
 
@@ -142,6 +149,7 @@ def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
             canonical = seen.setdefault(key, target)
             view = walk.fresh(shape)
             walk.values[node] = TV(view, [a[0] for a in view], "param", None, canonical)
+            walk.param_tvs.setdefault(canonical, walk.values[node])
         elif kind == "USER_INPUT" and hasattr(val, "shape"):
             integer = not val.dtype.is_floating_point
             view = walk.fresh(shape)
@@ -152,11 +160,45 @@ def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
             elif view and walk.batch_atoms and shape[0] == atoms.size[walk.batch_atoms[0]]:
                 atoms.set_role(view[0][0], "batch")
             walk.values[node] = TV(view, [a[0] for a in view], "act", None, integer=integer,
-                                   extra={"node": node})
+                                   extra={"node": node, "input": len(walk.inputs)})
+            walk.inputs.append(walk.values[node])
         else:  # buffers, constants, non-tensor inputs
             walk.values[node] = TV(walk.fresh(shape), [], "const") if shape or \
                 hasattr(val, "shape") else val
     return params
+
+
+def _module_inputs(walk: Walk, node: Any, before: int) -> None:
+    """The first op each module runs on its input: that port's layout is the module's input's."""
+    paths = [path for _, path in _paths(node) if path not in walk.module_in]
+    if not paths:
+        return
+    for arg in node.all_input_nodes:
+        tv = walk.values.get(arg)
+        if not isinstance(tv, TV) or tv.kind != "act" or not tv.data:
+            continue
+        for p in walk.ops[before:]:
+            for spec in p.inputs + p.weights:
+                if spec.atoms == tv.data and spec.raw is None:
+                    for path in paths:
+                        walk.module_in[path] = (tv, p, spec)
+                    return
+    return
+
+
+def _paths(node: Any) -> list[tuple[str, str]]:
+    """``(call key, dotted path)`` of every module whose forward ran ``node``, outermost
+    first (a module called twice has two keys: ``pool`` and ``pool@1``)."""
+    from pase.frontends.torch_walk import module_path
+
+    stack = node.meta.get("nn_module_stack") or {}
+    out = []
+    for key, (path, cls) in stack.items():
+        single = {key: (path, cls)}
+        name, _ = module_path(type("N", (), {"meta": {"nn_module_stack": single}})())
+        if name:
+            out.append((str(key), name))
+    return out
 
 
 def _input_roles(atoms: Any, view: list[list[int]], integer: bool) -> None:

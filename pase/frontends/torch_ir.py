@@ -188,6 +188,7 @@ class PortSpec:
     alias: list[tuple[int, int]] = field(default_factory=list)
     param: str | None = None
     raw: list[tuple[int, int | None]] | None = None
+    user: int | None = None  # the model's input this port reads (its index)
 
 
 @dataclass
@@ -219,6 +220,7 @@ class Pending:
     contiguous: bool = False
     counted: bool = False  # a product torch's FlopCounterMode counts
     dead: bool = False
+    names: dict[int, str] = field(default_factory=dict)  # leaf -> dim name, set by emit
 
 
 def _leaf_map(atoms: Atoms, port: PortSpec) -> dict[int, int]:
@@ -280,6 +282,7 @@ def emit(atoms: Atoms, p: Pending) -> Op:
         operands = list(inputs) + list(weights[:-1] if attrs.get("bias") else weights)
         letters = ["".join(a[0] for a in q.dims) for q in operands]
         attrs["eq"] = f"{letters[0]},{letters[1]}->{''.join(a[0] for a in outputs[0].dims)}"
+    p.names = dict(names)
     op_dims = tuple(Dim(names[d], atoms.size[d], atoms.role[d]) for d in dims)
     pinned = frozenset(names[leaf] for a in p.pinned for leaf in atoms.leaves(a))
     return Op(p.name, p.kind, op_dims, inputs=inputs, outputs=outputs, weights=weights,

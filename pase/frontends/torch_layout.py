@@ -129,8 +129,8 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
             leaves = fresh
         seen |= set(leaves)
         out_view.append(leaves)
-    pa = PortSpec(list(a.data), a.source, alias_a, a.param)
-    pb = PortSpec(list(b.data), b.source, alias_b, b.param)
+    pa = PortSpec(list(a.data), a.source, alias_a, a.param, user=_user(a))
+    pb = PortSpec(list(b.data), b.source, alias_b, b.param, user=_user(b))
     mapped = set()
     for spec in (pa, pb):
         amap = {}
@@ -168,6 +168,10 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
                suffix=suffix, pw=0, **op_attrs)
     w.claim(op)
     return out_tv(w, out_view, out_data, op)
+
+
+def _user(tv: TV) -> int | None:
+    return tv.extra.get("input") if tv.kind == "act" and tv.source is None else None
 
 
 def _one(atoms, axis: list[int]) -> bool:

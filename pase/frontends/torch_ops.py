@@ -235,6 +235,8 @@ def _conv2d(w: Walk, node: Any, a: dict) -> Any:
     y = out_tv(w, [[q] for q in out], out, op)
     if bias is not None and isinstance(bias, TV) and bias.kind == "param":
         y = _channel_bias(w, y, bias, n)
+        if bias.param:
+            w.param_site[bias.param] = op
     return y
 
 

@@ -55,7 +55,14 @@ class Imported:
     ops: dict[str, OpInfo] = field(default_factory=dict)
     parameters: dict[str, int] = field(default_factory=dict)  # unique parameter -> numel
     approximated: list[str] = field(default_factory=list)
-    activations: dict[str, str] = field(default_factory=dict)  # module path -> IR op of its output
+    # Where tensors the user can name live in the graph, per torch axis the IR dims
+    # (op, [[(dim name or None, extent), ...] per torch axis]): parameters at the op
+    # holding them, module outputs at the op making them, inputs at their first reader.
+    parameter_axes: dict[str, tuple[str, list]] = field(default_factory=dict)
+    activation_axes: dict[str, tuple[str, list]] = field(default_factory=dict)
+    input_axes: list[tuple[str, list] | None] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)  # modules called more than once
+    module_input_axes: dict[str, tuple[str, list]] = field(default_factory=dict)
 
 
 def source_line(node: Any) -> str:
@@ -96,6 +103,14 @@ class Walk:
         self.param_alias: dict[str, str] = {}  # placeholder -> canonical parameter name
         self.approximated: list[str] = []
         self.batch_atoms: list[int] = []
+        self.inputs: list[Any] = []  # the model's tensor inputs (TVs), in order
+        self.param_tvs: dict[str, Any] = {}  # parameter -> its placeholder's TV
+        self.module_out: dict[str, Any] = {}  # module path -> the last value made inside it
+        # A parameter torch reads in another op than the IR op holding it (a conv's bias,
+        # held by an add after the Conv): placed by the op torch reads it in.
+        self.param_site: dict[str, Pending] = {}
+        self.module_calls: dict[str, set[str]] = {}  # module path -> its calls' keys
+        self.module_in: dict[str, Any] = {}  # module path -> (input TV, first op, its port)
 
     # -- naming -------------------------------------------------------------------------
     def op_name(self, suffix: str = "") -> str:
@@ -121,7 +136,8 @@ class Walk:
 
     def port(self, tv: TV, alias: list[tuple[int, int]] | None = None) -> PortSpec:
         """An input port reading ``tv``'s data."""
-        return PortSpec(list(tv.data), tv.source, list(alias or []), tv.param)
+        user = tv.extra.get("input") if tv.kind == "act" and tv.source is None else None
+        return PortSpec(list(tv.data), tv.source, list(alias or []), tv.param, user=user)
 
     def weight_port(self, tv: TV, op_kind: str) -> tuple[PortSpec | None, str | None]:
         """A weight port for parameter ``tv`` and, when it is already held elsewhere,
@@ -199,7 +215,66 @@ class Walk:
         if self.approximated:
             warnings.warn("pase.from_torch approximated " + "; ".join(self.approximated),
                           stacklevel=3)
-        return Imported(graph, infos, params, list(self.approximated))
+        result = Imported(graph, infos, params, list(self.approximated))
+        self._axes(result, {p.name: op for p, op in zip(live, ops)})
+        return result
+
+    def _axes(self, result: Imported, emitted: dict[str, Any]) -> None:
+        atoms = self.atoms
+
+        def group(view: list[list[int]], names: dict[int, str | None]) -> list:
+            return [[(names.get(leaf), atoms.size[leaf]) for leaf in atoms.leaf_list(axis)]
+                    for axis in view]
+
+        def port_names(spec: PortSpec, port: Any) -> dict[int, str | None]:
+            if spec.raw is not None:
+                return {atoms.leaves(a)[0]: (n[0] if n else None)
+                        for (_, a), n in zip(spec.raw, port.dims) if a is not None}
+            return {leaf: (n[0] if n else None)
+                    for leaf, n in zip(atoms.leaf_list(spec.atoms), port.dims)}
+
+        for name, tv in self.param_tvs.items():
+            site = self.param_site.get(name)
+            if site is not None and site.name in emitted:
+                names = {leaf: site.names.get(leaf) for leaf in atoms.leaf_list(tv.data)}
+                result.parameter_axes[name] = (site.name, group(tv.view, names))
+                continue
+            owner = self.owner.get(name)
+            if owner is None or owner.dead or owner.name not in emitted:
+                continue
+            i = next(i for i, w in enumerate(owner.weights) if w.param == name)
+            names = port_names(owner.weights[i], emitted[owner.name].weights[i])
+            result.parameter_axes[name] = (owner.name, group(tv.view, names))
+        for path, tv in self.module_out.items():
+            if tv.source is None or tv.source[0].name not in emitted:
+                continue
+            if len(self.module_calls.get(path, ())) > 1:  # called twice: no one layout
+                result.reused.append(path)
+                continue
+            p, i = tv.source
+            names = port_names(p.outputs[i], emitted[p.name].outputs[i])
+            result.activation_axes[path] = (p.name, group(tv.view, names))
+        for path, (tv, p, spec) in self.module_in.items():
+            if p.dead or p.name not in emitted or len(self.module_calls.get(path, ())) > 1:
+                continue
+            op = emitted[p.name]
+            ports = list(zip(p.inputs, op.inputs)) + list(zip(p.weights, op.weights))
+            port = next(q for s_, q in ports if s_ is spec)
+            result.module_input_axes[path] = (p.name, group(tv.view, port_names(spec, port)))
+        for index, tv in enumerate(self.inputs):
+            found = None
+            for p in self.ops:
+                if p.dead or p.name not in emitted:
+                    continue
+                op = emitted[p.name]
+                specs = list(zip(p.inputs, op.inputs)) + list(zip(p.weights, op.weights))
+                for spec, port in specs:
+                    if spec.user == index:
+                        found = (p.name, group(tv.view, port_names(spec, port)))
+                        break
+                if found:
+                    break
+            result.input_axes.append(found)
 
 
 def _target_name(node: Any) -> str:

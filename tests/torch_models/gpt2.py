@@ -76,3 +76,20 @@ def build(batch=4, seq=16, layers=2, width=32, heads=4, ff=64, vocab=64, positio
 def block(batch=4, seq=16, width=32, heads=4, ff=64):
     torch.manual_seed(0)
     return Block(width, heads, ff), (torch.randn(batch, seq, width),)
+
+
+class MLPBlock(nn.Module):
+    """The second half of a GPT-2 block: ``x + mlp(ln_2(x))``."""
+
+    def __init__(self, width, ff):
+        super().__init__()
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = MLP(width, ff)
+
+    def forward(self, x):
+        return x + self.mlp(self.ln_2(x))
+
+
+def mlp_block(batch=4, seq=8, width=16, ff=32):
+    torch.manual_seed(0)
+    return MLPBlock(width, ff), (torch.randn(batch, seq, width),)
