@@ -26,7 +26,7 @@ from torch_models import bert, gpt2, llama, mlp, moe, resnet  # noqa: E402
 MODELS = {
     "mlp": mlp.build, "cnn": mlp.cnn, "resnet18": resnet.build, "gpt2-block": gpt2.block,
     "gpt2-2-layers": gpt2.build, "bert-layer": bert.build, "llama-block": llama.build,
-    "moe-layer": moe.build,
+    "moe-layer": moe.build, "hand-written-gqa": llama.hand_attention,
 }
 
 
@@ -116,6 +116,15 @@ def test_roles_follow_batch_heads_sequence_vocabulary_experts(imported):
     llama_graph = imported("llama-block")[2].graph
     grouped = [op for op in llama_graph.ops if op.name.endswith(".scores")][0]
     assert sum(d.role == "heads" for d in grouped.dims) == 2  # kv heads and queries per kv head
+
+
+def test_hand_written_grouped_query_attention_broadcasts_kv(imported):
+    graph = imported("hand-written-gqa")[2].graph
+    scores = graph.op("matmul")  # q @ k^T: k read once per kv head, not copied per query head
+    a, b = scores.attrs["eq"].split("->")[0].split(",")
+    assert len(a) == len(b) + 1
+    assert sum(d.role == "heads" for d in scores.dims) == 2
+    assert "Ravel" not in {op.kind for op in graph.ops}
 
 
 def test_views_cost_nothing_where_the_ir_follows_them(imported):

@@ -141,6 +141,7 @@ def _mm(w: Walk, node: Any, a: dict) -> Any:
 
 @handles("bmm")
 def _bmm(w: Walk, node: Any, a: dict) -> Any:
+    _head_roles(w, a["self"], a["mat2"])
     return contract(w, a["self"], a["mat2"], "bmk,bkn->bmn")
 
 
@@ -163,7 +164,24 @@ def _matmul(w: Walk, node: Any, a: dict) -> Any:
         return contract(w, x, y, f"{lead}XZ,Z->{lead}X")
     n = max(x.rank, y.rank) - 2
     lead = "".join(_letters(n))
+    _head_roles(w, x, y)
     return contract(w, x, y, f"{lead[n - (x.rank - 2):]}XZ,{lead[n - (y.rank - 2):]}ZY->{lead}XY")
+
+
+def _head_roles(w: Walk, x: TV, y: TV) -> None:
+    """Batched products of two activations (attention written by hand): the batch axes
+    that came out of a projection's features are heads."""
+    if x.kind != "act" or y.kind != "act":
+        return
+    for axis in x.view[:-2]:
+        for leaf in w.atoms.leaf_list(axis):
+            if w.atoms.role[leaf] in ("parameter", "channel", "other"):
+                w.atoms.set_role(leaf, "heads")
+
+
+@handles("outer", "ger")
+def _outer(w: Walk, node: Any, a: dict) -> Any:
+    return contract(w, a["self"], a.get("vec2", a.get("other")), "i,j->ij")
 
 
 @handles("einsum")
@@ -442,7 +460,8 @@ def _activation(w: Walk, node: Any, a: dict) -> Any:
 
 @handles("sigmoid", "exp", "neg", "rsqrt", "sqrt", "reciprocal", "abs", "log", "square",
          "cos", "sin", "erf", "hardtanh", "leaky_relu", "elu", "pow", "clamp", "mish",
-         "hardswish", "hardsigmoid", "softplus", "logical_not")
+         "hardswish", "hardsigmoid", "softplus", "logical_not", "tril", "triu", "clamp_min",
+         "clamp_max", "sign", "floor", "ceil", "round", "log1p", "expm1", "gelu_backward")
 def _pointwise(w: Walk, node: Any, a: dict) -> Any:
     x = a.get("self", a.get("input"))
     if not isinstance(x, TV):
@@ -744,7 +763,8 @@ def _scatter(w: Walk, node: Any, a: dict) -> Any:
 @handles("zeros_like", "ones_like", "full_like", "empty_like", "arange", "zeros", "ones", "full",
          "empty", "tensor", "scalar_tensor", "tril", "triu", "new_zeros", "new_ones", "new_full",
          "rand", "randn", "rand_like", "randn_like", "bernoulli", "eq", "ne", "lt", "gt", "le",
-         "ge", "argmax", "argmin", "sort", "argsort", "lift_fresh", "sym_size", "outer")
+         "ge", "argmax", "argmin", "argsort", "lift_fresh", "sym_size", "logical_and",
+         "logical_or", "isinf", "isnan")
 def _constant(w: Walk, node: Any, a: dict) -> Any:
     val = node.meta.get("val")
     if isinstance(val, (tuple, list)):

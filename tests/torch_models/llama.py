@@ -48,3 +48,36 @@ class LlamaBlock(nn.Module):
 def build(batch=4, seq=16, width=32, heads=4, kv_heads=2, ff=64):
     torch.manual_seed(0)
     return LlamaBlock(width, heads, kv_heads, ff, seq), (torch.randn(batch, seq, width),)
+
+
+class HandAttention(nn.Module):
+    """Grouped-query attention written by hand, as Hugging Face's ``repeat_kv``: the kv
+    heads expanded and reshaped, explicit matmuls, a causal mask filled with -inf."""
+
+    def __init__(self, width=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, width // heads
+        self.q = nn.Linear(width, width, bias=False)
+        self.k = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.v = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.o = nn.Linear(width, width, bias=False)
+
+    def _repeat(self, x):
+        b, g, t, d = x.shape
+        r = self.heads // g
+        return x[:, :, None, :, :].expand(b, g, r, t, d).reshape(b, g * r, t, d)
+
+    def forward(self, x):
+        b, t, e = x.shape
+        q = self.q(x).view(b, t, self.heads, self.d).transpose(1, 2)
+        k = self._repeat(self.k(x).view(b, t, self.kv_heads, self.d).transpose(1, 2))
+        v = self._repeat(self.v(x).view(b, t, self.kv_heads, self.d).transpose(1, 2))
+        scores = (q @ k.transpose(-2, -1)) * self.d ** -0.5
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+        return self.o((probs @ v).transpose(1, 2).reshape(b, t, e))
+
+
+def hand_attention(batch=2, seq=16, width=32, heads=4, kv_heads=2):
+    torch.manual_seed(0)
+    return HandAttention(width, heads, kv_heads), (torch.randn(batch, seq, width),)
