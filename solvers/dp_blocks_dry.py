@@ -33,13 +33,17 @@ from pase.solvers.dp_plan import plan_for_order
 
 __all__ = ["POWER_WORK_PER_SECOND", "TRANSFER_ENTRIES_PER_SECOND", "predict_blocks"]
 
-# Table entries of a block's transfer tensor per second (min-plus steps, some on classes
-# of configurations, which this count cannot see: calibrated on measured rows).
-TRANSFER_ENTRIES_PER_SECOND = 5e8
+# Rates of the 2-core machine, fitted to CPU seconds of dp.solve (the machine was shared,
+# so wall seconds were 1-4x these; CPU seconds are what an idle machine takes). Rows:
+# gpt2 (12 layers) p = 64, 256, 1024; transformer p = 64, 256; gpt3-175b p = 1024,
+# each predicted within 1.3x (benchmarks/results/scale.md).
+# Table entries of a block's transfer tensor per second (min-plus steps, many on classes
+# of configurations, which this count cannot see).
+TRANSFER_ENTRIES_PER_SECOND = 1.4e9
 # Scalar additions (with argmin) of min-plus matrix products per second.
-POWER_WORK_PER_SECOND = 5e8
+POWER_WORK_PER_SECOND = 3.5e8
 # Seconds of detection and bookkeeping per vertex of the Problem.
-SECONDS_PER_VERTEX = 2e-3
+SECONDS_PER_VERTEX = 1e-3
 MAX_CHAINS = 16
 
 
