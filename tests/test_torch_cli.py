@@ -113,3 +113,30 @@ def test_unsupported_op_lists_every_one(capsys, tmp_path):
     assert "aten.cumsum at model.py:7" in err and "aten.flip at model.py:7" in err
     code, out, err = run(capsys, "import", f"{path}:build", "--unsupported", "elementwise")
     assert code == 0 and json.loads(out)["ops"]
+
+
+def test_readme_flow(capsys, tmp_path, monkeypatch):
+    """The README's import -> solve -> export commands, and its Python lines."""
+    monkeypatch.chdir(tmp_path)
+    ref = f"{MODELS / 'gpt2.py'}:small"
+    assert run(capsys, "import", ref, "-o", "gpt2_torch.json")[0] == 0
+    code, _, err = run(capsys, "solve", ref, "-p", "8", "--cost-model", "alpha-beta", "--cluster",
+                       "h100-sxm", "--format", "json", "--output", "gpt2_p8.json")
+    assert code == 0, err
+    code, out, err = run(capsys, "export", ref, "-p", "8", "--strategy", "gpt2_p8.json",
+                         "--engine", "torch")
+    assert code == 0, err
+    assert out.startswith("DeviceMesh") and "parameter h.0.attn.c_attn.weight" in out
+
+    import torch
+
+    import pase
+    from pase.export.dtensor import to_dtensor
+    from pase.frontends import import_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                torch.nn.Linear(4096, 1024))
+    imported = import_torch(model, (torch.randn(256, 1024),))
+    strategy = pase.solve(imported.graph, devices=8, cost_model="alpha-beta")
+    table = to_dtensor(model, imported, strategy).table()
+    assert "parameter 0.weight" in table and "expressed exactly" in table

@@ -93,3 +93,13 @@ class MLPBlock(nn.Module):
 def mlp_block(batch=4, seq=8, width=16, ff=32):
     torch.manual_seed(0)
     return MLPBlock(width, ff), (torch.randn(batch, seq, width),)
+
+
+def small(batch=16, seq=1024, layers=2, device="meta"):
+    """GPT-2 small's sizes (width 768, 12 heads, vocabulary 50257) with ``layers`` layers,
+    made on ``device`` (``meta``: shapes only, for planning; ``cpu`` to run it)."""
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = GPT2(layers, 768, 12, 3072, 50257, 1024)
+        ids = torch.zeros(batch, seq, dtype=torch.long)
+    return model, (ids, ids)
