@@ -17,7 +17,7 @@ import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pase.claims import check_answer
 from pase.costing import CostModel, problem_shape
@@ -39,6 +39,10 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
             raise OptionError(f"model options {sorted(model_options)} apply only to registered models")
         return model
     name = str(model)
+    if _is_reference(name):
+        from pase.frontends.reference import load_reference
+
+        return load_reference(name, **model_options)
     if name in MODELS:
         builder = MODELS.get(name)
         return builder(**coerce_options(builder, model_options, f"model {name!r}"))
@@ -48,6 +52,12 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
         return read_graph_file(Path(name))
     raise UnknownNameError(f"unknown model {name!r} (not a registered name or a graph JSON file); "
                            f"known: {', '.join(MODELS.names())}")
+
+
+def _is_reference(name: str) -> bool:
+    """``FILE.py:FUNCTION``: a Python file whose function returns a module and its inputs."""
+    path, sep, function = name.rpartition(":")
+    return bool(sep) and path.endswith(".py") and function.isidentifier()
 
 
 def make_cost_model(cost_model: str | CostModel = "paper", **options: Any) -> CostModel:
@@ -73,9 +83,12 @@ class Built:
 
 def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | None = None,
                 cutoff: int | None = None, powers_of_two: bool = False,
-                max_configs: int | None = None,
+                max_configs: int | None = None, mesh: str | Sequence[int] | None = None,
                 model_options: Mapping[str, Any] | None = None) -> tuple[Graph, ConfigSpace]:
-    """The graph and its configuration space, without any costs (``pase inspect``)."""
+    """The graph and its configuration space, without any costs (``pase inspect``).
+
+    ``mesh`` (``"16x64"`` or ``(16, 64)``) asks for a mesh-shaped space instead of
+    the paper's divisor products (see :class:`pase.space.ConfigSpace`)."""
     devices = check_devices(devices)
     options = dict(model_options or {})
     if batch is not None:
@@ -86,13 +99,16 @@ def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | Non
     space_kwargs: dict[str, Any] = {"cutoff": cutoff, "powers_of_two": powers_of_two}
     if max_configs is not None:
         space_kwargs["max_configs"] = max_configs
+    if mesh is not None:
+        space_kwargs["mesh"] = mesh
     return graph, ConfigSpace(graph, devices, **space_kwargs)
 
 
 def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str | CostModel = "paper",
                   *, batch: int | None = None, cutoff: int | None = None,
                   powers_of_two: bool = False, max_configs: int | None = None,
-                  cluster: Any = None, memory_cap: float | str | None = None,
+                  mesh: str | Sequence[int] | None = None, cluster: Any = None,
+                  memory_cap: float | str | None = None,
                   model_options: Mapping[str, Any] | None = None,
                   cost_options: Mapping[str, Any] | None = None,
                   build_budget: float | str | None = None) -> Built:
@@ -108,7 +124,7 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     start = time.perf_counter()
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, max_configs=max_configs,
-                               model_options=model_options)
+                               mesh=mesh, model_options=model_options)
     cost_kwargs = dict(cost_options or {})
     if cluster is not None:
         if "cluster" in cost_kwargs:
@@ -167,7 +183,8 @@ def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None
 def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
           cost_model: str | CostModel = "paper", *, batch: int | None = None,
           cutoff: int | None = None, powers_of_two: bool = False,
-          cluster: Any = None, memory_cap: float | str | None = None,
+          mesh: str | Sequence[int] | None = None, cluster: Any = None,
+          memory_cap: float | str | None = None,
           model_options: Mapping[str, Any] | None = None,
           cost_options: Mapping[str, Any] | None = None,
           build_budget: float | str | None = None,
@@ -183,9 +200,9 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     SOLVERS.entry(solver)  # an unknown name fails before the build
     solver_options, model_options = _model_keywords(model, solver, solver_options, model_options)
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
-                          model_options=model_options, cost_options=cost_options,
-                          build_budget=build_budget)
+                          powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
+                          memory_cap=memory_cap, model_options=model_options,
+                          cost_options=cost_options, build_budget=build_budget)
     solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed, **solver_options)
     return to_strategy(built, solution)
 
@@ -233,7 +250,8 @@ def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
 def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
              cost_model: str | CostModel = "paper", *,
              batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
-             cluster: Any = None, memory_cap: float | str | None = None,
+             mesh: str | Sequence[int] | None = None, cluster: Any = None,
+             memory_cap: float | str | None = None,
              model_options: Mapping[str, Any] | None = None,
              cost_options: Mapping[str, Any] | None = None,
              build_budget: float | str | None = None) -> Strategy:
@@ -247,9 +265,9 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
     """
     configs = strategy_mapping(strategy)
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, cluster=cluster, memory_cap=memory_cap,
-                          model_options=model_options, cost_options=cost_options,
-                          build_budget=build_budget)
+                          powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
+                          memory_cap=memory_cap, model_options=model_options,
+                          cost_options=cost_options, build_budget=build_budget)
     choice = choice_of(built, configs)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                 cost_model=built.cost_model.name, build_seconds=built.seconds,
@@ -265,6 +283,7 @@ def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[i
 
 def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float | str | None = None,
             batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
+            mesh: str | Sequence[int] | None = None,
             model_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The dp's predicted tables, memory and time per ordering, without building any costs.
 
@@ -278,6 +297,6 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
 
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
-                               powers_of_two=powers_of_two, model_options=model_options)
+                               powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
     report = dp.dry_run(problem_shape(graph, space), memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}

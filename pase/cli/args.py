@@ -31,8 +31,9 @@ def key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, str]:
 
 
 def space_kwargs(args: Any) -> dict[str, Any]:
-    """Graph and configuration-space arguments: batch, cutoff, powers of two, model options."""
+    """Graph and configuration-space arguments: batch, cutoff, powers of two, mesh, model options."""
     return {"batch": args.batch, "cutoff": args.cutoff, "powers_of_two": args.powers_of_two,
+            "mesh": getattr(args, "mesh", None),
             "model_options": key_values(getattr(args, "model_option", None), "--model-option")}
 
 

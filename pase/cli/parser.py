@@ -152,6 +152,11 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     _export(command("export", "write a strategy as a self-contained training step for an engine"))
     _verify(command("verify", "compile a strategy's training step (never run) and compare its "
                               "collectives with pase's predicted bytes per device"))
+    from pase.cli import importing, sweeping  # each command module declares its own flags
+
+    importing.add_arguments(command("import", importing.HELP))
+    sweeping.add_sweep_arguments(command("sweep", sweeping.SWEEP_HELP))
+    sweeping.add_report_arguments(command("report", sweeping.REPORT_HELP))
     return p
 
 
@@ -159,8 +164,12 @@ def _format(s: Parser) -> None:
     s.add_argument("--format", choices=("table", "json"), default="table")
 
 
+MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FILE.py:FUNCTION "
+              "(a function returning a PyTorch module and its example inputs)")
+
+
 def _model(s: Parser) -> None:
-    s.add_argument("model", help="a registered model name (`pase models`) or a graph JSON file")
+    s.add_argument("model", help=MODEL_HELP)
     s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
     s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
@@ -168,6 +177,9 @@ def _model(s: Parser) -> None:
                                               "for random."))
     s.add_argument("--cutoff", type=positive_int, help="smallest per-device extent of a split dim")
     s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
+    s.add_argument("--mesh", metavar="AxBxC",
+                   help="a mesh-shaped configuration space: each dim is split by a product of "
+                        "mesh axes and every device is used (the product must equal -p)")
     _format(s)
 
 
@@ -218,6 +230,8 @@ def _compare(s: Parser) -> None:
     s.add_argument("--solvers", default="dp,ilp-cpsat,ilp-highs,greedy,mcmc,data-parallel,owt",
                    help="comma-separated solver names (default: %(default)s)")
     _search(s, "each ")
+    s.add_argument("--option", action="append", metavar="SOLVER:KEY=VALUE",
+                   help="an option of one solver, e.g. dp:ordering=min-fill; repeatable")
     s.add_argument("--plot", metavar="FILE.png", help="bar chart of cost and solve time")
 
 
@@ -253,11 +267,11 @@ def _reproduce(s: Parser) -> None:
 
 
 def _engine_args(s: Parser) -> None:
-    s.add_argument("model", help="a registered model name (`pase models`) or a graph JSON file")
+    s.add_argument("model", help=MODEL_HELP)
     s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
     s.add_argument("--strategy", required=True, metavar="FILE",
                    help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
-    s.add_argument("--engine", required=True, help="the engine: jax")
+    s.add_argument("--engine", required=True, help="the engine: jax or torch")
     s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
     s.add_argument("--dtype", default="float32",
                    help="float32 (default), bfloat16, float16 or float64")
