@@ -98,7 +98,7 @@ class Spec:
     exclude: tuple[dict[str, Any], ...] = ()
 
     def points(self) -> list[dict[str, Any]]:
-        """Every grid point not excluded, in grid order (each axis varies slowest first)."""
+        """Every grid point not excluded, in grid order (model varies slowest, options fastest)."""
         return [p for p in self._expand() if not any(_matches(rule, p) for rule in self.exclude)]
 
     def _expand(self) -> Iterator[dict[str, Any]]:
