@@ -138,22 +138,19 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
             amap.update(zip(atoms.leaves(src), atoms.leaves(dst)))
         mapped |= {amap.get(x, x) for x in atoms.leaf_list(spec.atoms)}
     out_data = [x for axis in out_view for x in axis if x in mapped]
-    contracted = {x for x in mapped if x not in out_data}
+    # An axis of one operand that torch's view dropped (a size-1 axis) stays in the output.
     in_both = _in_both(atoms, pa, pb)
     out_data += [x for x in sorted(mapped - set(out_data)) if x not in in_both]
-    del contracted
     inputs, weights, tie = [], [], None
     for spec, tv in ((pa, a), (pb, b)):
         if tv.kind == "act" and tv.source is not None:
             inputs.append(spec)
-        elif tv.kind == "param" and tv.param is not None:
-            port, tie = _param_port(w, spec, kind, tie)
-            if port is None:
-                spec.param = None
-            weights.append(spec)
+            continue
+        if tv.kind == "param" and tv.param is not None:
+            tie = _tie(w, spec, tie)
         else:
             spec.param = None
-            weights.append(spec)
+        weights.append(spec)
     op_attrs = dict(attrs or {})
     if bias is not None and bias.kind == "param":
         atoms.unify(bias.view[-1], out_view[-1])
@@ -187,13 +184,18 @@ def _in_both(atoms, pa: PortSpec, pb: PortSpec) -> set[int]:
     return dims(pa) & dims(pb)
 
 
-def _param_port(w: Walk, spec: PortSpec, kind: str, tie: str | None):
+def _tie(w: Walk, spec: PortSpec, tie: str | None) -> str | None:
+    """The op to tie to when parameter ``spec.param`` is already held by another op (its
+    first parameter: a shared embedding table); else ``tie`` unchanged."""
     owner = w.owner.get(spec.param or "")
-    if owner is None:
-        return spec, tie
-    if kind in ("Einsum", "Embedding") and tie is None:
-        return spec, owner.name
-    return None, tie
+    if owner is None or owner.dead:
+        return tie
+    first = next((s.param for s in owner.weights if s.param is not None), None)
+    if tie is None and first == spec.param:
+        return owner.name
+    w.approximate(f"{w.node.name}: parameter {spec.param} is read again where it cannot be "
+                  f"tied, so it is counted twice")
+    return tie
 
 
 # -- element-wise ----------------------------------------------------------------------

@@ -1,0 +1,301 @@
+"""ATen handlers of layout: views, joins and splits, constants."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pase.frontends.torch_handlers import _dim, _list, _shape, _split_at, handles
+from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
+from pase.frontends.torch_layout import (
+    materialize,
+    out_tv,
+    permute,
+    reshape,
+)
+from pase.frontends.torch_values import TV
+from pase.frontends.torch_walk import VIEW_OPS, Walk
+
+# -- views -------------------------------------------------------------------------------
+
+@handles(*(VIEW_OPS - {"permute", "transpose", "t", "expand", "expand_as", "movedim", "swapaxes",
+                       "native_dropout", "_assert_tensor_metadata"}))
+def _view(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"] if "self" in a else next(iter(a.values()))
+    if not isinstance(x, TV):
+        return x
+    shape = _shape(node)
+    if shape == x.shape(w.atoms):
+        return x.with_view(list(x.view))
+    return reshape(w, x, shape)
+
+
+@handles("native_dropout")
+def _native_dropout(w: Walk, node: Any, a: dict) -> Any:
+    return (a["input"], None)
+
+
+@handles("_assert_tensor_metadata")
+def _nothing(w: Walk, node: Any, a: dict) -> Any:
+    return None
+
+
+@handles("permute")
+def _permute(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    return permute(x, [_dim(d, x.rank) for d in a["dims"]])
+
+
+@handles("transpose", "swapaxes")
+def _transpose(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    i, j = (_dim(a.get("dim0", a.get("axis0")), x.rank), _dim(a.get("dim1", a.get("axis1")), x.rank))
+    order = list(range(x.rank))
+    order[i], order[j] = order[j], order[i]
+    return permute(x, order)
+
+
+@handles("t")
+def _t(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    return permute(x, list(range(x.rank))[::-1])
+
+
+@handles("movedim")
+def _movedim(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    src = [_dim(d, x.rank) for d in _list(a["source"])]
+    dst = [_dim(d, x.rank) for d in _list(a["destination"])]
+    order = [i for i in range(x.rank) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(x, order)
+
+
+@handles("expand", "expand_as")
+def _expand(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    shape = _shape(node)
+    lead = len(shape) - x.rank
+    view = w.fresh(shape[:lead])
+    for axis, s in zip(x.view, shape[lead:]):
+        have = math.prod(w.atoms.size[q] for q in axis)
+        view.append(axis if have == s else [w.atoms.new(s)])  # a broadcast axis: not in the data
+    return x.with_view(view)
+
+
+
+
+# -- joins and splits --------------------------------------------------------------------------
+
+@handles("cat", "concat")
+def _cat(w: Walk, node: Any, a: dict) -> Any:
+    xs = [t for t in a["tensors"] if isinstance(t, TV)]
+    acts = [t for t in xs if t.kind == "act"]
+    if not acts:
+        return TV(w.fresh(_shape(node)), [], "const")
+    dim = _dim(a.get("dim", 0), xs[0].rank)
+    atoms = w.atoms
+    first = acts[0]
+    for t in acts[1:]:
+        for i in range(first.rank):
+            if i != dim:
+                atoms.unify(first.view[i], t.view[i])
+    shape = _shape(node)
+    new = atoms.new(shape[dim])
+    if atoms.leaf_list(first.view[dim]):
+        atoms.set_role(new, atoms.role[atoms.leaf_list(first.view[dim])[0]])
+    one = atoms.new(1)
+    inputs = []
+    for t in acts:
+        if len(atoms.leaf_list(t.view[dim])) != 1 or t.leaves(atoms) != _order(atoms, first, t):
+            raise Conflict("a concatenation of tensors in different layouts")
+        atoms.lock(t.view[dim])
+        inputs.append(w.port(t, [(t.view[dim][0], one)]))
+    data = [new if x == atoms.leaf_list(first.view[dim])[0] else x for x in first.leaves(atoms)]
+    if len(acts) < len(xs):
+        w.approximate(f"{node.name}: constant parts of a concatenation are left out")
+    op = w.add("Concat", inputs, [PortSpec(data, alias=[(new, one)])], order="input",
+               axis=AxisOf(one))
+    op.pinned.append(one)
+    view = list(first.view)
+    view[dim] = [new]
+    return out_tv(w, view, data, op)
+
+
+def _order(atoms, first: TV, t: TV) -> list[int]:
+    """``t``'s leaves with ``first``'s order (the concatenated axis at its place)."""
+    return [x for x in t.leaves(atoms)] if len(t.leaves(atoms)) == len(first.leaves(atoms)) else []
+
+
+@handles("stack")
+def _stack(w: Walk, node: Any, a: dict) -> Any:
+    xs = [t for t in a["tensors"] if isinstance(t, TV)]
+    dim = _dim(a.get("dim", 0), xs[0].rank + 1)
+    atoms = w.atoms
+    if any(t.kind != "act" for t in xs):
+        return TV(w.fresh(_shape(node)), [], "const")
+    first = xs[0]
+    for t in xs[1:]:
+        for i in range(first.rank):
+            atoms.unify(first.view[i], t.view[i])
+        if t.leaves(atoms) != first.leaves(atoms):
+            raise Conflict("a stack of tensors in different layouts")
+    new, one = atoms.new(len(xs)), atoms.new(1)
+    leaves = first.leaves(atoms)
+    at = len(atoms.leaf_list(sum(first.view[:dim], [])))
+    at = min(at, len(leaves))
+    data = leaves[:at] + [new] + leaves[at:]
+    op = w.add("Stack", [w.port(t) for t in xs], [PortSpec(data, alias=[(new, one)])],
+               order="output", axis=at)
+    op.pinned.append(one)
+    view = list(first.view)
+    view.insert(dim, [new])
+    return out_tv(w, view, data, op)
+
+
+def _unstack(w: Walk, x: TV, dim: int, count: int) -> list[TV]:
+    """``x`` cut into ``count`` equal parts along ``dim``: an Unstack over a new atom."""
+    atoms = w.atoms
+    axis = x.view[dim]
+    size = math.prod(atoms.size[q] for q in axis)
+    leaves = atoms.cut(axis, [count]) if count > 1 else atoms.leaf_list(axis)
+    first, rest = _split_at(atoms, leaves, count)
+    if len(first) != 1:
+        raise Conflict("a split along an axis already cut otherwise")
+    s = first[0]
+    atoms.set_role(s, "other", force=True)  # which part (q, k or v): no role of its own
+    atoms.lock([s])
+    one = atoms.new(1)
+    data = [q for q in x.leaves(atoms) if q != s]
+    op = w.add("Unstack", [w.port(x, [(s, one)])], [PortSpec(list(data)) for _ in range(count)],
+               order="input", axis=AxisOf(one))
+    op.pinned.append(one)
+    del size
+    outs = []
+    for i in range(count):
+        view = list(x.view)
+        view[dim] = rest if rest else [atoms.new(1)]
+        outs.append(out_tv(w, view, list(data), op, i))
+    return outs
+
+
+def _slice_tv(w: Walk, x: TV, dim: int, start: int, stop: int) -> TV:
+    atoms = w.atoms
+    axis = x.view[dim]
+    size = math.prod(atoms.size[q] for q in axis)
+    start, stop = max(0, min(start, size)), max(0, min(stop, size))
+    if start == 0 and stop == size:
+        return x
+    if x.kind != "act":
+        return x.with_view(x.view[:dim] + [[atoms.new(stop - start)]] + x.view[dim + 1:],
+                           kind="const" if x.kind == "const" else x.kind)
+    if len(atoms.leaf_list(axis)) != 1:
+        x = materialize(w, x, "a slice of a merged axis was re-laid out")
+        axis = x.view[dim]
+    atoms.lock(axis)
+    new, one = atoms.new(stop - start, atoms.role[atoms.leaf_list(axis)[0]]), atoms.new(1)
+    data = [new if q == axis[0] else q for q in x.leaves(atoms)]
+    op = w.add("Slice", [w.port(x, [(axis[0], one)])], [PortSpec(data, alias=[(new, one)])],
+               order="input", axis=AxisOf(one), start=start, stop=stop)
+    op.pinned.append(one)
+    view = list(x.view)
+    view[dim] = [new]
+    return out_tv(w, view, data, op)
+
+
+@handles("split", "split_with_sizes", "chunk", "tensor_split", "unsafe_split")
+def _split(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    dim = _dim(a.get("dim", 0), x.rank)
+    sizes = [int(v.shape[dim]) for v in node.meta["val"]]
+    if x.kind != "act":
+        return tuple(x.with_view(x.view[:dim] + [[w.atoms.new(s)]] + x.view[dim + 1:])
+                     for s in sizes)
+    if len(set(sizes)) == 1 and len(sizes) > 1:
+        try:
+            return tuple(_unstack(w, x, dim, len(sizes)))
+        except Conflict:
+            pass
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(_slice_tv(w, x, dim, start, start + s))
+        start += s
+    return tuple(outs)
+
+
+@handles("unbind")
+def _unbind(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    dim = _dim(a.get("dim", 0), x.rank)
+    n = x.shape(w.atoms)[dim]
+    outs = _unstack(w, x, dim, n) if x.kind == "act" else [x] * n
+    return tuple(o.with_view(o.view[:dim] + o.view[dim + 1:]) for o in outs)
+
+
+@handles("slice", "narrow")
+def _slice(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    dim = _dim(a.get("dim", 0), x.rank)
+    size = x.shape(w.atoms)[dim]
+    if "start" in a and "length" in a:
+        start, stop = a["start"], a["start"] + a["length"]
+    else:
+        start = a.get("start") or 0
+        stop = a.get("end")
+        stop = size if stop is None or stop > size else stop
+        start, stop = start % size if start < 0 else start, stop % size if stop < 0 else stop
+    if a.get("step", 1) not in (1, None):
+        raise Conflict("a strided slice")
+    return _slice_tv(w, x, dim, int(start), int(stop))
+
+
+@handles("select")
+def _select(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    dim = _dim(a["dim"], x.rank)
+    size = x.shape(w.atoms)[dim]
+    i = a["index"] % size
+    out = _slice_tv(w, x, dim, i, i + 1)
+    return out.with_view(out.view[:dim] + out.view[dim + 1:])
+
+
+@handles("topk")
+def _topk(w: Walk, node: Any, a: dict) -> Any:
+    x = a["self"]
+    dim = _dim(a.get("dim", -1), x.rank)
+    atoms = w.atoms
+    if x.kind != "act":
+        return (x, x)
+    axis = x.view[dim]
+    atoms.lock(axis)
+    op = w.add("TopK", [w.port(x)], [PortSpec(list(x.data))], order="input", k=int(a["k"]),
+               axis=AxisOf(axis[0]), normalize=False)
+    op.pinned.append(axis[0])
+    dense = out_tv(w, list(x.view), list(x.data), op)
+    small = [atoms.new(int(a["k"]))]
+    values = dense.with_view(x.view[:dim] + [small] + x.view[dim + 1:], extra={"dense": dense,
+                                                                              "node": w.node})
+    indices = values.with_view(list(values.view), kind="const", data=[], integer=True)
+    return (values, indices)
+
+
+@handles("scatter", "scatter_")
+def _scatter(w: Walk, node: Any, a: dict) -> Any:
+    src = a.get("src")
+    if isinstance(src, TV) and "dense" in src.extra:  # zeros.scatter(d, topk idx, topk values)
+        dense = src.extra["dense"]
+        return dense.with_view(list(dense.view))
+    raise Conflict("scatter (other than of top-k values back to their places)")
+
+
+@handles("zeros_like", "ones_like", "full_like", "empty_like", "arange", "zeros", "ones", "full",
+         "empty", "tensor", "scalar_tensor", "tril", "triu", "new_zeros", "new_ones", "new_full",
+         "rand", "randn", "rand_like", "randn_like", "bernoulli", "eq", "ne", "lt", "gt", "le",
+         "ge", "argmax", "argmin", "argsort", "lift_fresh", "sym_size", "logical_and",
+         "logical_or", "isinf", "isnan")
+def _constant(w: Walk, node: Any, a: dict) -> Any:
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return tuple(TV(w.fresh(tuple(v.shape)), [], "const") for v in val)
+    shape = tuple(val.shape) if hasattr(val, "shape") else ()
+    return TV(w.fresh(shape), [], "const")
