@@ -25,10 +25,11 @@ from typing import Any
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMEXPR_NUM_THREADS")
-# What a process that ran out of address space writes on its way out: Python, C++
-# backends, the dynamic loader, OpenBLAS, the C library.
-OUT_OF_MEMORY = ("MemoryError", "std::bad_alloc", "Cannot allocate memory",
-                 "failed to map segment", "Memory allocation still failed", "out of memory")
+# What a process that ran out of address space writes on its way out (lower case):
+# Python, C++ backends, the dynamic loader, OpenBLAS, the C library (a thread's
+# stack or thread-local data).
+OUT_OF_MEMORY = ("memoryerror", "std::bad_alloc", "cannot allocate memory",
+                 "failed to map segment", "memory allocation still failed", "out of memory")
 # The child's first lines, before numpy or pase is imported: the memory limit, death
 # with the parent (Linux prctl PR_SET_PDEATHSIG = 1), then the run. Set here rather
 # than in a preexec_fn, which is unsafe in a threaded process such as a Dask worker.
@@ -87,7 +88,7 @@ def _run_child(job: dict[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError:
             pass
     last = (err.strip().splitlines() or [""])[-1]
-    if any(sign in err for sign in OUT_OF_MEMORY):
+    if any(sign in err.lower() for sign in OUT_OF_MEMORY):
         return {"status": "out_of_memory", "error": f"over the memory limit: {last}"[:500]}
     if proc.returncode == -signal.SIGKILL:
         return {"status": "out_of_memory",
