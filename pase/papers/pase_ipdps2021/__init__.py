@@ -28,7 +28,8 @@ def reproduce(out_dir: str | Path, quick: bool = False,
     """Run every experiment and write its files into ``out_dir``; returns ``{name: path}``.
 
     ``quick`` runs the reduced grid (:data:`QUICK`: p = 4, 8, two models in
-    Table I, 5 s limits), well under two minutes on two cores; the full grid
+    Table I, 5 s limits), about three minutes on two busy cores (each solve is a
+    sweep run, a process of its own); the full grid
     (:data:`FULL`) takes about an hour. ``settings`` overrides both.
     """
     settings = settings or (QUICK if quick else FULL)
