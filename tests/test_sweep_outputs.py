@@ -93,3 +93,15 @@ def test_compare_command_takes_solver_options(capsys):
         err = capsys.readouterr().err
         assert code == 2 and err.startswith("pase: error: ") and err.count("\n") == 1, err
         assert message in err
+
+
+def test_sweeps_import_neither_pandas_nor_dask():
+    import subprocess
+    import sys
+
+    code = ("import sys, pase, pase.sweeps, pase.cli.sweeping\n"
+            "heavy = [m for m in ('pandas', 'dask', 'distributed', 'tqdm', 'matplotlib') "
+            "if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
