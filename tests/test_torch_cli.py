@@ -113,6 +113,8 @@ def test_unsupported_op_lists_every_one(capsys, tmp_path):
     assert "aten.cumsum at model.py:7" in err and "aten.flip at model.py:7" in err
     code, out, err = run(capsys, "import", f"{path}:build", "--unsupported", "elementwise")
     assert code == 0 and json.loads(out)["ops"]
+    assert err.startswith("pase: warning: pase.from_torch approximated aten.cumsum")
+    assert err.count("\n") == 1
 
 
 def test_readme_flow(capsys, tmp_path, monkeypatch):
@@ -140,3 +142,14 @@ def test_readme_flow(capsys, tmp_path, monkeypatch):
     strategy = pase.solve(imported.graph, devices=8, cost_model="alpha-beta")
     table = to_dtensor(model, imported, strategy).table()
     assert "parameter 0.weight" in table and "expressed exactly" in table
+
+
+def test_python_api_takes_the_reference():
+    import pase
+
+    graph = pase.load_graph(GPT2, layers=1, heads=2)
+    assert graph.name == "gpt2.build" and len(graph.ops) == 17  # 2 + 12 per layer + 3
+    strategy = pase.solve(GPT2, devices=4, model_options={"layers": 1})
+    assert strategy.graph_name == "gpt2.build"
+    with pytest.raises(pase.PaseError, match="no option 'depth'"):
+        pase.load_graph(GPT2, depth=3)

@@ -58,7 +58,8 @@ def _export_torch(args: argparse.Namespace) -> None:
     split_reference(args.model)  # a FILE.py:FUNCTION, or a one-line error saying so
     strategy = read_strategy_file(args.strategy)
     module, example, importer, function = load_module(args.model, **_options(args))
-    imported = import_torch(module, example, name=function, **importer)
+    imported = import_torch(module, example, name=f"{split_reference(args.model)[0].stem}.{function}",
+                            **importer)
     plan = to_dtensor(module, imported, strategy, devices=args.devices)
     if args.output is None:
         print(plan.table())

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 from pase.cli import checks
@@ -34,7 +36,11 @@ def cmd_import(args: argparse.Namespace) -> None:
         options["fuse_elementwise"] = False
     if args.unsupported is not None:
         options["unsupported"] = args.unsupported
-    graph = load_reference(args.reference, **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = load_reference(args.reference, **options)
+    for w in caught:  # the importer's approximations, one line each
+        print(f"pase: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
     text = graph.to_json()
     if args.output is None:
         print(text)

@@ -156,4 +156,5 @@ def load_reference(text: str, **model_options: Any) -> Any:
     if unsupported not in ("error", "elementwise"):
         raise OptionError(f"import option unsupported must be error or elementwise, got "
                           f"{unsupported!r}")
-    return import_torch(model, args, name=function, **importer).graph
+    return import_torch(model, args, name=f"{split_reference(text)[0].stem}.{function}",
+                        **importer).graph
