@@ -65,7 +65,7 @@ def test_plan_from_a_solve(capsys, tmp_path):
     assert data["mesh"]["shape"] == [2, 2] and set(data["parameters"]) == {
         "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
     model, args = mlp.build()
-    direct = to_dtensor(model, import_torch(model, args, name="build"), pase.solve(ref, devices=4))
+    direct = to_dtensor(model, import_torch(model, args, name="mlp.build"), pase.solve(ref, devices=4))
     assert json.loads(direct.to_json()) == data
     code = main(["export", "gpt2", "-p", "4", "--strategy", str(solved), "--engine", "torch"])
     assert code == 2 and "FILE.py:FUNCTION" in capsys.readouterr().err
