@@ -7,6 +7,7 @@
 from pase.api import build_problem, build_space, dry_run, evaluate, load_graph, run_solver, solve
 from pase.comparison import compare
 from pase.errors import PaseError
+from pase.frontends import from_torch, import_torch  # torch is imported only when called
 from pase.ir import Dim, Graph, Op, Port
 from pase.problem import Problem, Solution, Status
 from pase.space import ConfigSpace
@@ -15,6 +16,16 @@ from pase.strategy import Strategy
 __version__ = "0.1.0"
 __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
-    "Strategy", "build_problem", "build_space", "compare", "dry_run", "evaluate", "load_graph",
-    "run_solver", "solve", "__version__",
+    "Strategy", "build_problem", "build_space", "compare", "dry_run", "evaluate", "from_torch",
+    "import_torch", "load_graph", "load_results", "run_solver", "solve", "sweep", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """``pase.sweep`` and ``pase.load_results``, loaded on first use (Dask and pandas are
+    imported only when a sweep runs)."""
+    if name in ("sweep", "load_results"):
+        from pase import sweeps
+
+        return getattr(sweeps, name)
+    raise AttributeError(f"module 'pase' has no attribute {name!r}")

@@ -121,7 +121,8 @@ def assign_axes(op: Op, config: Mapping[str, int],
         devices = math.prod(factors.values())
         raise OptionError(f"op {op.name!r} ({op.kind}) is split {devices} ways "
                           f"({ {d: f for d, f in factors.items() if f > 1} }), which does not divide "
-                          f"p={math.prod(sizes)}: a JAX mesh of {math.prod(sizes)} devices cannot place it")
+                          f"p={math.prod(sizes)}: a JAX mesh of {math.prod(sizes)} devices cannot place it "
+                          f"(solve with --powers-of-two or --mesh for a strategy it can)")
     return {op.dims[d].name: tuple(axes[i][0] for i in mine) for d, mine in zip(order, got) if mine}
 
 
