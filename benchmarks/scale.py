@@ -10,7 +10,8 @@ killed a little later). Variants, each a list of dp ``--option`` flags or
 - ``prune=false``, ``blocks=false``: the dp with that technique off;
 - ``share=false``: the Problem built op by op, edge by edge (no shared arrays);
 - ``mesh=AxB``: the mesh-shaped configuration space (``ConfigSpace(mesh=...)``)
-  instead of the paper's divisor space, so its cost column shows the trade-off.
+  instead of the paper's divisor space, so its cost column shows the trade-off;
+  ``powers_of_two=true``: the divisor space's power-of-two factors only.
 
 The ratios are the variant's solve (or build) seconds over the ``all`` row's.
 ``dry s`` is the dp dry run's prediction for the row (blocks folded as ``solve``
@@ -55,6 +56,7 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
     options: dict[str, object] = {}
     share = True
     mesh = None
+    powers_of_two = False
     if variant != "all":
         for flag in variant.split("+"):
             key, value = flag.split("=")
@@ -62,11 +64,14 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
                 share = value != "false"
             elif key == "mesh":
                 mesh = value
+            elif key == "powers_of_two":
+                powers_of_two = value != "false"
             else:
                 options[key] = value != "false"
     out: dict[str, object] = {"model": spec, "p": devices, "variant": variant}
     start = time.perf_counter()
-    graph, space = build_space(name, devices, model_options=model_options, mesh=mesh)
+    graph, space = build_space(name, devices, model_options=model_options, mesh=mesh,
+                               powers_of_two=powers_of_two)
     model = make_cost_model(cost_model, **({"cluster": cluster} if cluster else {}))
     if not share:
         model.vertex_key = lambda *a: None  # every op and edge priced on its own
