@@ -72,11 +72,11 @@ def test_one_row_per_grid_point(grid_db):
 def test_a_rerun_skips_finished_rows(grid_db, scheduler):
     db, frame, _ = grid_db
     seen = []
-    again = sweep({"grid": GRID, "run": {"time_limit": 60, "memory_limit": "4GiB"}}, db,
-                  scheduler=scheduler, progress=seen.append)
+    again = pase.sweep({"grid": GRID, "run": {"time_limit": 60, "memory_limit": "4GiB"}}, db,
+                       scheduler=scheduler, progress=seen.append)
     assert seen == []  # nothing ran
     assert list(again["finished_at"]) == list(frame["finished_at"])
-    assert len(load_results(db)) == 8
+    assert len(pase.load_results(db)) == 8
 
 
 def test_report_writes_a_table_three_plots_and_a_csv(grid_db, tmp_path):
