@@ -21,12 +21,12 @@ from pase.counts import counts  # noqa: E402
 from pase.frontends.torch import ImportError_, from_torch, import_torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from torch_models import bert, gpt2, llama, mlp, moe, resnet  # noqa: E402
+from torch_models import bert, gpt2, llama, mlp, moe, resnet, vit  # noqa: E402
 
 MODELS = {
     "mlp": mlp.build, "cnn": mlp.cnn, "resnet18": resnet.build, "gpt2-block": gpt2.block,
     "gpt2-2-layers": gpt2.build, "bert-layer": bert.build, "llama-block": llama.build,
-    "moe-layer": moe.build, "hand-written-gqa": llama.hand_attention,
+    "moe-layer": moe.build, "hand-written-gqa": llama.hand_attention, "vit-conv1d": vit.build,
 }
 
 
@@ -37,7 +37,13 @@ def imported():
     def get(name):
         if name not in cache:
             model, args = MODELS[name]()
-            cache[name] = (model, args, import_torch(model, args, name=name))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                imp = import_torch(model, args, name=name)
+            assert [str(w.message) for w in caught] == ([
+                "pase.from_torch approximated cat: a concatenation along a merged axis was "
+                "re-laid out"] if name == "vit-conv1d" else [])
+            cache[name] = (model, args, imp)
         return cache[name]
     return get
 
@@ -125,6 +131,15 @@ def test_hand_written_grouped_query_attention_broadcasts_kv(imported):
     assert len(a) == len(b) + 1
     assert sum(d.role == "heads" for d in scores.dims) == 2
     assert "Ravel" not in {op.kind for op in graph.ops}
+
+
+def test_class_token_is_a_concat_weight_and_conv1d_projections_find_heads(imported):
+    graph = imported("vit-conv1d")[2].graph
+    cat = [op for op in graph.ops if op.kind == "Concat"][0]
+    assert [w.shape for w in cat.weights] == [(1, 1, 32)]
+    qkv = graph.op("attn.c_attn")
+    assert [d.size for d in qkv.dims if d.role == "heads"] == [4]
+    assert qkv.weights[0].shape == (32, 3, 4, 8)  # Conv1D's (in, 3 out) weight, cut
 
 
 def test_views_cost_nothing_where_the_ir_follows_them(imported):

@@ -267,9 +267,19 @@ def emit(atoms: Atoms, p: Pending) -> Op:
         return Port(tuple(atoms.size[x] for x in leaves),
                     tuple((names[d],) for d in mapped(atoms, spec)), source)
 
-    inputs = tuple(port(s, None if s.source is None else (s.source[0].name, s.source[1]))
-                   for s in p.inputs)
-    outputs = tuple(port(s) for s in p.outputs)
+    def flat(spec: PortSpec, source: tuple[str, int] | None = None) -> Port:
+        """The 1-D side of a reshape: its one axis split by every dim, in order."""
+        return Port((math.prod(atoms.size[d] for d in dims),), (tuple(names[d] for d in dims),),
+                    source)
+
+    def source_of(s: PortSpec) -> tuple[str, int] | None:
+        return None if s.source is None else (s.source[0].name, s.source[1])
+
+    if p.kind == "Unravel":
+        inputs = (flat(p.inputs[0], source_of(p.inputs[0])),)
+    else:
+        inputs = tuple(port(s, source_of(s)) for s in p.inputs)
+    outputs = (flat(p.outputs[0]),) if p.kind == "Ravel" else tuple(port(s) for s in p.outputs)
     weights = tuple(port(w) for w in p.weights)
     attrs: dict[str, Any] = {}
     for key, value in p.attrs.items():

@@ -32,6 +32,8 @@ def _linear(w: Walk, node: Any, a: dict) -> Any:
 
 @handles("addmm")
 def _addmm(w: Walk, node: Any, a: dict) -> Any:
+    if a["mat2"].kind == "param":
+        w.atoms.set_role(a["mat2"].view[1][0], "parameter")
     return contract(w, a["mat1"], a["mat2"], "ak,kn->an", bias=a["self"])
 
 

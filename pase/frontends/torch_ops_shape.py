@@ -89,12 +89,16 @@ def _expand(w: Walk, node: Any, a: dict) -> Any:
 
 @handles("cat", "concat")
 def _cat(w: Walk, node: Any, a: dict) -> Any:
-    xs = [t for t in a["tensors"] if isinstance(t, TV)]
-    acts = [t for t in xs if t.kind == "act"]
+    parts = [t for t in a["tensors"] if isinstance(t, TV)]
+    acts = [t for t in parts if t.kind == "act"]
     if not acts:
         return TV(w.fresh(_shape(node)), [], "const")
-    dim = _dim(a.get("dim", 0), xs[0].rank)
+    dim = _dim(a.get("dim", 0), parts[0].rank)
     atoms = w.atoms
+    for i, t in enumerate(acts):  # the concatenated axis must be one atom
+        if len(atoms.leaf_list(t.view[dim])) != 1:
+            done = materialize(w, t, "a concatenation along a merged axis was re-laid out")
+            parts[parts.index(t)] = acts[i] = done
     first = acts[0]
     for t in acts[1:]:
         for i in range(first.rank):
@@ -107,24 +111,68 @@ def _cat(w: Walk, node: Any, a: dict) -> Any:
     one = atoms.new(1)
     inputs = []
     for t in acts:
-        if len(atoms.leaf_list(t.view[dim])) != 1 or t.leaves(atoms) != _order(atoms, first, t):
+        if len(atoms.leaf_list(t.view[dim])) != 1 or not _same_layout(atoms, first, t, dim):
             raise Conflict("a concatenation of tensors in different layouts")
         atoms.lock(t.view[dim])
         inputs.append(w.port(t, [(t.view[dim][0], one)]))
-    data = [new if x == atoms.leaf_list(first.view[dim])[0] else x for x in first.leaves(atoms)]
-    if len(acts) < len(xs):
-        w.approximate(f"{node.name}: constant parts of a concatenation are left out")
-    op = w.add("Concat", inputs, [PortSpec(data, alias=[(new, one)])], order="input",
-               axis=AxisOf(one))
+    cat_leaf = atoms.leaf_list(first.view[dim])[0]
+    data = [new if x == cat_leaf else x for x in first.leaves(atoms)]
+    weights = []
+    lead = parts[:parts.index(first)]
+    for t in lead:  # parameters before the inputs (a class token): Concat weights
+        raw = _concat_weight(w, first, t, dim)
+        if t.kind == "param" and t.param is not None and raw is not None:
+            port, _ = w.weight_port(t, "Concat")
+            if port is not None:
+                weights.append(PortSpec(list(t.data), param=t.param, raw=raw))
+            continue
+        w.approximate(f"{node.name}: a constant part of a concatenation is left out")
+    if len(lead) + len(acts) < len(parts):
+        w.approximate(f"{node.name}: parts of a concatenation after its inputs are left out")
+    op = w.add("Concat", inputs, [PortSpec(data, alias=[(new, one)])], weights=weights,
+               order="input", axis=AxisOf(one))
     op.pinned.append(one)
+    w.claim(op)
     view = list(first.view)
     view[dim] = [new]
     return out_tv(w, view, data, op)
 
 
-def _order(atoms, first: TV, t: TV) -> list[int]:
-    """``t``'s leaves with ``first``'s order (the concatenated axis at its place)."""
-    return [x for x in t.leaves(atoms)] if len(t.leaves(atoms)) == len(first.leaves(atoms)) else []
+def _same_layout(atoms, first: TV, t: TV, dim: int) -> bool:
+    """``t``'s data has ``first``'s layout, the concatenated axis aside."""
+    lf, lt = first.leaves(atoms), t.leaves(atoms)
+    cf, ct = atoms.leaf_list(first.view[dim])[0], atoms.leaf_list(t.view[dim])[0]
+    return len(lf) == len(lt) and cf in lf and ct in lt and lf.index(cf) == lt.index(ct) \
+        and all(x == y for x, y in zip(lf, lt) if x != cf)
+
+
+def _concat_weight(w: Walk, first: TV, t: TV, dim: int) -> list | None:
+    """A parameter placed before ``first`` along ``dim`` as a Concat weight: per op axis
+    its extent, mapped to the op's dim where the sizes agree (else extent 1, broadcast)."""
+    atoms = w.atoms
+    if t.rank != first.rank or any(len(atoms.leaf_list(v)) != 1 for v in first.view):
+        return None
+    own = set(atoms.leaf_list(t.data))
+    raw = []
+    for leaf in first.leaves(atoms):
+        i = next((i for i, v in enumerate(first.view) if atoms.leaf_list(v) == [leaf]), None)
+        if i is None:
+            raw.append((1, None))
+            continue
+        mine = atoms.leaf_list(t.view[i])
+        extent = math.prod(atoms.size[x] for x in mine)
+        if i == dim:
+            raw.append((extent, None))
+        elif mine and all(x in own for x in mine) and extent == atoms.size[leaf]:
+            atoms.unify(t.view[i], [leaf])
+            raw.append((extent, leaf))
+        elif not any(x in own for x in mine) or extent == 1:
+            raw.append((1, None))
+        else:
+            return None
+    if math.prod(e for e, _ in raw) != math.prod(atoms.size[x] for x in own):
+        return None
+    return raw
 
 
 @handles("stack")
