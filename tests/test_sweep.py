@@ -250,3 +250,15 @@ def test_the_example_spec_is_the_issue_grid():
     assert sorted((p["model"], p["devices"], p["solver"]) for p in spec.points()) == \
         sorted(itertools.product(GRID["model"], GRID["devices"], GRID["solver"]))
     assert len(load_spec(root / "examples" / "solvers.toml").points()) == 3 * 4 * 5
+
+
+def test_the_command_shows_progress_and_a_summary(scheduler, tmp_path, capsys):
+    spec = tmp_path / "two.toml"
+    spec.write_text('[grid]\nmodel = ["alexnet"]\ndevices = [2, 4]\nsolver = ["dp"]\n')
+    assert main(["sweep", str(spec), "--scheduler", scheduler]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"2 runs in {tmp_path / 'two.sqlite'}: 2 optimal\n"
+    assert "done 2, failed 0, running 0, remaining 0" in err and "2/2" in err
+    assert main(["sweep", str(spec), "--scheduler", scheduler, "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"2 runs in {tmp_path / 'two.sqlite'}: 2 optimal\n" and err == ""
