@@ -31,7 +31,7 @@ def main() -> None:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
-    from torch_models import bert, gpt2, llama, mlp, moe, resnet
+    from torch_models import bert, gpt2, llama, mlp, moe, resnet, vit
 
     import pase
     from pase.counts import counts
@@ -40,7 +40,7 @@ def main() -> None:
     models = {"mlp": mlp.build, "cnn": mlp.cnn, "resnet18": resnet.build,
               "gpt2-block": gpt2.block, "gpt2-2-layers": gpt2.build, "bert-layer": bert.build,
               "llama-block": llama.build, "moe-layer": moe.build,
-              "gqa-by-hand": llama.hand_attention}
+              "gqa-by-hand": llama.hand_attention, "vit-conv1d": vit.build}
     print("| model | ops | parameters (pase / torch) | product FLOP (pase / torch) | other FLOP "
           "| import s | dp p=8 paper s | dp p=8 alpha-beta s |")
     print("|---|---|---|---|---|---|---|---|")
