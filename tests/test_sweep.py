@@ -262,3 +262,21 @@ def test_the_command_shows_progress_and_a_summary(scheduler, tmp_path, capsys):
     assert main(["sweep", str(spec), "--scheduler", scheduler, "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert out == f"2 runs in {tmp_path / 'two.sqlite'}: 2 optimal\n" and err == ""
+
+
+def test_ratios_compare_runs_of_one_problem_only():
+    import pandas as pd
+
+    from pase.sweeps.report import problem_labels, with_ratios
+
+    base = {"model": "gpt2", "devices": 8, "cluster": None, "memory_cap": None, "batch": None,
+            "model_options": "{}", "cost_options": "{}", "solver_options": "{}"}
+    frame = pd.DataFrame([
+        {**base, "solver": "dp", "cost_model": "paper", "cost": 100.0},
+        {**base, "solver": "greedy", "cost_model": "paper", "cost": 125.0},
+        {**base, "solver": "dp", "cost_model": "alpha-beta", "cost": 2.0},
+        {**base, "solver": "greedy", "cost_model": "alpha-beta", "cost": None}])
+    ratios = with_ratios(frame)["ratio_to_best"].tolist()
+    assert ratios[:3] == [1.0, 1.25, 1.0] and ratios[3] != ratios[3]  # NaN: no cost
+    assert problem_labels(frame) == ["gpt2\np=8\npaper", "gpt2\np=8\npaper",
+                                     "gpt2\np=8\nalpha-beta", "gpt2\np=8\nalpha-beta"]

@@ -121,26 +121,40 @@ def _pyplot() -> Any:
     return plt
 
 
+def problem_labels(frame: Any) -> list[str]:
+    """Each row's Problem as a short label: model and p, plus the Problem axes that vary
+    in ``frame`` (cost model, cluster, batch, memory cap, options)."""
+    varying = [c for c in PROBLEM[2:] if frame[c].map(_text).nunique() > 1]
+    labels = []
+    for _, r in frame.iterrows():
+        extra = [_text(r[c]) for c in varying if _text(r[c]) not in ("", "{}")]
+        labels.append("\n".join([f"{r['model']}", f"p={int(r['devices'])}"] + extra))
+    return labels
+
+
 def plot_cost_ratio(frame: Any, path: Path, plt: Any) -> Path:
-    """Grouped bars: per (model, p), each solver's cost over the best."""
+    """Grouped bars: per Problem (model, p and any other Problem axis the sweep varies),
+    each solver's cost over the best."""
     done = frame[frame["ratio_to_best"].notna()].copy()
     done["label"] = [label(r) for _, r in done.iterrows()]
-    groups = sorted({(m, int(p)) for m, p in zip(done["model"], done["devices"])})
+    done["problem"] = problem_labels(done) if len(done) else []
+    groups = sorted(set(done["problem"]), key=lambda g: (g.split("\n")[0],
+                                                         int(g.split("\n")[1][2:]), g))
     solvers = sorted(set(done["label"]))
     fig, ax = plt.subplots(figsize=(min(12, max(6, 0.25 * len(groups) * max(1, len(solvers)))),
                                     4.5))
     width = 0.8 / max(1, len(solvers))
     for k, solver in enumerate(solvers):
         xs, ys = [], []
-        for x, (model, p) in enumerate(groups):
-            sel = done[(done["model"] == model) & (done["devices"] == p) & (done["label"] == solver)]
+        for x, group in enumerate(groups):
+            sel = done[(done["problem"] == group) & (done["label"] == solver)]
             if len(sel):
                 xs.append(x + (k - (len(solvers) - 1) / 2) * width)
                 ys.append(float(sel["ratio_to_best"].max()))
         ax.bar(xs, ys, width, label=solver)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(groups)), [f"{m}\np={p}" for m, p in groups], fontsize=8)
-    ax.set_ylabel("cost / best cost of its (model, p)")
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.set_ylabel("cost / best cost of its Problem")
     ax.set_title("cost relative to the best, by solver")
     if solvers:
         ax.legend(fontsize=8)
