@@ -164,11 +164,14 @@ def plot_cost_ratio(frame: Any, path: Path, plt: Any) -> Path:
 
 
 def plot_solve_time(frame: Any, path: Path, plt: Any) -> Path:
-    """Solve seconds against p on log scales, one line per (solver, model)."""
+    """Solve seconds against p on log scales, one line per solver and model (with the
+    other Problem axes the sweep varies)."""
     timed = frame[frame["solve_seconds"].notna() & (frame["solve_seconds"] > 0)].copy()
     timed["label"] = [label(r) for _, r in timed.iterrows()]
+    timed["line"] = [", ".join(part for i, part in enumerate(g.split("\n")) if i != 1)
+                     for g in problem_labels(timed)] if len(timed) else []
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (solver, model), sel in sorted(timed.groupby(["label", "model"]), key=lambda g: g[0]):
+    for (solver, model), sel in sorted(timed.groupby(["label", "line"]), key=lambda g: g[0]):
         sel = sel.groupby("devices")["solve_seconds"].min().sort_index()
         ax.plot(sel.index, sel.values, marker="o", label=f"{solver}, {model}")
     ax.set_xscale("log", base=2)
