@@ -71,15 +71,23 @@ def test_plan_from_a_solve(capsys, tmp_path):
     assert code == 2 and "FILE.py:FUNCTION" in capsys.readouterr().err
 
 
+def _solved(build, solver):
+    model, args = build()
+    return pase.solve(import_torch(model, args).graph, devices=4, solver=solver)
+
+
 @pytest.mark.slow
 def test_round_trip_mlp_on_4_gloo_processes():
     from pase.export.dtensor_run import check_round_trip
 
-    strategies = [{"fc1": {"a": 4}, "fc2": {"a": 4}}, MEGATRON_MLP,
+    strategies = [_solved(mlp.build, "data-parallel"), _solved(mlp.build, "megatron"),
                   {"fc1": {"a": 2, "b": 2}, "fc2": {"a": 2, "c": 2}}]
+    assert dict(strategies[1].configs) == {"fc1": {"a": 1, "b": 4, "c": 1},
+                                           "fc2": {"a": 1, "b": 1, "c": 4}}  # = MEGATRON_MLP
     results = check_round_trip(mlp.build, strategies, 4)
     for result in results:
         assert result["loss_diff"] <= 1e-5 and result["grad_diff"] <= 1e-5, result
+        assert result["inexpressible"] == []
     assert results[1]["sharded"] == ["fc1.bias", "fc1.weight", "fc2.weight"]
 
 
@@ -87,9 +95,10 @@ def test_round_trip_mlp_on_4_gloo_processes():
 def test_round_trip_gpt2_mlp_on_4_gloo_processes():
     from pase.export.dtensor_run import check_round_trip
 
-    megatron = {"mlp.c_fc": {"c": 4}, "mlp.c_proj": {"d": 4}}
-    two_d = {"ln_2": {"a": 2, "b": 2}, "mlp.c_fc": {"a": 2, "c": 2},
-             "mlp.c_proj": {"a": 2, "d": 2}, "add": {"a": 2, "b": 2}}
-    for result in check_round_trip(gpt2.mlp_block, [megatron, two_d], 4):
+    megatron_4 = {"mlp.c_fc": {"c": 4}, "mlp.c_proj": {"d": 4}}
+    strategies = [_solved(gpt2.mlp_block, "megatron"), _solved(gpt2.mlp_block, "data-parallel"),
+                  megatron_4]
+    results = check_round_trip(gpt2.mlp_block, strategies, 4)
+    for result in results:
         assert result["loss_diff"] <= 1e-5 and result["grad_diff"] <= 1e-5, result
-        assert "mlp.c_fc.weight" in result["sharded"]
+    assert "mlp.c_fc.weight" in results[0]["sharded"] and "mlp.c_fc.weight" in results[2]["sharded"]
