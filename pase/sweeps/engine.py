@@ -12,6 +12,7 @@ under the spec's time and memory limits, so an overrun is a row with status
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -91,7 +92,8 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
         client = _connect(Client, scheduler)
     else:
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
         client = Client(cluster)
     try:
         slots = max(1, sum(client.nthreads().values()))

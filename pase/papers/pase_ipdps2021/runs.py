@@ -12,6 +12,7 @@ layout, the simulations.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import tempfile
 from pathlib import Path
@@ -30,7 +31,8 @@ class Runs:
 
         self._tmp = tempfile.TemporaryDirectory(prefix="pase-reproduce-")
         self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                     processes=True, dashboard_address=None)
+                                     processes=True, dashboard_address=None,
+                                     silence_logs=logging.ERROR)
         return self
 
     def __exit__(self, *exc: Any) -> None:
