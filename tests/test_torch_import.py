@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 import pase  # noqa: E402
 from pase.counts import counts  # noqa: E402
-from pase.frontends.torch import ImportError_, from_torch, import_torch  # noqa: E402
+from pase.frontends.torch import ModelImportError, from_torch, import_torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from torch_models import bert, gpt2, llama, mlp, moe, resnet, vit  # noqa: E402
@@ -170,7 +170,7 @@ class Unsupported(torch.nn.Module):
 
 
 def test_unsupported_ops_are_listed_with_their_lines():
-    with pytest.raises(ImportError_) as err:
+    with pytest.raises(ModelImportError) as err:
         from_torch(Unsupported(), (torch.randn(2, 8),))
     text = str(err.value)
     assert "\n" not in text and "2 unsupported ATen op(s)" in text
@@ -186,9 +186,9 @@ def test_unsupported_ops_can_be_approximated_with_a_warning():
 
 
 def test_bad_arguments_are_one_line_errors():
-    with pytest.raises(ImportError_, match="torch.nn.Module"):
+    with pytest.raises(ModelImportError, match="torch.nn.Module"):
         from_torch("not a module", (torch.randn(2, 8),))
-    with pytest.raises(ImportError_, match="example_args"):
+    with pytest.raises(ModelImportError, match="example_args"):
         from_torch(torch.nn.Linear(8, 8), "x")
     with pytest.raises(pase.errors.OptionError, match="unsupported"):
         from_torch(torch.nn.Linear(8, 8), (torch.randn(2, 8),), unsupported="ignore")

@@ -8,7 +8,7 @@ its default. Three options belong to the importer unless the function declares
 them itself: ``fuse_elementwise`` (true/false), ``unsupported`` (error or
 elementwise) and ``strict`` (``torch.export``'s strict mode).
 
-Every failure is one line, a :class:`ReferenceError_` (exit status 2 on the
+Every failure is one line, a :class:`ModelReferenceError` (exit status 2 on the
 command line): a missing file, a missing function (the file's functions are
 listed), a function that raises (its message is passed on), a return value that
 is not ``(module, example_args)``, torch missing, or ``torch.export`` failing.
@@ -26,32 +26,32 @@ from pase.errors import OptionError, PaseError
 from pase.frontends.torch import TorchMissingError, import_torch, need_torch
 from pase.options import SIMPLE_TYPES, coerce, coerce_options
 
-__all__ = ["IMPORT_OPTIONS", "ReferenceError_", "load_module", "load_reference", "split_reference"]
+__all__ = ["IMPORT_OPTIONS", "ModelReferenceError", "load_module", "load_reference", "split_reference"]
 
 # Options of the importer itself, with their types.
 IMPORT_OPTIONS = {"fuse_elementwise": "bool", "unsupported": "str", "strict": "bool"}
 
 
-class ReferenceError_(PaseError, ValueError):
+class ModelReferenceError(PaseError, ValueError):
     """A ``FILE.py:FUNCTION`` that does not give a module and its example inputs."""
 
 
 def split_reference(text: str) -> tuple[Path, str]:
     path, sep, function = str(text).rpartition(":")
     if not sep or not path.endswith(".py") or not function.isidentifier():
-        raise ReferenceError_(f"{text!r} is not FILE.py:FUNCTION (a Python file and the name of "
+        raise ModelReferenceError(f"{text!r} is not FILE.py:FUNCTION (a Python file and the name of "
                               f"a function in it)")
     return Path(path), function
 
 
 def _load_file(path: Path) -> Any:
     if not path.is_file():
-        raise ReferenceError_(f"no such file: {path}")
+        raise ModelReferenceError(f"no such file: {path}")
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"pase_reference_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ReferenceError_(f"cannot load {path} as Python")
+        raise ModelReferenceError(f"cannot load {path} as Python")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     added = folder not in sys.path
@@ -63,9 +63,9 @@ def _load_file(path: Path) -> Any:
         if exc.name == "torch" or (exc.name or "").startswith("torch."):
             raise TorchMissingError(f"{path} imports torch, which is not installed: "
                                     f'pip install "pase[torch]"') from exc
-        raise ReferenceError_(f"{path} could not be imported: {_line(exc)}") from exc
+        raise ModelReferenceError(f"{path} could not be imported: {_line(exc)}") from exc
     except Exception as exc:
-        raise ReferenceError_(f"{path} could not be imported: {_line(exc)}") from exc
+        raise ModelReferenceError(f"{path} could not be imported: {_line(exc)}") from exc
     finally:
         if added and folder in sys.path:
             sys.path.remove(folder)
@@ -110,7 +110,7 @@ def load_module(text: str, **model_options: Any) -> tuple[Any, tuple, dict[str, 
     if not callable(fn):
         names = _functions(module)
         listed = ", ".join(names) if names else "none"
-        raise ReferenceError_(f"{path} has no function {function!r}; its functions: {listed}")
+        raise ModelReferenceError(f"{path} has no function {function!r}; its functions: {listed}")
     try:
         declared = set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -126,14 +126,14 @@ def load_module(text: str, **model_options: Any) -> tuple[Any, tuple, dict[str, 
     except PaseError:
         raise
     except Exception as exc:
-        raise ReferenceError_(f"{function}() in {path} raised {_line(exc)}") from exc
+        raise ModelReferenceError(f"{function}() in {path} raised {_line(exc)}") from exc
     torch = sys.modules.get("torch") or need_torch()
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise ReferenceError_(f"{function}() in {path} returned a {type(result).__name__}; it "
+        raise ModelReferenceError(f"{function}() in {path} returned a {type(result).__name__}; it "
                               f"must return (module, example_args)")
     model, args = result
     if not isinstance(model, torch.nn.Module):
-        raise ReferenceError_(f"{function}() in {path} returned a {type(model).__name__} as its "
+        raise ModelReferenceError(f"{function}() in {path} returned a {type(model).__name__} as its "
                               f"module; it must return (torch.nn.Module, example_args)")
     if isinstance(args, torch.Tensor):
         args = (args,)
@@ -144,7 +144,7 @@ def load_module(text: str, **model_options: Any) -> tuple[Any, tuple, dict[str, 
             or not any(isinstance(a, torch.Tensor) for a in args):
         got = type(args).__name__ if not isinstance(args, tuple) else \
             "(" + ", ".join(type(a).__name__ for a in args) + ")"
-        raise ReferenceError_(f"{function}() in {path} returned example_args {got}; they must be "
+        raise ModelReferenceError(f"{function}() in {path} returned example_args {got}; they must be "
                               f"a tuple of tensors (or one tensor)")
     return model, args, importer, function
 

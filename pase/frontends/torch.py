@@ -18,9 +18,9 @@ from typing import Any
 from pase.errors import PaseError
 from pase.frontends.torch_ir import Conflict
 from pase.frontends.torch_values import TV
-from pase.frontends.torch_walk import Imported, ImportError_, Walk, source_line, target_name
+from pase.frontends.torch_walk import Imported, ModelImportError, Walk, source_line, target_name
 
-__all__ = ["ImportError_", "Imported", "TorchMissingError", "from_torch", "import_torch",
+__all__ = ["ModelImportError", "Imported", "TorchMissingError", "from_torch", "import_torch",
            "UNSUPPORTED_CHOICES"]
 
 UNSUPPORTED_CHOICES = ("error", "elementwise")
@@ -65,26 +65,26 @@ def export_program(module: Any, args: tuple, strict: bool = False) -> Any:
         hint = ("try strict=False (model option strict=false)" if strict else
                 "check that the module runs on its example inputs; strict=True (model option "
                 "strict=true) tries torch.export's strict mode")
-        raise ImportError_(f"torch.export failed: {type(exc).__name__}: {text} ({hint})") from exc
+        raise ModelImportError(f"torch.export failed: {type(exc).__name__}: {text} ({hint})") from exc
 
 
 def check_args(module: Any, example_args: Any) -> tuple:
     torch = need_torch()
     if not isinstance(module, torch.nn.Module):
-        raise ImportError_(f"expected a torch.nn.Module, got {type(module).__name__}")
+        raise ModelImportError(f"expected a torch.nn.Module, got {type(module).__name__}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     if isinstance(example_args, list):
         example_args = tuple(example_args)
     if not isinstance(example_args, tuple) or not example_args:
-        raise ImportError_(f"example_args must be a tuple of tensors (or one tensor), got "
+        raise ModelImportError(f"example_args must be a tuple of tensors (or one tensor), got "
                            f"{type(example_args).__name__}")
     for i, x in enumerate(example_args):
         if not isinstance(x, (torch.Tensor, int, float, bool)) and x is not None:
-            raise ImportError_(f"example_args[{i}] is a {type(x).__name__}; allowed: tensors "
+            raise ModelImportError(f"example_args[{i}] is a {type(x).__name__}; allowed: tensors "
                                f"(and Python numbers)")
     if not any(isinstance(x, torch.Tensor) for x in example_args):
-        raise ImportError_("example_args holds no tensor; pass the model's example inputs")
+        raise ModelImportError("example_args holds no tensor; pass the model's example inputs")
     return example_args
 
 
@@ -107,7 +107,7 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"]
     if missing and unsupported == "error":
         listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
-        raise ImportError_(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
+        raise ModelImportError(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
                            f"unsupported=\"elementwise\" to approximate them)")
     walk = Walk(fuse_elementwise, unsupported)
     params = _placeholders(walk, program, module)
@@ -268,6 +268,6 @@ def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") ->
         return unary(walk, first, 1)
     if math.prod(shape) == math.prod(first.shape(walk.atoms)):
         return ravel_unravel(walk, unary(walk, first, 1), shape)
-    raise ImportError_(f"cannot approximate aten.{target_name(node)} at {source_line(node)}: "
+    raise ModelImportError(f"cannot approximate aten.{target_name(node)} at {source_line(node)}: "
                        f"its output {shape} has not the elements of its input "
                        f"{first.shape(walk.atoms)}")

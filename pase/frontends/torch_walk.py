@@ -32,7 +32,7 @@ LEAF_MODULES = {"Linear", "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "BatchN
                 "SiLU", "Tanh", "Dropout", "Softmax", "Flatten", "Conv1D"}
 
 
-class ImportError_(PaseError, ValueError):
+class ModelImportError(PaseError, ValueError):
     """A module that cannot be imported: unsupported ops, shapes the IR cannot hold."""
 
 
@@ -186,8 +186,8 @@ class Walk:
     def approximate(self, why: str) -> None:
         self.approximated.append(why)
 
-    def conflict(self, exc: Conflict) -> ImportError_:
-        return ImportError_(f"cannot import {_target_name(self.node)} at {source_line(self.node)}: "
+    def conflict(self, exc: Conflict) -> ModelImportError:
+        return ModelImportError(f"cannot import {_target_name(self.node)} at {source_line(self.node)}: "
                             f"{exc}")
 
     # -- the result ---------------------------------------------------------------------
@@ -200,12 +200,12 @@ class Walk:
             try:
                 op = emit(self.atoms, p)
             except Conflict as exc:
-                raise ImportError_(f"cannot import op {p.name!r}: {exc}") from None
+                raise ModelImportError(f"cannot import op {p.name!r}: {exc}") from None
             ops.append(op)
             infos[p.name] = OpInfo(p.name, p.aten, p.module, [w.param for w in p.weights],
                                    p.counted)
         if not ops:
-            raise ImportError_("the module computes nothing pase can model (no op reads its "
+            raise ModelImportError("the module computes nothing pase can model (no op reads its "
                                "inputs)")
         batch = math.prod(self.atoms.size[a] for a in self.batch_atoms[:1]) if self.batch_atoms else None
         attrs = {"cutoff": 1, "source": "torch.export"}
