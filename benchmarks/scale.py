@@ -78,7 +78,10 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
         model.edge_key = lambda *a: None
     if not options:
         try:
-            out["dry_s"] = dp.dry_run(problem_shape(graph, space, cost_model=model))[
+            # The paper model's sharing keys are structural (an op's signature, a port's
+            # split factors): the dry run finds blocks by them whatever model prices the row.
+            out["dry_s"] = dp.dry_run(problem_shape(graph, space,
+                                                    cost_model=make_cost_model("paper")))[
                 "estimated_seconds"]
         except PaseError:
             pass
