@@ -75,3 +75,11 @@ def test_tiny_sizes_same_optimum_under_both_models():
         a = pase.solve(mine, devices=8, cost_model=cost_model).total_cost
         b = pase.solve(zoo, devices=8, cost_model=cost_model).total_cost
         assert a == pytest.approx(b, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_gpt2_small_all_12_layers_matches_the_zoo():
+    mine = imported(dict(GPT2_2_LAYERS, layers=12))
+    zoo = pase.load_graph("gpt2")
+    assert pase.counts.parameters(mine) == pase.counts.parameters(zoo) == 124_439_808
+    assert _optimum(mine, 8)[0] == pytest.approx(_optimum(zoo, 8)[0], rel=1e-12)
