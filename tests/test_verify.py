@@ -446,14 +446,6 @@ XLA_PLANS = {
         'edge/lm_head->loss': 'gather',
         'grad/embed_tokens': 'permute',
     },
-    ('llama3-8b', 64): {
-        'edge/embed_tokens->layers0.attn_norm': 'reuse',
-        'edge/embed_tokens->layers0.attn_residual': 'permute',
-        'edge/layers0.attn.context->layers0.attn.out': 'gather',
-        'edge/layers0.attn.qkv->layers0.attn.unstack': 'gather',
-        'edge/lm_head->loss': 'gather',
-        'grad/embed_tokens': 'permute',
-    },
     ('vit-b16', 64): {
         'edge/blocks0.attn.qkv->blocks0.attn.unstack': 'gather',
         'edge/pos_embed->blocks0.attn_norm': 'permute',
@@ -495,7 +487,7 @@ XLA_PLANS = {
     },
 }
 # Llama-3-8B's layer has Llama-2-7B's ops at other sizes: XLA compiles the same plans.
-XLA_PLANS.update({("llama3-8b", p): XLA_PLANS[("llama2-7b", p)] for p in (8, 16)})
+XLA_PLANS.update({("llama3-8b", p): XLA_PLANS[("llama2-7b", p)] for p in (8, 16, 64)})
 
 
 def check_layers(reports: dict, labels=None) -> None:
