@@ -83,3 +83,21 @@ def test_gpt2_small_all_12_layers_matches_the_zoo():
     zoo = pase.load_graph("gpt2")
     assert pase.counts.parameters(mine) == pase.counts.parameters(zoo) == 124_439_808
     assert _optimum(mine, 8)[0] == pytest.approx(_optimum(zoo, 8)[0], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_imported_gpt2_runs_in_jax_as_pase_priced_it(tmp_path, capsys):
+    """The imported graph through the JAX exporter: XLA's collectives equal pase's
+    prediction row by row, and the sharded step equals one device's."""
+    pytest.importorskip("jax")
+    from pase.cli import main
+
+    ref = f"{Path(__file__).parent / 'torch_models' / 'gpt2.py'}:build"
+    strategy = tmp_path / "megatron.json"
+    assert main(["solve", ref, "-p", "4", "--solver", "megatron", "--format", "json",
+                 "--output", str(strategy)]) == 0
+    capsys.readouterr()
+    assert main(["verify", ref, "-p", "4", "--strategy", str(strategy), "--engine", "jax",
+                 "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "rows within 1%: 27/27" in out and "equal to an unsharded run within 1e-5" in out
