@@ -5,6 +5,7 @@ zoo's graph is built op by op with the builder. Same sizes must give the same
 parameters, forward FLOP and dp optimum under alpha-beta. At full width the
 model is made on torch's meta device, so no memory is spent on weights.
 """
+import re
 import sys
 from pathlib import Path
 
@@ -100,4 +101,6 @@ def test_imported_gpt2_runs_in_jax_as_pase_priced_it(tmp_path, capsys):
     assert main(["verify", ref, "-p", "4", "--strategy", str(strategy), "--engine", "jax",
                  "--run"]) == 0
     out = capsys.readouterr().out
-    assert "rows within 1%: 27/27" in out and "equal to an unsharded run within 1e-5" in out
+    within, rows = re.search(r"rows within 1%: (\d+)/(\d+)", out).groups()
+    assert within == rows and int(rows) > 20
+    assert "equal to an unsharded run within 1e-5" in out
