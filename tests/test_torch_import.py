@@ -27,6 +27,7 @@ MODELS = {
     "mlp": mlp.build, "cnn": mlp.cnn, "resnet18": resnet.build, "gpt2-block": gpt2.block,
     "gpt2-2-layers": gpt2.build, "bert-layer": bert.build, "llama-block": llama.build,
     "moe-layer": moe.build, "hand-written-gqa": llama.hand_attention, "vit-conv1d": vit.build,
+    "interleaved-gqa": llama.interleaved_gqa,
 }
 
 
@@ -140,6 +141,15 @@ def test_class_token_is_a_concat_weight_and_conv1d_projections_find_heads(import
     qkv = graph.op("attn.c_attn")
     assert [d.size for d in qkv.dims if d.role == "heads"] == [4]
     assert qkv.weights[0].shape == (32, 3, 4, 8)  # Conv1D's (in, 3 out) weight, cut
+
+
+def test_repeat_interleave_kv_heads_are_read_once(imported):
+    graph = imported("interleaved-gqa")[2].graph
+    scores = graph.op("scaled_dot_product_attention.scores")
+    a, b = scores.attrs["eq"].split("->")[0].split(",")
+    assert len(a) == len(b) + 1 and sum(d.role == "heads" for d in scores.dims) == 2
+    kinds = [op.kind for op in graph.ops]
+    assert kinds.count("ReduceMean") == 1 and "Ravel" not in kinds  # the hand-written RMSNorm
 
 
 def test_views_cost_nothing_where_the_ir_follows_them(imported):

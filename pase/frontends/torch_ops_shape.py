@@ -71,6 +71,30 @@ def _movedim(w: Walk, node: Any, a: dict) -> Any:
     return permute(x, order)
 
 
+@handles("repeat_interleave")
+def _repeat_interleave(w: Walk, node: Any, a: dict) -> Any:
+    """Each entry repeated ``r`` times along ``dim`` (grouped-query attention's kv heads):
+    the axis becomes its atoms then a broadcast atom of size ``r``, not in the data."""
+    x, r, dim = a.get("self"), a.get("repeats"), a.get("dim")
+    if not isinstance(x, TV) or not isinstance(r, int) or dim is None:
+        raise Conflict("repeat_interleave with tensor repeats or no dim")
+    dim = _dim(dim, x.rank)
+    view = list(x.view)
+    view[dim] = list(view[dim]) + [w.atoms.new(r)]
+    return x.with_view(view)
+
+
+@handles("repeat")
+def _repeat(w: Walk, node: Any, a: dict) -> Any:
+    """A tensor tiled ``sizes`` times: each tiled axis gets a broadcast atom in front."""
+    x, sizes = a["self"], list(a["repeats"])
+    lead = len(sizes) - x.rank
+    view = [[w.atoms.new(s)] for s in sizes[:lead]]
+    for axis, s in zip(x.view, sizes[lead:]):
+        view.append(list(axis) if s == 1 else [w.atoms.new(s)] + list(axis))
+    return x.with_view(view)
+
+
 @handles("expand", "expand_as")
 def _expand(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]

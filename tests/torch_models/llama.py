@@ -81,3 +81,44 @@ class HandAttention(nn.Module):
 def hand_attention(batch=2, seq=16, width=32, heads=4, kv_heads=2):
     torch.manual_seed(0)
     return HandAttention(width, heads, kv_heads), (torch.randn(batch, seq, width),)
+
+
+class ManualRMSNorm(nn.Module):
+    """Hugging Face's LlamaRMSNorm: the statistic by hand, then two broadcast products."""
+
+    def __init__(self, width, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.float().pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps)).to(x.dtype)
+
+
+class InterleavedGQA(nn.Module):
+    """A hand-written RMSNorm and grouped-query attention whose kv heads are repeated
+    with ``repeat_interleave``."""
+
+    def __init__(self, width=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, width // heads
+        self.norm = ManualRMSNorm(width)
+        self.q = nn.Linear(width, width, bias=False)
+        self.kv = nn.Linear(width, 2 * kv_heads * self.d, bias=False)
+        self.o = nn.Linear(width, width, bias=False)
+
+    def forward(self, x):
+        b, t, e = x.shape
+        h = self.norm(x)
+        q = self.q(h).view(b, t, self.heads, self.d).transpose(1, 2)
+        k, v = self.kv(h).view(b, t, 2, self.kv_heads, self.d).permute(2, 0, 3, 1, 4).unbind(0)
+        r = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.o(y.transpose(1, 2).reshape(b, t, e))
+
+
+def interleaved_gqa(batch=2, seq=16, width=32, heads=4, kv_heads=2):
+    torch.manual_seed(0)
+    return InterleavedGQA(width, heads, kv_heads), (torch.randn(batch, seq, width),)
