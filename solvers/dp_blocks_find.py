@@ -48,8 +48,10 @@ __all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks"]
 # Most scalar additions one min-plus product of the transfer tensor may take
 # (K_G * K_S**3); a chain with a larger separator state is not reduced.
 MAX_POWER_WORK = 2 * 10**9
-# Most candidate runs verified per detection (longest first).
-MAX_CANDIDATES = 8
+# Most candidate runs verified per detection (longest first). A decoder's period and
+# its multiples can fill the first eight (the Transformer at p = 1024 then missed its
+# encoder chain); MAX_VISITS bounds the time however many there are.
+MAX_CANDIDATES = 32
 # Vertex visits detection may spend checking candidates (about a second); past it the
 # best chain so far is used (a chain missed costs time, never exactness).
 MAX_VISITS = 1_000_000
