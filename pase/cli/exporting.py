@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Callable
 
 from pase.cli import checks
 from pase.cli.args import key_values
 from pase.cli.output import print_json
-from pase.errors import OptionError
+from pase.errors import OptionError, PaseError
 from pase.strategy import read_strategy_file
 
 ENGINES = ("jax", "torch")
@@ -55,7 +56,10 @@ def _export_torch(args: argparse.Namespace) -> None:
                           "FUNCTION's options (--model-option batch=N)")
     if args.dtype != "float32":
         raise OptionError("--dtype does not apply to --engine torch; the module keeps its own")
-    split_reference(args.model)  # a FILE.py:FUNCTION, or a one-line error saying so
+    if not _is_reference(args.model, split_reference):
+        raise OptionError(f"--engine torch places a PyTorch module's tensors, so MODEL must be "
+                          f"FILE.py:FUNCTION (a function returning the module and its example "
+                          f"inputs), got {args.model!r}")
     strategy = read_strategy_file(args.strategy)
     module, example, importer, function = load_module(args.model, **_options(args))
     imported = import_torch(module, example, name=f"{split_reference(args.model)[0].stem}.{function}",
@@ -68,6 +72,14 @@ def _export_torch(args: argparse.Namespace) -> None:
         Path(args.output).write_text(plan.to_json() + "\n")
     except OSError as exc:
         raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
+
+
+def _is_reference(text: str, split: Callable[[str], object]) -> bool:
+    try:
+        split(text)
+    except PaseError:
+        return False
+    return True
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
