@@ -211,3 +211,26 @@ def test_meta_device_imports_full_size_models_without_memory():
     graph = from_torch(model, (ids, ids))
     unique = sum(p.numel() for p in model.parameters())
     assert pase.counts.parameters(graph) == unique
+
+
+class Positions(torch.nn.Module):
+    """Position ids computed from an attention mask (cumsum: an op pase has no rule
+    for, on integers), then looked up in a learned table."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(64, 32)
+        self.wpe = torch.nn.Embedding(16, 32)
+        self.fc = torch.nn.Linear(32, 64)
+
+    def forward(self, ids, mask):
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        return self.fc(self.wte(ids) + self.wpe(positions))
+
+
+def test_integer_computations_are_constants():
+    model = Positions()
+    graph = from_torch(model, (torch.randint(0, 64, (2, 16)), torch.ones(2, 16, dtype=torch.long)))
+    assert [op.kind for op in graph.ops] == ["Embedding", "Elementwise", "Einsum"]
+    assert graph.op("add").weights[0].shape == (16, 32)  # the position table, a parameter
+    assert pase.counts.parameters(graph) == sum(p.numel() for p in model.parameters())

@@ -104,7 +104,8 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     program = export_program(module, args, strict=strict)
     module.train(was_training)
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"]
+    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"
+               and not _integral(n)]
     if missing and unsupported == "error":
         listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
         raise ModelImportError(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
@@ -243,6 +244,8 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
     args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
     handler = handlers.get(name)
     try:
+        if handler is None and _integral(node):  # indices, masks, positions: no gradient
+            return _constant(walk, node)
         if handler is None:
             return _approximate(walk, node, args)
         return handler(walk, node, args)
@@ -250,6 +253,22 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
         if walk.unsupported == "elementwise":
             return _approximate(walk, node, args, str(exc))
         raise walk.conflict(exc) from None
+
+
+def _integral(node: Any) -> bool:
+    """Whether every tensor ``node`` makes is of an integer or boolean type."""
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    tensors = [v for v in vals if hasattr(v, "dtype")]
+    return bool(tensors) and not any(v.dtype.is_floating_point or v.dtype.is_complex
+                                     for v in tensors)
+
+
+def _constant(walk: Walk, node: Any) -> Any:
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return tuple(TV(walk.fresh(tuple(v.shape)), [], "const") for v in val)
+    return TV(walk.fresh(tuple(val.shape)), [], "const")
 
 
 def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") -> Any:

@@ -406,10 +406,12 @@ def _embedding(w: Walk, node: Any, a: dict) -> Any:
     vocab, width = table.view[0], table.view[1]
     atoms.set_role(width[0], "channel")
     if ids.kind != "act":  # rows of a table picked by constants (positions): a parameter
-        n = math.prod(ids.shape(atoms)) if ids.view else 1
-        rows = vocab if n == atoms.size[vocab[0]] else [atoms.new(n, "sequence")]
-        view = ([] if not ids.view else [rows]) + [width]
-        return table.with_view(view, extra={"rows": rows, "table": table})
+        shape = ids.shape(atoms)
+        last = max((i for i, s in enumerate(shape) if s == atoms.size[vocab[0]]), default=None)
+        view = [vocab if i == last else [atoms.new(s, "sequence" if i == len(shape) - 1 else
+                                                   "other")]
+                for i, s in enumerate(shape)] + [width]
+        return table.with_view(view, extra={"table": table})
     atoms.set_role(vocab[0], "vocabulary")
     atoms.lock(vocab + width)
     port, tie = w.weight_port(table, "Embedding")
