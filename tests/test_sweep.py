@@ -280,3 +280,15 @@ def test_ratios_compare_runs_of_one_problem_only():
     assert ratios[:3] == [1.0, 1.25, 1.0] and ratios[3] != ratios[3]  # NaN: no cost
     assert problem_labels(frame) == ["gpt2\np=8\npaper", "gpt2\np=8\npaper",
                                      "gpt2\np=8\nalpha-beta", "gpt2\np=8\nalpha-beta"]
+
+
+def test_a_script_without_a_main_guard_gets_the_fix_in_one_line(tmp_path):
+    """Dask starts local workers by re-importing the caller's script: one calling
+    pase.sweep at top level ends with a line naming the guard, not multiprocessing's."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import pase\npase.sweep({'grid': {'model': ['chain'], 'devices': [2], "
+                      f"'solver': ['dp']}}}}, db={str(tmp_path / 'x.sqlite')!r}, workers=1, quiet=True)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("pase.errors.OptionError") and "__name__" in last, last

@@ -91,9 +91,14 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
     if scheduler:
         client = _connect(Client, scheduler)
     else:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        _check_not_bootstrapping()
+        try:
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                   processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+        except RuntimeError as exc:  # a worker process did not start
+            raise OptionError(f"Dask could not start its local workers ({exc}); in a script, call "
+                              "pase.sweep under `if __name__ == \"__main__\":`") from exc
         client = Client(cluster)
     try:
         slots = max(1, sum(client.nthreads().values()))
@@ -130,6 +135,17 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _check_not_bootstrapping() -> None:
+    """Dask starts its workers by re-importing the caller's main module: a script that
+    calls ``pase.sweep`` at top level would start a sweep inside each worker, which
+    multiprocessing refuses in a long traceback. Say so in one line instead."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # multiprocessing's own test
+        raise OptionError("pase.sweep was called while a worker process was starting: in a script, "
+                          "call it under `if __name__ == \"__main__\":`")
 
 
 def _postfix(counts: Mapping[str, int]) -> str:
