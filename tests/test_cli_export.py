@@ -30,7 +30,7 @@ def test_export_writes_the_program(tmp_path, strategy, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--engine", "torch"], ["unknown engine 'torch'", "allowed: jax"]),
+    (["--engine", "tensorflow"], ["unknown engine 'tensorflow'", "allowed: jax"]),
     (["--engine", "jax", "--dtype", "int8"], ["dtype must be one of"]),
     (["--engine", "jax", "--model-option", "depth=2"], ["depth"]),
 ])

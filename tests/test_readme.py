@@ -38,9 +38,13 @@ def _fenced_blocks(text: str) -> list[str]:
 
 
 SEQUENCE = next(b for b in _fenced_blocks(README) if "pase verify" in b)
+# The PyTorch block's commands read and write files in order, with paths from the repository
+# root: tests/test_torch_cli.py runs them, in order, from the README.
+TORCH = next(b for b in _fenced_blocks(README) if "--engine torch" in b)
 NOT_RUN = ("pase compare alexnet -p 8", "pase solve alexnet -p 8 --solver cheapest-alone",
            "pase solve gpt3-175b -p 32768",
-           *(line for line in SEQUENCE.splitlines() if line.startswith("pase verify")))
+           *(line for line in SEQUENCE.splitlines() if line.startswith("pase verify")),
+           *TORCH.splitlines())
 
 
 def test_quick_start_python_block():
@@ -101,3 +105,18 @@ def test_readme_solve_then_verify_sequence_runs_in_order(tmp_path, monkeypatch, 
         assert main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "pase's prediction vs XLA's compiled HLO" in out and "op/h0.attn.qkv" in out
+
+
+def test_readme_torch_block_runs_in_order(tmp_path, monkeypatch, capsys):
+    """The PyTorch section's commands as written (paths from the repository root), then
+    its Python block."""
+    pytest.importorskip("torch")
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    for line in TORCH.splitlines():
+        argv = [str(root / a) if a.startswith("tests/") else a for a in shlex.split(line)[1:]]
+        assert main(argv) == 0, capsys.readouterr().err
+    assert "DeviceMesh" in capsys.readouterr().out
+    block = next(b for b in BLOCKS if "import_torch" in b)
+    exec(compile(block, "README torch", "exec"), {})
+    assert "parameter" in capsys.readouterr().out
