@@ -204,6 +204,15 @@ def test_bad_arguments_are_one_line_errors():
         from_torch(torch.nn.Linear(8, 8), (torch.randn(2, 8),), unsupported="ignore")
 
 
+def test_an_input_without_a_batch_axis_is_refused_not_miscounted():
+    """The first input's leading axis is the batch: on an unbatched input a Linear's weight
+    would read it and stop counting as a parameter (8 instead of 136)."""
+    with pytest.raises(ModelImportError, match=r"parameter 'weight' .*\(size 16\), which pase takes as "
+                                               r"the batch"):
+        from_torch(torch.nn.Linear(16, 8), (torch.randn(16),))
+    assert pase.counts.parameters(from_torch(torch.nn.Linear(16, 8), (torch.randn(4, 16),))) == 136
+
+
 def test_meta_device_imports_full_size_models_without_memory():
     with torch.device("meta"):
         model = gpt2.GPT2(layers=1, width=768, heads=12, ff=3072, vocab=50257, positions=1024)

@@ -207,6 +207,7 @@ class Walk:
         if not ops:
             raise ModelImportError("the module computes nothing pase can model (no op reads its "
                                "inputs)")
+        _check_parameters_unbatched(ops, infos)
         batch = math.prod(self.atoms.size[a] for a in self.batch_atoms[:1]) if self.batch_atoms else None
         attrs = {"cutoff": 1, "source": "torch.export"}
         if batch:
@@ -289,3 +290,18 @@ def _target_name(node: Any) -> str:
 
 
 target_name = _target_name
+
+
+def _check_parameters_unbatched(ops: list, infos: dict) -> None:
+    """The first input's leading axis is the batch; a parameter reading it (an example
+    input without a batch axis, such as ``Linear(16, 8)`` on ``randn(16)``) would stop
+    being a parameter, and its memory and gradient sync would vanish from every cost."""
+    for op in ops:
+        roles = {d.name: (d.role, d.size) for d in op.dims}
+        for port, param in zip(op.weights, infos[op.name].params):
+            batch = [roles[n][1] for axis in port.dims for n in axis if roles[n][0] == "batch"]
+            if param is not None and batch:
+                raise ModelImportError(
+                    f"parameter {param!r} of op {op.name!r} reads the first input's leading axis "
+                    f"(size {batch[0]}), which pase takes as the batch: give an example input "
+                    f"whose first axis is the batch")
