@@ -37,7 +37,7 @@ def sweep(spec: "str | Path | Mapping[str, Any] | Spec", db: str | Path | None =
 
     ``spec`` is a TOML path, a dict of the same shape or a Spec
     (:mod:`pase.sweeps.spec`); ``db`` the SQLite store (default
-    ``results.sqlite`` next to a TOML spec, else in the current directory).
+    ``SPEC.sqlite`` next to a TOML spec, else ``results.sqlite`` in the current directory).
     ``workers`` local worker processes (default: the CPU count) unless
     ``scheduler`` names a running Dask scheduler. ``quiet=False`` shows a tqdm
     progress bar; ``progress`` is called with the counts after each run.

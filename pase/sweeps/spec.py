@@ -120,8 +120,15 @@ class Spec:
 
 
 def point_key(point: Mapping[str, Any]) -> str:
-    """The store's unique key of a point: its axis values as canonical JSON."""
-    return json.dumps({a: point.get(a) for a in AXES}, sort_keys=True, separators=(",", ":"))
+    """The store's unique key of a point: its axis values as canonical JSON (a memory cap
+    in bytes, so that ``80GiB`` and ``80 GiB`` are one point)."""
+    values = {a: point.get(a) for a in AXES}
+    cap = values.get("memory_cap")
+    if isinstance(cap, str) and cap.strip().lower() != "none":
+        from pase.options import parse_bytes
+
+        values["memory_cap"] = parse_bytes(cap)
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def load_spec(spec: "str | Path | Mapping[str, Any] | Spec") -> Spec:
