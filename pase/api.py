@@ -298,5 +298,8 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
-    report = dp.dry_run(problem_shape(graph, space), memory_budget=budget)
+    # The paper model's sharing keys are structural (an op's signature, a port's split
+    # factors), so they find the repeated blocks without computing any cost.
+    report = dp.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
+                        memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}

@@ -87,6 +87,16 @@ def _dry_run(args: argparse.Namespace) -> None:
           f"(memory budget {data['memory_budget']:.4g} B)")
     print(table([_dry_run_row(r) for r in data["orderings"]],
                 ("ordering", "max |D|", "table entries", "peak MiB", "est. seconds", "fits budget")))
+    blocks = data.get("blocks", {})
+    for c in blocks.get("chains", []):
+        print(f"blocks: {c['count']} x {c['period']} ops from {c['first_block']!r} (separator "
+              f"{', '.join(c['separator'])}; {c['states']} states): transfer "
+              f"{c['transfer_entries']:.3g} entries, {c['power_products']} min-plus products")
+    if blocks.get("blocks_found"):
+        r = blocks["reduced"]
+        print(f"reduced dp: {r['vertices']} vertices, {r['table_entries']:.3g} table entries")
+    if "estimated_seconds" in data:
+        print(f"estimated seconds with the defaults: {data['estimated_seconds']:.3g}")
 
 
 def _dry_run_row(r: dict) -> tuple[str, ...]:

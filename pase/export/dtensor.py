@@ -133,17 +133,19 @@ class DTensorPlan:
         for path, plan in self.module_inputs.items():
             placements = _placements(plan.placements)
 
-            def pre_hook(mod: Any, args: Any, placements=placements) -> Any:
+            def pre_hook(mod: Any, args: Any, placements=placements, path=path) -> Any:
                 if args and isinstance(args[0], DTensor):
                     return (args[0].redistribute(mesh, placements),) + tuple(args[1:])
+                _not_applied(f"module {path!r}'s first input")
                 return None
             module.get_submodule(path).register_forward_pre_hook(pre_hook)
         for path, plan in self.activations.items():
             placements = _placements(plan.placements)
 
-            def hook(mod: Any, args: Any, out: Any, placements=placements) -> Any:
+            def hook(mod: Any, args: Any, out: Any, placements=placements, path=path) -> Any:
                 if isinstance(out, DTensor):
                     return out.redistribute(mesh, placements)
+                _not_applied(f"module {path!r}'s output")
                 return out
             module.get_submodule(path).register_forward_hook(hook)
         return module
@@ -260,3 +262,12 @@ def _inexpressible(sizes: list[int], factors: list[int], mesh: list[int]) -> str
     if mesh != sorted(mesh):
         return "its mesh dims are not in ascending order, as several Shards of one axis need"
     return ""
+
+
+def _not_applied(what: str) -> None:
+    """A planned layout the hooks cannot apply (the tensor is not one DTensor: a tuple
+    output, a plain tensor) is said, not skipped silently."""
+    import warnings
+
+    warnings.warn(f"pase DTensor plan: {what} is not a DTensor (a tuple or a plain tensor), "
+                  f"so its planned layout is not applied", stacklevel=3)
