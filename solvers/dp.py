@@ -155,41 +155,11 @@ def solve(problem: Problem, *, ordering: str = "auto",
     # Planning stops at a table over the budget: the answer is a refusal anyway.
     chosen, predicted = _choose(problem, ordering, memory_budget, limit_bytes=memory_budget)
     if blocks and not (_fits(chosen, memory_budget) and chosen.table_entries < BLOCKS_MIN_ENTRIES):
-        from pase.solvers.dp_blocks import solve_blocks  # imports this module
-
-        # Under a cap the folded optimum of the uncapped Problem is the answer when it
-        # fits: no strategy under the cap costs less than the best one without it.
-        cap = problem.memory_cap
-        reduced = solve_blocks(problem if cap is None else problem.with_memory_cap(None),
-                               time_limit=time_limit, ordering=ordering,
-                               memory_budget=memory_budget, max_states=max_states,
-                               prune=prune, seed=seed)
-        if reduced is not None and (cap is None or reduced.choice is None
-                                    or problem.fits(reduced.choice)):
-            if cap is not None and reduced.choice is not None:
-                reduced.stats.update(memory_cap=cap, capped=False,
-                                     memory=problem.memory_of(reduced.choice))
-            reduced.wall_time = time.perf_counter() - start
-            return reduced
-        if reduced is not None:  # the cap binds: the Lagrangian route through the powers
-            from pase.solvers.dp_blocks_capped import solve_blocks_capped
-
-            answer, blocks_capped = solve_blocks_capped(
-                _forbid_infinite_memory(problem), reduced,
-                deadline=None if time_limit is None else start + time_limit,
-                fallback=_fits(chosen, memory_budget), ordering=ordering,
-                memory_budget=memory_budget, max_states=max_states, prune=prune, seed=seed)
-            if answer is not None:
-                if answer.choice is not None:
-                    cost = _verified_cost(problem, answer.choice, answer.cost)
-                    bound = cost if answer.status is Status.OPTIMAL else answer.lower_bound
-                    answer = Solution(answer.choice, cost, answer.status, "dp", bound,
-                                      stats=answer.stats)
-                answer.wall_time = time.perf_counter() - start
-                return answer
-            fell_back = {"blocks_capped": f"{blocks_capped['blocks_capped']}: plain capped dp",
-                         "blocks_capped_bound": blocks_capped.get("lagrangian_bound"),
-                         "blocks_capped_seconds": blocks_capped.get("blocks_capped_seconds")}
+        folded, fell_back = _solve_folded(problem, chosen, start, ordering=ordering,
+                                          memory_budget=memory_budget, max_states=max_states,
+                                          prune=prune, time_limit=time_limit, seed=seed)
+        if folded is not None:
+            return folded
     _refuse_over_budget(problem, chosen, memory_budget)
     deadline = None if time_limit is None else start + time_limit
     ledger = Ledger()
@@ -233,6 +203,50 @@ def solve(problem: Problem, *, ordering: str = "auto",
     cost = _verified_cost(problem, *found)
     return Solution(found[0], cost, Status.OPTIMAL, "dp", lower_bound=cost,
                     wall_time=time.perf_counter() - start, stats=stats)
+
+
+def _solve_folded(problem: Problem, chosen: Plan, start: float, *, ordering: str,
+                  memory_budget: float, max_states: int, prune: bool,
+                  time_limit: float | None, seed: int | None) -> tuple[Solution | None, dict]:
+    """The answer with chains of repeated blocks folded (``solve``'s ``blocks``), or
+    ``(None, stats)`` when the plain dp must run: no chain found, or a binding cap
+    whose Lagrangian route left a gap (``stats`` say so)."""
+    from pase.solvers.dp_blocks import solve_blocks  # imports this module
+
+    # Under a cap the folded optimum of the uncapped Problem is the answer when it
+    # fits: no strategy under the cap costs less than the best one without it.
+    cap = problem.memory_cap
+    reduced = solve_blocks(problem if cap is None else problem.with_memory_cap(None),
+                           time_limit=time_limit, ordering=ordering,
+                           memory_budget=memory_budget, max_states=max_states,
+                           prune=prune, seed=seed)
+    if reduced is not None and (cap is None or reduced.choice is None
+                                or problem.fits(reduced.choice)):
+        if cap is not None and reduced.choice is not None:
+            reduced.stats.update(memory_cap=cap, capped=False,
+                                 memory=problem.memory_of(reduced.choice))
+        reduced.wall_time = time.perf_counter() - start
+        return reduced, {}
+    if reduced is not None:  # the cap binds: the Lagrangian route through the powers
+        from pase.solvers.dp_blocks_capped import solve_blocks_capped
+
+        answer, blocks_capped = solve_blocks_capped(
+            _forbid_infinite_memory(problem), reduced,
+            deadline=None if time_limit is None else start + time_limit,
+            fallback=_fits(chosen, memory_budget), ordering=ordering,
+            memory_budget=memory_budget, max_states=max_states, prune=prune, seed=seed)
+        if answer is not None:
+            if answer.choice is not None:
+                cost = _verified_cost(problem, answer.choice, answer.cost)
+                bound = cost if answer.status is Status.OPTIMAL else answer.lower_bound
+                answer = Solution(answer.choice, cost, answer.status, "dp", bound,
+                                  stats=answer.stats)
+            answer.wall_time = time.perf_counter() - start
+            return answer, {}
+        return None, {"blocks_capped": f"{blocks_capped['blocks_capped']}: plain capped dp",
+                      "blocks_capped_bound": blocks_capped.get("lagrangian_bound"),
+                      "blocks_capped_seconds": blocks_capped.get("blocks_capped_seconds")}
+    return None, {}
 
 
 def plan(shape: Any, ordering: str = "auto", *,
