@@ -24,12 +24,22 @@ def tiny_problem():
 MISSING_EXTRA_WORDS = ("not installed", "could not import", "backend missing", "No module named")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
+def _fail_missing_extra(report) -> None:
     if os.environ.get("CI") == "true" and report.skipped:
         reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
         if any(word in reason for word in MISSING_EXTRA_WORDS):
             report.outcome = "failed"
             report.longrepr = f"CI=true installs every extra, but this test was skipped: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_missing_extra(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module-level ``pytest.importorskip`` skips the whole file at collection."""
+    outcome = yield
+    _fail_missing_extra(outcome.get_result())
