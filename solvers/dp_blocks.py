@@ -83,13 +83,10 @@ class _Block:
 
 def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     u1 = list(chain.block(1))
-    s0 = list(chain.separator_vertices(0))
-    s1 = list(chain.separator_vertices(1))
-    shared = list(chain.shared)
-    local = shared + s0 + u1
+    local, kept_vertices = chain.transfer_vertices()
     index = {v: k for k, v in enumerate(local)}
-    outside = len(shared) + len(s0)
-    costs = [np.zeros(problem.vertex_costs[v].size) for v in shared + s0] + \
+    outside = len(local) - len(u1)
+    costs = [np.zeros(problem.vertex_costs[v].size) for v in local[:outside]] + \
         [problem.vertex_costs[v] for v in u1]
     # Block 1's own edges: inside U_1 (once), and from S_0 and G into it (not those to U_2).
     inside = set(u1)
@@ -100,7 +97,7 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
                 edges.append((index[v], index[w]))
                 mats.append(m)
     block = Problem(costs, edges, mats)
-    kept = tuple(index[v] for v in shared + s0 + s1)
+    kept = tuple(index[v] for v in kept_vertices)
     kept_set = set(kept)
     inner = _inner_order(block, kept_set)
     ledger = Ledger()
@@ -130,8 +127,8 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     for (x, y), m in zip(block.edges, block.edge_costs):
         if x in kept_set and y in kept_set:
             total = total + _on_axes(m, (x, y), kept)
-    kg = math.prod(axes_sizes[:len(shared)])
-    ks = math.prod(axes_sizes[len(shared):outside])
+    kg = math.prod(axes_sizes[:len(chain.shared)])
+    ks = math.prod(axes_sizes[len(chain.shared):outside])
     return _Block(total.reshape(kg, ks, ks), kept, axes_sizes, local, plan, argmins)
 
 

@@ -126,10 +126,7 @@ def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
     from pase.solvers.dp_blocks import _inner_order
 
     u1 = list(chain.block(1))
-    s0 = list(chain.separator_vertices(0))
-    s1 = list(chain.separator_vertices(1))
-    shared = list(chain.shared)
-    local = shared + s0 + u1
+    local, kept_vertices = chain.transfer_vertices()
     index = {v: k for k, v in enumerate(local)}
     inside = set(u1)
     incident: dict[int, list[int]] = {v: [] for v in u1}
@@ -142,7 +139,7 @@ def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
                     for v in u1 for w in incident[v]
                     if w in index and (w not in inside or w > v)})
     block = _Shape([shape.names[v] for v in local], shape.sizes[local], edges, [], [])
-    kept = {index[v] for v in shared + s0 + s1}
+    kept = {index[v] for v in kept_vertices}
     inner = _inner_order(block, kept)
     if not inner:
         return 0

@@ -84,6 +84,13 @@ class BlockChain:
         base = self.start + (i - 1) * self.period
         return tuple(base + o for o in self.separator)
 
+    def transfer_vertices(self) -> tuple[list[int], list[int]]:
+        """Block 1's transfer, laid out: ``(local, kept)``. ``local`` is the shared
+        vertices, ``S_0`` and ``U_1`` in that order (positions in the block Problem);
+        ``kept`` the vertices the transfer keeps as axes: shared, ``S_0``, ``S_1``."""
+        outside = list(self.shared) + list(self.separator_vertices(0))
+        return outside + list(self.block(1)), outside + list(self.separator_vertices(1))
+
     def removed(self) -> set[int]:
         """Vertices the reduction eliminates: blocks 1..count but the last separator."""
         out = set(range(self.start, self.start + self.count * self.period))
