@@ -137,9 +137,7 @@ def connection_ports(graph: Graph, conn: _Connection) -> tuple[Op, Port, Op, Por
 
 
 def _first_parameter(op: Op) -> int | None:
-    roles = {d.name: d.role for d in op.dims}
-    return next((j for j, w in enumerate(op.weights)
-                 if not any(roles[n] == "batch" for axis in w.dims for n in axis)), None)
+    return next((j for j, w in enumerate(op.weights) if op.is_parameter(w)), None)
 
 
 def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"

@@ -54,9 +54,7 @@ class Counts:
 
 
 def _parameter_ports(op: Op) -> list[Port]:
-    roles = {d.name: d.role for d in op.dims}
-    return [p for p in op.weights
-            if not any(roles[n] == "batch" for axis in p.dims for n in axis)]
+    return [p for p in op.weights if op.is_parameter(p)]
 
 
 def _owned(graph: Graph, op: Op) -> list[Port]:

@@ -239,6 +239,13 @@ class Op:
             raise GraphError(f"op {self.name!r} has no dim {name!r}; dims: "
                              f"{', '.join(self.dim_names)}") from None
 
+    def is_parameter(self, port: Port) -> bool:
+        """A weight with no batch-role axis: trained and synchronised (a weight with a
+        batch axis is data, such as an embedding's one-hot ids)."""
+        roles = {d.name: d.role for d in self.dims}
+        return port in self.weights and not any(roles[n] == "batch" for axis in port.dims
+                                                for n in axis)
+
     def port_axes(self, port: Port) -> list[list[int]]:
         """Per tensor axis, the indices of the op dims that split it."""
         return [[self.dim_index(n) for n in axis] for axis in port.dims]

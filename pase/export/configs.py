@@ -49,11 +49,6 @@ def tile(op: Op, port: Port, cfg: Mapping[str, int]) -> tuple[int, ...]:
                  for size, names in zip(port.shape, port.dims))
 
 
-def is_parameter(op: Op, port: Port) -> bool:
-    roles = {d.name: d.role for d in op.dims}
-    return not any(roles[n] == "batch" for axis in port.dims for n in axis)
-
-
 def fan_in(op: Op, port: Port) -> int:
     """Product of the weight's axes that are contracted away (no output has them)."""
     if op.kind == "Embedding":

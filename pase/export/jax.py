@@ -54,7 +54,7 @@ from typing import Any, Mapping
 
 from pase.errors import GraphError, OptionError
 from pase.export import jax_runtime
-from pase.export.configs import fan_in, is_parameter, strategy_configs, tile
+from pase.export.configs import fan_in, strategy_configs, tile
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
 from pase.space import check_devices
@@ -140,7 +140,7 @@ class _Writer:
             scope = tied_scope(key.split(":")[0], op.name)
             return f"pin(pin(params[{key!r}], {self.params[key][1]!r}, {scope!r}), " \
                    f"{self.spec(op, port)!r}, {scope!r})"
-        if is_parameter(op, port):
+        if op.is_parameter(port):
             self.params[key] = (self.shape(op, port), self.spec(op, port), fan_in(op, port))
             return self.pin(f"params[{key!r}]", self.spec(op, port))
         self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
@@ -149,11 +149,11 @@ class _Writer:
     def _tied_key(self, op: Op, j: int) -> str | None:
         """The owner's parameter name when weight ``j`` is ``op``'s tied (first) parameter."""
         tied = op.attrs.get("tied")
-        params = [i for i, p in enumerate(op.weights) if is_parameter(op, p)]
+        params = [i for i, p in enumerate(op.weights) if op.is_parameter(p)]
         if tied is None or not params or params[0] != j:
             return None
         owner = self.graph.op(tied)
-        first = next(i for i, p in enumerate(owner.weights) if is_parameter(owner, p))
+        first = next(i for i, p in enumerate(owner.weights) if owner.is_parameter(p))
         return f"{tied}:w{first}"
 
     def weights(self, op: Op, first: int = 0) -> str:
@@ -217,8 +217,8 @@ class _Writer:
     def kind_Embedding(self, op: Op, outs):
         eq = op.attrs["eq"]
         la = eq.split("->")[0].split(",")[0]
-        hot = [p for p in op.weights if not is_parameter(op, p)]
-        table = [j for j, p in enumerate(op.weights) if is_parameter(op, p)]
+        hot = [p for p in op.weights if not op.is_parameter(p)]
+        table = [j for j, p in enumerate(op.weights) if op.is_parameter(p)]
         if op.inputs or len(hot) != 1 or len(table) != 1 or hot[0].dims != tuple((c,) for c in la):
             raise GraphError(f"op {op.name!r} (Embedding): expected a one-hot graph input for "
                              f"{la!r} and one parameter table ({eq!r})")

@@ -140,14 +140,9 @@ def _per_dim(c: Collective) -> list[Collective]:
     return [Collective(c.kind, c.phase, c.nbytes, (d,), c.rounds, c.label, c.port) for d in c.dims]
 
 
-def _is_parameter(op: Op, port: Port) -> bool:
-    roles = {d.name: d.role for d in op.dims}
-    return port in op.weights and not any(roles[n] == "batch" for axis in port.dims for n in axis)
-
-
 def _owned_parameters(op: Op) -> list[Port]:
     """Parameters this op holds in memory: a tied matrix (``tied``) belongs to its owner."""
-    params = [p for p in op.weights if _is_parameter(op, p)]
+    params = [p for p in op.weights if op.is_parameter(p)]
     if "tied" in op.attrs and op.weights and params and params[0] is op.weights[0]:
         params = params[1:]
     return params
@@ -157,7 +152,7 @@ def _weight_syncs(op: Op, cfg: np.ndarray, dt: float, ports) -> list[Collective]
     """Gradient all-reduces of parameter ``ports`` over the dims they do not map."""
     colls = []
     for port in ports:
-        if not _is_parameter(op, port):
+        if not op.is_parameter(port):
             continue
         mapped = {n for axis in port.dims for n in axis}
         others = tuple(i for i, n in enumerate(op.dim_names) if n not in mapped)
@@ -218,7 +213,7 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
     for port, dims, name in ((a, n, "dA"), (b, m, "dB")):
         if port is None:
             continue
-        if _is_parameter(op, port):
+        if op.is_parameter(port):
             colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, dims, f"{name} (weights)"))
         elif port.source is not None:
             colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name,
