@@ -137,7 +137,7 @@ class _Writer:
         if key in self.params and not self.local:  # a tied parameter, stored in its owner's layout:
             # re-laid for this op; pinned to the owner's layout first, so that backward the
             # gradient is re-laid back under the same scope (the transpose of that pin)
-            scope = tied_scope(key.split(":")[0], op.name)
+            scope = tied_scope(op.attrs["tied"], op.name)
             return f"pin(pin(params[{key!r}], {self.params[key][1]!r}, {scope!r}), " \
                    f"{self.spec(op, port)!r}, {scope!r})"
         if op.is_parameter(port):

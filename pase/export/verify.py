@@ -88,25 +88,25 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
                               dst.inputs[c.dst_input], dict(configs[dst.name]), devices,
                               bytes_per_element, **extra)
         r = row(f"edge/{src.name}->{dst.name}", "edge")
-        r["forward"] += float(fwd)
         back = r if consumers[src.name] == 1 else row(f"grad/{src.name}", "grad")
-        back["backward"] += float(bwd)
-        for direction, value in (("forward", fwd), ("backward", bwd)):
-            if value > 0:
-                (r if direction == "forward" else back)["collectives"].append(
-                    {"kind": "re-layout", "label": f"{src.name}->{dst.name}", "direction": direction,
-                     "bytes": float(value)})
+        _relayout(r, "forward", fwd, f"{src.name}->{dst.name}")
+        _relayout(back, "backward", bwd, f"{src.name}->{dst.name}")
     for conn in tied_connections(graph):
         owner, matrix, user, use = connection_ports(graph, conn)
         fwd, bwd = edge_bytes(owner, matrix, dict(configs[owner.name]), user, use,
                               dict(configs[user.name]), devices, bytes_per_element, **extra)
         r = row(f"tied/{owner.name}->{user.name}", "tied")
-        for direction, value in (("forward", fwd), ("backward", bwd)):
-            r[direction] += float(value)
-            if value > 0:
-                r["collectives"].append({"kind": "re-layout", "label": f"{owner.name}->{user.name}",
-                                         "direction": direction, "bytes": float(value)})
+        _relayout(r, "forward", fwd, f"{owner.name}->{user.name}")
+        _relayout(r, "backward", bwd, f"{owner.name}->{user.name}")
     return rows
+
+
+def _relayout(row: dict, direction: str, value: float, label: str) -> None:
+    """Add a predicted re-layout's bytes to ``row`` in ``direction``."""
+    row[direction] += float(value)
+    if value > 0:
+        row["collectives"].append({"kind": "re-layout", "label": label, "direction": direction,
+                                   "bytes": float(value)})
 
 
 def compiled_rows(graph: Graph, collectives: Sequence[HloCollective]) -> dict[str, dict]:
