@@ -110,6 +110,12 @@ def problem_shape(graph: Graph, space: ConfigSpace, *,
 _Connection = tuple[int, int, int, int]  # (producer, output, consumer, input) indices
 
 
+def graph_connections(graph: Graph) -> list[_Connection]:
+    """The graph's connections as ``(producer, output, consumer, input)`` indices."""
+    return [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
+            for c in graph.connections]
+
+
 def tied_connections(graph: Graph) -> list[_Connection]:
     """``(owner, -1 - j, user, -1 - k)`` for each op whose first parameter is tied to
     another op's (``tied``): the owner keeps the matrix (weight ``j``) in its layout
@@ -144,11 +150,7 @@ def _plan(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
           ) -> tuple[ProblemShape, list[list[_Connection]]]:
     """The shape, and the costed connections of each of its edges."""
     _check_space(graph, space)
-    if cost_model is None:
-        connections = [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
-                       for c in graph.connections]
-    else:
-        connections = cost_model.edges(graph)
+    connections = graph_connections(graph) if cost_model is None else cost_model.edges(graph)
     by_pair: dict[tuple[int, int], list[_Connection]] = {}
     for conn in connections:
         u, _, v, _ = conn
@@ -277,8 +279,7 @@ class CostModel(abc.ABC):
 
         Default: every connection (several between one pair add up in the Problem).
         """
-        return [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
-                for c in graph.connections]
+        return graph_connections(graph)
 
     def problem(self, graph: Graph, space: ConfigSpace, *,
                 memory_budget: float | None = None) -> Problem:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pase.cluster import LINK_CLASSES, Cluster
-from pase.costing import connection_ports, tied_connections
+from pase.costing import connection_ports, graph_connections, tied_connections
 from pase.ir import Graph
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
@@ -200,9 +200,7 @@ def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, 
     the user's weight gradient re-laid back after the user's backward, before the
     owner's backward adds its own.
     """
-    conns = [(graph.index(c.src), c.src_output, graph.index(c.dst), c.dst_input)
-             for c in graph.connections] + tied_connections(graph)
-    for conn in conns:
+    for conn in graph_connections(graph) + tied_connections(graph):
         u, _, v, _ = conn
         pu, out, pv, inp = connection_ports(graph, conn)
         cu, cv = configs[u], configs[v]
