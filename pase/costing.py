@@ -12,15 +12,17 @@ when the arrays would exceed a budget (:data:`DEFAULT_BUILD_BUDGET`).
 from __future__ import annotations
 
 import abc
+import copy
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
+from typing import Any, Callable, Hashable, Mapping
 
 import numpy as np
 
 from pase.errors import OptionError, TooLargeError, check_float
 from pase.ir import Graph, Op, Port
-from pase.problem import Candidates, Problem
+from pase.problem import Candidates, Problem, VariantMap
 from pase.space import ConfigSpace
+from pase.work import variants_build as vb
 
 # Bytes of cost arrays a Problem build may allocate unless told otherwise. At the
 # peak a build holds these plus about two of the largest edge matrices.
@@ -55,6 +57,7 @@ class ProblemShape:
     largest_edge: tuple[int, int] | None
     shared_with: list[int]
     vertex_shared_with: list[int] = field(default_factory=list)
+    base_shared_with: list[int] = field(default_factory=list)  # with variants: before expansion
 
     @property
     def num_vertices(self) -> int:
@@ -291,6 +294,46 @@ class CostModel(abc.ABC):
         """
         shape, plan = _plan(graph, space, self)
         check_build_budget(shape, memory_budget)
+        choices = vb.model_choices(self)
+        maps = None
+        if choices is None:
+            terms = self._vertex_terms(graph, space, shape)
+        else:  # candidates are configs x kept variants (pase.work.variants_build)
+            terms, maps = vb.all_variant_terms(self, graph, space, shape, choices)
+            shape = vb.expanded_shape(shape, maps)
+            check_build_budget(shape, memory_budget)
+        vertex = [cost for cost, _ in terms]
+        memory = [mem for _, mem in terms]
+        matrices = self._edge_matrices(graph, space, shape, plan, maps)
+        configs = [space.configs[i] if maps is None else space.configs[i][maps[i].config]
+                   for i in range(len(graph.ops))]
+        candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), configs[i])
+                      for i, op in enumerate(graph.ops)]
+        return Problem(vertex, shape.edges, matrices, names=shape.names,
+                       unit=self.unit, candidates=candidates, devices=space.devices,
+                       memory=None if any(m is None for m in memory) else memory, variants=maps)
+
+    def with_variants(self, variants: Mapping[str, Any]) -> "CostModel":
+        """A copy that prices every op at one variant: ``variants[op]`` (a
+        :class:`~pase.work.variants.Variant` or ``{"zero": 3, "recompute": true}``) for
+        the ops named, the options' fixed stage and recompute flag (``auto`` read as 0 /
+        none) for the others; what ``pase evaluate`` does with a strategy's variants.
+        Only for a model with the ``zero`` / ``recompute`` options (alpha-beta)."""
+        from pase.work.variants import variant_from_json
+
+        if not vb.supports_variants(self):
+            if any(not variant_from_json(v, f"variant of op {op!r}").is_default
+                   for op, v in variants.items()):
+                raise OptionError(f"cost model {self.name!r} has no ZeRO or recomputation; use "
+                                  f"'alpha-beta' for a strategy with variants")
+            return self
+        bound = copy.copy(self)
+        bound.fixed_variants = {str(op): variant_from_json(v, f"variant of op {op!r}")
+                                for op, v in variants.items()}
+        return bound
+
+    def _vertex_terms(self, graph: Graph, space: ConfigSpace, shape: "ProblemShape"
+                      ) -> list[tuple[np.ndarray, np.ndarray | None]]:
         terms: list[tuple[np.ndarray, np.ndarray | None]] = []
         for i, op in enumerate(graph.ops):
             first = shape.vertex_shared_with[i] if shape.vertex_shared_with else i
@@ -301,37 +344,50 @@ class CostModel(abc.ABC):
             terms.append((np.asarray(cost, dtype=np.float64),
                           None if mem is None else np.asarray(mem, dtype=np.float64)))
         for i, first in enumerate(shape.vertex_shared_with):
-            if first != i:  # shared, like edge matrices below: read-only
+            if first != i:  # shared, like edge matrices: read-only
                 for a in terms[first]:
                     if a is not None:
                         a.flags.writeable = False
-        vertex = [cost for cost, _ in terms]
-        memory = [mem for _, mem in terms]
+        return terms
+
+    def _edge_matrices(self, graph: Graph, space: ConfigSpace, shape: "ProblemShape",
+                       plan: list[list[_Connection]], maps: list[VariantMap] | None) -> list[np.ndarray]:
+        """Each edge's matrix: computed once per sharing key, then (with variants) its rows
+        and columns repeated for each candidate's config."""
+        base: dict[int, np.ndarray] = {}
         matrices: list[np.ndarray] = []
         for e, conns in enumerate(plan):
-            if shape.shared_with[e] != e:
-                matrices.append(matrices[shape.shared_with[e]])
+            first = shape.shared_with[e]
+            if first != e:
+                matrices.append(matrices[first])
                 continue
-            # Connections between one pair are summed as they come, so at most one
-            # extra matrix is alive at a time (the Problem would merge them too).
-            total = None
-            for conn in conns:
-                u, _, v, _ = conn
-                pu, port_u, pv, port_v = connection_ports(graph, conn)
-                m = self.edge_costs(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
-                m = np.asarray(m, dtype=np.float64)
-                if u > v:
-                    m = m.T
-                total = m if total is None else total + m
-            matrices.append(total)
+            key = shape.base_shared_with[e] if shape.base_shared_with else e
+            if key not in base:
+                base[key] = self._edge_sum(graph, space, conns)
+            m = base[key]
+            if maps is not None:
+                u, v = shape.edges[e]
+                m = vb.expand_matrix(m, maps[u].config, maps[v].config)
+            matrices.append(m)
         for e, first in enumerate(shape.shared_with):
             if first != e:  # shared: a solver writing into it would change other edges
                 matrices[first].flags.writeable = False
-        candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), space.configs[i])
-                      for i, op in enumerate(graph.ops)]
-        return Problem(vertex, shape.edges, matrices, names=shape.names,
-                       unit=self.unit, candidates=candidates, devices=space.devices,
-                       memory=None if any(m is None for m in memory) else memory)
+        return matrices
+
+    def _edge_sum(self, graph: Graph, space: ConfigSpace, conns: list[_Connection]) -> np.ndarray:
+        # Connections between one pair are summed as they come, so at most one
+        # extra matrix is alive at a time (the Problem would merge them too).
+        total = None
+        for conn in conns:
+            u, _, v, _ = conn
+            pu, port_u, pv, port_v = connection_ports(graph, conn)
+            m = self.edge_costs(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
+            m = np.asarray(m, dtype=np.float64)
+            if u > v:
+                m = m.T
+            total = m if total is None else total + m
+        assert total is not None
+        return total
 
 
 def op_signature(op: Op) -> tuple:

@@ -39,6 +39,24 @@ class Candidates:
     configs: np.ndarray
 
 
+@dataclass(frozen=True, eq=False)  # eq would compare numpy arrays ambiguously
+class VariantMap:
+    """What a vertex's candidates are when they carry per-op variants (ZeRO, recompute).
+
+    Candidate ``i`` is config ``config[i]`` of the configuration space run at ZeRO
+    stage ``zero[i]``, with recomputation iff ``recompute[i]``. Set by cost models
+    that search variants (:mod:`pase.work.variants_build`); solvers ignore it.
+    """
+
+    config: np.ndarray
+    zero: np.ndarray
+    recompute: np.ndarray
+
+    def variant(self, i: int) -> tuple[int, bool]:
+        """``(zero stage, recompute)`` of candidate ``i``."""
+        return int(self.zero[i]), bool(self.recompute[i])
+
+
 class Problem:
     """Per-vertex cost vectors and per-edge cost matrices.
 
@@ -56,6 +74,8 @@ class Problem:
         unit: what the costs measure (``"FLOP"``, ``"s"``...).
         candidates: optional per-vertex :class:`Candidates` (set by cost models).
         devices: the device count the candidates were enumerated for, if known.
+        variants: optional per-vertex :class:`VariantMap` (a candidate is a config
+            with a variant); None when candidate ``i`` is simply config ``i``.
 
     Edges between the same two vertices (in either direction) are merged into one
     matrix by summing, so every solver sees simple undirected pairs with ``u < v``.
@@ -79,6 +99,7 @@ class Problem:
         unit: str = "FLOP",
         candidates: Sequence[Candidates] | None = None,
         devices: int | None = None,
+        variants: Sequence[VariantMap] | None = None,
     ):
         self.vertex_costs = [_as_vector(c, f"vertex_costs[{i}]") for i, c in enumerate(vertex_costs)]
         n = len(self.vertex_costs)
@@ -108,6 +129,14 @@ class Problem:
                 if len(c.configs) != self.vertex_costs[v].size:
                     raise ProblemError(f"vertex {v} ({self.names[v]}) lists {len(c.configs)} "
                                        f"configs for {self.vertex_costs[v].size} costs")
+        self.variants = None if variants is None else list(variants)
+        if self.variants is not None:
+            if len(self.variants) != n:
+                raise ProblemError(f"{len(self.variants)} variant maps for {n} vertices")
+            for v, vm in enumerate(self.variants):
+                if not len(vm.config) == len(vm.zero) == len(vm.recompute) == self.vertex_costs[v].size:
+                    raise ProblemError(f"vertex {v} ({self.names[v]}) maps {len(vm.config)} "
+                                       f"variants for {self.vertex_costs[v].size} costs")
 
     def _merge_edges(self, edges, edge_costs):
         n = len(self.vertex_costs)
@@ -288,7 +317,7 @@ class Problem:
     def with_memory_cap(self, cap: float | None) -> "Problem":
         """The same Problem with another memory cap (None: uncapped)."""
         return Problem(self.vertex_costs, self.edges, self.edge_costs, self.names, self.memory,
-                       cap, self.unit, self.candidates, self.devices)
+                       cap, self.unit, self.candidates, self.devices, self.variants)
 
     def fits(self, choice: Sequence[int]) -> bool:
         return self.memory_cap is None or self.memory_of(choice) <= self.memory_cap

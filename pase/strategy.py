@@ -9,10 +9,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pase.errors import StrategyError
+from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.problem import Problem, Solution
 from pase.space import ConfigSpace
+from pase.work.variants import DEFAULT, Variant, variant_from_json
 
 # Version of the JSON that `pase solve/evaluate --format json` print; bump on a breaking change.
 OUTPUT_VERSION = 1
@@ -79,10 +80,19 @@ class Strategy:
     solution: Solution | None = None
     build_seconds: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.configs = OpMapping(self.configs, "strategy")
         self.op_costs = OpMapping(self.op_costs, "op_costs")
+        self.variants = {op: variant_from_json(v, f"variant of op {op!r}")
+                         for op, v in self.variants.items()}
+        self.variants = {op: v for op, v in self.variants.items() if not v.is_default}
+
+    def variant(self, op: str) -> Variant:
+        """The op's variant: ZeRO stage and recomputation (zero 0, none when not recorded)."""
+        self.configs[op]  # an unknown op raises UnknownOpError
+        return self.variants.get(op, DEFAULT)
 
     @classmethod
     def from_choice(cls, graph: Graph, space: ConfigSpace, problem: Problem,
@@ -93,9 +103,13 @@ class Strategy:
         edges = [(names[u], names[v], float(m[c[u], c[v]]))
                  for (u, v), m in zip(problem.edges, problem.edge_costs)]
         total = sum(op_costs.values()) + sum(e[2] for e in edges)
-        configs = {op.name: space.config(i, int(c[i])) for i, op in enumerate(graph.ops)}
+        maps = problem.variants
+        configs = {op.name: space.config(i, int(c[i] if maps is None else maps[i].config[c[i]]))
+                   for i, op in enumerate(graph.ops)}
+        variants = {} if maps is None else {op.name: Variant(*maps[i].variant(int(c[i])))
+                                            for i, op in enumerate(graph.ops)}
         return cls(graph.name, space.devices, configs, total, problem.unit, op_costs, edges,
-                   **kwargs)
+                   variants=variants, **kwargs)
 
     @property
     def compute_cost(self) -> float:
@@ -116,17 +130,21 @@ class Strategy:
         return {d: f for d, f in self.configs[op].items() if f > 1}
 
     def table(self, limit: int | None = None) -> str:
-        """A readable per-op table: split dims, layer cost, share of the total."""
-        rows = [("op", "split", f"cost ({self.unit})", "share")]
+        """A readable per-op table: split dims, layer cost, share of the total; a
+        ``variant`` column (ZeRO stage, recomputation) when any op has one."""
+        shown = bool(self.variants)
+        rows = [("op", "split", *(("variant",) if shown else ()), f"cost ({self.unit})", "share")]
         total = self.total_cost or 1.0
         for name in list(self.configs)[:limit]:
             split = ", ".join(f"{d}={f}" for d, f in self.split(name).items()) or "-"
-            rows.append((name, split, f"{self.op_costs[name]:.4g}", f"{100 * self.op_costs[name] / total:.1f}%"))
+            rows.append((name, split, *((str(self.variant(name)),) if shown else ()),
+                         f"{self.op_costs[name]:.4g}", f"{100 * self.op_costs[name] / total:.1f}%"))
         edge_total = sum(e[2] for e in self.edge_costs)
         rows.append(("(edges)", f"{sum(1 for e in self.edge_costs if e[2] > 0)} re-distributing",
-                     f"{edge_total:.4g}", f"{100 * edge_total / total:.1f}%"))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w)
+                     *(("",) if shown else ()), f"{edge_total:.4g}", f"{100 * edge_total / total:.1f}%"))
+        left = 3 if shown else 2
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) if i < left else cell.rjust(w)
                            for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
@@ -155,6 +173,8 @@ class Strategy:
             "solve_seconds": sol.wall_time if sol else None,
             "stats": finite_json(sol.stats) if sol else {},
             "strategy": dict(self.configs),
+            **({"variants": {op: v.to_json() for op, v in self.variants.items()}}
+               if self.variants else {}),
             "op_costs": {op: finite_or_none(c) for op, c in self.op_costs.items()},
             "edge_costs": [{"src": s, "dst": d, "cost": finite_or_none(c)}
                            for s, d, c in self.edge_costs],
@@ -171,6 +191,10 @@ class Strategy:
 
 def read_strategy_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Read ``{op: {dim: factor}}`` from a JSON file (or a ``pase solve`` output)."""
+    return strategy_mapping(_read_json(path))
+
+
+def _read_json(path: str | Path) -> Any:
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
@@ -182,7 +206,7 @@ def read_strategy_file(path: str | Path) -> dict[str, dict[str, int]]:
         raise StrategyError(f"strategy file {path} is not valid JSON: {exc}") from exc
     except RecursionError:
         raise StrategyError(f"strategy file {path} nests too deeply to be a strategy") from None
-    return strategy_mapping(data)
+    return data
 
 
 def strategy_mapping(strategy: Any) -> dict[str, dict[str, int]]:
@@ -192,6 +216,31 @@ def strategy_mapping(strategy: Any) -> dict[str, dict[str, int]]:
     if isinstance(strategy, Mapping) and _is_solve_output(strategy):
         strategy = strategy["strategy"]
     return check_strategy_mapping(strategy)
+
+
+def strategy_variants(strategy: Any) -> dict[str, Variant]:
+    """``{op: Variant}`` of a Strategy or a ``pase solve --format json`` object (its
+    ``"variants"``); a plain ``{op: {dim: factor}}`` mapping or an older output without
+    variants has none (every op at ZeRO stage 0, without recomputation)."""
+    if isinstance(strategy, Strategy):
+        return dict(strategy.variants)
+    if not (isinstance(strategy, Mapping) and _is_solve_output(strategy)):
+        return {}
+    data = strategy.get("variants", {})
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise StrategyError(f"a strategy's \"variants\" must map op names to "
+                            f"{{\"zero\": .., \"recompute\": ..}} objects, got {type(data).__name__}")
+    try:
+        return {str(op): variant_from_json(v, f"variant of op {op!r}") for op, v in data.items()}
+    except OptionError as exc:
+        raise StrategyError(str(exc)) from None
+
+
+def read_strategy_variants(path: str | Path) -> dict[str, Variant]:
+    """The variants recorded in a strategy file (none for a plain mapping or an older file)."""
+    return strategy_variants(_read_json(path))
 
 
 def _is_solve_output(data: Mapping[str, Any]) -> bool:

@@ -68,6 +68,7 @@ class Collective:
     rounds: np.ndarray
     label: str
     port: str | None = None  # "out": the op's output, "in<i>": input i's gradient (reduce_scatter)
+    weight: int | None = None  # a parameter-gradient sync: the index of the weight it syncs
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class OpWork:
     activation_bytes: np.ndarray
     input_tiles: tuple[np.ndarray, ...]
     output_tiles: tuple[np.ndarray, ...]
+    bytes_per_element: float = 4.0
+    state_factor: float = OPTIMIZER_STATE["adam"]  # copies of a parameter the optimizer keeps
 
     @property
     def flop(self) -> np.ndarray:
@@ -124,7 +127,8 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
     return OpWork(op, configs, fwd, bwd, tuple(colls), params, params * OPTIMIZER_STATE[optimizer],
-                  acts, tuple(port_tiles(op, p, configs) for p in op.inputs), outs)
+                  acts, tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
+                  float(bytes_per_element), float(OPTIMIZER_STATE[optimizer]))
 
 
 # -- helpers -------------------------------------------------------------------
@@ -137,7 +141,8 @@ def _per_dim(c: Collective) -> list[Collective]:
     all-reduce over the combined group (2 x 2(2-1)/2 = 2 tiles vs 2(4-1)/4 = 1.5)."""
     if c.kind != "all-reduce" or len(c.dims) < 2:
         return [c]
-    return [Collective(c.kind, c.phase, c.nbytes, (d,), c.rounds, c.label, c.port) for d in c.dims]
+    return [Collective(c.kind, c.phase, c.nbytes, (d,), c.rounds, c.label, c.port, c.weight)
+            for d in c.dims]
 
 
 def _owned_parameters(op: Op) -> list[Port]:
@@ -156,7 +161,8 @@ def _weight_syncs(op: Op, cfg: np.ndarray, dt: float, ports) -> list[Collective]
             continue
         mapped = {n for axis in port.dims for n in axis}
         others = tuple(i for i, n in enumerate(op.dim_names) if n not in mapped)
-        colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, others, "dW (parameters)"))
+        colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, others, "dW (parameters)",
+                         weight=_weight_index(op, port)))
     return colls
 
 
@@ -169,7 +175,8 @@ def _bias(op: Op, cfg: np.ndarray, dt: float, out_dims) -> tuple[np.ndarray, lis
     mapped = {n for axis in port.dims for n in axis}
     group = tuple(i for i in out_dims if op.dim_names[i] not in mapped)
     out = _tile_elems(op, op.outputs[0], cfg)
-    return out, [_ar("gradient", _tile_elems(op, port, cfg) * dt, group, "dbias (weights)")]
+    return out, [_ar("gradient", _tile_elems(op, port, cfg) * dt, group, "dbias (weights)",
+                     weight=_weight_index(op, port))]
 
 
 def _idx(op: Op, names) -> tuple[int, ...]:
@@ -192,10 +199,15 @@ def _split13(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _ar(phase: str, nbytes, dims, label: str, rounds=1.0, kind: str = "all-reduce",
-        port: str | None = None) -> Collective:
+        port: str | None = None, weight: int | None = None) -> Collective:
     nbytes = np.asarray(nbytes, dtype=np.float64)
     return Collective(kind, phase, nbytes, tuple(dims), np.broadcast_to(
-        np.asarray(rounds, dtype=np.float64), nbytes.shape), label, port)
+        np.asarray(rounds, dtype=np.float64), nbytes.shape), label, port, weight)
+
+
+def _weight_index(op: Op, port: Port | None) -> int | None:
+    """The index of ``port`` among ``op``'s weights (None when it is not one)."""
+    return next((j for j, w in enumerate(op.weights) if w is port), None)
 
 
 Formula = Callable[[Op, np.ndarray, float], tuple[tuple[np.ndarray, np.ndarray], list[Collective]]]
@@ -214,7 +226,8 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
         if port is None:
             continue
         if op.is_parameter(port):
-            colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, dims, f"{name} (weights)"))
+            colls.append(_ar("gradient", _tile_elems(op, port, cfg) * dt, dims, f"{name} (weights)",
+                             weight=_weight_index(op, port)))
         elif port.source is not None:
             colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name,
                              port=next((f"in{i}" for i, q in enumerate(op.inputs) if q is port), None)))
@@ -278,7 +291,8 @@ def _lstm(op: Op, cfg: np.ndarray, dt: float):
              _ar("forward", relayout * dt, _idx(op, "nk"), "cell re-layout", steps, "exchange"),
              _ar("backward", rows * kt * dt, _idx(op, "n"), "dA", steps),
              _ar("backward", relayout * dt, _idx(op, "nk"), "cell re-layout", steps, "exchange"),
-             _ar("gradient", bt * nt * kt * dt, _idx(op, "sb"), "dB (weights)")]
+             _ar("gradient", bt * nt * kt * dt, _idx(op, "sb"), "dB (weights)",
+                 weight=next((j for j, w in enumerate(op.weights) if op.is_parameter(w)), None))]
     return (fwd, 2.0 * fwd), colls
 
 
