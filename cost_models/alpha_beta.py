@@ -25,6 +25,12 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   GEMM all-reduce that its neighbour only slices is priced on the edge as a
   reduce-scatter (docs/cost-model.md, "The alpha-beta re-distribution rule").
 
+On a heterogeneous cluster (groups of device types, :mod:`pase.cluster`) an op runs
+on the smallest prefix of groups (fastest first) that holds its split, priced there
+with the slowest device and links of the groups it touches; ``split="balanced"``
+gives batch slices shares proportional to speed; memory vectors are in bytes of the
+smallest-memory type (docs/heterogeneous.md; :mod:`cost_models.alpha_beta_hetero`).
+
 Costs are seconds. The Problem also carries per-vertex memory vectors (bytes per
 device: parameters x optimizer state factor + kept output activations); the
 memory cap stays None here (the API sets it).
@@ -37,6 +43,7 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
+from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
@@ -44,10 +51,14 @@ from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
+from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_axes, mesh_order, owned_axes
 from pase.work.mapping import _worst_group
 from pase.work.ops import OpWork
 from pase.work.relayout import placement_rows, relayout_matrix
+
+ZERO_CHOICES = ("0", "1", "2", "3", "auto")
+RECOMPUTE_CHOICES = ("none", "auto", "all")
 
 
 def movable_collectives(graph: Graph) -> dict[str, frozenset[str]]:
@@ -91,13 +102,17 @@ class AlphaBetaCostModel(CostModel):
             neighbour's layout splits the tensor over every mesh axis of the
             group, else as the all-reduce. An output read by several consumers
             keeps its all-reduce on the op (one whole copy serves them all).
+        split: on a heterogeneous cluster, ``"even"`` tiles (default) or
+            ``"balanced"``: batch shares proportional to device speed
+            (docs/heterogeneous.md). No effect on a homogeneous cluster.
     """
 
     name = "alpha-beta"
     unit = "s"
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", efficiency: float = 0.5,
-                 bytes_per_element: float = 4, optimizer: str = "adam", reduce_scatter: bool = False):
+                 bytes_per_element: float = 4, optimizer: str = "adam", reduce_scatter: bool = False,
+                 zero: str = "0", recompute: str = "none", split: str = "even"):
         if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) \
                 or not 0 < efficiency <= 1:
             raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
@@ -114,6 +129,16 @@ class AlphaBetaCostModel(CostModel):
         if not isinstance(reduce_scatter, (bool, np.bool_)):
             raise OptionError(f"reduce_scatter must be true or false, got {reduce_scatter!r}")
         self.reduce_scatter = bool(reduce_scatter)
+        zero, recompute = str(zero), str(recompute)
+        if zero not in ZERO_CHOICES:
+            raise OptionError(f"unknown zero {zero!r}; allowed: {', '.join(ZERO_CHOICES)}")
+        if recompute not in RECOMPUTE_CHOICES:
+            raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE_CHOICES)}")
+        if split not in SPLITS:
+            raise OptionError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
+        self.split = split  # batch shares on a heterogeneous cluster: "even" or "balanced"
+        self.zero = zero  # ZeRO stage of every op, or "auto" (searched per op)
+        self.recompute = recompute  # "none", "all", or "auto" (searched per op)
         self.devices: int | None = None  # set by for_devices (problem); else the cluster's
         # reduce_scatter: per op, the collectives' ports charged on edges ("out", "in<i>")
         self.moved: dict[str, frozenset[str]] = {}
@@ -134,8 +159,18 @@ class AlphaBetaCostModel(CostModel):
         """
         bound = copy.copy(self)
         bound.cluster = get_cluster(self.cluster_spec, devices)
+        if bound.cluster.groups and not bound.cluster.prefixes(devices):
+            bound.cluster = bound.cluster.view(devices)  # the devices lie in one group
         bound.devices = int(devices)
         return bound
+
+    def _homogeneous(self, devices: int) -> "AlphaBetaCostModel":
+        """This bound model on ranks ``0 .. devices - 1`` as a homogeneous cluster
+        (their slowest device and links), even tiles."""
+        sub = copy.copy(self)
+        sub.cluster = self.cluster.view(devices)
+        sub.devices = int(devices)
+        return sub
 
     @property
     def p(self) -> int:
@@ -173,11 +208,20 @@ class AlphaBetaCostModel(CostModel):
                 tuple(sorted(self.moved.get(op.name, ()))), array_key(configs))
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
-        return self.work(op, configs).memory
+        return self._memory(self.work(op, configs))
+
+    def _memory(self, work: OpWork) -> np.ndarray:
+        """Memory vector: bytes per device; on a heterogeneous cluster, in bytes of
+        its smallest-memory type (cost_models/alpha_beta_hetero.py)."""
+        if self.cluster.groups:
+            bound = self._at(work.configs)
+            if bound.cluster.groups:
+                return hetero.memory(bound, work)
+        return work.memory
 
     def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         work = self.work(op, configs)  # one decomposition serves both costs and memory
-        return self.work_costs(work), work.memory
+        return self.work_costs(work), self._memory(work)
 
     def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work_costs(self.work(op, configs))
@@ -186,6 +230,8 @@ class AlphaBetaCostModel(CostModel):
         """Seconds per config: compute plus every collective, serially."""
         if self.devices is None:
             return self._at(work.configs).work_costs(work)
+        if self.cluster.groups:
+            return hetero.work_costs(self, work)
         total = work.flop / self.flops
         moved = self.moved.get(work.op.name, frozenset())
         off = None
@@ -203,6 +249,8 @@ class AlphaBetaCostModel(CostModel):
         if self.devices is None:
             return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
                                                                  consumer, input, dst_configs)
+        if self.cluster.groups:
+            return hetero.edge_costs(self, producer, output, src_configs, consumer, input, dst_configs)
         extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
         parts, src_of, dst_of, src, dst = relayout_matrix(
             producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
@@ -222,6 +270,9 @@ class AlphaBetaCostModel(CostModel):
         src = placement_rows(producer, output, src_configs, self.p)
         dst = placement_rows(consumer, input, dst_configs, self.p)
         extra = self._moved_groups(producer, output, src_configs, consumer, input, dst_configs)
+        if self.cluster.groups:  # placement and shares read the whole configs
+            extra = extra + (src_configs, dst_configs, tuple(d.role for d in producer.dims),
+                             tuple(d.role for d in consumer.dims), self.split)
         return array_key(output.shape, self.p, src, dst, tuple(map(tuple, producer.port_axes(output))),
                          mesh_order(producer), tuple(map(tuple, consumer.port_axes(input))),
                          mesh_order(consumer), *(e for e in extra if e is not None))

@@ -9,6 +9,19 @@ as many nodes as ``devices`` needs.
 
 Bandwidths are GB/s in one direction per device (10^9 bytes), latencies
 microseconds, memory GiB, speeds TFLOP/s.
+
+Heterogeneous clusters
+----------------------
+A cluster can also be made of groups (:class:`Group`) of nodes of different device
+types (``dgx-a100x2+dgx1-v100x2``; docs/heterogeneous.md). Groups are ordered
+fastest device first (stable for ties), and groups of one type (same device,
+links and devices per node) merge, so a composition of one type is the plain
+homogeneous cluster. Every group must have the same number of devices per node
+(ranks still fill nodes in order). The cluster's own ``device``, ``intra`` and
+``inter`` are then the slowest of its groups (conservative for any code that
+does not look at the groups); :meth:`Cluster.view` gives the homogeneous view of
+the first ``n`` ranks and :meth:`Cluster.prefixes` the rank counts of the group
+prefixes an op may be placed on.
 """
 from __future__ import annotations
 
@@ -17,7 +30,9 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from pase.errors import OptionError, UnknownNameError
 
@@ -73,8 +88,28 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Group:
+    """``nodes`` nodes of one device type inside a heterogeneous cluster."""
+
+    name: str
+    nodes: int
+    devices_per_node: int
+    device: Device
+    intra: Link
+    inter: Link
+
+    @property
+    def devices(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    def kind(self) -> tuple:
+        """What makes two groups one device type."""
+        return (self.device, self.intra, self.inter, self.devices_per_node)
+
+
+@dataclass(frozen=True)
 class Cluster:
-    """``nodes`` x ``devices_per_node`` identical devices."""
+    """``nodes`` x ``devices_per_node`` devices: identical ones, or ``groups`` of types."""
 
     name: str
     nodes: int
@@ -83,6 +118,7 @@ class Cluster:
     intra: Link
     inter: Link
     source: str = ""
+    groups: tuple[Group, ...] = ()
 
     def __post_init__(self) -> None:
         for label, value in (("nodes", self.nodes), ("devices_per_node", self.devices_per_node)):
@@ -111,6 +147,51 @@ class Cluster:
     def devices(self) -> int:
         return self.nodes * self.devices_per_node
 
+    # -- groups (heterogeneous clusters) ----------------------------------------
+    @property
+    def heterogeneous(self) -> bool:
+        return len(self.groups) > 1
+
+    def prefixes(self, devices: int | None = None) -> tuple[int, ...]:
+        """Rank counts of the group prefixes shorter than ``devices`` (default all):
+        ``(16,)`` for 16 A100 then 16 V100; ``()`` on a homogeneous cluster."""
+        p = self.devices if devices is None else int(devices)
+        out, total = [], 0
+        for g in self.groups[:-1]:
+            total += g.devices
+            if total < p:
+                out.append(total)
+        return tuple(out)
+
+    def group_of(self, rank):
+        """The group index of a rank, or of each rank of an integer array."""
+        bounds = [0]
+        for g in self.groups:
+            bounds.append(bounds[-1] + g.devices)
+        return np.searchsorted(np.asarray(bounds[1:]), rank, side="right") if self.groups \
+            else np.zeros_like(np.asarray(rank))
+
+    def device_at(self, rank: int) -> Device:
+        return self.groups[int(self.group_of(rank))].device if self.groups else self.device
+
+    def speeds(self, devices: int | None = None) -> np.ndarray:
+        """Peak TFLOP/s of ranks ``0 .. devices - 1``."""
+        p = self.devices if devices is None else int(devices)
+        if not self.groups:
+            return np.full(p, float(self.device.peak_tflops))
+        table = np.asarray([g.device.peak_tflops for g in self.groups], dtype=np.float64)
+        return table[self.group_of(np.arange(p))]
+
+    def view(self, devices: int) -> "Cluster":
+        """The homogeneous cluster ranks ``0 .. devices - 1`` behave as (no groups): the
+        groups they touch, with the slowest device (speed; memory: the least), intra
+        link and NIC among them. A homogeneous cluster is its own view."""
+        if not self.groups:
+            return self
+        touched = self.groups[:int(self.group_of(max(int(devices), 1) - 1)) + 1]
+        name = self.name if len(touched) == len(self.groups) else "+".join(g.name for g in touched)
+        return replace(_slowest(name, touched, self.source), groups=())
+
     def node_of(self, rank):
         """The node of a device rank, or of each rank of an integer array (:func:`node_of`)."""
         return node_of(rank, self.devices_per_node)
@@ -133,13 +214,20 @@ class Cluster:
         return "intra" if self.node_of(a) == self.node_of(b) else "inter"
 
     def with_nodes(self, nodes: int) -> "Cluster":
+        if self.groups:
+            raise OptionError(f"cluster {self.name!r} is made of groups; give the node count of "
+                              f"each part (dgx-a100x2+dgx1-v100x2)")
         base = re.sub(r"x\d+$", "", self.name)
         return replace(self, name=base if nodes == 1 else f"{base}x{nodes}", nodes=nodes)
 
     # -- JSON ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+        if not self.groups:
+            d.pop("groups")
+            return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, "name": self.name, "source": self.source,
+                "groups": d["groups"]}
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
@@ -154,6 +242,8 @@ class Cluster:
         if data.get("version") != SCHEMA_VERSION:
             raise OptionError(f"cluster schema version {data.get('version')!r} is not supported; "
                               f"this pase reads version {SCHEMA_VERSION}")
+        if "groups" in data:
+            return _groups_from_dict(data)
         try:
             return cls(name=str(data["name"]), nodes=data["nodes"],
                        devices_per_node=data["devices_per_node"], device=Device(**data["device"]),
@@ -176,6 +266,76 @@ class Cluster:
             raise OptionError(f"cluster file {path} is not valid UTF-8 JSON "
                               f"({type(exc).__name__})") from exc
         return cls.from_dict(data)
+
+
+# -- heterogeneous clusters -----------------------------------------------------
+
+def _slowest_link(links: Sequence[Link]) -> Link:
+    return Link(min(x.bandwidth_gbps for x in links), max(x.latency_us for x in links))
+
+
+def _slowest(name: str, groups: Sequence[Group], source: str = "") -> Cluster:
+    """A homogeneous cluster over ``groups``: the slowest device (its memory the least),
+    the slowest intra link and NIC; ``groups`` kept when they are of several types."""
+    if len(groups) == 1:
+        g = groups[0]
+        return Cluster(name, g.nodes, g.devices_per_node, g.device, g.intra, g.inter, source)
+    slow = min(groups, key=lambda g: g.device.peak_tflops).device
+    device = Device(" + ".join(g.device.name for g in groups), slow.peak_tflops,
+                    min(g.device.memory_gib for g in groups), slow.precision)
+    return Cluster(name, sum(g.nodes for g in groups), groups[0].devices_per_node, device,
+                   _slowest_link([g.intra for g in groups]), _slowest_link([g.inter for g in groups]),
+                   source, tuple(groups))
+
+
+def compose(parts: Sequence["Cluster | Group"], name: str | None = None, source: str = "") -> Cluster:
+    """A cluster of the nodes of ``parts`` (clusters or groups), fastest device type first
+    (stable), groups of one type merged; one type gives the plain homogeneous cluster."""
+    groups: list[Group] = []
+    for part in parts:
+        if isinstance(part, Cluster):
+            groups += list(part.groups) or [Group(part.name, part.nodes, part.devices_per_node,
+                                                  part.device, part.intra, part.inter)]
+        else:
+            groups.append(part)
+    if not groups:
+        raise OptionError("a cluster needs at least one group of nodes")
+    per_node = {g.devices_per_node for g in groups}
+    if len(per_node) > 1:
+        raise OptionError(f"cluster groups must have the same devices per node, got "
+                          f"{', '.join(f'{g.name}: {g.devices_per_node}' for g in groups)}")
+    merged: dict[tuple, Group] = {}
+    for g in sorted(groups, key=lambda g: -g.device.peak_tflops):
+        if g.kind() in merged:
+            first = merged[g.kind()]
+            g = replace(first, nodes=first.nodes + g.nodes)
+        merged[g.kind()] = g
+    out = list(merged.values())
+    for g in out:  # group names say their node counts
+        g_name = re.sub(r"x\d+$", "", g.name)
+        out[out.index(g)] = replace(g, name=g_name if g.nodes == 1 else f"{g_name}x{g.nodes}")
+    name = name if name is not None else "+".join(g.name for g in out)
+    total = sum(g.devices for g in out)
+    if total > MAX_DEVICES:
+        raise OptionError(f"cluster {name!r} has {total} devices; at most {MAX_DEVICES} are supported")
+    return _slowest(name, out, source)
+
+
+def _groups_from_dict(data: Mapping[str, Any]) -> Cluster:
+    groups = data["groups"]
+    if not isinstance(groups, (list, tuple)) or not groups:
+        raise OptionError("malformed cluster JSON: \"groups\" must be a non-empty list")
+    parts = []
+    for i, g in enumerate(groups):
+        try:
+            one = Cluster(name=str(g["name"]), nodes=g["nodes"], devices_per_node=g["devices_per_node"],
+                          device=Device(**g["device"]), intra=Link(**g["intra"]), inter=Link(**g["inter"]))
+        except (KeyError, TypeError) as exc:
+            raise OptionError(f"malformed cluster JSON: group {i}: {type(exc).__name__}: {exc}; fields: "
+                              f"name, nodes, devices_per_node, device{{name, peak_tflops, memory_gib, "
+                              f"precision}}, intra{{bandwidth_gbps, latency_us}}, inter{{...}}") from exc
+        parts.append(one)
+    return compose(parts, str(data.get("name", "")) or None, str(data.get("source", "")))
 
 
 # Inter-node fabrics: bandwidth per GPU and direction. EDR InfiniBand is
@@ -217,6 +377,12 @@ PRESETS: dict[str, Cluster] = {
 }
 
 
+PRESETS["mixed-a100-v100"] = compose(
+    [PRESETS["dgx-a100"].with_nodes(2), PRESETS["dgx1-v100"].with_nodes(2)], "mixed-a100-v100",
+    source="Two DGX A100 and two DGX-1 V100 nodes on one fabric (the presets' figures): ranks 0-15 "
+           "are A100s, 16-31 V100s; a link between the two kinds runs at the slower end's speed.")
+
+
 def preset_names() -> list[str]:
     return sorted(PRESETS)
 
@@ -229,18 +395,20 @@ def get_cluster(spec: "str | Path | Cluster", devices: int | None = None) -> Clu
     """
     if isinstance(spec, Cluster):
         cluster = spec
+    elif "+" in str(spec) and not Path(str(spec)).is_file():
+        cluster = _composition(str(spec))
     else:
         text = str(spec)
         match = re.fullmatch(r"(.+?)x(\d+)", text)
         if text in PRESETS:
             cluster = PRESETS[text]
-            if devices is not None and devices > cluster.devices:
+            if devices is not None and devices > cluster.devices and not cluster.groups:
                 cluster = cluster.with_nodes(math.ceil(devices / cluster.devices_per_node))
         elif match and match.group(1) in PRESETS:
             nodes = int(match.group(2))
             if nodes < 1:
                 raise OptionError(f"cluster {text!r}: the node count must be >= 1")
-            cluster = PRESETS[match.group(1)].with_nodes(nodes)
+            cluster = _part(text)
         elif text.endswith(".json") or Path(text).is_file():
             cluster = Cluster.from_json(text)
         else:
@@ -250,3 +418,29 @@ def get_cluster(spec: "str | Path | Cluster", devices: int | None = None) -> Clu
         raise OptionError(f"cluster {cluster.name!r} has {cluster.devices} devices "
                           f"({cluster.nodes} x {cluster.devices_per_node}); {devices} requested")
     return cluster
+
+
+def _part(text: str) -> Cluster:
+    """One part of a composition: ``NAME``, ``NAMExK`` or a cluster JSON path (1 node by default)."""
+    match = re.fullmatch(r"(.+?)x(\d+)", text)
+    if text in PRESETS:
+        return PRESETS[text]
+    if match and match.group(1) in PRESETS:
+        nodes = int(match.group(2))
+        if nodes < 1:
+            raise OptionError(f"cluster {text!r}: the node count must be >= 1")
+        return PRESETS[match.group(1)].with_nodes(nodes)
+    if text.endswith(".json") or Path(text).is_file():
+        return Cluster.from_json(text)
+    raise UnknownNameError(f"unknown cluster {text!r}; presets: {', '.join(preset_names())} "
+                           f"(add xN for N nodes, e.g. dgx-a100x2), or a cluster JSON file")
+
+
+def _composition(text: str) -> Cluster:
+    """``dgx-a100x2+dgx1-v100x2``: the nodes of each part, as one heterogeneous cluster."""
+    parts = [t.strip() for t in text.split("+")]
+    if any(not t for t in parts):
+        raise OptionError(f"malformed cluster composition {text!r}: parts are joined by single '+' "
+                          f"signs, each a preset with an optional xN node count or a cluster JSON "
+                          f"file (dgx-a100x2+dgx1-v100x2)")
+    return compose([_part(t) for t in parts], text)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from pase.sim.engine import COMPUTE, FLOW, run
 from pase.sim.result import Event, SimResult, merge_busy, peak_memory
 from pase.strategy import Strategy, check_strategy_mapping, op_config
 from pase.work import OPTIMIZER_STATE
+from pase.work.hetero import SPLITS
 
 
 def config_arrays(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int) -> list[np.ndarray]:
@@ -34,7 +35,8 @@ def config_arrays(graph: Graph, configs: Mapping[str, Mapping[str, int]], device
 def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]] | Strategy,
              cluster: str | Path | Cluster = "dgx-a100", devices: int | None = None, *,
              efficiency: float = 0.5, bytes_per_element: float = 4, optimizer: str = "adam",
-             timeline: bool = True) -> SimResult:
+             timeline: bool = True, split: str = "even",
+             variants: Mapping[str, Any] | None = None) -> SimResult:
     """Simulate one training step (forward, backward, gradient syncs).
 
     Args:
@@ -46,6 +48,10 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         bytes_per_element: tensor element size (4 = fp32).
         optimizer: ``adam``, ``momentum`` or ``sgd`` (memory only).
         timeline: record the per-task timeline (turn off to save memory).
+        split: on a heterogeneous cluster, ``even`` tiles or ``balanced`` batch
+            shares proportional to device speed (docs/heterogeneous.md).
+        variants: per op a variant (ZeRO stage, recompute; pase.work.variants);
+            default a Strategy's own, else none.
 
     Every device of every op is simulated (no symmetry folding): Inception-v3
     or the Transformer at p = 16 are 8-12k tasks and take well under a second.
@@ -58,18 +64,25 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         if configs.graph_name != graph.name:
             raise StrategyError(f"the strategy is for graph {configs.graph_name!r}, not {graph.name!r}")
         devices = configs.devices if devices is None else devices
+        variants = getattr(configs, "variants", None) if variants is None else variants
         configs = configs.configs
     if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
         raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
     if optimizer not in OPTIMIZER_STATE:
         raise OptionError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZER_STATE)}")
+    if split not in SPLITS:
+        raise OptionError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
     cl = get_cluster(cluster, devices)
     devices = cl.devices if devices is None else devices
     if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
         raise OptionError(f"devices must be an integer >= 1, got {devices!r}")
+    if cl.groups and not cl.prefixes(int(devices)):
+        cl = cl.view(int(devices))  # the devices lie in one group
     cfgs = config_arrays(graph, configs, int(devices))
+    per_op = [variants.get(op.name) for op in graph.ops] if variants else None
     wall = time.perf_counter()
-    tg, ops = tasks.build(graph, cfgs, cl, int(devices), efficiency, bytes_per_element, optimizer)
+    tg, ops = tasks.build(graph, cfgs, cl, int(devices), efficiency, bytes_per_element, optimizer,
+                          split, per_op)
     built = time.perf_counter() - wall
     trace = run(tg)
     return _result(graph, cl, int(devices), tg, ops, trace, timeline,
@@ -102,9 +115,10 @@ def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> Si
     changes = []
     for o in ops:
         static[o.ids] += o.state_bytes
-        for d, f, b in zip(o.ids, o.forward, o.backward):
-            changes.append((d, trace.start[f], o.activation_bytes))
-            changes.append((d, trace.end[b], -o.activation_bytes))
+        acts = o.activation_by_device or [o.activation_bytes] * len(o.ids)
+        for d, f, b, a in zip(o.ids, o.forward, o.backward, acts):
+            changes.append((d, trace.start[f], a))
+            changes.append((d, trace.end[b], -a))
     step = float(max(trace.end, default=0.0))
     return SimResult(graph.name, cluster.name, devices, step, compute_busy,
                      peak_memory(devices, static, changes), link_busy, dict(sorted(link_traffic.items())),

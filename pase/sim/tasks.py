@@ -19,6 +19,13 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
 
 Compute durations are ``FLOP / (peak * efficiency)``; a device runs forward
 tasks in topological order before backward ones in reverse order.
+
+On a heterogeneous cluster (docs/heterogeneous.md) each device computes at its own
+speed and its ports run at its group's links (a flow moves at the slowest port it
+uses; a message waits the larger latency of its ends); an op runs on the group
+prefix :func:`pase.work.hetero.shares` gives, and with ``balanced`` splitting a
+device's compute, activations, activation collectives and received bytes scale by
+its share multiple.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from pase.ir import Graph
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
 from pase.work import Collective, collective_phases, op_work
+from pase.work.hetero import shares
 from pase.work.layout import active_devices, group_members, port_blocks
 from pase.work.ops import OpWork
 from pase.work.tiles import port_factors
@@ -58,6 +66,7 @@ class OpTasks:
     backward: list[int]
     activation_bytes: float
     state_bytes: float
+    activation_by_device: list[float] | None = None  # balanced shares: per device in ids
 
 
 def topological_order(graph: Graph) -> list[int]:
@@ -84,16 +93,25 @@ def topological_order(graph: Graph) -> list[int]:
 
 class _Builder:
     def __init__(self, graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
-                 efficiency: float, bytes_per_element: float, optimizer: str):
+                 efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
+                 variants=None):
         self.graph = graph
         self.configs = configs
         self.cluster = cluster
         self.flops = cluster.device.peak_tflops * 1e12 * efficiency
         self.dt = float(bytes_per_element)
         self.optimizer = optimizer
+        self.split = split
+        self.variants = variants  # HZ: per op a variant (ZeRO stage, recompute) or None
+        # a heterogeneous cluster: per device its group's device and links
+        self.hetero = bool(cluster.groups)
+        self.speed = cluster.speeds(devices) * 1e12 * efficiency if self.hetero else None
+        groups = [cluster.groups[int(g)] for g in cluster.group_of(np.arange(devices))] \
+            if self.hetero else [cluster] * devices
+        self.links = [{"intra": g.intra, "inter": g.inter} for g in groups]
         cap = []
-        for _ in range(devices):
-            for link in (cluster.intra, cluster.inter):
+        for g in groups:
+            for link in (g.intra, g.inter):
                 cap += [link.bytes_per_second, link.bytes_per_second]
         self.tg = TaskGraph(cap, devices)
         self.devices = devices
@@ -103,17 +121,19 @@ class _Builder:
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
-                    category: str) -> None:
+                    category: str, scale: float = 1.0) -> None:
         """Flows of one group's collective, chained after the members' tokens."""
         nodes = self.cluster.node_of(members)
         counts = np.unique(nodes, return_counts=True)[1]
         rounds = float(c.rounds[0])
         prev = -1
-        for ph in collective_phases(c.kind, float(c.nbytes[0]), len(counts), int(counts.max())):
+        for ph in collective_phases(c.kind, float(c.nbytes[0]) * scale, len(counts), int(counts.max())):
             volume, steps = float(ph.volume) * rounds, float(ph.steps) * rounds
             if volume <= 0.0 and steps <= 0.0:
                 continue
             link = self.cluster.link(ph.link)
+            if self.hetero:  # the slowest member's port sets the rate; its latency the pace
+                link = max((self.links[int(m)][ph.link] for m in members), key=lambda x: x.latency_us)
             res = tuple(link_resource(int(m), ph.link, rx) for m in members for rx in (False, True))
             shows = tuple(f"gpu{int(m)}.{ph.link}" for m in members)
             f = self.tg.flow(res, volume, steps * link.latency_s, label, category, shows)
@@ -127,13 +147,14 @@ class _Builder:
                 tokens[int(m)] = prev
 
     def _collectives(self, work: OpWork, cfg: np.ndarray, phase: str, tokens: dict[int, int],
-                     category: str) -> None:
+                     category: str, placed: int | None = None, share: np.ndarray | None = None) -> None:
         op = work.op
         for c in work.collectives:
             if c.phase != phase or work.group_size(c)[0] <= 1 or c.nbytes[0] <= 0:
                 continue
-            for members in group_members(op, cfg, c.dims, self.devices):
-                self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category)
+            for members in group_members(op, cfg, c.dims, self.devices if placed is None else placed):
+                scale = 1.0 if share is None or phase == "gradient" else float(share[members].max())
+                self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category, scale)
 
     # -- ops -----------------------------------------------------------------------
     def add_ops(self, order: list[int]) -> None:
@@ -145,6 +166,12 @@ class _Builder:
         for v in order:
             op, cfg = self.graph.ops[v], self.configs[v]
             work = op_work(op, cfg[None, :], self.dt, self.optimizer)
+            if self.variants is not None and self.variants[v] is not None:  # HZ's hook
+                from pase.work.variants import apply_variant
+                work = apply_variant(work, *self.variants[v])
+            if self.hetero:
+                self._add_hetero(v, op, cfg, work, position)
+                continue
             ids = active_devices(op, cfg, self.devices).tolist()
             fwd_t = float(work.forward_flop[0]) / self.flops
             bwd_t = float(work.backward_flop[0]) / self.flops
@@ -164,12 +191,37 @@ class _Builder:
             self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd,
                                   float(work.activation_bytes[0]), float(work.state_bytes[0]))
 
+    def _add_hetero(self, v: int, op, cfg: np.ndarray, work: OpWork, position: dict[int, int]) -> None:
+        """One op on a heterogeneous cluster: its prefix, each device's speed and share."""
+        sh = shares(op, cfg, self.cluster, self.devices, self.split)
+        ids = sh.active.tolist()
+        fwd = [self.tg.compute(d, float(work.forward_flop[0]) * sh.share[d] / self.speed[d],
+                               (0, position[v]), f"{op.name} fwd", "forward") for d in ids]
+        bwd = [self.tg.compute(d, float(work.backward_flop[0]) * sh.share[d] / self.speed[d],
+                               (1, -position[v]), f"{op.name} bwd", "backward") for d in ids]
+        for f, b in zip(fwd, bwd):
+            self.tg.after(b, f)
+        tokens = dict(zip(ids, fwd))
+        self._collectives(work, cfg, "forward", tokens, "communication", sh.placed, sh.share)
+        self.out_ready[v] = tokens
+        tokens = dict(zip(ids, bwd))
+        self._collectives(work, cfg, "backward", tokens, "communication", sh.placed, sh.share)
+        self.grad_ready[v] = tokens
+        self._collectives(work, cfg, "gradient", dict(zip(ids, bwd)), "gradient-sync", sh.placed,
+                          sh.share)
+        act = float(work.activation_bytes[0])
+        self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd, act,
+                              float(work.state_bytes[0]), [act * float(sh.share[d]) for d in ids])
+
     # -- edges ---------------------------------------------------------------------
     def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: dict[int, int],
-                   waiting: dict[int, int], label: str) -> None:
+                   waiting: dict[int, int], label: str, scale: np.ndarray | None = None) -> None:
         for (s, d), elems in sends.items():
             link = self.cluster.link_between(s, d)
             spec = self.cluster.link(link)
+            if self.hetero:  # the larger latency of the two ends; each port its own rate
+                spec = max(self.links[s][link], self.links[d][link], key=lambda x: x.latency_us)
+                elems = elems * (scale[d] if scale is not None else 1.0)
             f = self.tg.flow((link_resource(s, link, False), link_resource(d, link, True)),
                              elems * self.dt, spec.latency_s, label, "communication",
                              (f"gpu{s}.{link}", f"gpu{d}.{link}"))
@@ -181,15 +233,22 @@ class _Builder:
     def add_edges(self) -> None:
         g = self.graph
         for (u, _, v, _), forward, backward in connection_plans(g, self.configs, self.cluster,
-                                                                self.devices):
+                                                                self.devices, self.split):
             pu, pv = g.ops[u], g.ops[v]
             fwd_wait = dict(zip(self.ops[v].ids, self.ops[v].forward))
             bwd_wait = dict(zip(self.ops[u].ids, self.ops[u].backward))
-            self._transfers(*forward, self.out_ready[u], fwd_wait, f"{pu.name}->{pv.name} activation")
-            self._transfers(*backward, self.grad_ready[v], bwd_wait, f"{pv.name}->{pu.name} gradient")
+            scale = None
+            if self.hetero and self.split == "balanced":  # the larger share of the two ends
+                scale = np.maximum(shares(pu, self.configs[u], self.cluster, self.devices, self.split).share,
+                                   shares(pv, self.configs[v], self.cluster, self.devices, self.split).share)
+            self._transfers(*forward, self.out_ready[u], fwd_wait, f"{pu.name}->{pv.name} activation",
+                            scale)
+            self._transfers(*backward, self.grad_ready[v], bwd_wait, f"{pv.name}->{pu.name} gradient",
+                            scale)
 
 
-def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int):
+def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
+                     split: str = "even"):
     """Per connection ``((u, output, v, input), forward, backward)``, each direction
     ``({(sender, receiver): elements}, receivers using a local copy)``
     (:func:`pase.sim.transfers.plan` on :mod:`pase.work.layout`'s placement).
@@ -204,8 +263,14 @@ def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, 
         u, _, v, _ = conn
         pu, out, pv, inp = connection_ports(graph, conn)
         cu, cv = configs[u], configs[v]
-        bu, bv = port_blocks(pu, out, cu, devices), port_blocks(pv, inp, cv, devices)
-        au, av = active_devices(pu, cu, devices), active_devices(pv, cv, devices)
+        if cluster.groups:  # each op on its group prefix (pase.work.hetero)
+            su, sv = shares(pu, cu, cluster, devices, split), shares(pv, cv, cluster, devices, split)
+            bu, bv = _padded(port_blocks(pu, out, cu, su.placed), devices), \
+                _padded(port_blocks(pv, inp, cv, sv.placed), devices)
+            au, av = su.active, sv.active
+        else:
+            bu, bv = port_blocks(pu, out, cu, devices), port_blocks(pv, inp, cv, devices)
+            au, av = active_devices(pu, cu, devices), active_devices(pv, cv, devices)
         fu = port_factors(pu, out, cu[None, :])[0]
         fv = port_factors(pv, inp, cv[None, :])[0]
         forward = transfers.plan(out.shape, bu, fu, bv, fv, cluster, au, av)
@@ -213,10 +278,20 @@ def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, 
         yield conn, forward, backward
 
 
+def _padded(blocks: np.ndarray, devices: int) -> np.ndarray:
+    """Blocks of a prefix's ranks, ``-1`` rows for the ranks after it."""
+    out = np.full((devices, blocks.shape[1]), -1, dtype=np.int64)
+    out[:len(blocks)] = blocks
+    return out
+
+
 def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
-          efficiency: float, bytes_per_element: float, optimizer: str) -> tuple[TaskGraph, list[OpTasks]]:
-    """The task graph of one step and per-op task ids (``configs[i]``: op i's factors)."""
-    b = _Builder(graph, configs, cluster, devices, efficiency, bytes_per_element, optimizer)
+          efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
+          variants=None) -> tuple[TaskGraph, list[OpTasks]]:
+    """The task graph of one step and per-op task ids (``configs[i]``: op i's factors;
+    ``variants[i]``: op i's variant or None, HZ's pase.work.variants)."""
+    b = _Builder(graph, configs, cluster, devices, efficiency, bytes_per_element, optimizer, split,
+                 variants)
     b.add_ops(topological_order(graph))
     b.add_edges()
     return b.tg, b.ops

@@ -296,6 +296,35 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
     return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
 
 
+def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_placed: np.ndarray,
+                    consumer: Op, input: Port, dst_configs: np.ndarray, dst_placed: np.ndarray,
+                    devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(forward, backward)`` elements the worst device receives, ``(K_u, K_v)``, when
+    config ``k`` of each side is placed on ranks ``0 .. placed[k] - 1`` of ``devices``
+    (a heterogeneous cluster's group prefixes, :mod:`pase.work.hetero`): counted device
+    by device on the placement of :mod:`pase.work.layout` inside each prefix."""
+    p, rank = int(devices), len(output.shape)
+
+    def blocks(op, port, configs, placed):
+        configs = np.asarray(configs, dtype=np.int64)
+        out = np.zeros((len(configs), p, rank), dtype=np.int64)
+        held = np.zeros((len(configs), p), dtype=bool)
+        factors = np.ones((len(configs), rank), dtype=np.float64)
+        for k, (cfg, n) in enumerate(zip(configs, np.asarray(placed).tolist())):
+            b = port_blocks(op, port, cfg, int(n))
+            out[k, :int(n)] = np.maximum(b, 0)
+            held[k, active_devices(op, cfg, int(n))] = True
+            for a, dims in enumerate(op.port_axes(port)):
+                factors[k, a] = float(np.prod(cfg[list(dims)])) if dims else 1.0
+        return out, held, factors
+
+    sb, sh, sf = blocks(producer, output, src_configs, src_placed)
+    db, dh, df = blocks(consumer, input, dst_configs, dst_placed)
+    forward = _enumerate_rows(output.shape, sb, sf, sh, db, df, dh)
+    backward = _enumerate_rows(output.shape, db, df, dh, sb, sf, sh).T
+    return forward, backward
+
+
 def _config_vector(op: Op, config: Mapping[str, int] | Sequence[int]) -> np.ndarray:
     if isinstance(config, Mapping):
         unknown = set(config) - set(op.dim_names)

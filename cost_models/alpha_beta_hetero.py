@@ -1,0 +1,125 @@
+"""The alpha-beta model on a heterogeneous cluster (docs/heterogeneous.md).
+
+Called by :class:`pase.cost_models.alpha_beta.AlphaBetaCostModel` when its bound
+cluster has groups of several device types; a homogeneous cluster never comes
+here, so its costs are the homogeneous model's, bit for bit.
+
+- An op's config runs on the smallest prefix of groups holding its split
+  (:func:`pase.work.hetero.placement`) and is priced there as on a homogeneous
+  cluster made of the slowest device, intra link and NIC of the groups it touches
+  (:meth:`pase.cluster.Cluster.view`): compute at its slowest device (``even``)
+  or at the balanced rate ``sum_j s_j / b`` (``balanced``), collectives on the
+  slowest link crossed. Activation collectives (phases forward and backward)
+  scale by the worst device's share multiple; parameter-gradient syncs do not.
+- Memory: per device type, parameters and optimizer state where the op runs plus
+  activations times that type's share multiple; the vector holds, per config,
+  the most over types of those bytes times ``M_min / M_type`` (bytes of the
+  smallest-memory type), so one cap at ``M_min`` bounds every type: exact for an
+  op alone, conservative summed over ops (a sum of maxima).
+- An edge between configs on the same prefix is that prefix's homogeneous edge
+  cost; between prefixes, the elements the worst device receives are counted
+  device by device (:func:`pase.work.relayout.prefix_relayout`) and sent on the
+  slowest NIC of the whole cluster when it spans nodes. With ``balanced`` the
+  edge's time scales by the larger share multiple of its two ends.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pase.ir import Op, Port
+from pase.work import collective_time, group_topology
+from pase.work.hetero import config_terms
+from pase.work.layout import mesh_axes
+from pase.work.ops import OpWork
+from pase.work.relayout import prefix_relayout
+
+
+def take(work: OpWork, idx: np.ndarray) -> OpWork:
+    """The configs ``idx`` of ``work``."""
+    K = len(work.configs)
+
+    def cut(a):
+        return np.broadcast_to(np.asarray(a), (K,))[idx]
+
+    colls = tuple(dataclasses.replace(c, nbytes=cut(c.nbytes), rounds=cut(c.rounds))
+                  for c in work.collectives)
+    return dataclasses.replace(
+        work, configs=work.configs[idx], forward_flop=cut(work.forward_flop),
+        backward_flop=cut(work.backward_flop), collectives=colls,
+        parameter_bytes=cut(work.parameter_bytes), state_bytes=cut(work.state_bytes),
+        activation_bytes=cut(work.activation_bytes),
+        input_tiles=tuple(t[idx] for t in work.input_tiles),
+        output_tiles=tuple(t[idx] for t in work.output_tiles))
+
+
+def _terms(model, op: Op, configs: np.ndarray):
+    return config_terms(op, configs, model.cluster, model.p, model.split)
+
+
+def work_costs(model, work: OpWork) -> np.ndarray:
+    """Seconds per config on the prefix each config runs on."""
+    terms = _terms(model, work.op, work.configs)
+    total = np.zeros(len(work.configs))
+    for n in np.unique(terms.placed).tolist():
+        idx = np.flatnonzero(terms.placed == n)
+        sub, part = model._homogeneous(n), take(work, idx)
+        moved = model.moved.get(work.op.name, frozenset())
+        seconds = part.flop / (terms.speed[idx] * 1e12 * model.efficiency)
+        off = None
+        for c in part.collectives:
+            nodes, local = group_topology(part.op, part.configs, c.dims, sub.cluster, n)
+            time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, sub.cluster)
+            if c.port is not None and c.port in moved:  # charged on the edge, on the mesh
+                from pase.work.layout import owned_axes
+                off = owned_axes(part.op, part.configs, n)[1] if off is None else off
+                time = np.where(off, time, 0.0)
+            if c.phase != "gradient":
+                time = time * terms.activation[idx]
+            seconds = seconds + time
+        total[idx] = seconds
+    return total
+
+
+def memory(model, work: OpWork) -> np.ndarray:
+    """Bytes of the smallest-memory device type, per config (see the module doc)."""
+    terms = _terms(model, work.op, work.configs)
+    caps = np.asarray([g.device.memory_bytes for g in model.cluster.groups])
+    scale = caps.min() / caps
+    present = terms.by_type > 0
+    per_type = np.where(present, work.state_bytes[:, None] + work.activation_bytes[:, None]
+                        * terms.by_type, 0.0)
+    return (per_type * scale[None, :]).max(axis=1)
+
+
+def edge_costs(model, producer: Op, output: Port, src_configs: np.ndarray,
+               consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+    """Seconds of an edge for every pair of configs (see the module doc)."""
+    tu, tv = _terms(model, producer, src_configs), _terms(model, consumer, dst_configs)
+    out = np.zeros((len(src_configs), len(dst_configs)))
+    p = model.p
+    whole = model._homogeneous(p)
+    full = (1 << len(mesh_axes(p))) - 1
+    for nu in np.unique(tu.placed).tolist():
+        rows = np.flatnonzero(tu.placed == nu)
+        for nv in np.unique(tv.placed).tolist():
+            J = np.flatnonzero(tv.placed == nv)
+            if nu == nv:
+                sub = model._homogeneous(nu)
+                block = _plain_edges(sub, producer, output, src_configs[rows], consumer, input,
+                                     dst_configs[J])
+            else:
+                fwd, bwd = prefix_relayout(producer, output, src_configs[rows], tu.placed[rows],
+                                           consumer, input, dst_configs[J], tv.placed[J], p)
+                masks = np.full(fwd.shape, full, dtype=np.int64)
+                block = whole._seconds(fwd, bwd, masks, masks)
+            out[np.ix_(rows, J)] = block
+    if model.split == "balanced":
+        out = out * np.maximum(tu.activation[:, None], tv.activation[None, :])
+    return out
+
+
+def _plain_edges(sub, producer, output, src_configs, consumer, input, dst_configs) -> np.ndarray:
+    """The homogeneous model's edge costs (``sub`` has no groups)."""
+    return sub.edge_costs(producer, output, src_configs, consumer, input, dst_configs)
