@@ -16,13 +16,18 @@ from pase.strategy import OUTPUT_VERSION, read_strategy_file
 _SOLVER_FLAGS = ("solver", "seed", "cost_model", "cost_option", "memory_cap", "cutoff",
                  "powers_of_two")
 # Cost-model options the simulator shares (same meaning in both).
-_SHARED_OPTIONS = ("efficiency", "bytes_per_element", "optimizer")
+_SHARED_OPTIONS = ("efficiency", "bytes_per_element", "optimizer", "split")  # split: HH, heterogeneous
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
     from pase.sim import simulate
 
     _check_simulate(args)
+    if args.strategy:
+        from pase.pipeline.plan import is_pipeline_file
+
+        if is_pipeline_file(args.strategy):  # a `pase solve --pipeline` plan
+            return _simulate_pipeline(args)
     graph_kwargs = space_kwargs(args)
     if args.strategy:
         configs: Any = read_strategy_file(args.strategy)
@@ -42,6 +47,35 @@ def cmd_simulate(args: argparse.Namespace) -> None:
                     **result.to_dict(timeline=args.timeline)})
         return
     print(f"{result.summary()}\nstrategy: {source}")
+    if args.plot:
+        print(f"timeline written to {args.plot}")
+
+
+def _simulate_pipeline(args: argparse.Namespace) -> None:
+    """Run a pipeline plan micro-batch by micro-batch (:mod:`pase.sim.pipeline`)."""
+    from pase.pipeline.plan import read_pipeline_plan
+    from pase.sim.pipeline import simulate_pipeline
+
+    checks.refuse(args, ("batch", "model_option", "mesh"), "comes from the pipeline plan; "
+                                                         "drop it")
+    plan = read_pipeline_plan(args.strategy)
+    if args.devices != plan.devices:
+        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
+                          f"{plan.devices} devices")
+    if args.model != plan.model:
+        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
+                          f"{plan.model!r}")
+    result = simulate_pipeline(plan, args.cluster, timeline=bool(args.plot or args.timeline))
+    if args.plot:
+        from pase.sim.plot import plot_pipeline
+
+        plot_pipeline(result, args.plot)
+    if args.format == "json":
+        print_json({"version": OUTPUT_VERSION, "strategy_source": f"pipeline plan {args.strategy}",
+                    **result.to_dict(timeline=args.timeline)})
+        return
+    print(f"{result.summary()}\nstrategy: pipeline plan {args.strategy} (priced step "
+          f"{plan.step_time * 1e3:.4g} ms)")
     if args.plot:
         print(f"timeline written to {args.plot}")
 

@@ -59,3 +59,48 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_pipeline(result, path: str | Path, *, title: str | None = None) -> Path:
+    """Draw a :class:`~pase.sim.pipeline.PipelineSimResult`'s timeline to ``path``: one row
+    per stage (forwards and backwards labelled with their micro-batch) and per busy link
+    direction. Raises SolverUnavailableError if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError as exc:
+        raise SolverUnavailableError('plotting needs matplotlib: pip install "pase[plot]"') from exc
+    stages = sorted({ev.resource for ev in result.timeline if ev.resource.startswith("stage")},
+                    key=lambda r: int(r[5:]))
+    links = sorted({ev.resource for ev in result.timeline if not ev.resource.startswith("stage")})
+    rows = stages + links
+    index = {r: i for i, r in enumerate(rows)}
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.4 * len(rows)))
+    scale = 1e3  # milliseconds
+    label_bars = result.microbatches <= 32  # beyond this the labels overlap
+    for ev in result.timeline:
+        row = index[ev.resource]
+        ax.broken_barh([(ev.start * scale, (ev.end - ev.start) * scale)], (row - 0.4, 0.8),
+                       facecolors=COLOURS.get(ev.kind, "#8c8c8c"), edgecolor="white",
+                       linewidth=0.3)
+        if label_bars and ev.kind in ("forward", "backward"):
+            ax.text((ev.start + ev.end) / 2 * scale, row, ev.label[1:], ha="center",
+                    va="center", fontsize=6, color="white")
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_xlim(0, max(result.step_time * scale, 1e-9))
+    ax.set_title(title or f"{result.model}: {len(stages)} stages, m = {result.microbatches} "
+                          f"({result.schedule}), step {result.step_time * scale:.3g} ms, "
+                          f"bubble {result.bubble:.1%}")
+    kinds = [k for k in COLOURS if any(ev.kind == k for ev in result.timeline)]
+    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
+              fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,19 @@
+"""Pipeline parallelism: stages on sub-meshes, micro-batches, 1F1B and GPipe schedules.
+
+    >>> from pase.pipeline import solve_pipeline
+    >>> plan = solve_pipeline("chain", 4, batch=8, cluster="dgx-a100")
+    >>> plan.devices, sum(st.devices for st in plan.stages)
+    (4, 4)
+
+- :mod:`pase.pipeline.cuts`: where stages may begin, what crosses a cut;
+- :mod:`pase.pipeline.stages`: one stage solved by the per-layer dp (cached);
+- :mod:`pase.pipeline.search`: the priced step and the exact outer search;
+- :mod:`pase.pipeline.plan`: the plan, its table and its JSON;
+- :mod:`pase.pipeline.solve`: :func:`solve_pipeline`, the entry point.
+
+``docs/pipelines.md`` explains the model and the declared search space.
+"""
+from pase.pipeline.plan import PipelinePlan, PipelineStage, read_pipeline_plan
+from pase.pipeline.solve import solve_pipeline
+
+__all__ = ["PipelinePlan", "PipelineStage", "read_pipeline_plan", "solve_pipeline"]

@@ -1,0 +1,81 @@
+"""``pase solve MODEL -p N --pipeline``: the command behind the flag (parsed by ``pase solve``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pase.cli import checks
+from pase.cli.args import cost_kwargs, key_values
+from pase.cli.output import print_json
+from pase.errors import OptionError
+
+# ``--option KEY=VALUE`` keys the pipeline search takes (see solve_pipeline).
+PIPELINE_OPTIONS = ("cuts", "every", "stage_sizes", "max_stages")
+# Flags of ``pase solve`` that do not apply to a pipeline search.
+_NOT_FOR_PIPELINE = {"mesh": "each stage's sub-mesh is searched; --mesh does not apply",
+                     "time_limit": "the pipeline search runs the dp, which has no partial answer",
+                     "seed": "the pipeline search is deterministic",
+                     "build_budget": "each stage's Problem is built with the default budget"}
+
+
+def solve_pipeline_command(args: argparse.Namespace) -> None:
+    from pase.pipeline.solve import solve_pipeline
+
+    for dest, reason in _NOT_FOR_PIPELINE.items():
+        checks.refuse(args, (dest,), f"does not apply to --pipeline: {reason}")
+    if args.solver not in (None, "dp"):
+        raise OptionError(f"--pipeline solves each stage with the exact dp; --solver {args.solver} "
+                          f"does not apply")
+    if args.cost_model not in (None, "alpha-beta"):
+        raise OptionError(f"--pipeline prices steps in seconds with the alpha-beta model; cost "
+                          f"model {args.cost_model!r} has no seconds or memory for a pipeline "
+                          f"step (use --cost-model alpha-beta or leave it out)")
+    checks.output_file(args.output, "--output")
+    costs = cost_kwargs(args, default="alpha-beta")
+    options = dict(costs["cost_options"])
+    cluster = options.pop("cluster", "dgx-a100")
+    search = _search_options(key_values(args.option, "--option"))
+    plan = solve_pipeline(
+        args.model, args.devices, batch=args.batch, microbatches=args.microbatches,
+        schedule=args.schedule or "1f1b", cluster=cluster, cost_options=options,
+        memory_cap=args.memory_cap, cutoff=args.cutoff,
+        powers_of_two=True if not args.powers_of_two else args.powers_of_two,
+        model_options=key_values(args.model_option, "--model-option"),
+        progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
+        **search)
+    if args.output:
+        try:
+            plan.to_json(args.output)
+        except OSError as exc:
+            raise OptionError(f"cannot write --output {args.output}: {exc.strerror or exc}") from exc
+    if args.format == "json":
+        print_json(plan.to_dict())
+    else:
+        print(plan.describe())
+
+
+def _search_options(options: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in PIPELINE_OPTIONS:
+            raise OptionError(f"--option {key} does not apply to --pipeline; allowed: "
+                              f"{', '.join(PIPELINE_OPTIONS)}")
+        if key == "cuts":
+            out[key] = value
+        elif key == "stage_sizes":
+            out[key] = value if value in ("any", "uniform") else _ints(value, "stage_sizes")
+        else:
+            out[key] = _ints(value, key)[0]
+    return out
+
+
+def _ints(text: str, key: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise OptionError(f"--option {key} expects integers (comma-separated for a list), "
+                          f"got {text!r}") from None
+    if not values or min(values) < 1:
+        raise OptionError(f"--option {key} expects integers >= 1, got {text!r}")
+    return values

@@ -1,0 +1,191 @@
+"""A pipeline plan: stages, their device ranges and splits, the micro-batches, the schedule.
+
+Its JSON (``pase solve --pipeline --format json``; ``pase simulate --strategy``
+reads it back) is one object:
+
+- ``version`` (1), ``kind`` (``"pipeline"``), ``model``, ``model_options``,
+  ``devices``, ``batch``, ``microbatches`` (m), ``microbatch_size``
+  (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
+  (``alpha-beta``), ``cost_options`` (what the stages were priced with:
+  cluster, efficiency, ...);
+- ``step_time`` (seconds, the priced step), ``bubble`` (the idle fraction
+  ``1 - sum_i t_i * m / (s * step)`` of the priced step), ``status``
+  (``optimal`` over the declared space, or ``feasible``), ``memory_cap_bytes``;
+- ``stages``: per stage in order, ``ops`` (first and last op name),
+  ``op_range`` (``[first, end)`` indices in the graph's op order),
+  ``device_range`` (``[start, end)`` ranks), ``devices``, ``in_flight``
+  (micro-batches' activations held), ``seconds_per_microbatch``,
+  ``memory_bytes`` (per device), ``configs`` (``{op: {dim: factor}}``, on the
+  stage's own ``devices``-device mesh);
+- ``links``: per boundary between stage ``i`` and ``i + 1``, seconds per
+  micro-batch per direction;
+- ``search``: the declared space and effort (``units``, ``stage_sizes``,
+  ``microbatch_choices``, ``stage_solves``, ``seconds``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from pase.errors import StrategyError
+from pase.strategy import OUTPUT_VERSION, finite_json, json_text
+
+
+@dataclass
+class PipelineStage:
+    """One stage of a plan (see the module docstring for the fields)."""
+
+    ops: tuple[str, str]
+    op_range: tuple[int, int]
+    device_range: tuple[int, int]
+    in_flight: int
+    seconds_per_microbatch: float
+    memory_bytes: float
+    configs: dict[str, dict[str, int]]
+
+    @property
+    def devices(self) -> int:
+        return self.device_range[1] - self.device_range[0]
+
+
+@dataclass
+class PipelinePlan:
+    """A searched (or read back) pipeline plan."""
+
+    model: str
+    devices: int
+    batch: int
+    microbatches: int
+    schedule: str
+    stages: list[PipelineStage]
+    links: list[float]
+    step_time: float
+    status: str = "optimal"
+    model_options: dict[str, Any] = field(default_factory=dict)
+    cost_options: dict[str, Any] = field(default_factory=dict)
+    memory_cap_bytes: float | None = None
+    search: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def microbatch_size(self) -> int:
+        return self.batch // self.microbatches
+
+    @property
+    def bubble(self) -> float:
+        """Idle fraction of the priced step: ``1 - (sum_i m t_i) / (s * step)``."""
+        busy = sum(st.seconds_per_microbatch for st in self.stages) * self.microbatches
+        return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
+
+    def one_line(self) -> str:
+        """``pp=4 [h0..h11 on 0-255: b=8 ...] m=64 1f1b``: the plan in one line."""
+        parts = [f"{st.ops[0]}..{st.ops[1]}@{st.device_range[0]}-{st.device_range[1] - 1}"
+                 for st in self.stages]
+        return (f"pp={len(self.stages)} m={self.microbatches} (micro-batch {self.microbatch_size}) "
+                f"{self.schedule}: " + " | ".join(parts))
+
+    def table(self) -> str:
+        from pase.cli.output import table
+
+        rows = []
+        for i, st in enumerate(self.stages):
+            rows.append((str(i), f"{st.ops[0]} .. {st.ops[1]}",
+                         f"{st.device_range[0]}-{st.device_range[1] - 1}", str(st.devices),
+                         str(st.in_flight), f"{st.seconds_per_microbatch * 1e3:.4g}",
+                         f"{st.memory_bytes / 2**30:.4g}"))
+        return table(rows, ("stage", "ops", "devices", "count", "in flight", "ms/micro-batch",
+                            "GiB/device"))
+
+    def describe(self) -> str:
+        lines = [f"{self.model} on {self.devices} devices: {len(self.stages)} stages, "
+                 f"m = {self.microbatches} micro-batches of {self.microbatch_size} "
+                 f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, "
+                 f"bubble {self.bubble:.1%} ({self.status} over the declared space)",
+                 self.table()]
+        if self.links:
+            lines.append("links (ms per micro-batch per direction): "
+                         + ", ".join(f"{x * 1e3:.3g}" for x in self.links))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return finite_json({
+            "version": OUTPUT_VERSION, "kind": "pipeline", "model": self.model,
+            "model_options": dict(self.model_options), "devices": self.devices,
+            "batch": self.batch, "microbatches": self.microbatches,
+            "microbatch_size": self.microbatch_size, "schedule": self.schedule,
+            "cost_model": "alpha-beta", "cost_options": dict(self.cost_options),
+            "step_time": self.step_time, "bubble": self.bubble, "status": self.status,
+            "memory_cap_bytes": self.memory_cap_bytes,
+            "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
+                        "device_range": list(st.device_range), "devices": st.devices,
+                        "in_flight": st.in_flight,
+                        "seconds_per_microbatch": st.seconds_per_microbatch,
+                        "memory_bytes": st.memory_bytes, "configs": st.configs}
+                       for st in self.stages],
+            "links": list(self.links), "search": dict(self.search)})
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json_text(self.to_dict())
+        if path is not None:
+            Path(path).write_text(text + "\n")
+        return text
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PipelinePlan":
+        if data.get("kind") != "pipeline":
+            raise StrategyError("not a pipeline plan (no \"kind\": \"pipeline\")")
+        try:
+            stages = [PipelineStage(tuple(s["ops"]), tuple(int(x) for x in s["op_range"]),
+                                    tuple(int(x) for x in s["device_range"]), int(s["in_flight"]),
+                                    float(s["seconds_per_microbatch"]), float(s["memory_bytes"]),
+                                    {op: {d: int(f) for d, f in c.items()}
+                                     for op, c in s["configs"].items()})
+                      for s in data["stages"]]
+            plan = cls(str(data["model"]), int(data["devices"]), int(data["batch"]),
+                       int(data["microbatches"]), str(data["schedule"]), stages,
+                       [float(x) for x in data.get("links", [])], float(data["step_time"]),
+                       str(data.get("status", "optimal")), dict(data.get("model_options", {})),
+                       dict(data.get("cost_options", {})), data.get("memory_cap_bytes"),
+                       dict(data.get("search", {})))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StrategyError(f"malformed pipeline plan: {exc!r}") from None
+        _check(plan)
+        return plan
+
+
+def _check(plan: PipelinePlan) -> None:
+    if not plan.stages:
+        raise StrategyError("a pipeline plan needs at least one stage")
+    if plan.microbatches < 1 or plan.batch % plan.microbatches:
+        raise StrategyError(f"microbatches {plan.microbatches} must divide the batch {plan.batch}")
+    at, rank = plan.stages[0].op_range[0], 0
+    for i, st in enumerate(plan.stages):
+        if st.op_range[0] != at or st.op_range[1] <= at:
+            raise StrategyError(f"stage {i}: op_range {list(st.op_range)} does not follow {at}")
+        if st.device_range[0] != rank or st.device_range[1] <= rank:
+            raise StrategyError(f"stage {i}: device_range {list(st.device_range)} does not "
+                                f"follow rank {rank}")
+        at, rank = st.op_range[1], st.device_range[1]
+    if rank != plan.devices:
+        raise StrategyError(f"the stages use {rank} devices, the plan says {plan.devices}")
+
+
+def read_pipeline_plan(path: str | Path) -> PipelinePlan:
+    """A plan written by ``pase solve --pipeline --format json`` (or ``--output``)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise StrategyError(f"cannot read pipeline plan {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise StrategyError(f"{path}: a pipeline plan is a JSON object")
+    return PipelinePlan.from_dict(data)
+
+
+def is_pipeline_file(path: str | Path) -> bool:
+    """Whether ``path`` holds a pipeline plan (a JSON object with ``"kind": "pipeline"``)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("kind") == "pipeline"

@@ -1,0 +1,216 @@
+"""The outer search: stage boundaries, sub-mesh sizes and micro-batch count, exactly.
+
+The priced step of a pipeline with stages ``0 .. s-1`` (per-micro-batch times
+``t_i``, boundary transfers ``x_b`` per direction) and ``m`` micro-batches is
+
+    step = sum_i t_i + sum_b 2 x_b + (m - 1) * max(max_i t_i, max_b x_b)
+
+(:func:`step_seconds`): the first micro-batch crosses every stage and link
+forward and backward (fill and drain), and the other ``m - 1`` follow at the
+pace of the busiest server, a stage or one direction of a link. For equal
+stages and free links this is the textbook ``(m + s - 1) t``: the bubble
+fraction ``(s - 1) / (m + s - 1)``. GPipe and 1F1B take the same time; they
+differ in memory (:func:`in_flight`).
+
+The objective grows with both ``S = sum`` and ``M = max``, so the best plan is
+on the Pareto front of ``(M, S)`` over partitions. :func:`search` builds that
+front by a dynamic program over suffixes: state ``(unit u, devices left R,
+stages left r, previous stage's devices)``; a stage is the ``r``-th from the
+end, which fixes its activations in flight under 1F1B. Every ``(M, S)`` point
+kept is a real partition, and a dominated point can never give a lower
+objective, so the minimum over the front is the optimum over the space:
+
+- stages are contiguous ranges of units (:mod:`pase.pipeline.cuts`), every
+  unit in exactly one stage, stages in op order on consecutive device ranges;
+- a stage's device count is one of ``sizes`` and the counts sum to ``p``
+  (``uniform``: all stages the same count ``p / s``);
+- ``m`` is one of ``microbatches`` (each dividing the batch);
+- inside a stage, the per-layer dp's optimum (exact; a stage whose dp could
+  not prove optimality under a memory cap makes the plan ``feasible``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from pase.cluster import Cluster
+from pase.errors import OptionError
+from pase.pipeline.stages import StageOracle, StageResult
+
+SCHEDULES = ("1f1b", "gpipe")
+# A front point: (max per-micro-batch time M, fill-and-drain sum S, stages ((u, v, d), ...)).
+Point = tuple[float, float, tuple[tuple[int, int, int], ...]]
+
+
+def in_flight(schedule: str, microbatches: int, stages: int, index: int) -> int:
+    """Micro-batches whose activations stage ``index`` holds at its peak.
+
+    GPipe runs every forward before any backward: ``m``. 1F1B lets stage ``i``
+    start ``s - i`` forwards before its first backward, then alternates: at
+    most ``min(m, s - i)``."""
+    if schedule == "gpipe":
+        return microbatches
+    return min(microbatches, stages - index)
+
+
+def step_seconds(times: Sequence[float], links: Sequence[float], microbatches: int) -> float:
+    """The priced step (module docstring) from stage times and per-direction link times."""
+    busiest = max(list(times) + list(links))
+    return sum(times) + 2 * sum(links) + (microbatches - 1) * busiest
+
+
+@dataclass
+class Space:
+    """The declared search space (module docstring)."""
+
+    units: list[int]
+    devices: int
+    sizes: tuple[int, ...]
+    microbatches: tuple[int, ...]
+    schedule: str = "1f1b"
+    uniform: bool = False
+    max_stages: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise OptionError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        if not self.sizes or any(d < 1 or d > self.devices for d in self.sizes):
+            raise OptionError(f"stage sizes must be device counts in 1..{self.devices}, "
+                              f"got {list(self.sizes)}")
+
+    @property
+    def stage_limit(self) -> int:
+        limit = len(self.units) - 1
+        return limit if self.max_stages is None else min(limit, self.max_stages)
+
+
+@dataclass
+class Found:
+    """The best plan: stages ``((first op, end op, devices), ...)``, their results, m."""
+
+    cost: float
+    microbatches: int
+    stages: tuple[tuple[int, int, int], ...]
+    results: list[StageResult]
+    links: list[float]
+    optimal: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class LinkPricer:
+    """Seconds per micro-batch per direction to send the tensors crossing a cut between two
+    sub-meshes: ``a + bytes / (w * B)``, the boundary spread over ``w = min(d_a, d_b)``
+    device pairs sending in parallel, on the inter-node link when the two sub-meshes
+    are not on one node (else the intra-node one)."""
+
+    def __init__(self, cluster: Cluster, boundary_bytes: Callable[[int, int], float]):
+        self.cluster, self.boundary_bytes = cluster, boundary_bytes
+
+    def __call__(self, cut: int, microbatches: int, prev_start: int, prev_devices: int,
+                 devices: int) -> float:
+        nbytes = self.boundary_bytes(cut, microbatches)
+        if nbytes <= 0:
+            return 0.0
+        last = prev_start + prev_devices + devices - 1
+        kind = "intra" if self.cluster.node_of(prev_start) == self.cluster.node_of(last) else "inter"
+        link = self.cluster.link(kind)
+        width = min(prev_devices, devices)
+        return link.latency_s + nbytes / (width * link.bytes_per_second)
+
+
+def search(space: Space, oracle: StageOracle, links: LinkPricer,
+           progress: Callable[[str], None] | None = None) -> Found | None:
+    """The best plan over ``space`` (None when no plan fits the memory cap)."""
+    start = time.perf_counter()
+    best: Found | None = None
+    for m in space.microbatches:
+        counts = range(1, space.stage_limit + 1)
+        for s, sizes in _size_sets(space, counts):
+            front = _Front(space, oracle, links, m, sizes)
+            for M, S, plan in front.points(s):
+                cost = S + (m - 1) * M
+                if best is None or cost < best.cost * (1 - 1e-12):
+                    best = _found(space, oracle, links, m, plan, cost)
+        if progress:
+            progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
+                     f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
+    if best is not None:
+        best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
+    return best
+
+
+def _size_sets(space: Space, counts: range):
+    if space.uniform:
+        for s in counts:
+            if space.devices % s == 0 and space.devices // s in space.sizes:
+                yield s, (space.devices // s,)
+    else:
+        for s in counts:
+            yield s, space.sizes
+
+
+class _Front:
+    """Pareto fronts of suffixes for one ``m`` and one set of stage sizes (memoised)."""
+
+    def __init__(self, space: Space, oracle: StageOracle, links: LinkPricer, m: int,
+                 sizes: tuple[int, ...]):
+        self.space, self.oracle, self.links, self.m, self.sizes = space, oracle, links, m, sizes
+        self.memo: dict[tuple, list[Point]] = {}
+        self.smallest, self.largest = min(sizes), max(sizes)
+
+    def points(self, stages: int) -> list[Point]:
+        self.stages = stages
+        self.memo.clear()
+        return self._suffix(0, self.space.devices, stages, 0)
+
+    def _suffix(self, u: int, left: int, r: int, prev: int) -> list[Point]:
+        key = (u, left, r, prev)
+        if key in self.memo:
+            return self.memo[key]
+        units, n_units = self.space.units, len(self.space.units) - 1
+        out: list[Point] = []
+        if r == 0:
+            out = [(0.0, 0.0, ())] if u == n_units and left == 0 else []
+        else:
+            k = in_flight(self.space.schedule, self.m, self.stages, self.stages - r)
+            offset = self.space.devices - left
+            for v in range(u + 1, n_units - r + 2):
+                for d in self.sizes:
+                    rest = left - d
+                    if not (r - 1) * self.smallest <= rest <= (r - 1) * self.largest:
+                        continue
+                    stage = self.oracle.stage(units[u], units[v], d, self.m, k)
+                    if stage is None:
+                        continue
+                    x = 0.0 if u == 0 else self.links(units[u], self.m, offset - prev, prev, d)
+                    for M, S, plan in self._suffix(v, rest, r - 1, d):
+                        out.append((max(M, stage.seconds, x), S + stage.seconds + 2 * x,
+                                    ((units[u], units[v], d),) + plan))
+        self.memo[key] = out = _pareto(out)
+        return out
+
+
+def _pareto(points: list[Point]) -> list[Point]:
+    """The points no other point beats in both M and S (ties: the first in order)."""
+    kept: list[Point] = []
+    for p in sorted(points, key=lambda q: (q[0], q[1])):
+        if not kept or p[1] < kept[-1][1]:
+            kept.append(p)
+    return kept
+
+
+def _found(space: Space, oracle: StageOracle, links: LinkPricer, m: int,
+           plan: tuple[tuple[int, int, int], ...], cost: float) -> Found:
+    s = len(plan)
+    results, xs, offset = [], [], 0
+    for i, (first, end, d) in enumerate(plan):
+        stage = oracle.stage(first, end, d, m, in_flight(space.schedule, m, s, i))
+        assert stage is not None  # the search only keeps stages with a plan
+        results.append(stage)
+        if i:
+            prev = plan[i - 1][2]
+            xs.append(links(first, m, offset - prev, prev, d))
+        offset += d
+    optimal = all(r.optimal for r in results) and oracle.all_optimal
+    return Found(cost, m, plan, results, xs, optimal)

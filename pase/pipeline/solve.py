@@ -1,0 +1,148 @@
+"""``solve_pipeline``: the best pipeline plan for a model on ``p`` devices."""
+from __future__ import annotations
+
+import inspect
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from pase import api
+from pase.cluster import get_cluster
+from pase.errors import OptionError
+from pase.ir import Graph
+from pase.options import parse_bytes
+from pase.pipeline.cuts import crossing_elements, cut_points
+from pase.pipeline.plan import PipelinePlan, PipelineStage
+from pase.pipeline.search import SCHEDULES, LinkPricer, Space, in_flight, search
+from pase.pipeline.stages import StageOracle
+from pase.registry import MODELS
+from pase.space import check_devices
+
+STAGE_SIZES = ("any", "uniform")
+
+
+def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None = None,
+                   microbatches: int | Sequence[int] | None = None, schedule: str = "1f1b",
+                   cluster: Any = "dgx-a100", cost_options: Mapping[str, Any] | None = None,
+                   memory_cap: float | str | None = None, cutoff: int | None = None,
+                   powers_of_two: bool = True, model_options: Mapping[str, Any] | None = None,
+                   cuts: str = "blocks", every: int = 1,
+                   stage_sizes: str | Sequence[int] = "any", max_stages: int | None = None,
+                   progress: Callable[[str], None] | None = None) -> PipelinePlan:
+    """Search stages, sub-mesh sizes and micro-batches with the per-layer dp in each stage.
+
+    Args:
+        model: a registered model name (its ``batch`` option is split into
+            micro-batches), a graph JSON path or a Graph (one micro-batch only).
+        devices: ``p``.
+        batch: the global batch (default the model's).
+        microbatches: ``m``, or the choices of ``m`` (default: the powers of two
+            dividing the batch).
+        schedule: ``1f1b`` (default) or ``gpipe``.
+        cluster, cost_options: the alpha-beta model's (``efficiency``,
+            ``bytes_per_element``, ``optimizer``, ``zero``, ``recompute`` ...).
+        memory_cap: bytes per device (or text such as ``"80GiB"``, or ``"none"``);
+            default the cluster's device memory.
+        cutoff, powers_of_two: each stage's configuration space (default: split
+            factors that are powers of two).
+        cuts, every: where stages may begin (:func:`pase.pipeline.cuts.cut_points`).
+        stage_sizes: ``"any"`` (default: each stage's device count a power of two,
+            dividing ``p``, summing to ``p``), ``"uniform"`` (all stages ``p / s``
+            devices), or a list of allowed counts.
+        max_stages: most stages (default: the number of units).
+
+    Returns the optimum over that space (:mod:`pase.pipeline.search`), as a
+    :class:`~pase.pipeline.plan.PipelinePlan`. Raises OptionError when no plan
+    fits the memory cap.
+    """
+    start = time.perf_counter()
+    devices = check_devices(devices)
+    if schedule not in SCHEDULES:
+        raise OptionError(f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+    options = dict(model_options or {})
+    full_batch, load = _loader(model, batch, options)
+    costs = dict(cost_options or {})
+    if "cluster" in costs:
+        raise OptionError("cluster given twice: as an argument and as a cost option")
+    costs["cluster"] = cluster
+    cl = get_cluster(cluster, devices)
+    cap = _cap(memory_cap, cl)
+    space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
+    oracle = StageOracle(load, full_batch, costs, cap, space_options)
+    graph = oracle.graph(1)
+    choices = _microbatches(microbatches, full_batch)
+    element = float(api.make_cost_model("alpha-beta", **costs).bytes_per_element)
+    links = LinkPricer(cl, lambda cut, m: crossing_elements(oracle.graph(m), cut) * element)
+    units = cut_points(graph, cuts, every)
+    uniform, sizes = _sizes(stage_sizes, devices)
+    space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
+    found = search(space, oracle, links, progress)
+    if found is None:
+        raise OptionError(f"no pipeline plan fits the memory cap of {cap / 2**30:.4g} GiB per "
+                          f"device on {devices} devices; raise --memory-cap or add devices")
+    stages, rank, names = [], 0, [op.name for op in graph.ops]
+    for i, ((first, end, d), result) in enumerate(zip(found.stages, found.results)):
+        stages.append(PipelineStage(
+            (names[first], names[end - 1]), (first, end), (rank, rank + d),
+            in_flight(schedule, found.microbatches, len(found.stages), i),
+            result.seconds, result.memory,
+            {op: dict(config) for op, config in result.configs}))
+        rank += d
+    plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                   for k, v in costs.items()}
+    search_info = {"units": units, "cuts": cuts, "every": every,
+                   "stage_sizes": "uniform" if uniform else list(sizes),
+                   "microbatch_choices": list(choices), "max_stages": space.stage_limit,
+                   **found.stats, "seconds": time.perf_counter() - start}
+    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
+                        found.links, found.cost, "optimal" if found.optimal else "feasible",
+                        options, plain_costs, cap, search_info)
+
+
+def _loader(model: Any, batch: int | None,
+            options: dict[str, Any]) -> tuple[int, Callable[[int], Graph]]:
+    """The global batch and ``load(micro_batch_size) -> Graph``."""
+    if "batch" in options:
+        if batch is not None:
+            raise OptionError("batch given twice: as an argument and as a model option")
+        batch = int(options.pop("batch"))
+    if isinstance(model, str) and model in MODELS:
+        params = inspect.signature(MODELS.get(model)).parameters
+        if "batch" not in params:
+            raise OptionError(f"model {model!r} has no batch option to split into micro-batches")
+        full = int(params["batch"].default if batch is None else batch)
+        return full, lambda size: api.load_graph(model, batch=size, **options)
+    if batch is not None:
+        raise OptionError("batch applies only to registered models; a graph file has its own")
+    graph = api.load_graph(model, **options)
+    return 1, lambda size: graph
+
+
+def _microbatches(given: int | Sequence[int] | None, batch: int) -> tuple[int, ...]:
+    if given is None:
+        return tuple(m for m in (2 ** i for i in range(batch.bit_length())) if batch % m == 0)
+    choices = (given,) if isinstance(given, int) else tuple(given)
+    for m in choices:
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1 or batch % m:
+            raise OptionError(f"microbatches {m!r} must be a positive divisor of the batch "
+                              f"{batch} (a graph file: 1)")
+    return tuple(sorted(set(choices)))
+
+
+def _sizes(stage_sizes: str | Sequence[int], devices: int) -> tuple[bool, tuple[int, ...]]:
+    if isinstance(stage_sizes, str):
+        if stage_sizes not in STAGE_SIZES:
+            raise OptionError(f"unknown stage_sizes {stage_sizes!r}; allowed: "
+                              f"{', '.join(STAGE_SIZES)} or a list of device counts")
+        powers = tuple(d for d in (2 ** i for i in range(devices.bit_length())) if devices % d == 0)
+        return stage_sizes == "uniform", powers
+    sizes = tuple(sorted({int(d) for d in stage_sizes}))
+    return False, sizes
+
+
+def _cap(memory_cap: float | str | None, cluster: Any) -> float | None:
+    if memory_cap is None:
+        return float(cluster.device.memory_bytes)
+    if isinstance(memory_cap, str) and memory_cap.strip().lower() == "none":
+        return None
+    return float(parse_bytes(memory_cap))

@@ -1,0 +1,226 @@
+"""One pipeline stage: a contiguous range of ops on a sub-mesh, solved by the per-layer dp.
+
+A :class:`StageOracle` answers "what does ops ``a .. b-1`` cost per micro-batch on
+``d`` devices at micro-batch size ``batch / m``, with ``k`` micro-batches'
+activations held?". It builds the whole graph's alpha-beta Problem once per
+``(d, m)`` (at the micro-batch size, on a ``d``-device cluster of the same kind),
+and solves the Problem induced by the range's vertices (their vertex costs and
+the edges between them) with the exact dp. Edges leaving the range are the
+pipeline's point-to-point transfers, priced by :mod:`pase.pipeline.cost`.
+
+Inside a stage, the per-micro-batch cost is the alpha-beta cost of the ops'
+forward and backward compute and in-layer collectives, with one change: a
+parameter-gradient sync (phase ``gradient``) happens once per step, after the
+micro-batches' gradients are accumulated, so each micro-batch is charged
+``1/m`` of it (:class:`StageCostModel`). Memory is the ops' parameter and
+optimizer state (once) plus ``k`` copies of their kept activations.
+
+Results are cached by the range's structure: the Problem shares one cost array
+between identical ops and one matrix between identical edges, so two ranges
+whose vertices and edges use the same arrays (a stage of identical blocks at
+another place in the model) are solved once per ``(d, m, k)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from pase import api
+from pase.cost_models.alpha_beta import AlphaBetaCostModel
+from pase.errors import OptionError
+from pase.ir import Graph, Op
+from pase.problem import Problem, Status
+from pase.space import ConfigSpace
+from pase.work.ops import OpWork
+
+
+class StageCostModel(AlphaBetaCostModel):
+    """The alpha-beta model for one micro-batch of a pipeline stage: a parameter-gradient
+    sync is charged ``1 / microbatches`` per micro-batch (it runs once per step)."""
+
+    microbatches: int = 1
+
+    def work(self, op: Op, configs: np.ndarray) -> OpWork:
+        work = super().work(op, configs)
+        if self.microbatches == 1:
+            return work
+        share = 1.0 / self.microbatches
+        colls = tuple(replace(c, rounds=c.rounds * share) if c.phase == "gradient" else c
+                      for c in work.collectives)
+        return replace(work, collectives=colls)
+
+
+def stage_cost_model(options: Mapping[str, Any], microbatches: int) -> StageCostModel:
+    """A :class:`StageCostModel` from alpha-beta cost options (validated by its signature)."""
+    model = api.make_cost_model("alpha-beta", **dict(options))
+    stage = StageCostModel.__new__(StageCostModel)
+    stage.__dict__.update(model.__dict__)
+    stage.microbatches = int(microbatches)
+    return stage
+
+
+@dataclass
+class Layered:
+    """The whole graph at one micro-batch size on ``d`` devices: its Problem (costs per
+    micro-batch) and each vertex's state and activation bytes per device."""
+
+    graph: Graph
+    space: ConfigSpace
+    problem: Problem
+    state: list[np.ndarray]
+    activation: list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """A stage's best per-layer plan: seconds per micro-batch (gradient syncs amortised),
+    bytes per device, each op's split, and whether the dp proved it optimal."""
+
+    seconds: float
+    memory: float
+    configs: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+    optimal: bool
+    choice: tuple[int, ...] = ()
+
+    def memory_with(self, lay: "Layered", first: int, in_flight: int) -> float:
+        """Bytes per device with ``in_flight`` micro-batches' activations held."""
+        return float(sum(lay.state[first + j][c] + in_flight * lay.activation[first + j][c]
+                         for j, c in enumerate(self.choice)))
+
+
+class StageOracle:
+    """Solves stages of ``model`` (cached); see the module docstring.
+
+    Args:
+        load: ``load(microbatch_size) -> Graph``.
+        cost_options: alpha-beta options (cluster, efficiency, bytes_per_element, ...).
+        memory_cap: bytes per device, or None for no cap.
+        space_options: ConfigSpace keywords (cutoff, powers_of_two).
+        solve: ``solve(problem) -> Solution`` for one stage (default: the dp).
+    """
+
+    def __init__(self, load: Callable[[int], Graph], batch: int, cost_options: Mapping[str, Any],
+                 memory_cap: float | None, space_options: Mapping[str, Any] | None = None,
+                 solve: Callable[[Problem], Any] | None = None):
+        self.load, self.batch = load, int(batch)
+        self.cost_options = dict(cost_options)
+        self.memory_cap = memory_cap
+        self.space_options = dict(space_options or {})
+        self.solve = solve or (lambda problem: api.run_solver("dp", problem))
+        self._layered: dict[tuple[int, int], Layered] = {}
+        self._stages: dict[tuple, StageResult | None] = {}
+        self._graphs: dict[int, Graph] = {}
+        self.solves = 0
+        self.all_optimal = True  # False once a stage's dp could not prove its optimum
+
+    def graph(self, microbatches: int) -> Graph:
+        size = self.microbatch_size(microbatches)
+        if size not in self._graphs:
+            self._graphs[size] = self.load(size)
+        return self._graphs[size]
+
+    def microbatch_size(self, microbatches: int) -> int:
+        if self.batch % microbatches:
+            raise OptionError(f"microbatches {microbatches} does not divide the batch "
+                              f"{self.batch}; allowed: divisors of the batch")
+        return self.batch // microbatches
+
+    def layered(self, devices: int, microbatches: int) -> Layered:
+        key = (devices, microbatches)
+        if key not in self._layered:
+            graph = self.graph(microbatches)
+            space = ConfigSpace(graph, devices, **self.space_options)
+            model = stage_cost_model(self.cost_options, microbatches)
+            problem = model.problem(graph, space)
+            bound = model.for_devices(devices)
+            state, activation = _memory_terms(bound, graph, space, problem)
+            self._layered[key] = Layered(graph, space, problem, state, activation)
+        return self._layered[key]
+
+    def stage(self, first: int, end: int, devices: int, microbatches: int,
+              in_flight: int) -> StageResult | None:
+        """Ops ``first .. end-1`` on ``devices`` devices; None when no plan fits the cap."""
+        lay = self.layered(devices, microbatches)
+        sub, names = _induced(lay, first, end)
+        key = (_structure(lay, first, end), devices, microbatches)
+        free = self._stages.get(key + (0,), False)
+        if free is False:
+            free = self._solve(lay, sub, first, names, None)
+            self._stages[key + (0,)] = free
+        if self.memory_cap is None or free is None:
+            return free
+        memory = free.memory_with(lay, first, in_flight)
+        if memory <= self.memory_cap:
+            return replace(free, memory=memory)
+        capped = self._stages.get(key + (in_flight,), False)
+        if capped is False:
+            capped = self._solve(lay, sub, first, names, in_flight)
+            self._stages[key + (in_flight,)] = capped
+        return capped
+
+    def _solve(self, lay: Layered, sub: Problem, first: int, names: list[str],
+               in_flight: int | None) -> StageResult | None:
+        end = first + sub.num_vertices
+        if in_flight is not None:
+            memory = [lay.state[i] + in_flight * lay.activation[i] for i in range(first, end)]
+            sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
+                          memory_cap=self.memory_cap, unit=sub.unit, devices=sub.devices)
+        self.solves += 1
+        solution = self.solve(sub)
+        if solution.status is not Status.OPTIMAL and solution.status is not Status.INFEASIBLE:
+            self.all_optimal = False
+        if solution.choice is None or not math.isfinite(solution.cost):
+            return None
+        choice = tuple(int(c) for c in solution.choice)
+        configs = tuple((lay.graph.ops[first + j].name,
+                         tuple(lay.space.config(first + j, c).items()))
+                        for j, c in enumerate(choice))
+        result = StageResult(float(solution.cost), 0.0, configs,
+                             solution.status is Status.OPTIMAL, choice)
+        return replace(result, memory=result.memory_with(lay, first, in_flight or 1))
+
+
+def _memory_terms(model: AlphaBetaCostModel, graph: Graph, space: ConfigSpace,
+                  problem: Problem) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per vertex, state bytes and activation bytes per device (shared between identical ops)."""
+    cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+    state, activation = [], []
+    for i, op in enumerate(graph.ops):
+        key = model.vertex_key(op, space.configs[i])
+        if key not in cache:
+            work = model.work(op, space.configs[i])
+            cache[key] = (np.asarray(work.state_bytes, dtype=np.float64),
+                          np.asarray(work.activation_bytes, dtype=np.float64))
+        s, a = cache[key]
+        if s.shape != problem.vertex_costs[i].shape:
+            raise OptionError(f"op {op.name!r}: the cost model lists {problem.vertex_costs[i].size} "
+                              f"candidates but its work {s.size}; pipeline stages need one "
+                              f"candidate per config")
+        state.append(s)
+        activation.append(a)
+    return state, activation
+
+
+def _induced(lay: Layered, first: int, end: int) -> tuple[Problem, list[str]]:
+    """The Problem of vertices ``first .. end-1`` and the edges between them."""
+    p = lay.problem
+    edges, mats = [], []
+    for (u, v), m in zip(p.edges, p.edge_costs):
+        if first <= u < end and first <= v < end:
+            edges.append((u - first, v - first))
+            mats.append(m)
+    names = p.names[first:end]
+    return Problem(p.vertex_costs[first:end], edges, mats, names=names, unit=p.unit,
+                   devices=p.devices), names
+
+
+def _structure(lay: Layered, first: int, end: int) -> tuple:
+    """A key equal for two ranges whose vertices and edges share the same cost arrays."""
+    p = lay.problem
+    vertices = tuple(id(p.vertex_costs[i]) for i in range(first, end))
+    edges = tuple((u - first, v - first, id(m)) for (u, v), m in zip(p.edges, p.edge_costs)
+                  if first <= u < end and first <= v < end)
+    return vertices, edges

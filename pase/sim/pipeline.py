@@ -1,0 +1,234 @@
+"""``simulate_pipeline``: one training step of a pipeline plan, micro-batch by micro-batch.
+
+Two levels:
+
+1. Each stage's ops (a subgraph: inputs from the previous stage become graph
+   inputs) are simulated once, on a cluster of the stage's device count, at the
+   micro-batch size, by the event simulator (:func:`pase.sim.simulate`). Its
+   timeline gives the stage's forward time ``F`` (the last forward compute), its
+   backward time ``B`` (to the last backward compute or in-layer collective)
+   and the tail of its parameter-gradient syncs ``G`` (what remains of the
+   step after that).
+2. The schedule runs as a discrete-event program (:func:`run_schedule`): each
+   stage executes its list of forwards and backwards in the schedule's order
+   (1F1B: ``s - i - 1`` warm-up forwards, then one forward one backward, then
+   the remaining backwards; GPipe: every forward, then every backward); a
+   forward of micro-batch ``j`` waits for stage ``i - 1``'s forward of ``j``
+   and its transfer, a backward for stage ``i + 1``'s backward of ``j`` and its
+   transfer. Each direction of each boundary link carries one transfer at a
+   time, first come first served, for the plan's per-micro-batch link seconds.
+   A stage's gradient syncs start after its last backward. The step ends when
+   every stage is done.
+
+Memory per device of a stage: its ops' parameter and optimizer state plus, at
+the peak, as many micro-batches' activations as the schedule holds at once
+(forward started, backward not finished), counted from the run.
+
+The first op of a stage gets its input from another stage, so in the stage's
+subgraph it has no producer and computes no input gradient: the simulated
+backward leaves out that one gradient product (the alpha-beta price includes it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple, Sequence
+
+from pase.errors import StrategyError
+from pase.ir import Graph
+from pase.sim.result import Event
+from pase.work import op_work
+
+# Simulator options a plan's cost options may set (same meaning in both).
+_SHARED = ("efficiency", "bytes_per_element", "optimizer")
+
+
+class StageTimes(NamedTuple):
+    """One micro-batch of one stage: forward, backward, and the gradient-sync tail (seconds)."""
+
+    forward: float
+    backward: float
+    gradient: float
+
+
+@dataclass
+class PipelineSimResult:
+    """A simulated pipeline step: ``step_time``, per-stage times and peak memory, the timeline
+    (rows ``stage0``, ``stage1``...; labels ``F3``/``B3`` for micro-batch 3)."""
+
+    model: str
+    devices: int
+    microbatches: int
+    schedule: str
+    step_time: float
+    stages: list[StageTimes]
+    peak_in_flight: list[int]
+    peak_memory: list[float]
+    timeline: list[Event] = field(repr=False, default_factory=list)
+
+    @property
+    def bubble(self) -> float:
+        """Idle fraction of the stages' time: ``1 - sum_i m (F_i + B_i) / (s * step)``."""
+        busy = sum(t.forward + t.backward for t in self.stages) * self.microbatches
+        return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.model}: {len(self.stages)} stages, m = {self.microbatches} "
+                f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, bubble {self.bubble:.1%}, "
+                f"peak memory max {max(self.peak_memory) / 2**30:.3g} GiB per device")
+
+    def to_dict(self, timeline: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": "pipeline", "model": self.model, "devices": self.devices,
+            "microbatches": self.microbatches, "schedule": self.schedule,
+            "step_time": self.step_time, "bubble": self.bubble,
+            "stages": [{"forward": t.forward, "backward": t.backward, "gradient": t.gradient,
+                        "peak_in_flight": k, "peak_memory": mem}
+                       for t, k, mem in zip(self.stages, self.peak_in_flight, self.peak_memory)]}
+        if timeline:
+            out["timeline"] = [ev._asdict() for ev in self.timeline]
+        return out
+
+
+def stage_graph(graph: Graph, first: int, end: int) -> Graph:
+    """Ops ``first .. end-1``; an input made outside the range becomes a graph input."""
+    inside = {op.name for op in graph.ops[first:end]}
+    ops = []
+    for op in graph.ops[first:end]:
+        inputs = tuple(p if p.source is None or p.source[0] in inside else replace(p, source=None)
+                       for p in op.inputs)
+        ops.append(replace(op, inputs=inputs))
+    return Graph(f"{graph.name}[{first}:{end}]", ops, graph.attrs, check_ops=False)
+
+
+def program(schedule: str, stages: int, index: int, microbatches: int) -> list[tuple[str, int]]:
+    """Stage ``index``'s order of ``("F", j)`` and ``("B", j)``."""
+    m = microbatches
+    if schedule == "gpipe":
+        return [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
+    warm = min(stages - index - 1, m)
+    order = [("F", j) for j in range(warm)]
+    for j in range(m - warm):
+        order += [("F", warm + j), ("B", j)]
+    return order + [("B", j) for j in range(m - warm, m)]
+
+
+def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatches: int,
+                 schedule: str) -> tuple[float, list[Event], list[int]]:
+    """The step time, the timeline and each stage's most micro-batches in flight."""
+    s = len(times)
+    if len(links) != s - 1:
+        raise StrategyError(f"{s} stages need {s - 1} link times, got {len(links)}")
+    progs = [program(schedule, s, i, microbatches) for i in range(s)]
+    done: dict[tuple[str, int, int], float] = {}  # (kind, stage, j) -> end of the op
+    arrive: dict[tuple[str, int, int], float] = {}  # input of (kind, stage, j) ready
+    link_free = {(b, d): 0.0 for b in range(s - 1) for d in "FB"}
+    at, free = [0] * s, [0.0] * s
+    events: list[Event] = []
+    held, peak = [0] * s, [0] * s
+    while any(at[i] < len(progs[i]) for i in range(s)):
+        moved = False
+        for i in range(s):
+            if at[i] == len(progs[i]):
+                continue
+            kind, j = progs[i][at[i]]
+            ready = _ready(kind, i, j, s, done, arrive)
+            if ready is None:
+                continue
+            start = max(free[i], ready)
+            end = start + (times[i].forward if kind == "F" else times[i].backward)
+            done[(kind, i, j)], free[i] = end, end
+            events.append(Event(f"stage{i}", start, end, f"{kind}{j}",
+                                "forward" if kind == "F" else "backward"))
+            held[i] += 1 if kind == "F" else -1
+            peak[i] = max(peak[i], held[i])
+            nxt = i + 1 if kind == "F" else i - 1
+            if 0 <= nxt < s:
+                b = min(i, nxt)
+                t0 = max(end, link_free[(b, kind)])
+                t1 = t0 + links[b]
+                link_free[(b, kind)] = t1
+                arrive[(kind, nxt, j)] = t1
+                if t1 > t0:
+                    events.append(Event(f"link{b}.{'fwd' if kind == 'F' else 'bwd'}", t0, t1,
+                                        f"{kind}{j}", "communication"))
+            at[i] += 1
+            moved = True
+        if not moved:
+            raise StrategyError("the pipeline schedule deadlocked (a bug in its program)")
+    step = 0.0
+    for i in range(s):
+        end = free[i] + times[i].gradient
+        if times[i].gradient > 0:
+            events.append(Event(f"stage{i}", free[i], end, "grad sync", "gradient-sync"))
+        step = max(step, end)
+    return step, sorted(events, key=lambda e: (e.resource, e.start)), peak
+
+
+def _ready(kind: str, i: int, j: int, s: int, done: dict, arrive: dict) -> float | None:
+    if kind == "F":
+        return 0.0 if i == 0 else arrive.get(("F", i, j))
+    if ("F", i, j) not in done:
+        return None
+    if i == s - 1:
+        return done[("F", i, j)]
+    return arrive.get(("B", i, j))
+
+
+def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
+                options: dict[str, Any]) -> tuple[StageTimes, float, float]:
+    """Simulate one micro-batch of a stage; also its state and activation bytes per device."""
+    from pase.sim import simulate
+    from pase.sim.simulate import config_arrays
+
+    result = simulate(graph, configs, cluster, devices, timeline=True, **options)
+    fwd = max((e.end for e in result.timeline if e.kind == "forward"), default=0.0)
+    bwd = max((e.end for e in result.timeline if e.kind in ("backward", "communication")),
+              default=fwd)
+    bwd = max(bwd, fwd)
+    state = activation = 0.0
+    for op, cfg in zip(graph.ops, config_arrays(graph, configs, devices)):
+        work = op_work(op, cfg[None, :], options.get("bytes_per_element", 4),
+                       options.get("optimizer", "adam"))
+        state += float(work.state_bytes[0])
+        activation += float(work.activation_bytes[0])
+    return StageTimes(fwd, bwd - fwd, max(0.0, result.step_time - bwd)), state, activation
+
+
+def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) -> PipelineSimResult:
+    """Simulate a :class:`~pase.pipeline.PipelinePlan` (or its JSON dict) on ``cluster``
+    (default: the plan's own cluster)."""
+    from pase import api
+    from pase.pipeline.plan import PipelinePlan
+
+    if not isinstance(plan, PipelinePlan):
+        plan = PipelinePlan.from_dict(plan)
+    cluster = plan.cost_options.get("cluster", "dgx-a100") if cluster is None else cluster
+    options = {k: _number(v) if k != "optimizer" else v
+               for k, v in plan.cost_options.items() if k in _SHARED}
+    if _registered(plan.model):
+        graph = api.load_graph(plan.model, batch=plan.microbatch_size, **plan.model_options)
+    else:
+        graph = api.load_graph(plan.model)
+    if graph.name != plan.model:
+        raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
+    times, peaks_state, acts = [], [], []
+    for st in plan.stages:
+        sub = stage_graph(graph, *st.op_range)
+        t, state, act = stage_times(sub, st.configs, cluster, st.devices, options)
+        times.append(t)
+        peaks_state.append(state)
+        acts.append(act)
+    step, events, held = run_schedule(times, plan.links, plan.microbatches, plan.schedule)
+    memory = [state + k * act for state, k, act in zip(peaks_state, held, acts)]
+    return PipelineSimResult(plan.model, plan.devices, plan.microbatches, plan.schedule, step,
+                             times, held, memory, events if timeline else [])
+
+
+def _registered(name: str) -> bool:
+    from pase.registry import MODELS
+
+    return name in MODELS
+
+
+def _number(value: Any) -> float:
+    return float(value)
