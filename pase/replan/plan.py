@@ -1,0 +1,228 @@
+"""``pase.replan.replan``: the best strategy when training must move from an old layout.
+
+The objective is ``steps x step time + migration time``: the alpha-beta Problem
+of the new setting with every cost scaled by ``steps``, plus each candidate's
+migration (:mod:`pase.replan.migration`) added to its vertex cost. The
+migration of an op depends only on its own new config (its old config is
+fixed), so the replan Problem is an ordinary Problem: the dp stays exact and
+every solver works unchanged. docs/replan.md gives the rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pase import api
+from pase.cluster import Link
+from pase.errors import OptionError, check_float, check_int
+from pase.ir import Graph
+from pase.problem import Problem, Solution
+from pase.replan.migration import Migration, Setting, op_migration
+from pase.replan.result import OpChange, Plan, ReplanResult, break_even
+from pase.replan.source import load_old, old_vectors
+from pase.strategy import Strategy
+from pase.work import OPTIMIZER_STATE
+
+DEFAULT_STEPS = 1000
+DEFAULT_CLUSTER = "dgx-a100"
+# Cost-model options whose state layout the migration rule does not model (ZeRO shards
+# optimizer state over the data-parallel group; per-op variants multiply candidates).
+_UNMODELLED = {"zero": ("0",), "recompute": ("none",)}
+
+
+def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
+           steps: float = DEFAULT_STEPS, old_devices: int | None = None, survivors: int | None = None,
+           restore_bandwidth: float | None = None, solver: str = "dp", batch: int | None = None,
+           cutoff: int | None = None, powers_of_two: bool = False,
+           mesh: str | Sequence[int] | None = None, memory_cap: float | str | None = None,
+           model_options: Mapping[str, Any] | None = None,
+           old_model_options: Mapping[str, Any] | None = None,
+           cost_options: Mapping[str, Any] | None = None, build_budget: float | str | None = None,
+           time_limit: float | None = None, seed: int | None = None,
+           **solver_options: Any) -> ReplanResult:
+    """Re-plan ``model`` from the ``old`` strategy onto ``devices`` devices / ``cluster``.
+
+    ``old`` is a ``pase solve --format json`` file or object, a Strategy, or a
+    ``{op: {dim: factor}}`` mapping with ``old_devices``. ``steps`` (>= 0) is how
+    many training steps remain; ``survivors`` how many old ranks (``0 ..``) stay
+    (default ``min(p_old, p_new)``); ``restore_bandwidth`` (GB/s per device) the
+    checkpoint's read speed (default the inter-node link's). ``model_options``
+    are the new model's; ``old_model_options`` override them for the old model
+    (default: the same). Costs are the alpha-beta model's (``cost_options``).
+    """
+    steps = check_float("steps", steps, 0.0)
+    plan = load_old(old, old_devices, "--from strategy" if isinstance(old, (str, Path)) else "the old strategy")
+    options = dict(cost_options or {})
+    if cluster is not None and "cluster" in options:
+        raise OptionError("cluster given twice: as an argument and as a cost option")
+    cluster = options.pop("cluster", cluster)
+    _check_unmodelled(options)
+    if devices is None:
+        if cluster is None:
+            raise OptionError("give the new device count or the new cluster (-p NEW or --cluster NEW)")
+        from pase.cluster import get_cluster
+
+        devices = get_cluster(cluster).devices
+    built = api.build_problem(model, devices, "alpha-beta", batch=batch, cutoff=cutoff,
+                              powers_of_two=powers_of_two, mesh=mesh,
+                              cluster=DEFAULT_CLUSTER if cluster is None else cluster,
+                              memory_cap=memory_cap, model_options=model_options,
+                              cost_options=options, build_budget=build_budget)
+    old_graph = _old_graph(model, built.graph, batch, model_options, old_model_options)
+    old_cfgs = old_vectors(plan, old_graph, built.graph)
+    setting = _setting(built, plan.devices, survivors, restore_bandwidth)
+    migrations = [op_migration(o, c, op, built.space.configs[v], setting)
+                  for v, (o, c, op) in enumerate(zip(old_graph.ops, old_cfgs, built.graph.ops))]
+    problem = replan_problem(built.problem, [m.seconds for m in migrations], steps)
+    solution = api.run_solver(solver, problem, time_limit=time_limit, seed=seed, **solver_options)
+    keep = _keep_choice(built, old_cfgs)
+    if solution.choice is not None and keep is not None:
+        solution = prefer(problem, solution, keep)
+    context = _Context(built, migrations, steps, solver, time_limit, seed, solver_options,
+                       old_graph, old_cfgs, plan.devices)
+    return _result(context, problem, solution, keep, setting)
+
+
+def replan_problem(step: Problem, migration: Sequence[np.ndarray], steps: float) -> Problem:
+    """``steps`` x every cost of ``step``, plus ``migration[v]`` on vertex ``v`` (memory and cap kept)."""
+    if len(migration) != step.num_vertices:
+        raise OptionError(f"{len(migration)} migration vectors for {step.num_vertices} vertices")
+    vertex = [steps * c + np.asarray(m, dtype=np.float64) for c, m in zip(step.vertex_costs, migration)]
+    return Problem(vertex, step.edges, [steps * m for m in step.edge_costs], step.names, step.memory,
+                   step.memory_cap, step.unit, step.candidates, step.devices)
+
+
+def prefer(problem: Problem, solution: Solution, preferred: Sequence[int | None]) -> Solution:
+    """Ties go to ``preferred``: each vertex in turn takes its preferred candidate when that
+    costs no more (vertex and incident edges) and the memory cap still holds. The cost
+    never rises, so an optimal answer stays optimal."""
+    choice = list(solution.choice)
+    for v, want in enumerate(preferred):
+        if want is None or want == choice[v]:
+            continue
+        delta = float(problem.vertex_costs[v][want] - problem.vertex_costs[v][choice[v]])
+        delta += sum(float(m[want, choice[w]] - m[choice[v], choice[w]]) for w, m in problem.incident(v))
+        if delta > 0:
+            continue
+        trial = choice[:v] + [want] + choice[v + 1:]
+        if problem.fits(trial):
+            choice = trial
+    if choice == list(solution.choice):
+        return solution
+    cost = problem.evaluate(choice)
+    bound = None if solution.lower_bound is None else min(solution.lower_bound, cost)
+    return Solution(tuple(choice), cost, solution.status, solution.solver, bound,
+                    solution.wall_time, dict(solution.stats))
+
+
+def _check_unmodelled(options: Mapping[str, Any]) -> None:
+    for key, allowed in _UNMODELLED.items():
+        if key in options and str(options[key]) not in allowed:
+            raise OptionError(f"replan does not model {key}={options[key]} (the migration moves "
+                              f"state laid out like the weights); allowed: {', '.join(allowed)}")
+
+
+def _old_graph(model: Any, graph: Graph, batch: int | None, model_options: Mapping[str, Any] | None,
+               old_model_options: Mapping[str, Any] | None) -> Graph:
+    if not old_model_options:
+        return graph
+    options = dict(model_options or {})
+    if batch is not None:
+        options["batch"] = batch
+    options.update(old_model_options)
+    return api.load_graph(model, **options)
+
+
+def _setting(built: api.Built, old_devices: int, survivors: int | None,
+             restore_bandwidth: float | None) -> Setting:
+    model = built.cost_model
+    p = built.space.devices
+    if survivors is not None:
+        survivors = check_int("survivors", survivors, 0)
+        if survivors > min(old_devices, p):
+            raise OptionError(f"survivors must be at most min(old devices, new devices) = "
+                              f"{min(old_devices, p)}, got {survivors}")
+    cluster = model.for_devices(p).cluster
+    restore = None
+    if restore_bandwidth is not None:
+        gbps = check_float("restore_bandwidth", restore_bandwidth, 0.0, strict=True)
+        restore = Link(gbps, cluster.link("inter").latency_us)
+    return Setting.make(old_devices, p, cluster, survivors=survivors,
+                        bytes_per_element=model.bytes_per_element,
+                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore)
+
+
+def _keep_choice(built: api.Built, old_cfgs: list[np.ndarray]) -> list[int | None] | None:
+    """Each op's old config as a candidate of the new space (None where it is not one);
+    None when no op keeps its config."""
+    out: list[int | None] = []
+    for v, cfg in enumerate(old_cfgs):
+        hits = np.flatnonzero((built.space.configs[v] == cfg[None, :]).all(axis=1))
+        out.append(int(hits[0]) if len(hits) else None)
+    return out if any(k is not None for k in out) else None
+
+
+@dataclass
+class _Context:
+    built: api.Built
+    migrations: list[Migration]
+    steps: float
+    solver: str
+    time_limit: float | None
+    seed: int | None
+    solver_options: dict[str, Any]
+    old_graph: Graph
+    old_cfgs: list[np.ndarray]
+    old_devices: int
+
+    def solve(self, problem: Problem) -> Solution:
+        return api.run_solver(self.solver, problem, time_limit=self.time_limit, seed=self.seed,
+                              **self.solver_options)
+
+    def plan(self, name: str, what: str, choice: Sequence[int],
+             migrations: list[Migration] | None = None) -> Plan:
+        ms = self.migrations if migrations is None else migrations
+        pick = [0] * len(ms) if migrations is not None else list(choice)
+        return Plan(name, what, self.built.problem.evaluate(choice),
+                    float(sum(m.seconds[k] for m, k in zip(ms, pick))),
+                    float(sum(m.total_bytes[k] for m, k in zip(ms, pick))),
+                    float(sum(m.restored_bytes[k] for m, k in zip(ms, pick))), self.steps,
+                    tuple(int(c) for c in choice))
+
+
+def _result(ctx: _Context, problem: Problem, solution: Solution, keep: list[int | None] | None,
+            setting: Setting) -> ReplanResult:
+    from pase.replan.baselines import baselines  # the other ways to go on
+
+    built = ctx.built
+    args = dict(model=built.graph.name, devices=built.space.devices, old_devices=ctx.old_devices,
+                survivors=setting.survivors, cluster=built.cost_model.for_devices(built.space.devices)
+                .cluster.name, steps=ctx.steps, solver=ctx.solver, solution=solution, problem=problem)
+    if solution.choice is None:
+        return ReplanResult(**args, strategy=None, chosen=None, changes=[], baselines={},
+                            break_even_against=None, break_even_steps=None)
+    choice = solution.choice
+    chosen = ctx.plan("replan", "the re-plan: steps x step + migration, minimised", choice)
+    others = baselines(ctx, keep, setting)
+    against = "least" if "least" in others else None
+    strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                    cost_model=built.cost_model.name, build_seconds=built.seconds,
+                                    meta=api.memory_report(built.problem, choice))
+    return ReplanResult(**args, strategy=strategy, chosen=chosen, changes=_changes(ctx, choice),
+                        baselines=others, break_even_against=against,
+                        break_even_steps=None if against is None else break_even(chosen, others[against]))
+
+
+def _changes(ctx: _Context, choice: Sequence[int]) -> list[OpChange]:
+    out = []
+    for v, op in enumerate(ctx.built.graph.ops):
+        m, k = ctx.migrations[v], int(choice[v])
+        old = dict(zip(op.dim_names, (int(f) for f in ctx.old_cfgs[v])))
+        new = ctx.built.space.config(v, k)
+        if old != new or m.seconds[k] > 0:
+            out.append(OpChange(op.name, old, new, float(m.seconds[k]), float(m.max_bytes[k]),
+                                float(m.total_bytes[k]), float(m.restored_bytes[k])))
+    return out
