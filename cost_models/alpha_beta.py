@@ -208,9 +208,9 @@ class AlphaBetaCostModel(CostModel):
                 tuple(sorted(self.moved.get(op.name, ()))), array_key(configs))
 
     def memory(self, op: Op, configs: np.ndarray) -> np.ndarray:
-        return self._memory(self.work(op, configs))
+        return self.work_memory(self.work(op, configs))
 
-    def _memory(self, work: OpWork) -> np.ndarray:
+    def work_memory(self, work: OpWork) -> np.ndarray:
         """Memory vector: bytes per device; on a heterogeneous cluster, in bytes of
         its smallest-memory type (cost_models/alpha_beta_hetero.py)."""
         if self.cluster.groups:
@@ -221,7 +221,7 @@ class AlphaBetaCostModel(CostModel):
 
     def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         work = self.work(op, configs)  # one decomposition serves both costs and memory
-        return self.work_costs(work), self._memory(work)
+        return self.work_costs(work), self.work_memory(work)
 
     def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
         return self.work_costs(self.work(op, configs))

@@ -81,9 +81,16 @@ def cmd_clusters(args: argparse.Namespace) -> None:
     if args.format == "json":
         print_json([c.to_dict() for c in PRESETS.values()])
         return
-    rows = [(c.name, str(c.devices_per_node), c.device.name,
-             f"{c.device.peak_tflops:g} {c.device.precision}", f"{c.device.memory_gib:g}",
-             f"{c.intra.bandwidth_gbps:g}", f"{c.inter.bandwidth_gbps:g}")
-            for c in PRESETS.values()]
+    rows = []
+    for c in PRESETS.values():
+        # a heterogeneous preset: one row per group, fastest first, named "+ GROUP"
+        for name, g in ([(c.name, c)] if not c.groups else
+                        [(c.name if i == 0 else "", g) for i, g in enumerate(c.groups)]):
+            rows.append((name, f"{g.nodes}x{g.devices_per_node}" if c.groups else str(g.devices_per_node),
+                         g.device.name, f"{g.device.peak_tflops:g} {g.device.precision}",
+                         f"{g.device.memory_gib:g}", f"{g.intra.bandwidth_gbps:g}",
+                         f"{g.inter.bandwidth_gbps:g}"))
     print(table(rows, ("name", "per node", "device", "TFLOP/s", "GiB", "intra GB/s", "inter GB/s")))
     print("Add xN for N nodes (dgx-a100x2); a preset without xN grows to the device count.")
+    print("Join parts with + for a mixed cluster (dgx-a100x2+dgx1-v100x2: groups fastest first; "
+          "a group's row shows nodes x devices per node).")

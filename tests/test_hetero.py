@@ -1,0 +1,237 @@
+"""Heterogeneous clusters (docs/heterogeneous.md): groups, placement, balanced shares."""
+import json
+
+import numpy as np
+import pytest
+
+import pase
+from pase.api import build_problem, load_graph
+from pase.builder import GraphBuilder
+from pase.cli import main
+from pase.cluster import PRESETS, Cluster, Device, Group, Link, compose, get_cluster
+from pase.cost_models.alpha_beta import AlphaBetaCostModel
+from pase.errors import OptionError
+from pase.sim import simulate
+from pase.work import op_work
+from pase.work.hetero import placement, shares
+
+FAST_LINK = Link(1e6, 0.0)  # so that compute alone sets the times below
+
+
+def _group(name, tflops, memory=16.0, nodes=1, per_node=1, intra=FAST_LINK, inter=FAST_LINK):
+    return Group(name, nodes, per_node, Device(name, tflops, memory), intra, inter)
+
+
+def _matmul():
+    b = GraphBuilder("matmul")
+    x = b.input((1024, 1024), names=("b", "k"), roles=("batch", "channel"))
+    b.fc(x, 1024, name="fc")
+    return b.build()
+
+
+# -- clusters ----------------------------------------------------------------------
+
+def test_composition_groups_fastest_first_and_json_round_trip(tmp_path):
+    c = get_cluster("dgx1-v100x2+dgx-a100x2")
+    assert [g.name for g in c.groups] == ["dgx-a100x2", "dgx1-v100x2"]
+    assert c.devices == 32 and c.prefixes() == (16,)
+    assert c.speeds()[[0, 15, 16, 31]].tolist() == [312.0, 312.0, 125.0, 125.0]
+    # conservative whole-cluster fields: the slowest device, the least memory, slowest links
+    assert (c.device.peak_tflops, c.device.memory_gib) == (125.0, 32.0)
+    assert (c.intra.bandwidth_gbps, c.inter.bandwidth_gbps) == (150.0, 6.25)
+    assert c.view(16) == Cluster("dgx-a100x2", 2, 8, PRESETS["dgx-a100"].device,
+                                 PRESETS["dgx-a100"].intra, PRESETS["dgx-a100"].inter, c.source)
+    path = tmp_path / "mixed.json"
+    c.to_json(path)
+    assert get_cluster(str(path)) == c
+    assert json.loads(path.read_text())["groups"][1]["device"]["name"] == "V100 SXM2 32GB"
+    assert get_cluster("mixed-a100-v100").groups == c.groups
+
+
+def test_one_type_is_the_homogeneous_cluster(tmp_path):
+    plain = get_cluster("dgx-a100x3")
+    for spec in ("dgx-a100x1+dgx-a100x2", "dgx-a100+dgx-a100+dgx-a100"):
+        got = get_cluster(spec)
+        assert not got.groups and got.devices == 24
+        assert (got.device, got.intra, got.inter, got.nodes) == (plain.device, plain.intra, plain.inter, 3)
+    one = {"schema": "pase.cluster", "version": 1, "name": "one",
+           "groups": [{k: v for k, v in plain.to_dict().items() if k not in ("schema", "version", "source")}]}
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    assert get_cluster(str(tmp_path / "one.json")) == Cluster("one", 3, 8, plain.device, plain.intra,
+                                                              plain.inter)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("dgx-a100x2+tpu-v9", "unknown cluster 'tpu-v9'"),
+    ("dgx-a100x2++dgx1-v100", "malformed cluster composition"),
+    ("+dgx-a100", "malformed cluster composition"),
+    ("dgx-a100x2+dgx1-v100x0", "node count must be >= 1"),
+])
+def test_bad_compositions_are_one_line_and_exit_2(capsys, spec, message):
+    code = main(["solve", "chain", "-p", "4", "--cost-model", "alpha-beta", "--cluster", spec])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bad_groups():
+    with pytest.raises(OptionError, match="same devices per node"):
+        compose([_group("a", 2.0, per_node=2), _group("b", 1.0)])
+    with pytest.raises(OptionError, match="groups.*non-empty list"):
+        Cluster.from_dict({"schema": "pase.cluster", "version": 1, "name": "x", "groups": []})
+    with pytest.raises(OptionError, match="group 0"):
+        Cluster.from_dict({"schema": "pase.cluster", "version": 1, "name": "x", "groups": [{"nodes": 1}]})
+    with pytest.raises(OptionError, match="split"):
+        AlphaBetaCostModel("mixed-a100-v100", split="fair")
+
+
+# -- homogeneous written as heterogeneous: bit for bit -------------------------------
+
+@pytest.mark.parametrize("spec", ["dgx-a100x1+dgx-a100x1", "one-group-json"])
+def test_homogeneous_as_heterogeneous_is_identical(spec, tmp_path):
+    if spec == "one-group-json":
+        g = {k: v for k, v in get_cluster("dgx-a100x2").to_dict().items()
+             if k not in ("schema", "version", "source")}
+        spec = str(tmp_path / "one.json")
+        (tmp_path / "one.json").write_text(json.dumps({"schema": "pase.cluster", "version": 1,
+                                                       "name": "g", "groups": [g]}))
+    runs = []
+    for cluster in ("dgx-a100x2", spec):
+        for split in ("even", "balanced"):
+            built = build_problem("transformer", 16, "alpha-beta", cluster=cluster,
+                                  cost_options={"split": split}, model_options={"layers": 1})
+            strategy = pase.solve("transformer", 16, cost_model="alpha-beta", cluster=cluster,
+                                  cost_options={"split": split}, model_options={"layers": 1})
+            sim = simulate(built.graph, strategy, cluster, split=split)
+            runs.append((built.problem, strategy, sim))
+    base = runs[0]
+    for problem, strategy, sim in runs[1:]:
+        for a, b in zip(base[0].vertex_costs, problem.vertex_costs):
+            assert np.array_equal(a, b)
+        for a, b in zip(base[0].edge_costs, problem.edge_costs):
+            assert np.array_equal(a, b)
+        for a, b in zip(base[0].memory, problem.memory):
+            assert np.array_equal(a, b)
+        assert strategy.configs == base[1].configs and strategy.total_cost == base[1].total_cost
+        assert sim.step_time == base[2].step_time
+        assert np.array_equal(sim.compute_busy, base[2].compute_busy)
+        assert np.array_equal(sim.peak_memory, base[2].peak_memory)
+
+
+# -- balanced splitting: hand-computed compute times ---------------------------------
+
+def _two_to_one():
+    return compose([_group("fast", 2.0), _group("slow", 1.0)], "two-to-one")
+
+
+def test_balanced_matmul_on_a_two_to_one_cluster():
+    graph, cluster = _matmul(), _two_to_one()
+    op = graph.ops[0]
+    flop = 3 * 1024 ** 3  # forward b k n, backward twice that
+    eff = 0.5
+    even = (flop / 2) / (1.0e12 * eff)  # half the batch each; the slow device sets the pace
+    balanced = flop / (3.0e12 * eff)    # shares 2:1, both devices finish together
+    fast_alone = flop / (2.0e12 * eff)  # unsplit: placed on the fast group only
+    for split, want in (("even", even), ("balanced", balanced)):
+        model = AlphaBetaCostModel(cluster, split=split).for_devices(2)
+        got = model.work_costs(op_work(op, np.array([[2, 1, 1], [1, 1, 1]])))
+        assert got[0] == pytest.approx(want, rel=1e-5)
+        assert got[1] == pytest.approx(fast_alone, rel=1e-5)
+        sim = simulate(graph, {"fc": {"b": 2}}, cluster, 2, split=split)
+        assert sim.step_time == pytest.approx(want, rel=1e-5)
+        busy = [flop / 2 / 2.0e12 / eff, want] if split == "even" else [want, want]
+        assert sim.compute_busy.tolist() == pytest.approx(busy, rel=1e-9)
+    alone = simulate(graph, {}, cluster, 2)
+    assert alone.compute_busy.tolist() == pytest.approx([fast_alone, 0.0], rel=1e-9)
+    # activations follow the shares: the fast device keeps 2/3 of the output, the slow 1/3
+    sim = simulate(graph, {"fc": {"b": 2}}, cluster, 2, split="balanced", timeline=False)
+    state = 1024 * 1024 * 4 * 4  # the weight with Adam's state
+    assert sim.peak_memory.tolist() == pytest.approx([state + 1024 * 1024 * 4 * 2 / 3,
+                                                      state + 1024 * 1024 * 4 / 3])
+
+
+def test_placement_prefers_the_fastest_group():
+    c = get_cluster("dgx-a100x2+dgx1-v100x2")
+    configs = np.array([[1], [8], [16], [32]])
+    assert placement(configs, c.prefixes(32), 32).tolist() == [16, 16, 16, 32]
+    op = _matmul().ops[0]
+    assert shares(op, [16, 1, 1], c, 32).active.tolist() == list(range(16))
+    assert shares(op, [32, 1, 1], c, 32).active.tolist() == list(range(32))
+    got = shares(op, [32, 1, 1], c, 32, "balanced")
+    assert got.share[0] == pytest.approx(32 * 312 / (16 * 312 + 16 * 125))
+    assert got.speed == pytest.approx((16 * 312 + 16 * 125) / 32)
+
+
+def test_memory_vector_in_bytes_of_the_smallest_type():
+    # 40 GiB A100s and 32 GiB V100s: an op on the A100s only counts 32/40 of its bytes
+    graph, c = _matmul(), get_cluster("dgx-a100x1+dgx1-v100x1")
+    model = AlphaBetaCostModel(c).for_devices(16)
+    op = graph.ops[0]
+    cfgs = np.array([[8, 1, 1], [16, 1, 1]])
+    work = op_work(op, cfgs)
+    got = model.memory(op, cfgs)
+    assert got[0] == pytest.approx(work.memory[0] * 32 / 40)
+    assert got[1] == pytest.approx(work.memory[1])  # on both types: the V100's bytes bind
+
+
+# -- mixed clusters solve, simulate, and dp is exact ---------------------------------
+
+def test_mixed_cluster_solves_and_simulates():
+    for split in ("even", "balanced"):
+        s = pase.solve("gpt2", 16, cost_model="alpha-beta", cluster="dgx-a100x1+dgx1-v100x1",
+                       cost_options={"split": split}, model_options={"layers": 1}, batch=64,
+                       powers_of_two=True)
+        graph = load_graph("gpt2", batch=64, layers=1)
+        sim = simulate(graph, s, "dgx-a100x1+dgx1-v100x1", split=split, timeline=False)
+        assert s.total_cost > 0 and sim.step_time > 0
+        assert sim.peak_memory[:8].max() <= 40 * 2**30 and sim.peak_memory[8:].max() <= 32 * 2**30
+
+
+def _small_mixed():
+    link_fast, link_slow = Link(100.0, 2.0), Link(10.0, 5.0)
+    return compose([_group("slow", 10.0, nodes=1, per_node=2, intra=link_slow, inter=Link(5.0, 5.0)),
+                    _group("fast", 40.0, nodes=1, per_node=2, intra=link_fast, inter=Link(20.0, 5.0))],
+                   "small-mixed")
+
+
+@pytest.mark.parametrize("split", ["even", "balanced"])
+def test_dp_equals_exhaustive_on_a_mixed_cluster(split):
+    cluster = _small_mixed()
+    kwargs = dict(cost_model="alpha-beta", cluster=cluster, cost_options={"split": split},
+                  model_options={"length": 3, "width": 256}, batch=4096)
+    dp = pase.solve("chain", 4, "dp", **kwargs)
+    brute = pase.solve("chain", 4, "exhaustive", **kwargs)
+    assert dp.total_cost == pytest.approx(brute.total_cost, rel=1e-12)
+    ilp = pase.solve("chain", 4, "ilp-highs", **kwargs)
+    assert dp.total_cost == pytest.approx(ilp.total_cost, rel=1e-6)
+
+
+def test_prefix_relayout_matches_the_simulator_transfer_plan():
+    # bytes the worst device receives between configs on different prefixes, against the
+    # simulator's device-by-device plan (which counts every receiver separately)
+    from pase.costing import connection_ports
+    from pase.sim.tasks import connection_plans
+    from pase.work.relayout import prefix_relayout
+
+    cluster = _small_mixed()
+    graph = load_graph("chain", length=2, width=64, batch=64)
+    conn = next(iter(graph.connections))
+    u, v = graph.index(conn.src), graph.index(conn.dst)
+    pu, out, pv, inp = connection_ports(graph, (u, conn.src_output, v, conn.dst_input))
+    cases = [([1, 1, 1], [4, 1, 1]), ([4, 1, 1], [2, 1, 1]), ([1, 2, 1], [1, 4, 1]), ([1, 1, 4], [1, 1, 1])]
+    checked = 0
+    for cu, cv in cases:
+        cu, cv = np.array([cu[:len(pu.dims)]]), np.array([cv[:len(pv.dims)]])
+        nu, nv = placement(cu, cluster.prefixes(4), 4), placement(cv, cluster.prefixes(4), 4)
+        fwd, bwd = prefix_relayout(pu, out, cu, nu, pv, inp, cv, nv, 4)
+        configs = [np.ones(len(op.dims), dtype=np.int64) for op in graph.ops]
+        configs[u], configs[v] = cu[0], cv[0]
+        for (a, _, b, _), forward, backward in connection_plans(graph, configs, cluster, 4):
+            if (a, b) != (u, v):
+                continue
+            for got, (sends, _) in ((fwd, forward), (bwd, backward)):
+                per_receiver = {}
+                for (_, d), elems in sends.items():
+                    per_receiver[d] = per_receiver.get(d, 0.0) + elems
+                assert got[0, 0] == pytest.approx(max(per_receiver.values(), default=0.0))
+            checked += 1
+    assert checked == len(cases)
