@@ -1,0 +1,156 @@
+"""pase.replan: its limits (N -> infinity is a fresh solve, N = 0 keeps the old layout), exact
+solvers agreeing on the replan Problem, the baselines, and the three scenarios."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pase
+from pase.api import run_solver
+from pase.errors import OptionError, StrategyError
+from pase.replan import break_even, replan, replan_problem
+from pase.replan.result import Plan
+
+pytest.importorskip("highspy")
+
+# A GPT-2 shape small enough to build at 64 devices in about a second.
+TINY = {"layers": 1, "width": 64, "heads": 2, "ff": 128, "vocab": 512, "seq": 64, "positions": 128,
+        "batch": 16}
+AB = {"cost_model": "alpha-beta", "cluster": "dgx-a100"}
+
+
+def solved(devices: int, **options):
+    return pase.solve("gpt2", devices, model_options={**TINY, **options}, **AB)
+
+
+@pytest.fixture(scope="module")
+def old16():
+    return solved(16)
+
+
+def test_many_steps_is_a_fresh_solve(old16):
+    for devices in (8, 16, 32):
+        fresh = solved(devices)
+        got = replan("gpt2", old16, devices=devices, steps=1e12, model_options=TINY)
+        assert got.chosen.step_seconds == pytest.approx(fresh.total_cost, rel=1e-9)
+        assert got.strategy.total_cost == pytest.approx(fresh.total_cost, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["dp", "data-parallel", "megatron"])
+def test_no_steps_keeps_a_valid_old_layout(solver):
+    # Same devices, a longer sequence: every old config is still a candidate, and moves nothing;
+    # other layouts that move nothing tie with it (ops without parameters), and lose the tie.
+    old = pase.solve("gpt2", 16, solver, model_options=TINY, **AB)
+    got = replan("gpt2", old, devices=16, steps=0, model_options={**TINY, "seq": 128})
+    assert dict(got.strategy.configs) == {op: dict(c) for op, c in old.configs.items()}
+    assert got.chosen.migration_seconds == 0 and got.chosen.total_seconds == 0
+    assert "keep" in got.baselines and got.baselines["keep"].choice == got.chosen.choice
+
+
+def test_no_steps_moves_the_least(old16):
+    # 16 -> 32: the new ranks must receive something; N = 0 moves the least possible, which
+    # is each op's own least (the migration is a sum of per-op terms).
+    got = replan("gpt2", old16, devices=32, steps=0, model_options=TINY)
+    least = sum(float(m.min()) for m in got.problem.vertex_costs)
+    assert got.chosen.migration_seconds == pytest.approx(least, rel=1e-12)
+    assert got.chosen.migration_seconds > 0
+    assert got.chosen.migration_seconds <= got.baselines["keep"].migration_seconds
+
+
+@pytest.mark.parametrize("devices, steps", [(4, 3.0), (8, 0.5), (6, 10.0)])
+def test_exact_solvers_agree_on_the_replan_problem(devices, steps):
+    old = pase.solve("chain", 4, model_options={"length": 3}, **AB)
+    got = replan("chain", old, devices=devices, steps=steps, model_options={"length": 3})
+    costs = {s: run_solver(s, got.problem).cost for s in ("dp", "ilp-highs", "exhaustive")}
+    assert costs["ilp-highs"] == pytest.approx(costs["dp"], rel=1e-7)
+    assert costs["exhaustive"] == pytest.approx(costs["dp"], rel=1e-12)
+    assert got.chosen.total_seconds == pytest.approx(costs["dp"], rel=1e-12)
+
+
+def test_dp_equals_ilp_on_a_transformer_block(old16):
+    got = replan("gpt2", old16, devices=8, steps=20, model_options=TINY)
+    dp, ilp = (run_solver(s, got.problem) for s in ("dp", "ilp-highs"))
+    assert dp.is_optimal and ilp.is_optimal
+    assert ilp.cost == pytest.approx(dp.cost, rel=1e-7)
+
+
+def test_replan_problem_scales_steps_and_adds_migration():
+    step = pase.build_problem("chain", 4, "alpha-beta", cluster="dgx-a100").problem
+    mig = [np.arange(len(c), dtype=float) for c in step.vertex_costs]
+    p = replan_problem(step, mig, 7.0)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        choice = [int(rng.integers(len(c))) for c in step.vertex_costs]
+        assert p.evaluate(choice) == pytest.approx(7 * step.evaluate(choice) + sum(choice), rel=1e-12)
+
+
+def test_break_even_by_hand():
+    def plan(step, mig):
+        return Plan("x", "", step, mig, 0.0, 0.0, 1.0)
+
+    assert break_even(plan(1.0, 10.0), plan(3.0, 4.0)) == pytest.approx(3.0)  # (10-4)/(3-1)
+    assert break_even(plan(1.0, 2.0), plan(3.0, 4.0)) == 0.0
+    assert break_even(plan(3.0, 10.0), plan(3.0, 4.0)) is None
+    assert break_even(plan(3.0, 1.0), plan(3.0, 4.0)) == 0.0
+
+
+def test_the_chosen_plan_is_no_worse_than_any_baseline(old16):
+    got = replan("gpt2", old16, devices=32, steps=5, model_options=TINY)
+    assert {"keep", "least", "fresh", "restart"} <= set(got.baselines)
+    for plan in got.baselines.values():
+        assert got.chosen.total_seconds <= plan.total_seconds * (1 + 1e-12)
+    assert got.baselines["restart"].restored_bytes == got.baselines["restart"].migration_bytes > 0
+
+
+# -- the three scenarios -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def old64():
+    return solved(64)
+
+
+def test_a_node_fails(old64):
+    got = replan("gpt2", old64, cluster="dgx-a100x7", steps=100, model_options=TINY)
+    assert (got.devices, got.old_devices, got.survivors) == (56, 64, 56)
+    assert got.cluster == "dgx-a100x7"
+    assert got.chosen.step_seconds >= got.baselines["fresh"].step_seconds * (1 - 1e-12)
+    data = got.to_dict()
+    assert data["migration"]["seconds"] == pytest.approx(got.chosen.migration_seconds)
+    assert all(ch["old"] != ch["new"] or ch["migration_seconds"] > 0 for ch in data["changed_ops"])
+
+
+def test_the_job_grows():
+    old = solved(32)
+    got = replan("gpt2", old, devices=64, steps=100, model_options=TINY)
+    assert (got.devices, got.old_devices, got.survivors) == (64, 32, 32)
+    assert got.chosen.migration_bytes > 0  # ranks 32..63 start empty
+    assert got.chosen.restored_bytes == 0  # nothing is lost when growing
+
+
+def test_the_sequence_doubles():
+    old = solved(8)
+    got = replan("gpt2", old, devices=8, steps=100, model_options={**TINY, "seq": 128},
+                 old_model_options={"seq": 64})
+    assert got.baselines["least"].migration_seconds == 0  # the old layout moves nothing
+    assert got.chosen.total_seconds <= got.baselines["keep"].total_seconds * (1 + 1e-12)
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def test_refusals(old16):
+    with pytest.raises(StrategyError, match="is for model 'gpt2', not 'chain'"):
+        replan("chain", old16, devices=4)
+    with pytest.raises(StrategyError, match="not valid on its own 4 devices"):
+        replan("chain", {"fc1": {"n": 8}}, devices=8, old_devices=4)
+    with pytest.raises(StrategyError, match="names op 'nope'"):
+        replan("chain", {"nope": {"n": 2}}, devices=8, old_devices=4)
+    with pytest.raises(OptionError, match="does not record its device count"):
+        replan("chain", {"fc1": {"n": 2}}, devices=8)
+    with pytest.raises(OptionError, match="survivors must be at most"):
+        replan("chain", {"fc1": {"n": 2}}, devices=8, old_devices=4, survivors=5)
+    with pytest.raises(OptionError, match="zero"):
+        replan("chain", {"fc1": {"n": 2}}, devices=8, old_devices=4, cost_options={"zero": "3"})
+    with pytest.raises(StrategyError, match="parameter has shape"):
+        replan("gpt2", old16, devices=16, model_options=TINY, old_model_options={"vocab": 1024})
+    with pytest.raises(OptionError, match="steps must be"):
+        replan("chain", {"fc1": {"n": 2}}, devices=8, old_devices=4, steps=-1)
