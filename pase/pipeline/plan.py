@@ -16,7 +16,8 @@ reads it back) is one object:
   ``device_range`` (``[start, end)`` ranks), ``devices``, ``in_flight``
   (micro-batches' activations held), ``seconds_per_microbatch``,
   ``memory_bytes`` (per device), ``configs`` (``{op: {dim: factor}}``, on the
-  stage's own ``devices``-device mesh);
+  stage's own ``devices``-device mesh), ``variants`` (``{op: {"zero": Z,
+  "recompute": R}}`` for ops not at ZeRO 0 without recomputation; absent = none);
 - ``links``: per boundary between stage ``i`` and ``i + 1``, seconds per
   micro-batch per direction;
 - ``search``: the declared space and effort (``units``, ``stage_sizes``,
@@ -44,6 +45,7 @@ class PipelineStage:
     seconds_per_microbatch: float
     memory_bytes: float
     configs: dict[str, dict[str, int]]
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def devices(self) -> int:
@@ -121,7 +123,8 @@ class PipelinePlan:
                         "device_range": list(st.device_range), "devices": st.devices,
                         "in_flight": st.in_flight,
                         "seconds_per_microbatch": st.seconds_per_microbatch,
-                        "memory_bytes": st.memory_bytes, "configs": st.configs}
+                        "memory_bytes": st.memory_bytes, "configs": st.configs,
+                        **({"variants": st.variants} if st.variants else {})}
                        for st in self.stages],
             "links": list(self.links), "search": dict(self.search)})
 
@@ -140,7 +143,10 @@ class PipelinePlan:
                                     tuple(int(x) for x in s["device_range"]), int(s["in_flight"]),
                                     float(s["seconds_per_microbatch"]), float(s["memory_bytes"]),
                                     {op: {d: int(f) for d, f in c.items()}
-                                     for op, c in s["configs"].items()})
+                                     for op, c in s["configs"].items()},
+                                    {op: {"zero": int(v.get("zero", 0)),
+                                          "recompute": bool(v.get("recompute", False))}
+                                     for op, v in s.get("variants", {}).items()})
                       for s in data["stages"]]
             plan = cls(str(data["model"]), int(data["devices"]), int(data["batch"]),
                        int(data["microbatches"]), str(data["schedule"]), stages,

@@ -3,22 +3,27 @@
 The priced step of a pipeline with stages ``0 .. s-1`` (per-micro-batch times
 ``t_i``, boundary transfers ``x_b`` per direction) and ``m`` micro-batches is
 
-    step = sum_i t_i + sum_b 2 x_b + (m - 1) * max(max_i t_i, max_b x_b)
+    step = sum_i t_i + sum_b 2 x_b + (m - 1) * P
 
 (:func:`step_seconds`): the first micro-batch crosses every stage and link
-forward and backward (fill and drain), and the other ``m - 1`` follow at the
-pace of the busiest server, a stage or one direction of a link. For equal
-stages and free links this is the textbook ``(m + s - 1) t``: the bubble
-fraction ``(s - 1) / (m + s - 1)``. GPipe and 1F1B take the same time; they
-differ in memory (:func:`in_flight`).
+forward and backward (fill and drain), and the other ``m - 1`` follow one
+period ``P`` apart. GPipe queues every forward, so the busiest server sets the
+pace: ``P = max(max_i t_i, max_b x_b)``. 1F1B alternates one forward and one
+backward, and a stage's next backward waits for a round trip through the later
+stages, so each period also pays a transfer each way:
+``P = max_i t_i + 2 max_b x_b``. For equal stages and free links both are the
+textbook ``(m + s - 1) t``, a bubble of ``(s - 1) / (m + s - 1)``; the
+simulator (:mod:`pase.sim.pipeline`) runs the schedules event by event and
+agrees with these periods for equal stages and links.
 
-The objective grows with both ``S = sum`` and ``M = max``, so the best plan is
-on the Pareto front of ``(M, S)`` over partitions. :func:`search` builds that
-front by a dynamic program over suffixes: state ``(unit u, devices left R,
-stages left r, previous stage's devices)``; a stage is the ``r``-th from the
-end, which fixes its activations in flight under 1F1B. Every ``(M, S)`` point
-kept is a real partition, and a dominated point can never give a lower
-objective, so the minimum over the front is the optimum over the space:
+The objective grows with ``S = sum``, ``T = max_i t_i`` and ``X = max_b x_b``,
+so the best plan is on the Pareto front of ``(T, X, S)`` over partitions.
+:func:`search` builds that front by a dynamic program over suffixes: state
+``(unit u, devices left R, stages left r, previous stage's devices)``; a stage
+is the ``r``-th from the end, which fixes its activations in flight under
+1F1B. Every point kept is a real partition, and a dominated point can never
+give a lower objective, so the minimum over the front is the optimum over the
+space:
 
 - stages are contiguous ranges of units (:mod:`pase.pipeline.cuts`), every
   unit in exactly one stage, stages in op order on consecutive device ranges;
@@ -39,8 +44,8 @@ from pase.errors import OptionError
 from pase.pipeline.stages import StageOracle, StageResult
 
 SCHEDULES = ("1f1b", "gpipe")
-# A front point: (max per-micro-batch time M, fill-and-drain sum S, stages ((u, v, d), ...)).
-Point = tuple[float, float, tuple[tuple[int, int, int], ...]]
+# A front point: (max stage time T, max link time X, fill-and-drain sum S, ((u, v, d), ...)).
+Point = tuple[float, float, float, tuple[tuple[int, int, int], ...]]
 
 
 def in_flight(schedule: str, microbatches: int, stages: int, index: int) -> int:
@@ -54,10 +59,18 @@ def in_flight(schedule: str, microbatches: int, stages: int, index: int) -> int:
     return min(microbatches, stages - index)
 
 
-def step_seconds(times: Sequence[float], links: Sequence[float], microbatches: int) -> float:
+def period(schedule: str, slowest_stage: float, slowest_link: float) -> float:
+    """Seconds between two micro-batches in the steady state (module docstring)."""
+    if schedule == "gpipe":
+        return max(slowest_stage, slowest_link)
+    return slowest_stage + 2 * slowest_link
+
+
+def step_seconds(times: Sequence[float], links: Sequence[float], microbatches: int,
+                 schedule: str = "1f1b") -> float:
     """The priced step (module docstring) from stage times and per-direction link times."""
-    busiest = max(list(times) + list(links))
-    return sum(times) + 2 * sum(links) + (microbatches - 1) * busiest
+    pace = period(schedule, max(times), max(links, default=0.0))
+    return sum(times) + 2 * sum(links) + (microbatches - 1) * pace
 
 
 @dataclass
@@ -128,8 +141,8 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
         counts = range(1, space.stage_limit + 1)
         for s, sizes in _size_sets(space, counts):
             front = _Front(space, oracle, links, m, sizes)
-            for M, S, plan in front.points(s):
-                cost = S + (m - 1) * M
+            for T, X, S, plan in front.points(s):
+                cost = S + (m - 1) * period(space.schedule, T, X)
                 if best is None or cost < best.cost * (1 - 1e-12):
                     best = _found(space, oracle, links, m, plan, cost)
         if progress:
@@ -171,7 +184,7 @@ class _Front:
         units, n_units = self.space.units, len(self.space.units) - 1
         out: list[Point] = []
         if r == 0:
-            out = [(0.0, 0.0, ())] if u == n_units and left == 0 else []
+            out = [(0.0, 0.0, 0.0, ())] if u == n_units and left == 0 else []
         else:
             k = in_flight(self.space.schedule, self.m, self.stages, self.stages - r)
             offset = self.space.devices - left
@@ -184,18 +197,18 @@ class _Front:
                     if stage is None:
                         continue
                     x = 0.0 if u == 0 else self.links(units[u], self.m, offset - prev, prev, d)
-                    for M, S, plan in self._suffix(v, rest, r - 1, d):
-                        out.append((max(M, stage.seconds, x), S + stage.seconds + 2 * x,
+                    for T, X, S, plan in self._suffix(v, rest, r - 1, d):
+                        out.append((max(T, stage.seconds), max(X, x), S + stage.seconds + 2 * x,
                                     ((units[u], units[v], d),) + plan))
         self.memo[key] = out = _pareto(out)
         return out
 
 
 def _pareto(points: list[Point]) -> list[Point]:
-    """The points no other point beats in both M and S (ties: the first in order)."""
+    """The points no other point beats in T, X and S (ties: the first in sorted order)."""
     kept: list[Point] = []
-    for p in sorted(points, key=lambda q: (q[0], q[1])):
-        if not kept or p[1] < kept[-1][1]:
+    for p in sorted(points, key=lambda q: (q[0], q[1], q[2])):
+        if not any(k[0] <= p[0] and k[1] <= p[1] and k[2] <= p[2] for k in kept):
             kept.append(p)
     return kept
 

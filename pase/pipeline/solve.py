@@ -86,7 +86,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
             (names[first], names[end - 1]), (first, end), (rank, rank + d),
             in_flight(schedule, found.microbatches, len(found.stages), i),
             result.seconds, result.memory,
-            {op: dict(config) for op, config in result.configs}))
+            {op: dict(config) for op, config in result.configs},
+            {op: {"zero": z, "recompute": r} for op, z, r in result.variants}))
         rank += d
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                    for k, v in costs.items()}

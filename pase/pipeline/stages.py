@@ -22,8 +22,9 @@ another place in the model) are solved once per ``(d, m, k)``.
 """
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from pase import api
 from pase.cost_models.alpha_beta import AlphaBetaCostModel
 from pase.errors import OptionError
-from pase.ir import Graph, Op
+from pase.ir import Graph
 from pase.problem import Problem, Status
 from pase.space import ConfigSpace
 from pase.work.ops import OpWork
@@ -43,14 +44,14 @@ class StageCostModel(AlphaBetaCostModel):
 
     microbatches: int = 1
 
-    def work(self, op: Op, configs: np.ndarray) -> OpWork:
-        work = super().work(op, configs)
-        if self.microbatches == 1:
-            return work
-        share = 1.0 / self.microbatches
-        colls = tuple(replace(c, rounds=c.rounds * share) if c.phase == "gradient" else c
-                      for c in work.collectives)
-        return replace(work, collectives=colls)
+    def work_costs(self, work: OpWork) -> np.ndarray:
+        """Seconds per config for one micro-batch (ZeRO's gradient collectives included)."""
+        if self.microbatches > 1:
+            share = 1.0 / self.microbatches
+            work = replace(work, collectives=tuple(
+                replace(c, rounds=c.rounds * share) if c.phase == "gradient" else c
+                for c in work.collectives))
+        return super().work_costs(work)
 
 
 def stage_cost_model(options: Mapping[str, Any], microbatches: int) -> StageCostModel:
@@ -72,6 +73,16 @@ class Layered:
     problem: Problem
     state: list[np.ndarray]
     activation: list[np.ndarray]
+    digests: dict[int, tuple] = field(default_factory=dict)
+
+    def digest(self, array: np.ndarray) -> tuple:
+        """Shape and a 128-bit digest of ``array``'s bytes, memoised by identity (the
+        arrays live as long as this object)."""
+        key = id(array)
+        if key not in self.digests:
+            data = np.ascontiguousarray(array)
+            self.digests[key] = (data.shape, hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+        return self.digests[key]
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ class StageResult:
     configs: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
     optimal: bool
     choice: tuple[int, ...] = ()
+    variants: tuple[tuple[str, int, bool], ...] = ()  # (op, zero, recompute), non-default only
 
     def memory_with(self, lay: "Layered", first: int, in_flight: int) -> float:
         """Bytes per device with ``in_flight`` micro-batches' activations held."""
@@ -150,16 +162,16 @@ class StageOracle:
         if free is False:
             free = self._solve(lay, sub, first, names, None)
             self._stages[key + (0,)] = free
-        if self.memory_cap is None or free is None:
-            return free
+        if free is None:
+            return None
         memory = free.memory_with(lay, first, in_flight)
-        if memory <= self.memory_cap:
-            return replace(free, memory=memory)
+        if self.memory_cap is None or memory <= self.memory_cap:
+            return _named(replace(free, memory=memory), names)
         capped = self._stages.get(key + (in_flight,), False)
         if capped is False:
             capped = self._solve(lay, sub, first, names, in_flight)
             self._stages[key + (in_flight,)] = capped
-        return capped
+        return None if capped is None else _named(capped, names)
 
     def _solve(self, lay: Layered, sub: Problem, first: int, names: list[str],
                in_flight: int | None) -> StageResult | None:
@@ -175,25 +187,56 @@ class StageOracle:
         if solution.choice is None or not math.isfinite(solution.cost):
             return None
         choice = tuple(int(c) for c in solution.choice)
-        configs = tuple((lay.graph.ops[first + j].name,
-                         tuple(lay.space.config(first + j, c).items()))
-                        for j, c in enumerate(choice))
-        result = StageResult(float(solution.cost), 0.0, configs,
-                             solution.status is Status.OPTIMAL, choice)
+        configs, variants = [], []
+        for j, c in enumerate(choice):
+            name, vm = lay.graph.ops[first + j].name, _variant_map(lay, first + j)
+            k = c if vm is None else int(vm.config[c])
+            configs.append((name, tuple(lay.space.config(first + j, k).items())))
+            if vm is not None and (vm.zero[c] or vm.recompute[c]):
+                variants.append((name, int(vm.zero[c]), bool(vm.recompute[c])))
+        result = StageResult(float(solution.cost), 0.0, tuple(configs),
+                             solution.status is Status.OPTIMAL, choice, tuple(variants))
         return replace(result, memory=result.memory_with(lay, first, in_flight or 1))
+
+
+def _named(result: StageResult, names: list[str]) -> StageResult:
+    """A cached result (maybe solved for an identical range elsewhere) under this range's op names."""
+    index = {old: j for j, (old, _) in enumerate(result.configs)}
+    return replace(result,
+                   configs=tuple((names[j], cfg) for j, (_, cfg) in enumerate(result.configs)),
+                   variants=tuple((names[index[op]], z, r) for op, z, r in result.variants))
+
+
+def _variant_map(lay: Layered, i: int) -> Any:
+    variants = getattr(lay.problem, "variants", None)
+    return None if variants is None else variants[i]
 
 
 def _memory_terms(model: AlphaBetaCostModel, graph: Graph, space: ConfigSpace,
                   problem: Problem) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per vertex, state bytes and activation bytes per device (shared between identical ops)."""
+    """Per vertex and candidate, state bytes and activation bytes per device (candidates
+    are configs, or configs x variants: :mod:`pase.work.variants_build`)."""
+    from pase.work.variants import apply_variant
+
     cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     state, activation = [], []
+    maps = getattr(problem, "variants", None)
     for i, op in enumerate(graph.ops):
-        key = model.vertex_key(op, space.configs[i])
+        vm = None if maps is None else maps[i]
+        key = (model.vertex_key(op, space.configs[i]), None if vm is None else id(vm))
         if key not in cache:
             work = model.work(op, space.configs[i])
-            cache[key] = (np.asarray(work.state_bytes, dtype=np.float64),
-                          np.asarray(work.activation_bytes, dtype=np.float64))
+            if vm is None:
+                cache[key] = (np.asarray(work.state_bytes, dtype=np.float64),
+                              np.asarray(work.activation_bytes, dtype=np.float64))
+            else:
+                st, act = np.zeros(len(vm.config)), np.zeros(len(vm.config))
+                for z, r in sorted(set(zip(vm.zero.tolist(), vm.recompute.tolist()))):
+                    mask = (vm.zero == z) & (vm.recompute == r)
+                    w = apply_variant(work, int(z), bool(r))
+                    st[mask] = np.asarray(w.state_bytes, dtype=np.float64)[vm.config[mask]]
+                    act[mask] = np.asarray(w.activation_bytes, dtype=np.float64)[vm.config[mask]]
+                cache[key] = (st, act)
         s, a = cache[key]
         if s.shape != problem.vertex_costs[i].shape:
             raise OptionError(f"op {op.name!r}: the cost model lists {problem.vertex_costs[i].size} "
@@ -218,9 +261,11 @@ def _induced(lay: Layered, first: int, end: int) -> tuple[Problem, list[str]]:
 
 
 def _structure(lay: Layered, first: int, end: int) -> tuple:
-    """A key equal for two ranges whose vertices and edges share the same cost arrays."""
-    p = lay.problem
-    vertices = tuple(id(p.vertex_costs[i]) for i in range(first, end))
-    edges = tuple((u - first, v - first, id(m)) for (u, v), m in zip(p.edges, p.edge_costs)
+    """A key equal for two ranges whose vertex costs, edge matrices and memory terms are
+    equal (content digests, memoised per array)."""
+    p, digest = lay.problem, lay.digest
+    vertices = tuple((digest(p.vertex_costs[i]), digest(lay.state[i]), digest(lay.activation[i]))
+                     for i in range(first, end))
+    edges = tuple((u - first, v - first, digest(m)) for (u, v), m in zip(p.edges, p.edge_costs)
                   if first <= u < end and first <= v < end)
     return vertices, edges

@@ -175,12 +175,16 @@ def _ready(kind: str, i: int, j: int, s: int, done: dict, arrive: dict) -> float
 
 
 def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
-                options: dict[str, Any]) -> tuple[StageTimes, float, float]:
+                options: dict[str, Any], variants: dict[str, Any] | None = None
+                ) -> tuple[StageTimes, float, float]:
     """Simulate one micro-batch of a stage; also its state and activation bytes per device."""
     from pase.sim import simulate
     from pase.sim.simulate import config_arrays
+    from pase.work.variants import Variant, apply_variant
 
-    result = simulate(graph, configs, cluster, devices, timeline=True, **options)
+    chosen = {op: Variant(int(v["zero"]), bool(v["recompute"])) for op, v in (variants or {}).items()}
+    result = simulate(graph, configs, cluster, devices, timeline=True, variants=chosen or None,
+                      **options)
     fwd = max((e.end for e in result.timeline if e.kind == "forward"), default=0.0)
     bwd = max((e.end for e in result.timeline if e.kind in ("backward", "communication")),
               default=fwd)
@@ -189,6 +193,8 @@ def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
     for op, cfg in zip(graph.ops, config_arrays(graph, configs, devices)):
         work = op_work(op, cfg[None, :], options.get("bytes_per_element", 4),
                        options.get("optimizer", "adam"))
+        if op.name in chosen:
+            work = apply_variant(work, *chosen[op.name])
         state += float(work.state_bytes[0])
         activation += float(work.activation_bytes[0])
     return StageTimes(fwd, bwd - fwd, max(0.0, result.step_time - bwd)), state, activation
@@ -214,7 +220,7 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     times, peaks_state, acts = [], [], []
     for st in plan.stages:
         sub = stage_graph(graph, *st.op_range)
-        t, state, act = stage_times(sub, st.configs, cluster, st.devices, options)
+        t, state, act = stage_times(sub, st.configs, cluster, st.devices, options, st.variants)
         times.append(t)
         peaks_state.append(state)
         acts.append(act)

@@ -1,0 +1,159 @@
+"""Pipeline search: the outer DP equals brute force over stage splits, sizes and m."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from pase import api
+from pase.cluster import get_cluster
+from pase.errors import OptionError
+from pase.pipeline import solve_pipeline
+from pase.pipeline.cuts import crossing, cut_points
+from pase.pipeline.search import LinkPricer, in_flight
+from pase.pipeline.stages import StageOracle
+from pase.work import op_work
+
+
+def _compositions(n: int):
+    """Every way to cut ``n`` units into contiguous non-empty runs: tuples of run ends."""
+    for k in range(n):
+        for cuts in itertools.combinations(range(1, n), k):
+            yield cuts + (n,)
+
+
+def brute_force(model, devices, batch, sizes, schedule, cap, model_options, cost_options,
+                cuts="blocks"):
+    """min over every partition of units, every size assignment and every m of the priced
+    step, each stage solved by exhaustive search (not the dp), the formula written out."""
+    load = lambda size: api.load_graph(model, batch=size, **model_options)  # noqa: E731
+    costs = {"cluster": "dgx-a100", **cost_options}
+    oracle = StageOracle(load, batch, costs, cap, {"powers_of_two": True},
+                         solve=lambda p: api.run_solver("exhaustive", p))
+    cluster = get_cluster("dgx-a100", devices)
+    graph = oracle.graph(1)
+    units = cut_points(graph, cuts)
+    elem = 4.0
+    best = math.inf
+    ms = [m for m in (1, 2, 4, 8, 16, 32) if batch % m == 0]
+    for m in ms:
+        g = oracle.graph(m)
+        for ends in _compositions(len(units) - 1):
+            s = len(ends)
+            starts = (0,) + ends[:-1]
+            for ds in itertools.product(sizes, repeat=s):
+                if sum(ds) != devices:
+                    continue
+                times, xs, ok, offset = [], [], True, 0
+                for i, (a, b) in enumerate(zip(starts, ends)):
+                    k = m if schedule == "gpipe" else min(m, s - i)
+                    r = oracle.stage(units[a], units[b], ds[i], m, k)
+                    if r is None:
+                        ok = False
+                        break
+                    times.append(r.seconds)
+                    if i:
+                        nbytes = sum(math.prod(g.op(n).outputs[o].shape)
+                                     for n, o in crossing(g, units[a])) * elem
+                        start = offset - ds[i - 1]
+                        same = cluster.node_of(start) == cluster.node_of(offset + ds[i] - 1)
+                        link = cluster.link("intra" if same else "inter")
+                        xs.append(link.latency_s + nbytes / (min(ds[i - 1], ds[i])
+                                                             * link.bandwidth_gbps * 1e9))
+                    offset += ds[i]
+                if ok:
+                    x = max(xs, default=0.0)
+                    pace = max(max(times), x) if schedule == "gpipe" else max(times) + 2 * x
+                    step = sum(times) + 2 * sum(xs) + (m - 1) * pace
+                    best = min(best, step)
+    return best
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_search_equals_brute_force_chain(schedule):
+    opts = {"length": 4, "width": 64}
+    plan = solve_pipeline("chain", 4, batch=8, schedule=schedule, model_options=opts,
+                          memory_cap="none")
+    want = brute_force("chain", 4, 8, (1, 2, 4), schedule, None, opts, {})
+    assert plan.step_time == pytest.approx(want, rel=1e-9)
+    assert plan.status == "optimal"
+
+
+def test_search_equals_brute_force_under_a_binding_memory_cap():
+    # The cap makes the held micro-batches matter: 1F1B's first stage holds the most.
+    opts = {"length": 4, "width": 512}
+    free = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap="none")
+    cap = 0.8 * max(st.memory_bytes for st in free.stages)
+    plan = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap=cap)
+    want = brute_force("chain", 4, 16, (1, 2, 4), "1f1b", cap, opts, {})
+    assert plan.step_time == pytest.approx(want, rel=1e-9)
+    assert all(st.memory_bytes <= cap for st in plan.stages)
+
+
+def test_search_equals_brute_force_mlp_uneven_units():
+    # "all" cuts: fc1 | fc2 | fc3 | classifier | loss, units of different sizes
+    opts = {"layers": 3, "width": 256}
+    plan = solve_pipeline("mlp", 4, batch=8, model_options=opts, memory_cap="none", cuts="all")
+    assert plan.search["units"] == [0, 1, 2, 3, 4, 5]
+    want = brute_force("mlp", 4, 8, (1, 2, 4), "1f1b", None, opts, {}, cuts="all")
+    assert plan.step_time == pytest.approx(want, rel=1e-9)
+
+
+def test_in_flight_by_schedule():
+    assert [in_flight("1f1b", 8, 4, i) for i in range(4)] == [4, 3, 2, 1]
+    assert [in_flight("1f1b", 2, 4, i) for i in range(4)] == [2, 2, 2, 1]
+    assert [in_flight("gpipe", 8, 4, i) for i in range(4)] == [8, 8, 8, 8]
+
+
+def test_stage_memory_is_state_plus_in_flight_activations():
+    opts = {"length": 4, "width": 256}
+    plan = solve_pipeline("chain", 4, batch=8, microbatches=4, model_options=opts,
+                          stage_sizes=[1], memory_cap="none")
+    graph = api.load_graph("chain", batch=2, **opts)
+    assert len(plan.stages) == 4
+    for i, st in enumerate(plan.stages):
+        assert st.in_flight == min(4, 4 - i)
+        state = act = 0.0
+        for op in graph.ops[st.op_range[0]:st.op_range[1]]:
+            w = op_work(op, [[st.configs[op.name][d.name] for d in op.dims]])
+            state += float(w.state_bytes[0])
+            act += float(w.activation_bytes[0])
+        assert st.memory_bytes == pytest.approx(state + st.in_flight * act, rel=1e-12)
+
+
+def test_identical_blocks_are_solved_once_per_size():
+    load = lambda size: api.load_graph("gpt3", batch=size, **TINY_GPT)  # noqa: E731
+    oracle = StageOracle(load, 4, {"cluster": "dgx-a100"}, None, {"powers_of_two": True})
+    units = cut_points(oracle.graph(1))
+    a = oracle.stage(units[1], units[2], 2, 2, 1)
+    solves = oracle.solves
+    b = oracle.stage(units[2], units[3], 2, 2, 1)  # another middle block: same structure
+    assert oracle.solves == solves and a.seconds == b.seconds
+    assert [c for _, c in a.configs] == [c for _, c in b.configs]
+    assert [n for n, _ in b.configs] == [op.name for op in oracle.graph(2).ops[units[2]:units[3]]]
+    oracle.stage(units[0], units[1], 2, 2, 1)  # the first block carries the embedding
+    assert oracle.solves == solves + 1
+
+
+TINY_GPT = {"layers": 4, "seq": 16, "width": 32, "heads": 4, "ff": 64, "vocab": 64, "positions": 16}
+
+
+def test_link_pricer_uses_the_smaller_side_and_the_right_link():
+    cluster = get_cluster("dgx-a100", 16)
+    links = LinkPricer(cluster, lambda cut, m: 1e6)
+    intra = links(5, 1, 0, 4, 2)      # ranks 0..5 on node 0
+    inter = links(5, 1, 4, 4, 8)      # ranks 4..15 span two nodes
+    assert intra == pytest.approx(cluster.intra.latency_s + 1e6 / (2 * cluster.intra.bytes_per_second))
+    assert inter == pytest.approx(cluster.inter.latency_s + 1e6 / (4 * cluster.inter.bytes_per_second))
+
+
+def test_bad_options_are_one_line_errors():
+    with pytest.raises(OptionError, match="divisor of the batch"):
+        solve_pipeline("chain", 4, batch=8, microbatches=3)
+    with pytest.raises(OptionError, match="schedule"):
+        solve_pipeline("chain", 4, schedule="zigzag")
+    with pytest.raises(OptionError, match="stage_sizes"):
+        solve_pipeline("chain", 4, stage_sizes="some")
+    with pytest.raises(OptionError, match="memory cap"):
+        solve_pipeline("chain", 4, batch=8, memory_cap=1)
