@@ -27,7 +27,7 @@ from pase.options import check_seed, check_time_limit, coerce_options, parse_byt
 from pase.problem import Problem, Solution
 from pase.registry import COST_MODELS, MODELS, SOLVERS
 from pase.space import ConfigSpace, check_devices
-from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping
+from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping, strategy_variants
 
 __all__ = ["Built", "build_problem", "build_space", "choice_of", "dry_run", "evaluate", "load_graph",
            "make_cost_model", "memory_report", "parse_bytes", "run_solver", "solve", "to_strategy"]
@@ -111,7 +111,8 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
                   memory_cap: float | str | None = None,
                   model_options: Mapping[str, Any] | None = None,
                   cost_options: Mapping[str, Any] | None = None,
-                  build_budget: float | str | None = None) -> Built:
+                  build_budget: float | str | None = None,
+                  variants: Mapping[str, Any] | None = None) -> Built:
     """Graph -> ConfigSpace -> Problem, timed.
 
     ``cluster`` goes to cost models that take one (``alpha-beta``).
@@ -120,6 +121,8 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     and a cluster caps at the cluster's device memory. ``build_budget`` (bytes
     or text) bounds the Problem's cost arrays: a larger build is refused before
     any allocation (default :data:`pase.costing.DEFAULT_BUILD_BUDGET`).
+    ``variants`` (``{op: {"zero": 3, "recompute": true}}``) fixes ops' ZeRO stage and
+    recomputation, as a strategy file records them (alpha-beta).
     """
     start = time.perf_counter()
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
@@ -131,6 +134,8 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
             raise OptionError("cluster given twice: as an argument and as a cost option")
         cost_kwargs["cluster"] = cluster
     model_obj = make_cost_model(cost_model, **cost_kwargs)
+    if variants is not None:
+        model_obj = model_obj.with_variants(variants)
     if build_budget is None:
         problem = model_obj.problem(graph, space)
     else:
@@ -267,7 +272,8 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
     built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                           powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
                           memory_cap=memory_cap, model_options=model_options,
-                          cost_options=cost_options, build_budget=build_budget)
+                          cost_options=cost_options, build_budget=build_budget,
+                          variants=strategy_variants(strategy))
     choice = choice_of(built, configs)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                 cost_model=built.cost_model.name, build_seconds=built.seconds,

@@ -59,7 +59,16 @@ def _fail(message: str, code: int, debug: bool) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    from pase.cli import comparing, exporting, importing, listings, simulating, solving, sweeping
+    from pase.cli import (
+        comparing,
+        exporting,
+        importing,
+        listings,
+        replanning,
+        simulating,
+        solving,
+        sweeping,
+    )
     from pase.cli.parser import build
 
     parser = build({"models": listings.cmd_models, "solvers": listings.cmd_solvers,
@@ -69,13 +78,13 @@ def _run(argv: Sequence[str] | None) -> int:
                     "simulate": simulating.cmd_simulate, "reproduce": simulating.cmd_reproduce,
                     "export": exporting.cmd_export, "verify": exporting.cmd_verify,
                     "import": importing.cmd_import, "sweep": sweeping.cmd_sweep,
-                    "report": sweeping.cmd_report})
+                    "report": sweeping.cmd_report, "replan": replanning.cmd_replan})
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
             parser.error("a command is required: models, solvers, cost-models, clusters, inspect, "
                          "solve, compare, evaluate, simulate, reproduce, export, verify, import, "
-                         "sweep, report")
+                         "sweep, report, replan")
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
         return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     return args.run(args) or EXIT_OK

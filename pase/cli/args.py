@@ -13,7 +13,7 @@ from pase.errors import OptionError
 from pase.registry import COST_MODELS
 
 # Flags that are shorthands for a cost-model option of the same name.
-COST_FLAGS = ("tflops", "bandwidth", "cluster")
+COST_FLAGS = ("tflops", "bandwidth", "cluster", "zero", "recompute")
 
 
 def key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, str]:

@@ -152,9 +152,10 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     _export(command("export", "write a strategy as a self-contained training step for an engine"))
     _verify(command("verify", "compile a strategy's training step (never run) and compare its "
                               "collectives with pase's predicted bytes per device"))
-    from pase.cli import importing, sweeping  # each command module declares its own flags
+    from pase.cli import importing, replanning, sweeping  # each declares its own flags
 
     importing.add_arguments(command("import", importing.HELP))
+    replanning.add_arguments(command("replan", replanning.HELP))
     sweeping.add_sweep_arguments(command("sweep", sweeping.SWEEP_HELP))
     sweeping.add_report_arguments(command("report", sweeping.REPORT_HELP))
     return p
@@ -200,6 +201,12 @@ def _costs(s: Parser, default: str = "paper") -> None:
     s.add_argument("--build-budget", type=byte_size, metavar="SIZE",
                    help="most memory the Problem's cost arrays may take, e.g. 16GiB "
                         "(default 4GiB); a larger build is refused before it starts")
+    s.add_argument("--zero", choices=("0", "1", "2", "3", "auto"),
+                   help="ZeRO sharding over each op's data-parallel group: a stage for every op, "
+                        "or auto (searched per op): --cost-option zero=Z (alpha-beta model)")
+    s.add_argument("--recompute", choices=("none", "auto", "all"),
+                   help="activation recomputation: none, every op, or searched per op (auto): "
+                        "--cost-option recompute=R (alpha-beta model)")
 
 
 def _search(s: Parser, each: str = "") -> None:
@@ -222,6 +229,13 @@ def _solve(s: Parser) -> None:
     s.add_argument("--dry-run", action="store_true",
                    help="predict the dp's table sizes, memory and time per ordering from the "
                         "graph alone; do not solve (only --option memory_budget applies)")
+    s.add_argument("--pipeline", action="store_true",
+                   help="also search pipeline stages (contiguous ranges of ops on sub-meshes), "
+                        "micro-batches and the schedule, with the per-layer dp inside each stage")
+    s.add_argument("--microbatches", type=positive_int, metavar="M",
+                   help="with --pipeline: this many micro-batches (default: searched)")
+    s.add_argument("--schedule", choices=("1f1b", "gpipe"),
+                   help="with --pipeline: the pipeline schedule (default 1f1b)")
 
 
 def _compare(s: Parser) -> None:

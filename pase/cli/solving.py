@@ -53,6 +53,11 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 def cmd_solve(args: argparse.Namespace) -> None:
     if args.dry_run:
         return _dry_run(args)
+    if args.pipeline:
+        from pase.pipeline.command import solve_pipeline_command
+
+        return solve_pipeline_command(args)
+    checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
     solver = args.solver or "dp"
     checks.output_file(args.output, "--output")
     options = key_values(args.option, "--option")
