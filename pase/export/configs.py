@@ -11,7 +11,8 @@ import numpy as np
 
 from pase.errors import StrategyError
 from pase.ir import Graph, Op, Port
-from pase.strategy import Strategy, check_strategy_mapping, op_config
+from pase.strategy import Strategy, check_strategy_mapping, op_config, strategy_variants
+from pase.work.variants import Variant
 
 
 def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dict[str, int]]:
@@ -41,6 +42,16 @@ def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dic
         cfg = op_config(op, given.get(op.name, {}), devices)
         out[op.name] = cfg
     return out
+
+
+def strategy_variants_of(graph: Graph, strategy: Any) -> dict[str, Variant]:
+    """``{op: Variant}`` recorded in a Strategy or a ``pase solve --format json`` object
+    (none in a plain mapping), each op checked to be in ``graph``."""
+    variants = strategy_variants(strategy)
+    for name in variants:
+        if name not in graph:
+            raise StrategyError(f"strategy variants name unknown op {name!r} (graph {graph.name!r})")
+    return variants
 
 
 def tile(op: Op, port: Port, cfg: Mapping[str, int]) -> tuple[int, ...]:

@@ -49,15 +49,20 @@ GraphError naming the op and its kind.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from pase.errors import GraphError, OptionError
 from pase.export import jax_runtime
-from pase.export.configs import fan_in, strategy_configs, tile
+from pase.export.configs import fan_in, strategy_configs, strategy_variants_of, tile
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
 from pase.space import check_devices
+from pase.work import op_work
+from pase.work.variants import DEFAULT, Variant, data_parallel_groups
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM",
@@ -97,8 +102,11 @@ def _pool_mode(op: Op) -> str:
 class _Writer:
     """Turns a graph and its configs into the ``forward`` body and the tables."""
 
-    def __init__(self, graph: Graph, configs: dict[str, dict[str, int]], devices: int, local: bool):
+    def __init__(self, graph: Graph, configs: dict[str, dict[str, int]], devices: int, local: bool,
+                 variants: Mapping[str, Variant] | None = None):
         self.graph, self.configs, self.local = graph, configs, local
+        self.variants = dict(variants or {})
+        self.tied = {op.attrs["tied"] for op in graph.ops if op.attrs.get("tied") is not None}
         self.axes = mesh_axes(devices)
         self.assigned = {op.name: ({} if local else assign_axes(op, configs[op.name], self.axes))
                          for op in graph.ops}
@@ -141,10 +149,37 @@ class _Writer:
             return f"pin(pin(params[{key!r}], {self.params[key][1]!r}, {scope!r}), " \
                    f"{self.spec(op, port)!r}, {scope!r})"
         if op.is_parameter(port):
-            self.params[key] = (self.shape(op, port), self.spec(op, port), fan_in(op, port))
+            stored = self._zero3_spec(op, j)  # ZeRO 3: kept sharded over the data-parallel group
+            self.params[key] = (self.shape(op, port), stored or self.spec(op, port), fan_in(op, port))
             return self.pin(f"params[{key!r}]", self.spec(op, port))
         self.data[key] = (self.shape(op, port), self.spec(op, port), "normal", 0)
         return self.pin(f"batch[{key!r}]", self.spec(op, port))
+
+    def _zero3_spec(self, op: Op, j: int) -> tuple | None:
+        """Weight ``j``'s stored layout under ZeRO stage 3: its layout for use with the
+        mesh axes of its data-parallel group (its gradient all-reduce's group) added on
+        its first axis they divide evenly; None when stage 3 does not apply (stage < 3,
+        a tied parameter, a group of one device, no axis divides evenly). The op pins it
+        to its layout for use inside its scope, so XLA gathers it there; its gradient
+        leaves the step in the stored layout (reduce-scattered)."""
+        if self.local or self.variants.get(op.name, DEFAULT).zero != 3:
+            return None
+        if op.name in self.tied or op.attrs.get("tied") is not None:
+            return None
+        cfg = self.configs[op.name]
+        work = op_work(op, np.array([[cfg[d.name] for d in op.dims]], dtype=np.int64))
+        dims = data_parallel_groups(work).get(j, ((), None))[0]
+        group = tuple(a for d in dims for a in self.assigned[op.name].get(op.dim_names[d], ()))
+        if not group:
+            return None
+        sizes = dict(self.axes)
+        spec = list(self.spec(op, op.weights[j]))
+        for i, size in enumerate(op.weights[j].shape):
+            axes = (spec[i] or ()) + group
+            if size % math.prod(sizes[a] for a in axes) == 0:
+                spec[i] = axes
+                return tuple(spec)
+        return None
 
     def _tied_key(self, op: Op, j: int) -> str | None:
         """The owner's parameter name when weight ``j`` is ``op``'s tied (first) parameter."""
@@ -353,6 +388,12 @@ def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int
         local: write one device's share instead: every op at its tile shape, no
             mesh, no communication (see the module docstring).
         model_options: other options of a registered model (``layers=1``...).
+
+    A strategy's variants (``pase solve --zero``): an op at ZeRO stage 3 keeps each
+    parameter sharded over its data-parallel group and gathers it for use (see
+    ``_zero3_spec``); stages 1 and 2 change only the optimizer update, which the
+    step does not contain, so their step is stage 0's; recomputation is left to
+    XLA (the step does not force it).
     """
     from pase.api import load_graph
 
@@ -364,7 +405,7 @@ def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int
         options["batch"] = batch
     graph = load_graph(model, **options)
     configs = strategy_configs(graph, strategy, devices)
-    w = _Writer(graph, configs, devices, bool(local))
+    w = _Writer(graph, configs, devices, bool(local), strategy_variants_of(graph, strategy))
     for op in _order(graph):
         w.op(op)
     w.loss()
