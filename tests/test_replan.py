@@ -135,6 +135,17 @@ def test_the_sequence_doubles():
     assert got.chosen.total_seconds <= got.baselines["keep"].total_seconds * (1 + 1e-12)
 
 
+def test_onto_a_mixed_cluster(old16):
+    # 16 A100 -> 16 A100 + 16 V100: many steps give the fresh optimum of the mixed cluster.
+    cluster = "dgx-a100x2+dgx1-v100x2"
+    fresh = pase.solve("gpt2", 32, model_options=TINY, cost_model="alpha-beta", cluster=cluster)
+    got = replan("gpt2", old16, cluster=cluster, steps=1e12, model_options=TINY)
+    assert (got.devices, got.survivors) == (32, 16)
+    assert got.chosen.step_seconds == pytest.approx(fresh.total_cost, rel=1e-9)
+    few = replan("gpt2", old16, cluster=cluster, steps=0, model_options=TINY)
+    assert few.chosen.migration_seconds <= got.chosen.migration_seconds
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 def test_refusals(old16):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pase.api import load_graph
-from pase.cluster import Cluster, Device, Link, get_cluster
+from pase.cluster import Cluster, Device, Link, compose, get_cluster
 from pase.replan.migration import Setting, op_migration
 from pase.work.layout import port_blocks
 
@@ -99,9 +99,12 @@ def test_op_without_parameters_moves_nothing():
 
 # -- brute force: sets of elements per device -------------------------------------------------
 
-def tiles(op, port, config, p):
-    """Per device the set of (row, column) elements it holds (empty when idle)."""
-    blocks = port_blocks(op, port, config, p)
+def tiles(op, port, config, p, placed=None):
+    """Per device the set of (row, column) elements it holds (empty when idle); the op on
+    ranks ``0 .. placed - 1`` (default all ``p``)."""
+    placed = p if placed is None else placed
+    blocks = np.full((p, len(port.shape)), -1)
+    blocks[:placed] = port_blocks(op, port, config, placed)
     factors = [math.prod(config[d] for d in axis) for axis in op.port_axes(port)]
     ext = [s // f for s, f in zip(port.shape, factors)]
     out = []
@@ -113,9 +116,9 @@ def tiles(op, port, config, p):
     return out
 
 
-def brute(op, old, p_old, new, p_new, cluster, survivors):
+def brute(op, old, p_old, new, p_new, cluster, survivors, placed=None):
     port = op.weights[0]
-    held, need = tiles(op, port, old, p_old), tiles(op, port, new, p_new)
+    held, need = tiles(op, port, old, p_old), tiles(op, port, new, p_new, placed)
     node = [cluster.node_of(d) for d in range(p_new)]
     alive = range(survivors)
     seconds = most = total = restored = 0.0
@@ -126,7 +129,8 @@ def brute(op, old, p_old, new, p_new, cluster, survivors):
             holders = [s for s in alive if e in held[s]]
             counts[0 if any(node[s] == node[d] for s in holders) else 1 if holders else 2] += 1
         nbytes = [c * VALUE for c in counts]
-        links = (cluster.intra, cluster.inter, cluster.inter)
+        group = cluster.groups[int(cluster.group_of(d))] if cluster.groups else cluster
+        links = (group.intra, group.inter, group.inter)
         t = sum(link.latency_s + b / link.bytes_per_second for b, link in zip(nbytes, links) if b)
         seconds, most = max(seconds, t), max(most, sum(nbytes))
         total += sum(nbytes)
@@ -150,3 +154,20 @@ def test_matches_brute_force(fc1, old, p_old, new, p_new, survivors):
     got = one(fc1, old, p_old, new, p_new, TWO_PER_NODE, survivors)
     want = brute(fc1, old, p_old, new, p_new, TWO_PER_NODE, survivors)
     assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+SLOW = Cluster("slow", 2, 2, Device("s", 100.0, 16.0), intra=Link(50.0, 3.0), inter=Link(5.0, 9.0))
+FAST = Cluster("fast", 2, 2, Device("f", 200.0, 16.0), intra=Link(100.0, 2.0), inter=Link(10.0, 7.0))
+MIXED = compose([SLOW, FAST])  # ordered fastest first: fast ranks 0..3, then slow 4..7
+
+
+@pytest.mark.parametrize("old, p_old, new, survivors", [
+    ([1, 2, 1], 4, [1, 2, 2], 4),   # 4 ways: on the fast prefix 0..3 only, ranks 4..7 idle
+    ([1, 2, 1], 4, [1, 4, 2], 4),   # 8 ways: every rank, the slow ones receive over slow links
+    ([1, 4, 1], 4, [1, 1, 2], 2),
+])
+def test_mixed_cluster_places_on_the_group_prefix(fc1, old, p_old, new, survivors):
+    assert MIXED.prefixes(8) == (4,) and MIXED.groups[0].device.name == "f"
+    placed = 4 if math.prod(new) <= 4 else 8
+    got = one(fc1, old, p_old, new, 8, MIXED, survivors)
+    assert got == pytest.approx(brute(fc1, old, p_old, new, 8, MIXED, survivors, placed), rel=1e-12)

@@ -43,6 +43,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
                         "the re-plan minimises N x step time + migration time")
     s.add_argument("--from-devices", type=P.positive_int, metavar="P",
                    help="the old device count, when --from does not record it")
+    s.add_argument("--from-cluster", metavar="CLUSTER",
+                   help="the old cluster, when it was heterogeneous (it decides which group prefix "
+                        "held each op; default: the old devices were identical)")
     s.add_argument("--from-model-option", action="append", metavar="KEY=VALUE",
                    help="an option of the OLD model where it differs from the new one "
                         "(default: the old model is the new one)")
@@ -83,7 +86,8 @@ def cmd_replan(args: argparse.Namespace) -> None:
             raise OptionError(f"--option {key}: {_RESERVED[key]}")
     result = replan(args.model, args.from_, devices=args.devices, cluster=args.cluster,
                     steps=args.steps, old_devices=args.from_devices, survivors=args.survivors,
-                    restore_bandwidth=args.restore_bandwidth, solver=args.solver, batch=args.batch,
+                    restore_bandwidth=args.restore_bandwidth, old_cluster=args.from_cluster,
+                    solver=args.solver, batch=args.batch,
                     cutoff=args.cutoff, powers_of_two=args.powers_of_two,
                     memory_cap=args.memory_cap,
                     model_options=key_values(args.model_option, "--model-option"),

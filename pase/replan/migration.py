@@ -12,7 +12,9 @@ Who holds what
 --------------
 Tiles are placed by :mod:`pase.work.layout`, the placement the rest of pase uses:
 the old tiles on ``p_old`` devices under the old config, the new tiles on
-``p_new`` devices under each candidate config. Ranks ``0 .. survivors - 1`` are
+``p_new`` devices under each candidate config. On a heterogeneous cluster an op
+runs on the smallest group prefix holding its split (:func:`pase.work.hetero.placement`)
+and the ranks after it hold nothing of it. Ranks ``0 .. survivors - 1`` are
 the same physical devices before and after (``survivors`` defaults to
 ``min(p_old, p_new)``: a lost node leaves the last ranks, a grown job adds new
 ones); they keep what they held. Old ranks at or above ``survivors`` are gone.
@@ -30,7 +32,8 @@ it survives. Every other part of the new tile lies in some old block ``b``, and
 - from the checkpoint (the ``restore`` link) when no surviving device holds ``b``.
 
 Device ``d``'s time is ``a + bytes / B`` for each of the three classes it uses
-(in turn), and a parameter's time is its slowest device's. Parameters and ops
+(in turn, over its own links: its device group's on a heterogeneous cluster), and a
+parameter's time is its slowest device's. Parameters and ops
 move one after another, so the migration of a strategy is the sum over its ops:
 a per-vertex term, which keeps the dp exact. Senders are not a bottleneck in
 this model (a block held by one device and needed by many is charged at the
@@ -46,25 +49,36 @@ import numpy as np
 from pase.cluster import Cluster, Link
 from pase.costing import array_key, op_signature
 from pase.ir import Op, Port
+from pase.work.hetero import placement
 from pase.work.layout import port_blocks
 from pase.work.ops import _owned_parameters  # the one definition of an op's own parameters
 from pase.work.relayout import placement_rows
 from pase.work.tiles import port_factors
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Links:
-    """The link classes a migrating device receives over: its node, other nodes, the checkpoint."""
+    """Per new rank, the latency (s) and bandwidth (bytes/s) of the three link classes it
+    receives over: ``latency[c, d]``, ``bandwidth[c, d]`` for class ``c`` = its node (0),
+    other nodes (1), the checkpoint (2). A rank receives over its own device group's links
+    on a heterogeneous cluster."""
 
-    intra: Link
-    inter: Link
-    restore: Link
+    latency: np.ndarray
+    bandwidth: np.ndarray
 
     @classmethod
-    def of(cls, cluster: Cluster, restore: Link | None = None) -> "Links":
-        """The cluster's intra- and inter-node links; the checkpoint is read over the
+    def of(cls, cluster: Cluster, devices: int, restore: Link | None = None) -> "Links":
+        """The links of ranks ``0 .. devices - 1``; the checkpoint is read over each rank's
         inter-node link unless ``restore`` is given."""
-        return cls(cluster.link("intra"), cluster.link("inter"), restore or cluster.link("inter"))
+        groups = cluster.groups or (cluster,)
+        which = np.asarray(cluster.group_of(np.arange(devices)), dtype=np.int64) if cluster.groups \
+            else np.zeros(devices, dtype=np.int64)
+        rows = []
+        for g in groups:
+            links = (g.intra, g.inter, restore or g.inter)
+            rows.append([[link.latency_s for link in links], [link.bytes_per_second for link in links]])
+        table = np.asarray(rows, dtype=np.float64)[which]  # (p, 2, 3)
+        return cls(np.ascontiguousarray(table[:, 0, :].T), np.ascontiguousarray(table[:, 1, :].T))
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,7 @@ class Migration:
         return cls(*(np.zeros(k) for _ in range(4)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Setting:
     """Where the state is and where it goes: device counts, survivors, nodes, links, sizes."""
 
@@ -97,16 +111,23 @@ class Setting:
     nodes: np.ndarray  # (p_new,) node of each new rank
     links: Links
     bytes_per_value: float  # bytes_per_element x copies
+    new_prefixes: tuple[int, ...] = ()  # a heterogeneous cluster's group prefixes (new, old)
+    old_prefixes: tuple[int, ...] = ()
     # Layers alike (equal signatures, old config and candidates) migrate alike: one computation.
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def make(cls, old_devices: int, new_devices: int, cluster: Cluster, *, survivors: int | None,
-             bytes_per_element: float, copies: int, restore: Link | None = None) -> "Setting":
+             bytes_per_element: float, copies: int, restore: Link | None = None,
+             old_cluster: Cluster | None = None) -> "Setting":
+        """On ``cluster`` (the new one); ``old_cluster`` (default: homogeneous) only places
+        the old tiles: on a heterogeneous cluster an op runs on a group prefix."""
         keep = min(old_devices, new_devices) if survivors is None else int(survivors)
         nodes = np.asarray(cluster.node_of(np.arange(new_devices, dtype=np.int64)), dtype=np.int64)
-        return cls(int(old_devices), int(new_devices), keep, nodes, Links.of(cluster, restore),
-                   float(bytes_per_element) * copies)
+        old = () if old_cluster is None else old_cluster.prefixes(old_devices)
+        return cls(int(old_devices), int(new_devices), keep, nodes,
+                   Links.of(cluster, new_devices, restore), float(bytes_per_element) * copies,
+                   cluster.prefixes(new_devices), old)
 
 
 def op_migration(old_op: Op, old_config: np.ndarray, new_op: Op, new_configs: np.ndarray,
@@ -140,19 +161,32 @@ def _parameter(old_op: Op, old_port: Port, old_config: np.ndarray, new_op: Op, n
     shape = np.asarray(new_port.shape, dtype=np.float64)
     f_old = port_factors(old_op, old_port, old_config[None, :])[0]
     own, on_node, anywhere = _holders(old_op, old_port, old_config, f_old, s)
-    rows = placement_rows(new_op, new_port, new_configs, s.new_devices)
-    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    parts = [_placement(new_op, new_port, new_configs[k], shape, f_old, own, on_node, anywhere, s)
-             for k in first.tolist()]
-    out = np.asarray(parts, dtype=np.float64).reshape(len(first), 4)[inverse.reshape(-1)]
+    placed = placement(new_configs, s.new_prefixes, s.new_devices)
+    out = np.zeros((len(new_configs), 4))
+    for n in np.unique(placed).tolist():
+        where = np.flatnonzero(placed == n)
+        rows = placement_rows(new_op, new_port, new_configs[where], n)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        parts = [_placement(new_op, new_port, new_configs[where[k]], n, shape, f_old, own, on_node,
+                            anywhere, s) for k in first.tolist()]
+        out[where] = np.asarray(parts, dtype=np.float64).reshape(len(first), 4)[inverse.reshape(-1)]
     return Migration(out[:, 0], out[:, 1], out[:, 2], out[:, 3])
+
+
+def _blocks(op: Op, port: Port, config: np.ndarray, placed: int, devices: int) -> np.ndarray:
+    """``(devices, rank)`` tile blocks of ``port`` with the op on ranks ``0 .. placed - 1``
+    (a group prefix; all ranks on a homogeneous cluster), ``-1`` rows where idle."""
+    blocks = np.full((devices, len(port.shape)), -1, dtype=np.int64)
+    blocks[:placed] = port_blocks(op, port, config, placed)
+    return blocks
 
 
 def _holders(old_op: Op, old_port: Port, old_config: np.ndarray, f_old: np.ndarray, s: Setting):
     """``(own, on_node, anywhere)``: per new rank the old block it still holds (-1: none);
     per old block and node whether a surviving device there holds it; per old block
     whether any surviving device does."""
-    blocks = port_blocks(old_op, old_port, old_config, s.old_devices)
+    placed = int(placement(old_config[None, :], s.old_prefixes, s.old_devices)[0])
+    blocks = _blocks(old_op, old_port, old_config, placed, s.old_devices)
     held = (blocks >= 0).all(axis=1) if blocks.shape[1] else np.ones(len(blocks), dtype=bool)
     ids = np.ravel_multi_index(tuple(np.maximum(blocks, 0).T), tuple(int(f) for f in f_old)) \
         if blocks.shape[1] else np.zeros(len(blocks), dtype=np.int64)
@@ -182,11 +216,12 @@ def _overlaps(shape: np.ndarray, new_blocks: np.ndarray, f_new: np.ndarray,
     return out
 
 
-def _placement(new_op: Op, new_port: Port, config: np.ndarray, shape: np.ndarray, f_old: np.ndarray,
-               own: np.ndarray, on_node: np.ndarray, anywhere: np.ndarray,
+def _placement(new_op: Op, new_port: Port, config: np.ndarray, placed: int, shape: np.ndarray,
+               f_old: np.ndarray, own: np.ndarray, on_node: np.ndarray, anywhere: np.ndarray,
                s: Setting) -> tuple[float, float, float, float]:
-    """(seconds, max bytes, total bytes, restored bytes) of one new config."""
-    blocks = port_blocks(new_op, new_port, config, s.new_devices)
+    """(seconds, max bytes, total bytes, restored bytes) of one new config on ranks
+    ``0 .. placed - 1``."""
+    blocks = _blocks(new_op, new_port, config, placed, s.new_devices)
     needs = (blocks >= 0).all(axis=1) if blocks.shape[1] else np.ones(len(blocks), dtype=bool)
     f_new = port_factors(new_op, new_port, config[None, :])[0]
     overlap = _overlaps(shape, np.maximum(blocks, 0), f_new, f_old)
@@ -199,8 +234,8 @@ def _placement(new_op: Op, new_port: Port, config: np.ndarray, shape: np.ndarray
     lost = ~anywhere[None, :] & ~local               # no surviving holder: the checkpoint
     per = [(overlap * m).sum(axis=1) * s.bytes_per_value for m in (near, far, lost)]
     seconds = np.zeros(len(overlap))
-    for nbytes, link in zip(per, (s.links.intra, s.links.inter, s.links.restore)):
-        seconds = seconds + np.where(nbytes > 0, link.latency_s + nbytes / link.bytes_per_second, 0.0)
+    for c, nbytes in enumerate(per):
+        seconds = seconds + np.where(nbytes > 0, s.links.latency[c] + nbytes / s.links.bandwidth[c], 0.0)
     received = per[0] + per[1] + per[2]
     return (float(seconds.max(initial=0.0)), float(received.max(initial=0.0)),
             math.fsum(received.tolist()), math.fsum(per[2].tolist()))

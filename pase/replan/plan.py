@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pase import api
-from pase.cluster import Link
+from pase.cluster import Link, get_cluster
 from pase.errors import OptionError, check_float, check_int
 from pase.ir import Graph
 from pase.problem import Problem, Solution
@@ -35,7 +35,8 @@ _UNMODELLED = {"zero": ("0",), "recompute": ("none",)}
 
 def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
            steps: float = DEFAULT_STEPS, old_devices: int | None = None, survivors: int | None = None,
-           restore_bandwidth: float | None = None, solver: str = "dp", batch: int | None = None,
+           restore_bandwidth: float | None = None, old_cluster: Any = None,
+           solver: str = "dp", batch: int | None = None,
            cutoff: int | None = None, powers_of_two: bool = False,
            mesh: str | Sequence[int] | None = None, memory_cap: float | str | None = None,
            model_options: Mapping[str, Any] | None = None,
@@ -49,7 +50,9 @@ def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, c
     ``{op: {dim: factor}}`` mapping with ``old_devices``. ``steps`` (>= 0) is how
     many training steps remain; ``survivors`` how many old ranks (``0 ..``) stay
     (default ``min(p_old, p_new)``); ``restore_bandwidth`` (GB/s per device) the
-    checkpoint's read speed (default the inter-node link's). ``model_options``
+    checkpoint's read speed (default the inter-node link's); ``old_cluster`` places
+    the old tiles when the old cluster was heterogeneous (default: the old layout on
+    ``p_old`` identical devices). ``model_options``
     are the new model's; ``old_model_options`` override them for the old model
     (default: the same). Costs are the alpha-beta model's (``cost_options``).
     """
@@ -63,17 +66,16 @@ def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, c
     if devices is None:
         if cluster is None:
             raise OptionError("give the new device count or the new cluster (-p NEW or --cluster NEW)")
-        from pase.cluster import get_cluster
-
         devices = get_cluster(cluster).devices
     built = api.build_problem(model, devices, "alpha-beta", batch=batch, cutoff=cutoff,
                               powers_of_two=powers_of_two, mesh=mesh,
                               cluster=DEFAULT_CLUSTER if cluster is None else cluster,
                               memory_cap=memory_cap, model_options=model_options,
                               cost_options=options, build_budget=build_budget)
+    _check_candidates(built)
     old_graph = _old_graph(model, built.graph, batch, model_options, old_model_options)
     old_cfgs = old_vectors(plan, old_graph, built.graph)
-    setting = _setting(built, plan.devices, survivors, restore_bandwidth)
+    setting = _setting(built, plan.devices, survivors, restore_bandwidth, old_cluster)
     migrations = [op_migration(o, c, op, built.space.configs[v], setting)
                   for v, (o, c, op) in enumerate(zip(old_graph.ops, old_cfgs, built.graph.ops))]
     problem = replan_problem(built.problem, [m.seconds for m in migrations], steps)
@@ -125,6 +127,14 @@ def _check_unmodelled(options: Mapping[str, Any]) -> None:
                               f"state laid out like the weights); allowed: {', '.join(allowed)}")
 
 
+def _check_candidates(built: api.Built) -> None:
+    """The migration is priced per config: the Problem's candidates must be the space's."""
+    for v, (costs, configs) in enumerate(zip(built.problem.vertex_costs, built.space.configs)):
+        if len(costs) != len(configs):
+            raise OptionError(f"op {built.graph.ops[v].name!r} has {len(costs)} candidates for "
+                              f"{len(configs)} configs (per-op variants); replan prices configs only")
+
+
 def _old_graph(model: Any, graph: Graph, batch: int | None, model_options: Mapping[str, Any] | None,
                old_model_options: Mapping[str, Any] | None) -> Graph:
     if not old_model_options:
@@ -137,7 +147,7 @@ def _old_graph(model: Any, graph: Graph, batch: int | None, model_options: Mappi
 
 
 def _setting(built: api.Built, old_devices: int, survivors: int | None,
-             restore_bandwidth: float | None) -> Setting:
+             restore_bandwidth: float | None, old_cluster: Any) -> Setting:
     model = built.cost_model
     p = built.space.devices
     if survivors is not None:
@@ -152,7 +162,8 @@ def _setting(built: api.Built, old_devices: int, survivors: int | None,
         restore = Link(gbps, cluster.link("inter").latency_us)
     return Setting.make(old_devices, p, cluster, survivors=survivors,
                         bytes_per_element=model.bytes_per_element,
-                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore)
+                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore,
+                        old_cluster=None if old_cluster is None else get_cluster(old_cluster, old_devices))
 
 
 def _keep_choice(built: api.Built, old_cfgs: list[np.ndarray]) -> list[int | None] | None:
