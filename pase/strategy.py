@@ -191,10 +191,13 @@ class Strategy:
 
 def read_strategy_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Read ``{op: {dim: factor}}`` from a JSON file (or a ``pase solve`` output)."""
-    return strategy_mapping(_read_json(path))
+    return strategy_mapping(read_strategy_json(path))
 
 
-def _read_json(path: str | Path) -> Any:
+def read_strategy_json(path: str | Path) -> Any:
+    """The parsed JSON of a strategy file (a mapping or a ``pase solve`` output), with
+    one-line StrategyErrors for unreadable, non-UTF-8 or invalid JSON; validate it with
+    :func:`strategy_mapping` and :func:`strategy_variants`."""
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
@@ -240,7 +243,7 @@ def strategy_variants(strategy: Any) -> dict[str, Variant]:
 
 def read_strategy_variants(path: str | Path) -> dict[str, Variant]:
     """The variants recorded in a strategy file (none for a plain mapping or an older file)."""
-    return strategy_variants(_read_json(path))
+    return strategy_variants(read_strategy_json(path))
 
 
 def _is_solve_output(data: Mapping[str, Any]) -> bool:

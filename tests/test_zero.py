@@ -174,3 +174,20 @@ def test_cli_zero_flag():
     assert bad.returncode == 2 and "--zero" in bad.stderr
     assert "Traceback" not in bad.stderr
     assert math.isfinite(data["total_cost"])
+
+
+def test_evaluate_and_simulate_honour_a_strategy_files_variants():
+    from pase.sim.simulate import simulate
+
+    kw = dict(cost_model="alpha-beta", solver="data-parallel")
+    plain = pase.solve("mlp", 8, **kw)
+    both = pase.solve("mlp", 8, cost_options={"zero": "3", "recompute": "all"}, **kw)
+    data = json.loads(both.to_json())
+    again = pase.evaluate("mlp", data, 8, cost_model="alpha-beta")
+    assert again.total_cost == both.total_cost and again.variants == both.variants
+    del data["variants"]  # an older file: stage 0, no recomputation
+    assert pase.evaluate("mlp", data, 8, cost_model="alpha-beta").total_cost == plain.total_cost
+    # simulated: every weight's state sharded 8 ways (Adam, 4 copies), no activations kept
+    peak = float(simulate("mlp", both).peak_memory.max())
+    assert peak == 4 * (3 * WIDTH * WIDTH + WIDTH * 10) * 4.0 / 8
+    assert float(simulate("mlp", plain).peak_memory.max()) > 8 * peak

@@ -82,7 +82,9 @@ def variant_terms(model: Any, op: Op, configs: np.ndarray, choices: list[Variant
     for v in choices:
         w = apply_variant(base, v.zero if groups else 0, v.recompute)
         costs.append(np.asarray(model.work_costs(w), dtype=np.float64))
-        mems.append(np.asarray(w.memory, dtype=np.float64))
+        # a heterogeneous cluster's memory vector is the smallest-memory device type's share
+        mems.append(np.asarray(model.work_memory(w) if hasattr(model, "work_memory") else w.memory,
+                               dtype=np.float64))
     # ZeRO over groups of one device changes nothing: such candidates are stage 0
     sharded = np.zeros(K, dtype=bool)
     for dims, _ in groups.values():
