@@ -8,7 +8,7 @@ import pytest
 import pase
 from pase.api import run_solver
 from pase.errors import OptionError, StrategyError
-from pase.replan import break_even, replan, replan_problem
+from pase.replan import break_even, prepare, replan, replan_problem
 from pase.replan.result import Plan
 
 pytest.importorskip("highspy")
@@ -72,6 +72,19 @@ def test_dp_equals_ilp_on_a_transformer_block(old16):
     dp, ilp = (run_solver(s, got.problem) for s in ("dp", "ilp-highs"))
     assert dp.is_optimal and ilp.is_optimal
     assert ilp.cost == pytest.approx(dp.cost, rel=1e-7)
+
+
+def test_one_build_answers_every_step_count(old16):
+    prep = prepare("gpt2", old16, devices=32, model_options=TINY)
+    for steps in (0.0, 3.0, 1e9):
+        once, again = prep.replan(steps), replan("gpt2", old16, devices=32, steps=steps,
+                                                 model_options=TINY)
+        assert once.chosen.total_seconds == pytest.approx(again.chosen.total_seconds, rel=1e-12)
+        assert once.baselines.keys() == again.baselines.keys()
+        # min over strategies of (steps x step + migration) is below each baseline's line
+        for plan in once.baselines.values():
+            assert once.chosen.total_seconds <= steps * plan.step_seconds + plan.migration_seconds \
+                * (1 + 1e-12) + 1e-15
 
 
 def test_replan_problem_scales_steps_and_adds_migration():

@@ -21,38 +21,40 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from pase.problem import Problem
-from pase.replan.migration import Setting, op_migration
-from pase.replan.result import Plan
+from pase.replan.migration import op_migration
 
 if TYPE_CHECKING:
-    from pase.replan.plan import _Context
+    from pase.replan.prepared import Prepared
 
 
-def baselines(ctx: "_Context", keep: Sequence[int | None] | None, setting: Setting) -> dict[str, Plan]:
-    out: dict[str, Plan] = {}
-    step = ctx.built.problem
-    if keep is not None and all(k is not None for k in keep) and step.fits(list(keep)):
-        out["keep"] = ctx.plan("keep", "the old configs on the new setting, their state moved",
-                               [int(k) for k in keep])
-    least = _least(ctx)
+def baseline_choices(prep: "Prepared") -> dict[str, tuple[str, tuple[int, ...], list | None]]:
+    """Per available baseline: what it is, its strategy, and (``restart``) its own migration
+    (one config per op); the step count only prices them."""
+    out: dict[str, tuple[str, tuple[int, ...], list | None]] = {}
+    step = prep.built.problem
+    keep = prep.keep
+    if keep is not None and all(k is not None for k in keep) and step.fits([int(k) for k in keep]):
+        out["keep"] = ("the old configs on the new setting, their state moved",
+                       tuple(int(k) for k in keep), None)
+    least = _least(prep)
     if least is not None:
-        out["least"] = ctx.plan("least", "the fastest strategy that moves the least state", least)
-    fresh = ctx.solve(step)
+        out["least"] = ("the fastest strategy that moves the least state", tuple(least), None)
+    fresh = prep.solve(step)
     if fresh.choice is not None:
-        out["fresh"] = ctx.plan("fresh", "the fresh optimum, its state moved", fresh.choice)
-        scratch = dataclasses.replace(setting, survivors=0)
-        configs = ctx.built.space.configs
+        out["fresh"] = ("the fresh optimum, its state moved", tuple(fresh.choice), None)
+        scratch = dataclasses.replace(prep.setting, survivors=0)
+        configs = prep.built.space.configs
         moved = [op_migration(o, c, op, configs[v][[k]], scratch) for v, (o, c, op, k)
-                 in enumerate(zip(ctx.old_graph.ops, ctx.old_cfgs, ctx.built.graph.ops, fresh.choice))]
-        out["restart"] = ctx.plan("restart", "the fresh optimum, all state read from the checkpoint",
-                                  fresh.choice, moved)
+                 in enumerate(zip(prep.old_graph.ops, prep.old_cfgs, prep.built.graph.ops, fresh.choice))]
+        out["restart"] = ("the fresh optimum, all state read from the checkpoint",
+                          tuple(fresh.choice), moved)
     return out
 
 
-def _least(ctx: "_Context") -> list[int] | None:
+def _least(prep: "Prepared") -> list[int] | None:
     """The fastest strategy with every op at its least migration, or None when none fits."""
-    keep = [np.flatnonzero(m.seconds == m.seconds.min()) for m in ctx.migrations]
-    solution = ctx.solve(restrict(ctx.built.problem, keep))
+    keep = [np.flatnonzero(m.seconds == m.seconds.min()) for m in prep.migrations]
+    solution = prep.solve(restrict(prep.built.problem, keep))
     if solution.choice is None:
         return None
     return [int(keep[v][k]) for v, k in enumerate(solution.choice)]

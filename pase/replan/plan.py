@@ -9,7 +9,6 @@ every solver works unchanged. docs/replan.md gives the rules.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -20,10 +19,10 @@ from pase.cluster import Link, get_cluster
 from pase.errors import OptionError, check_float, check_int
 from pase.ir import Graph
 from pase.problem import Problem, Solution
-from pase.replan.migration import Migration, Setting, op_migration
-from pase.replan.result import OpChange, Plan, ReplanResult, break_even
+from pase.replan.migration import Setting, op_migration
+from pase.replan.prepared import Prepared
+from pase.replan.result import ReplanResult
 from pase.replan.source import load_old, old_vectors
-from pase.strategy import Strategy
 from pase.work import OPTIMIZER_STATE
 
 DEFAULT_STEPS = 1000
@@ -52,17 +51,41 @@ def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, c
     (default ``min(p_old, p_new)``); ``restore_bandwidth`` (GB/s per device) the
     checkpoint's read speed (default the inter-node link's); ``old_cluster`` places
     the old tiles when the old cluster was heterogeneous (default: the old layout on
-    ``p_old`` identical devices). ``model_options``
-    are the new model's; ``old_model_options`` override them for the old model
-    (default: the same). Costs are the alpha-beta model's (``cost_options``).
+    ``p_old`` identical devices). ``model_options`` are the new model's;
+    ``old_model_options`` override them for the old model (default: the same).
+    Costs are the alpha-beta model's (``cost_options``). :func:`prepare` takes the
+    same arguments but ``steps``, for several step counts on one build.
     """
     steps = check_float("steps", steps, 0.0)
+    return prepare(model, old, devices=devices, cluster=cluster, old_devices=old_devices,
+                   survivors=survivors, restore_bandwidth=restore_bandwidth,
+                   old_cluster=old_cluster, solver=solver, batch=batch, cutoff=cutoff,
+                   powers_of_two=powers_of_two, mesh=mesh, memory_cap=memory_cap,
+                   model_options=model_options, old_model_options=old_model_options,
+                   cost_options=cost_options, build_budget=build_budget, time_limit=time_limit,
+                   seed=seed, **solver_options).replan(steps)
+
+
+def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
+            old_devices: int | None = None, survivors: int | None = None,
+            restore_bandwidth: float | None = None, old_cluster: Any = None,
+            solver: str = "dp", batch: int | None = None,
+            cutoff: int | None = None, powers_of_two: bool = False,
+            mesh: str | Sequence[int] | None = None, memory_cap: float | str | None = None,
+            model_options: Mapping[str, Any] | None = None,
+            old_model_options: Mapping[str, Any] | None = None,
+            cost_options: Mapping[str, Any] | None = None, build_budget: float | str | None = None,
+            time_limit: float | None = None, seed: int | None = None,
+            **solver_options: Any) -> Prepared:
+    """The new setting's Problem and every candidate's migration, built once: a
+    :class:`~pase.replan.prepared.Prepared` whose ``replan(steps)`` answers for a step count."""
     plan = load_old(old, old_devices, "--from strategy" if isinstance(old, (str, Path)) else "the old strategy")
     options = dict(cost_options or {})
     if cluster is not None and "cluster" in options:
         raise OptionError("cluster given twice: as an argument and as a cost option")
     cluster = options.pop("cluster", cluster)
     _check_unmodelled(options)
+    api.SOLVERS.entry(solver)  # an unknown solver fails before the build
     if devices is None:
         if cluster is None:
             raise OptionError("give the new device count or the new cluster (-p NEW or --cluster NEW)")
@@ -78,14 +101,8 @@ def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, c
     setting = _setting(built, plan.devices, survivors, restore_bandwidth, old_cluster)
     migrations = [op_migration(o, c, op, built.space.configs[v], setting)
                   for v, (o, c, op) in enumerate(zip(old_graph.ops, old_cfgs, built.graph.ops))]
-    problem = replan_problem(built.problem, [m.seconds for m in migrations], steps)
-    solution = api.run_solver(solver, problem, time_limit=time_limit, seed=seed, **solver_options)
-    keep = _keep_choice(built, old_cfgs)
-    if solution.choice is not None and keep is not None:
-        solution = prefer(problem, solution, keep)
-    context = _Context(built, migrations, steps, solver, time_limit, seed, solver_options,
-                       old_graph, old_cfgs, plan.devices)
-    return _result(context, problem, solution, keep, setting)
+    return Prepared(built, migrations, setting, old_graph, old_cfgs, plan.devices,
+                    _keep_choice(built, old_cfgs), solver, time_limit, seed, dict(solver_options))
 
 
 def replan_problem(step: Problem, migration: Sequence[np.ndarray], steps: float) -> Problem:
@@ -174,66 +191,3 @@ def _keep_choice(built: api.Built, old_cfgs: list[np.ndarray]) -> list[int | Non
         hits = np.flatnonzero((built.space.configs[v] == cfg[None, :]).all(axis=1))
         out.append(int(hits[0]) if len(hits) else None)
     return out if any(k is not None for k in out) else None
-
-
-@dataclass
-class _Context:
-    built: api.Built
-    migrations: list[Migration]
-    steps: float
-    solver: str
-    time_limit: float | None
-    seed: int | None
-    solver_options: dict[str, Any]
-    old_graph: Graph
-    old_cfgs: list[np.ndarray]
-    old_devices: int
-
-    def solve(self, problem: Problem) -> Solution:
-        return api.run_solver(self.solver, problem, time_limit=self.time_limit, seed=self.seed,
-                              **self.solver_options)
-
-    def plan(self, name: str, what: str, choice: Sequence[int],
-             migrations: list[Migration] | None = None) -> Plan:
-        ms = self.migrations if migrations is None else migrations
-        pick = [0] * len(ms) if migrations is not None else list(choice)
-        return Plan(name, what, self.built.problem.evaluate(choice),
-                    float(sum(m.seconds[k] for m, k in zip(ms, pick))),
-                    float(sum(m.total_bytes[k] for m, k in zip(ms, pick))),
-                    float(sum(m.restored_bytes[k] for m, k in zip(ms, pick))), self.steps,
-                    tuple(int(c) for c in choice))
-
-
-def _result(ctx: _Context, problem: Problem, solution: Solution, keep: list[int | None] | None,
-            setting: Setting) -> ReplanResult:
-    from pase.replan.baselines import baselines  # the other ways to go on
-
-    built = ctx.built
-    args = dict(model=built.graph.name, devices=built.space.devices, old_devices=ctx.old_devices,
-                survivors=setting.survivors, cluster=built.cost_model.for_devices(built.space.devices)
-                .cluster.name, steps=ctx.steps, solver=ctx.solver, solution=solution, problem=problem)
-    if solution.choice is None:
-        return ReplanResult(**args, strategy=None, chosen=None, changes=[], baselines={},
-                            break_even_against=None, break_even_steps=None)
-    choice = solution.choice
-    chosen = ctx.plan("replan", "the re-plan: steps x step + migration, minimised", choice)
-    others = baselines(ctx, keep, setting)
-    against = "least" if "least" in others else None
-    strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                    cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                    meta=api.memory_report(built.problem, choice))
-    return ReplanResult(**args, strategy=strategy, chosen=chosen, changes=_changes(ctx, choice),
-                        baselines=others, break_even_against=against,
-                        break_even_steps=None if against is None else break_even(chosen, others[against]))
-
-
-def _changes(ctx: _Context, choice: Sequence[int]) -> list[OpChange]:
-    out = []
-    for v, op in enumerate(ctx.built.graph.ops):
-        m, k = ctx.migrations[v], int(choice[v])
-        old = dict(zip(op.dim_names, (int(f) for f in ctx.old_cfgs[v])))
-        new = ctx.built.space.config(v, k)
-        if old != new or m.seconds[k] > 0:
-            out.append(OpChange(op.name, old, new, float(m.seconds[k]), float(m.max_bytes[k]),
-                                float(m.total_bytes[k]), float(m.restored_bytes[k])))
-    return out
