@@ -10,7 +10,7 @@ from pase.cli import checks
 from pase.cli.args import key_values
 from pase.cli.output import print_json
 from pase.errors import OptionError, PaseError
-from pase.strategy import read_strategy_file
+from pase.strategy import read_strategy_file, read_strategy_json
 
 ENGINES = ("jax", "torch")
 
@@ -32,7 +32,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.engine == "torch":
         _export_torch(args)
         return
-    strategy = read_strategy_file(args.strategy)
+    strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
     text = to_jax(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                   model_options=_options(args))
     if args.output is None:
@@ -86,7 +86,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from pase.export.verify import format_table, verify
 
     _engine(args, ("jax",))
-    strategy = read_strategy_file(args.strategy)
+    strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
     report = verify(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                     model_options=_options(args),
                     cost_options=key_values(args.cost_option, "--cost-option"), run=args.execute)
