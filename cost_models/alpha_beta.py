@@ -123,6 +123,8 @@ class AlphaBetaCostModel(CostModel):
             raise OptionError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZER_STATE)}")
         self.cluster_spec = cluster
         self.cluster = get_cluster(cluster)
+        # memory vectors are bytes of this device (the least memory of a mixed cluster)
+        self.memory_reference = self.cluster.device.memory_bytes
         self.efficiency = float(efficiency)
         self.bytes_per_element = float(bytes_per_element)
         self.optimizer = optimizer
@@ -212,11 +214,14 @@ class AlphaBetaCostModel(CostModel):
 
     def work_memory(self, work: OpWork) -> np.ndarray:
         """Memory vector: bytes per device; on a heterogeneous cluster, in bytes of
-        its smallest-memory type (cost_models/alpha_beta_hetero.py)."""
-        if self.cluster.groups:
-            bound = self._at(work.configs)
-            if bound.cluster.groups:
-                return hetero.memory(bound, work)
+        its smallest-memory type, the default cap (cost_models/alpha_beta_hetero.py),
+        also when the devices used lie in one larger-memory group."""
+        bound = self._at(work.configs) if self.cluster.groups else self
+        if bound.cluster.groups:
+            return hetero.memory(bound, work)
+        own = bound.cluster.device.memory_bytes
+        if own != self.memory_reference:  # e.g. -p 16 on the A100 half of a mixed cluster
+            return work.memory * (self.memory_reference / own)
         return work.memory
 
     def vertex_terms(self, op: Op, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -86,7 +86,7 @@ def memory(model, work: OpWork) -> np.ndarray:
     """Bytes of the smallest-memory device type, per config (see the module doc)."""
     terms = _terms(model, work.op, work.configs)
     caps = np.asarray([g.device.memory_bytes for g in model.cluster.groups])
-    scale = caps.min() / caps
+    scale = model.memory_reference / caps
     present = terms.by_type > 0
     per_type = np.where(present, work.state_bytes[:, None] + work.activation_bytes[:, None]
                         * terms.by_type, 0.0)
