@@ -21,6 +21,7 @@ here, so its costs are the homogeneous model's, bit for bit.
   device by device (:func:`pase.work.relayout.prefix_relayout`) and sent on the
   slowest NIC of the whole cluster when it spans nodes. With ``balanced`` the
   edge's time scales by the larger share multiple of its two ends.
+- ``reduce_scatter`` has no effect here: every GEMM all-reduce stays on its op.
 """
 from __future__ import annotations
 
@@ -65,16 +66,10 @@ def work_costs(model, work: OpWork) -> np.ndarray:
     for n in np.unique(terms.placed).tolist():
         idx = np.flatnonzero(terms.placed == n)
         sub, part = model._homogeneous(n), take(work, idx)
-        moved = model.moved.get(work.op.name, frozenset())
         seconds = part.flop / (terms.speed[idx] * 1e12 * model.efficiency)
-        off = None
-        for c in part.collectives:
+        for c in part.collectives:  # every collective on the op (reduce_scatter: no effect here)
             nodes, local = group_topology(part.op, part.configs, c.dims, sub.cluster, n)
             time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, sub.cluster)
-            if c.port is not None and c.port in moved:  # charged on the edge, on the mesh
-                from pase.work.layout import owned_axes
-                off = owned_axes(part.op, part.configs, n)[1] if off is None else off
-                time = np.where(off, time, 0.0)
             if c.phase != "gradient":
                 time = time * terms.activation[idx]
             seconds = seconds + time
@@ -121,5 +116,6 @@ def edge_costs(model, producer: Op, output: Port, src_configs: np.ndarray,
 
 
 def _plain_edges(sub, producer, output, src_configs, consumer, input, dst_configs) -> np.ndarray:
-    """The homogeneous model's edge costs (``sub`` has no groups)."""
+    """The homogeneous model's edge costs (``sub`` has no groups; no moved all-reduces)."""
+    sub.moved = {}
     return sub.edge_costs(producer, output, src_configs, consumer, input, dst_configs)

@@ -235,3 +235,33 @@ def test_prefix_relayout_matches_the_simulator_transfer_plan():
                 assert got[0, 0] == pytest.approx(max(per_receiver.values(), default=0.0))
             checked += 1
     assert checked == len(cases)
+
+
+def test_clusters_listing_shows_the_groups(capsys):
+    assert main(["clusters"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = next(i for i, line in enumerate(out) if line.startswith("mixed-a100-v100"))
+    assert "2x8" in out[row] and "A100" in out[row]
+    assert out[row + 1].split()[:2] == ["2x8", "V100"]
+    assert main(["clusters", "--format", "json"]) == 0
+    mixed = next(c for c in json.loads(capsys.readouterr().out) if c["name"] == "mixed-a100-v100")
+    assert [g["name"] for g in mixed["groups"]] == ["dgx-a100x2", "dgx1-v100x2"]
+
+
+def test_devices_in_the_first_group_are_its_homogeneous_problem():
+    # -p 16 on A100s + V100s is the A100 problem; memory in V100 bytes (the default cap, 32 GiB)
+    mixed = build_problem("alexnet", 16, "alpha-beta", cluster="dgx-a100x2+dgx1-v100x2")
+    plain = build_problem("alexnet", 16, "alpha-beta", cluster="dgx-a100x2")
+    assert mixed.problem.memory_cap == 32 * 2**30 and plain.problem.memory_cap == 40 * 2**30
+    for a, b in zip(mixed.problem.vertex_costs, plain.problem.vertex_costs):
+        assert np.array_equal(a, b)
+    for a, b in zip(mixed.problem.memory, plain.problem.memory):
+        assert a == pytest.approx(b * 32 / 40, rel=1e-12)
+
+
+def test_reduce_scatter_is_charged_on_ops_on_a_mixed_cluster():
+    # same costs with and without the option: every GEMM all-reduce stays on its op
+    kwargs = dict(cluster=_small_mixed(), model_options={"length": 3, "width": 256}, batch=4096)
+    a = pase.solve("chain", 4, cost_model="alpha-beta", cost_options={"reduce_scatter": True}, **kwargs)
+    b = pase.solve("chain", 4, cost_model="alpha-beta", **kwargs)
+    assert a.total_cost == b.total_cost and a.configs == b.configs
