@@ -115,3 +115,15 @@ def test_integer_types_and_integral_floats_are_choices():
                    [1.0, np.float64(1.0)]):
         assert p.evaluate(choice) == 22.0
         assert p.check_choice(choice).dtype == np.int64
+
+
+def test_variant_maps_are_checked_and_kept_by_a_new_cap():
+    from pase.problem import VariantMap
+
+    vm = VariantMap(np.array([0, 1, 1]), np.array([0, 0, 3], dtype=np.int8), np.array([False, True, False]))
+    p = Problem([np.zeros(3)], [], [], memory=[np.ones(3)], variants=[vm])
+    assert p.with_memory_cap(2.0).variants == [vm] and vm.variant(2) == (3, False)
+    with pytest.raises(ProblemError, match="maps 3 variants for 2 costs"):
+        Problem([np.zeros(2)], [], [], variants=[vm])
+    with pytest.raises(ProblemError, match="1 variant maps for 2 vertices"):
+        Problem([np.zeros(3), np.zeros(3)], [], [], variants=[vm])

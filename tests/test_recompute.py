@@ -135,3 +135,22 @@ def test_all_pairs_of_options_build():
     for zero, rec in itertools.product(("0", "1", "2", "3", "auto"), ("none", "auto", "all")):
         b = build_problem("mlp", 4, "alpha-beta", cost_options={"zero": zero, "recompute": rec})
         assert (b.problem.sizes >= b.space.sizes).all()
+
+
+def test_the_build_budget_counts_the_variants():
+    """Variants multiply edge matrices: a budget the configs fit but the variants do not
+    is refused (TooLargeError) after the vertex costs, before any edge matrix."""
+    from pase.costing import problem_shape
+    from pase.errors import TooLargeError
+
+    kw = dict(model_options={"layers": 1}, powers_of_two=True, memory_cap="none")
+    graph, space = pase.api.build_space("gpt2", 8, powers_of_two=True, model_options={"layers": 1})
+    model = COST_MODELS.get("alpha-beta")(zero="auto", recompute="auto")
+    configs_only = problem_shape(graph, space, cost_model=model).array_bytes
+    full = build_problem("gpt2", 8, "alpha-beta", cost_options={"zero": "auto", "recompute": "auto"}, **kw)
+    need = sum(m.nbytes for m in {id(m): m for m in full.problem.edge_costs}.values())
+    assert need > configs_only
+    with pytest.raises(TooLargeError, match="build budget"):
+        build_problem("gpt2", 8, "alpha-beta", cost_options={"zero": "auto", "recompute": "auto"},
+                      build_budget=configs_only + 1, **kw)
+    build_problem("gpt2", 8, "alpha-beta", build_budget=configs_only + 1, **kw)  # no variants: fits
