@@ -265,3 +265,33 @@ def test_reduce_scatter_is_charged_on_ops_on_a_mixed_cluster():
     a = pase.solve("chain", 4, cost_model="alpha-beta", cost_options={"reduce_scatter": True}, **kwargs)
     b = pase.solve("chain", 4, cost_model="alpha-beta", **kwargs)
     assert a.total_cost == b.total_cost and a.configs == b.configs
+
+
+def test_simulated_compute_follows_placement_and_speed():
+    # chain of two FCs on 2 fast (40 TFLOP/s) + 2 slow (10) devices: fc1 unsplit sits on the
+    # fast pair (replicated there), fc2 split 4 ways on the batch uses all four
+    cluster, eff = _small_mixed(), 0.5
+    graph = load_graph("chain", length=2, width=256, batch=4096)
+    f1, f2 = graph.ops[0], graph.ops[1]
+    flop = [3 * np.prod([d.size for d in op.dims]) for op in (f1, f2)]  # b k n, fwd + 2x bwd
+    configs = {f1.name: {}, f2.name: {"b": 4}}
+    for split in ("even", "balanced"):
+        sim = simulate(graph, configs, cluster, 4, split=split, timeline=False)
+        fast, slow = 40e12 * eff, 10e12 * eff
+        if split == "even":
+            want = [flop[0] / fast + flop[1] / 4 / fast] * 2 + [flop[1] / 4 / slow] * 2
+        else:  # shares 4 * 40/100 and 4 * 10/100 of the even quarter
+            want = [flop[0] / fast + flop[1] * 0.4 / fast] * 2 + [flop[1] * 0.1 / slow] * 2
+        assert sim.compute_busy.tolist() == pytest.approx(want, rel=1e-9)
+
+
+def test_three_types_dp_equals_exhaustive():
+    groups = [_group(n, t, nodes=1, per_node=2, intra=Link(b, 2.0), inter=Link(b / 4, 5.0))
+              for n, t, b in (("v", 10.0, 20.0), ("h", 90.0, 200.0), ("a", 30.0, 100.0))]
+    cluster = compose(groups, "three")
+    assert [g.name for g in cluster.groups] == ["h", "a", "v"] and cluster.prefixes() == (2, 4)
+    kwargs = dict(cost_model="alpha-beta", cluster=cluster, cost_options={"split": "balanced"},
+                  model_options={"length": 3, "width": 128}, batch=1024)
+    dp = pase.solve("chain", 6, "dp", **kwargs)
+    brute = pase.solve("chain", 6, "exhaustive", **kwargs)
+    assert dp.total_cost == pytest.approx(brute.total_cost, rel=1e-12)
