@@ -302,27 +302,41 @@ def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_pla
     """``(forward, backward)`` elements the worst device receives, ``(K_u, K_v)``, when
     config ``k`` of each side is placed on ranks ``0 .. placed[k] - 1`` of ``devices``
     (a heterogeneous cluster's group prefixes, :mod:`pase.work.hetero`): counted device
-    by device on the placement of :mod:`pase.work.layout` inside each prefix."""
+    by device on the placement of :mod:`pase.work.layout` inside each prefix, once per
+    distinct placement (:func:`placement_rows` on its prefix)."""
     p, rank = int(devices), len(output.shape)
 
     def blocks(op, port, configs, placed):
         configs = np.asarray(configs, dtype=np.int64)
-        out = np.zeros((len(configs), p, rank), dtype=np.int64)
-        held = np.zeros((len(configs), p), dtype=bool)
-        factors = np.ones((len(configs), rank), dtype=np.float64)
-        for k, (cfg, n) in enumerate(zip(configs, np.asarray(placed).tolist())):
-            b = port_blocks(op, port, cfg, int(n))
-            out[k, :int(n)] = np.maximum(b, 0)
-            held[k, active_devices(op, cfg, int(n))] = True
+        placed = np.asarray(placed, dtype=np.int64)
+        keys: dict[tuple, int] = {}
+        of = np.zeros(len(configs), dtype=np.int64)
+        first: list[int] = []
+        for n in np.unique(placed).tolist():
+            idx = np.flatnonzero(placed == n)
+            rows = placement_rows(op, port, configs[idx], n)
+            for k, row in zip(idx.tolist(), map(tuple, rows.tolist())):
+                key = (n,) + row
+                if key not in keys:
+                    keys[key] = len(first)
+                    first.append(k)
+                of[k] = keys[key]
+        out = np.zeros((len(first), p, rank), dtype=np.int64)
+        held = np.zeros((len(first), p), dtype=bool)
+        factors = np.ones((len(first), rank), dtype=np.float64)
+        for j, k in enumerate(first):
+            cfg, n = configs[k], int(placed[k])
+            out[j, :n] = np.maximum(port_blocks(op, port, cfg, n), 0)
+            held[j, active_devices(op, cfg, n)] = True
             for a, dims in enumerate(op.port_axes(port)):
-                factors[k, a] = float(np.prod(cfg[list(dims)])) if dims else 1.0
-        return out, held, factors
+                factors[j, a] = float(np.prod(cfg[list(dims)])) if dims else 1.0
+        return out, held, factors, of
 
-    sb, sh, sf = blocks(producer, output, src_configs, src_placed)
-    db, dh, df = blocks(consumer, input, dst_configs, dst_placed)
+    sb, sh, sf, s_of = blocks(producer, output, src_configs, src_placed)
+    db, dh, df, d_of = blocks(consumer, input, dst_configs, dst_placed)
     forward = _enumerate_rows(output.shape, sb, sf, sh, db, df, dh)
     backward = _enumerate_rows(output.shape, db, df, dh, sb, sf, sh).T
-    return forward, backward
+    return forward[s_of[:, None], d_of[None, :]], backward[s_of[:, None], d_of[None, :]]
 
 
 def _config_vector(op: Op, config: Mapping[str, int] | Sequence[int]) -> np.ndarray:
