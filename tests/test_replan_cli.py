@@ -73,6 +73,8 @@ def test_plain_mapping_with_from_devices(files, capsys):
     (["chain", "--from", "{tmp}/mapping.json", "-p", "8"], r"does not record its device count"),
     (["chain", "--from", "{tmp}/chain.json"], r"give the new device count or the new cluster"),
     (["chain", "--from", "{tmp}/chain.json", "--cluster", "tpu-v9"], r"unknown cluster 'tpu-v9'"),
+    (["chain", "--from", "{tmp}/chain.json", "--cluster", "dgx-a100x2+tpu-v9x2"],
+     r"unknown cluster 'tpu-v9x2'"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "64", "--cluster", "dgx-a100x2"],
      r"cluster 'dgx-a100x2' has 16 devices"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--survivors", "6"],
