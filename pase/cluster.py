@@ -296,7 +296,8 @@ def compose(parts: Sequence["Cluster | Group"], name: str | None = None, source:
         if isinstance(part, Cluster):
             groups += list(part.groups) or [Group(part.name, part.nodes, part.devices_per_node,
                                                   part.device, part.intra, part.inter)]
-        else:
+        else:  # checked as a cluster of its own
+            Cluster(part.name, part.nodes, part.devices_per_node, part.device, part.intra, part.inter)
             groups.append(part)
     if not groups:
         raise OptionError("a cluster needs at least one group of nodes")
