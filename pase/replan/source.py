@@ -34,7 +34,11 @@ def load_old(old: Any, old_devices: int | None = None, label: str = "the old str
     """An :class:`OldPlan` from a file path, a Strategy, a solve output or a mapping."""
     model, devices = None, None
     if isinstance(old, (str, Path)):
-        configs = read_strategy_file(old)
+        try:
+            configs = read_strategy_file(old)
+        except StrategyError:
+            _refuse_pipeline(old, label)
+            raise
         data = json.loads(Path(old).read_bytes().decode("utf-8"))  # read_strategy_file checked it
         if isinstance(data, Mapping) and isinstance(data.get("strategy"), Mapping):
             model, devices = data.get("model"), data.get("devices")
@@ -55,6 +59,17 @@ def load_old(old: Any, old_devices: int | None = None, label: str = "the old str
         raise OptionError(f"{label} does not record its device count (a plain {{op: {{dim: factor}}}} "
                           f"mapping); give it (--from-devices P, old_devices= in Python)")
     return OldPlan(configs, int(devices), model if isinstance(model, str) else None, label)
+
+
+def _refuse_pipeline(path: str | Path, label: str) -> None:
+    """A ``pase solve --pipeline`` plan is refused by name, not as a malformed strategy."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(data, Mapping) and data.get("kind") == "pipeline":
+        raise StrategyError(f"{label} is a pipeline plan (pase solve --pipeline); replan starts "
+                            f"from a strategy of one stage (a pase solve output without --pipeline)")
 
 
 def old_vectors(old: OldPlan, old_graph: Graph, new_graph: Graph) -> list[np.ndarray]:
