@@ -25,6 +25,8 @@ def files(tmp_path_factory):
         assert main(["solve", "gpt2", "-p", str(devices), *TINY, "--cost-model", "alpha-beta",
                      "--output", str(tmp / f"gpt2-{devices}.json")]) == 0
     assert main(["solve", "chain", "-p", "4", "--output", str(tmp / "chain.json")]) == 0
+    (tmp / "zero.json").write_text(json.dumps({"model": "chain", "devices": 4, "strategy": {},
+                                               "variants": {"fc2": {"zero": 2, "recompute": False}}}))
     (tmp / "pipeline.json").write_text(json.dumps({"version": 1, "kind": "pipeline", "stages": []}))
     (tmp / "mapping.json").write_text(json.dumps({"fc1": {"n": 2}}))
     (tmp / "too-wide.json").write_text(json.dumps({"model": "chain", "devices": 4,
@@ -85,6 +87,8 @@ def test_plain_mapping_with_from_devices(files, capsys):
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--cost-option", "zero=3"],
      r"replan does not model zero=3"),
     (["chain", "--from", "{tmp}/pipeline.json", "-p", "8"], r"--from strategy is a pipeline plan"),
+    (["chain", "--from", "{tmp}/zero.json", "-p", "8"],
+     r"--from strategy shards optimizer state with ZeRO \(op 'fc2', stage 2\)"),
     (["chain", "--from", "/nonexistent.json", "-p", "8"], r"cannot read strategy file /nonexistent\.json"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--option", "seed=1"], r"--option seed: use --seed"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--solver", "nope"], r"unknown solver 'nope'"),

@@ -17,7 +17,14 @@ import numpy as np
 
 from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
-from pase.strategy import Strategy, op_config, read_strategy_file, strategy_mapping
+from pase.strategy import (
+    Strategy,
+    op_config,
+    read_strategy_file,
+    read_strategy_variants,
+    strategy_mapping,
+    strategy_variants,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ def load_old(old: Any, old_devices: int | None = None, label: str = "the old str
         configs = strategy_mapping(old)
         if isinstance(old, Mapping) and isinstance(old.get("strategy"), Mapping):
             model, devices = old.get("model"), old.get("devices")
+    _refuse_zero(Path(old) if isinstance(old, (str, Path)) else old, label)
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
         raise StrategyError(f"{label} records devices={devices!r}; expected an integer >= 1")
     if old_devices is not None:
@@ -59,6 +67,16 @@ def load_old(old: Any, old_devices: int | None = None, label: str = "the old str
         raise OptionError(f"{label} does not record its device count (a plain {{op: {{dim: factor}}}} "
                           f"mapping); give it (--from-devices P, old_devices= in Python)")
     return OldPlan(configs, int(devices), model if isinstance(model, str) else None, label)
+
+
+def _refuse_zero(old: Any, label: str) -> None:
+    """Optimizer state sharded by ZeRO is not laid out like the weights, as the rule assumes."""
+    variants = read_strategy_variants(old) if isinstance(old, Path) else strategy_variants(old)
+    sharded = sorted(op for op, v in variants.items() if v.zero > 0)
+    if sharded:
+        raise StrategyError(f"{label} shards optimizer state with ZeRO (op {sharded[0]!r}, stage "
+                            f"{variants[sharded[0]].zero}); replan moves state laid out like the "
+                            f"weights (ZeRO stage 0)")
 
 
 def _refuse_pipeline(path: str | Path, label: str) -> None:
