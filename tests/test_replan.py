@@ -87,6 +87,15 @@ def test_one_build_answers_every_step_count(old16):
                 * (1 + 1e-12) + 1e-15
 
 
+def test_the_optimizer_sets_the_copies_moved(old16):
+    # Adam moves the weight and two moments, SGD the weight alone: a third of the bytes.
+    adam, sgd = (replan("gpt2", old16, devices=32, steps=0, model_options=TINY,
+                        cost_options={"optimizer": o}) for o in ("adam", "sgd"))
+    assert adam.chosen.choice == sgd.chosen.choice
+    assert sgd.chosen.migration_bytes * 3 == pytest.approx(adam.chosen.migration_bytes, rel=1e-12)
+    assert adam.chosen.migration_bytes > 0
+
+
 def test_replan_problem_scales_steps_and_adds_migration():
     step = pase.build_problem("chain", 4, "alpha-beta", cluster="dgx-a100").problem
     mig = [np.arange(len(c), dtype=float) for c in step.vertex_costs]
