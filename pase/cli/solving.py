@@ -10,7 +10,7 @@ from pase.cli.output import describe, print_json, table
 from pase.counts import counts
 from pase.errors import OptionError
 from pase.registry import SOLVERS
-from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_file
+from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
 
 # Flags that only matter for costs and solving, which --dry-run does neither of.
 _NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
@@ -115,8 +115,8 @@ def _dry_run_row(r: dict) -> tuple[str, ...]:
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     checks.output_file(args.output, "--output")
-    configs = read_strategy_file(args.strategy)
-    strategy = api.evaluate(args.model, configs, args.devices, **space_kwargs(args),
+    data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
+    strategy = api.evaluate(args.model, data, args.devices, **space_kwargs(args),
                             **cost_kwargs(args))
     _emit(strategy, args)
 
