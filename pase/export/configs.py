@@ -5,7 +5,7 @@ Shared by every exporter so they read strategies and shapes the same way.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -52,6 +52,32 @@ def strategy_variants_of(graph: Graph, strategy: Any) -> dict[str, Variant]:
         if name not in graph:
             raise StrategyError(f"strategy variants name unknown op {name!r} (graph {graph.name!r})")
     return variants
+
+
+def zero3_spec(op: Op, j: int, cfg: Mapping[str, int], assigned: Mapping[str, tuple[str, ...]],
+               axes: Sequence[tuple[str, int]]) -> tuple | None:
+    """Weight ``j``'s stored layout under ZeRO stage 3: its layout for use with the mesh
+    axes of its data-parallel group (its gradient all-reduce's group) added on its first
+    axis they divide evenly; None for a group of one device or no such axis. The
+    exported op pins the weight to its layout for use inside its scope, so XLA gathers
+    it there, and its gradient leaves the step in the stored layout (reduce-scattered)."""
+    from pase.work import op_work
+    from pase.work.layout import port_spec
+    from pase.work.variants import data_parallel_groups
+
+    work = op_work(op, np.array([[cfg[d.name] for d in op.dims]], dtype=np.int64))
+    dims = data_parallel_groups(work).get(j, ((), None))[0]
+    group = tuple(a for d in dims for a in assigned.get(op.dim_names[d], ()))
+    if not group:
+        return None
+    sizes = dict(axes)
+    spec = list(port_spec(op, op.weights[j], assigned))
+    for i, size in enumerate(op.weights[j].shape):
+        mine = (spec[i] or ()) + group
+        if size % math.prod(sizes[a] for a in mine) == 0:
+            spec[i] = mine
+            return tuple(spec)
+    return None
 
 
 def tile(op: Op, port: Port, cfg: Mapping[str, int]) -> tuple[int, ...]:

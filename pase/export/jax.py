@@ -49,20 +49,16 @@ GraphError naming the op and its kind.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from pase.errors import GraphError, OptionError
 from pase.export import jax_runtime
-from pase.export.configs import fan_in, strategy_configs, strategy_variants_of, tile
+from pase.export.configs import fan_in, strategy_configs, strategy_variants_of, tile, zero3_spec
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
 from pase.space import check_devices
-from pase.work import op_work
-from pase.work.variants import DEFAULT, Variant, data_parallel_groups
+from pase.work.variants import DEFAULT, Variant
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM",
@@ -156,30 +152,12 @@ class _Writer:
         return self.pin(f"batch[{key!r}]", self.spec(op, port))
 
     def _zero3_spec(self, op: Op, j: int) -> tuple | None:
-        """Weight ``j``'s stored layout under ZeRO stage 3: its layout for use with the
-        mesh axes of its data-parallel group (its gradient all-reduce's group) added on
-        its first axis they divide evenly; None when stage 3 does not apply (stage < 3,
-        a tied parameter, a group of one device, no axis divides evenly). The op pins it
-        to its layout for use inside its scope, so XLA gathers it there; its gradient
-        leaves the step in the stored layout (reduce-scattered)."""
+        """Weight ``j``'s stored layout under ZeRO stage 3 (:func:`zero3_spec`), or None."""
         if self.local or self.variants.get(op.name, DEFAULT).zero != 3:
             return None
         if op.name in self.tied or op.attrs.get("tied") is not None:
-            return None
-        cfg = self.configs[op.name]
-        work = op_work(op, np.array([[cfg[d.name] for d in op.dims]], dtype=np.int64))
-        dims = data_parallel_groups(work).get(j, ((), None))[0]
-        group = tuple(a for d in dims for a in self.assigned[op.name].get(op.dim_names[d], ()))
-        if not group:
-            return None
-        sizes = dict(self.axes)
-        spec = list(self.spec(op, op.weights[j]))
-        for i, size in enumerate(op.weights[j].shape):
-            axes = (spec[i] or ()) + group
-            if size % math.prod(sizes[a] for a in axes) == 0:
-                spec[i] = axes
-                return tuple(spec)
-        return None
+            return None  # a tied parameter stays in its owner's layout
+        return zero3_spec(op, j, self.configs[op.name], self.assigned[op.name], self.axes)
 
     def _tied_key(self, op: Op, j: int) -> str | None:
         """The owner's parameter name when weight ``j`` is ``op``'s tied (first) parameter."""
