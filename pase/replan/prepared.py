@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pase import api
+from pase.errors import StrategyError
 from pase.ir import Graph
 from pase.problem import Problem, Solution
 from pase.replan.migration import Migration, Setting
@@ -96,7 +97,22 @@ class Prepared:
                                         meta=api.memory_report(built.problem, choice))
         return ReplanResult(**args, strategy=strategy, chosen=chosen, changes=self.changes(choice),
                             baselines=others, break_even_against=against,
-                            break_even_steps=None if against is None else break_even(chosen, others[against]))
+                            break_even_steps=None if against is None else break_even(chosen, others[against]),
+                            notes=self.notes(others))
+
+    def notes(self, others: dict[str, Plan]) -> list[str]:
+        """Why a baseline is missing (the first op whose old config is not a candidate)."""
+        if "keep" in others:
+            return []
+        space, graph = self.built.space, self.built.graph
+        for v, op in enumerate(graph.ops):
+            if self.keep is None or self.keep[v] is None:
+                old = {n: int(f) for n, f in zip(op.dim_names, self.old_cfgs[v])}
+                try:
+                    space.index_of(op.name, old)
+                except StrategyError as exc:
+                    return [f"keep is not available: {exc}"]
+        return ["keep is not available: the old configs exceed the memory cap on the new setting"]
 
     def changes(self, choice: Sequence[int]) -> list[OpChange]:
         """Ops whose config changes or whose state moves, in graph order."""
