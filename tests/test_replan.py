@@ -161,6 +161,7 @@ def test_the_sequence_doubles():
     assert got.chosen.total_seconds <= got.baselines["keep"].total_seconds * (1 + 1e-12)
 
 
+@pytest.mark.slow  # about 9 s: two builds on 32 mixed devices
 def test_onto_a_mixed_cluster(old16):
     # 16 A100 -> 16 A100 + 16 V100: many steps give the fresh optimum of the mixed cluster.
     cluster = "dgx-a100x2+dgx1-v100x2"
