@@ -157,3 +157,17 @@ def test_bad_options_are_one_line_errors():
         solve_pipeline("chain", 4, stage_sizes="some")
     with pytest.raises(OptionError, match="memory cap"):
         solve_pipeline("chain", 4, batch=8, memory_cap=1)
+
+
+def test_cut_points_between_numbered_blocks_and_every():
+    graph = api.load_graph("gpt3", **TINY_GPT)
+    names = [op.name for op in graph.ops]
+    units = cut_points(graph)
+    # one cut before each of h1..h3: the embedding joins h0, the head joins h3
+    assert [names[v] for v in units[1:-1]] == ["h1.attn_norm", "h2.attn_norm", "h3.attn_norm"]
+    assert all(len(crossing(graph, v)) == 1 for v in units[1:-1])
+    assert cut_points(graph, every=2) == [0, units[2], len(names)]
+    # "all": also the single-tensor cuts inside a block and around the embedding and head
+    assert set(units) < set(cut_points(graph, "all"))
+    with pytest.raises(OptionError, match="cuts"):
+        cut_points(graph, "layers")

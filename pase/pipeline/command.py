@@ -11,7 +11,7 @@ from pase.cli.output import print_json
 from pase.errors import OptionError
 
 # ``--option KEY=VALUE`` keys the pipeline search takes (see solve_pipeline).
-PIPELINE_OPTIONS = ("cuts", "every", "stage_sizes", "max_stages")
+PIPELINE_OPTIONS = ("cuts", "every", "stage_sizes", "uniform", "max_stages")
 # Flags of ``pase solve`` that do not apply to a pipeline search.
 _NOT_FOR_PIPELINE = {"mesh": "each stage's sub-mesh is searched; --mesh does not apply",
                      "time_limit": "the pipeline search runs the dp, which has no partial answer",
@@ -40,7 +40,7 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
         args.model, args.devices, batch=args.batch, microbatches=args.microbatches,
         schedule=args.schedule or "1f1b", cluster=cluster, cost_options=options,
         memory_cap=args.memory_cap, cutoff=args.cutoff,
-        powers_of_two=True if not args.powers_of_two else args.powers_of_two,
+        powers_of_two=True,  # stage spaces: power-of-two split factors (docs/pipelines.md)
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
         **search)
@@ -64,7 +64,11 @@ def _search_options(options: dict[str, str]) -> dict[str, Any]:
         if key == "cuts":
             out[key] = value
         elif key == "stage_sizes":
-            out[key] = value if value in ("any", "uniform") else _ints(value, "stage_sizes")
+            out[key] = value if value == "powers" else _ints(value, "stage_sizes")
+        elif key == "uniform":
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise OptionError(f"--option uniform expects true or false, got {value!r}")
+            out[key] = value.lower() in ("true", "1", "yes")
         else:
             out[key] = _ints(value, key)[0]
     return out

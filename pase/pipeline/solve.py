@@ -18,8 +18,6 @@ from pase.pipeline.stages import StageOracle
 from pase.registry import MODELS
 from pase.space import check_devices
 
-STAGE_SIZES = ("any", "uniform")
-
 
 def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None = None,
                    microbatches: int | Sequence[int] | None = None, schedule: str = "1f1b",
@@ -27,7 +25,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    memory_cap: float | str | None = None, cutoff: int | None = None,
                    powers_of_two: bool = True, model_options: Mapping[str, Any] | None = None,
                    cuts: str = "blocks", every: int = 1,
-                   stage_sizes: str | Sequence[int] = "any", max_stages: int | None = None,
+                   stage_sizes: str | Sequence[int] = "powers", uniform: bool = False,
+                   max_stages: int | None = None,
                    progress: Callable[[str], None] | None = None) -> PipelinePlan:
     """Search stages, sub-mesh sizes and micro-batches with the per-layer dp in each stage.
 
@@ -46,9 +45,9 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         cutoff, powers_of_two: each stage's configuration space (default: split
             factors that are powers of two).
         cuts, every: where stages may begin (:func:`pase.pipeline.cuts.cut_points`).
-        stage_sizes: ``"any"`` (default: each stage's device count a power of two,
-            dividing ``p``, summing to ``p``), ``"uniform"`` (all stages ``p / s``
-            devices), or a list of allowed counts.
+        stage_sizes: the allowed device counts of a stage: ``"powers"`` (default:
+            the powers of two dividing ``p``) or a list; the counts sum to ``p``.
+        uniform: every stage gets the same count ``p / s`` (one of ``stage_sizes``).
         max_stages: most stages (default: the number of units).
 
     Returns the optimum over that space (:mod:`pase.pipeline.search`), as a
@@ -74,7 +73,9 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     element = float(api.make_cost_model("alpha-beta", **costs).bytes_per_element)
     links = LinkPricer(cl, lambda cut, m: crossing_elements(oracle.graph(m), cut) * element)
     units = cut_points(graph, cuts, every)
-    uniform, sizes = _sizes(stage_sizes, devices)
+    sizes = _sizes(stage_sizes, devices)
+    if not isinstance(uniform, bool):
+        raise OptionError(f"uniform must be true or false, got {uniform!r}")
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
     found = search(space, oracle, links, progress)
     if found is None:
@@ -92,7 +93,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                    for k, v in costs.items()}
     search_info = {"units": units, "cuts": cuts, "every": every,
-                   "stage_sizes": "uniform" if uniform else list(sizes),
+                   "stage_sizes": list(sizes), "uniform": uniform,
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
                    **found.stats, "seconds": time.perf_counter() - start}
     return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
@@ -130,15 +131,16 @@ def _microbatches(given: int | Sequence[int] | None, batch: int) -> tuple[int, .
     return tuple(sorted(set(choices)))
 
 
-def _sizes(stage_sizes: str | Sequence[int], devices: int) -> tuple[bool, tuple[int, ...]]:
+def _sizes(stage_sizes: str | Sequence[int], devices: int) -> tuple[int, ...]:
     if isinstance(stage_sizes, str):
-        if stage_sizes not in STAGE_SIZES:
-            raise OptionError(f"unknown stage_sizes {stage_sizes!r}; allowed: "
-                              f"{', '.join(STAGE_SIZES)} or a list of device counts")
-        powers = tuple(d for d in (2 ** i for i in range(devices.bit_length())) if devices % d == 0)
-        return stage_sizes == "uniform", powers
+        if stage_sizes != "powers":
+            raise OptionError(f"unknown stage_sizes {stage_sizes!r}; allowed: powers, or a list "
+                              f"of device counts")
+        return tuple(d for d in (2 ** i for i in range(devices.bit_length())) if devices % d == 0)
     sizes = tuple(sorted({int(d) for d in stage_sizes}))
-    return False, sizes
+    if not sizes or sizes[0] < 1 or sizes[-1] > devices:
+        raise OptionError(f"stage_sizes must be device counts in 1..{devices}, got {list(stage_sizes)}")
+    return sizes
 
 
 def _cap(memory_cap: float | str | None, cluster: Any) -> float | None:

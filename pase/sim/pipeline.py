@@ -218,9 +218,13 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     if graph.name != plan.model:
         raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
     times, peaks_state, acts = [], [], []
+    seen: dict[tuple, tuple[StageTimes, float, float]] = {}
     for st in plan.stages:
         sub = stage_graph(graph, *st.op_range)
-        t, state, act = stage_times(sub, st.configs, cluster, st.devices, options, st.variants)
+        key = _stage_key(sub, st)
+        if key not in seen:  # a stage equal to an earlier one but for op names: simulated once
+            seen[key] = stage_times(sub, st.configs, cluster, st.devices, options, st.variants)
+        t, state, act = seen[key]
         times.append(t)
         peaks_state.append(state)
         acts.append(act)
@@ -228,6 +232,20 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     memory = [state + k * act for state, k, act in zip(peaks_state, held, acts)]
     return PipelineSimResult(plan.model, plan.devices, plan.microbatches, plan.schedule, step,
                              times, held, memory, events if timeline else [])
+
+
+def _stage_key(graph: Graph, stage: Any) -> tuple:
+    """Everything a stage's simulation reads but the op names: each op's structure, where
+    its inputs come from (relative positions), its split and its variant."""
+    from pase.costing import op_signature
+
+    index = {op.name: i for i, op in enumerate(graph.ops)}
+    return (stage.devices,) + tuple(
+        (op_signature(op), tuple(None if p.source is None else (i - index[p.source[0]], p.source[1])
+                                 for p in op.inputs),
+         tuple(sorted(stage.configs.get(op.name, {}).items())),
+         tuple(sorted(stage.variants.get(op.name, {}).items())))
+        for i, op in enumerate(graph.ops))
 
 
 def _registered(name: str) -> bool:
