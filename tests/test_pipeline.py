@@ -171,3 +171,25 @@ def test_cut_points_between_numbered_blocks_and_every():
     assert set(units) < set(cut_points(graph, "all"))
     with pytest.raises(OptionError, match="cuts"):
         cut_points(graph, "layers")
+
+
+def test_stage_cost_charges_a_quarter_of_the_gradient_sync_per_micro_batch():
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pase.pipeline.stages import stage_cost_model
+    from pase.space import ConfigSpace
+
+    graph = api.load_graph("mlp", batch=8, width=256)
+    space = ConfigSpace(graph, 8, powers_of_two=True)
+    plain = api.make_cost_model("alpha-beta", cluster="dgx-a100").for_devices(8)
+    stage = stage_cost_model({"cluster": "dgx-a100"}, 4).for_devices(8)
+    op, configs = graph.ops[1], space.configs[1]
+    work = plain.work(op, configs)
+    zero = np.zeros(len(configs))
+    sync = plain.work_costs(replace(work, forward_flop=zero, backward_flop=zero, collectives=tuple(
+        c for c in work.collectives if c.phase == "gradient")))
+    assert sync.max() > 0  # some configs split the batch, so their weight gradients sync
+    want = plain.work_costs(work) - 0.75 * sync
+    assert np.allclose(stage.work_costs(stage.work(op, configs)), want, rtol=1e-12, atol=0)

@@ -10,7 +10,7 @@ from pase.cli import checks
 from pase.cli.args import cost_kwargs, space_kwargs
 from pase.cli.output import print_json
 from pase.errors import OptionError
-from pase.strategy import OUTPUT_VERSION, read_strategy_file
+from pase.strategy import OUTPUT_VERSION, read_strategy_json, strategy_mapping, strategy_variants
 
 # Flags that only steer the solver, which a given --strategy replaces.
 _SOLVER_FLAGS = ("solver", "seed", "cost_model", "cost_option", "memory_cap", "cutoff",
@@ -30,9 +30,10 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             return _simulate_pipeline(args)
     graph_kwargs = space_kwargs(args)
     if args.strategy:
-        configs: Any = read_strategy_file(args.strategy)
+        data = read_strategy_json(args.strategy)
+        configs: Any = strategy_mapping(data)
         source = f"strategy file {args.strategy}"
-        sim_options: dict[str, Any] = {}
+        sim_options: dict[str, Any] = {"variants": strategy_variants(data)}  # ZeRO/recompute
     else:
         configs, source, sim_options = _solve_for(args)
     model = api.load_graph(args.model, **_model_options(graph_kwargs))
@@ -101,7 +102,9 @@ def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     shared = {k: v for k, v in built.cost_model.__dict__.items() if k in _SHARED_OPTIONS
               and k in costs["cost_options"]}
     source = f"solver {solver} ({built.cost_model.name} cost model)"
-    return api.to_strategy(built, solution).configs, source, shared
+    strategy = api.to_strategy(built, solution)
+    shared["variants"] = strategy.variants  # each op's ZeRO stage and recomputation
+    return strategy.configs, source, shared
 
 
 def _model_options(graph_kwargs: dict[str, Any]) -> dict[str, Any]:
