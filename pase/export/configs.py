@@ -12,7 +12,7 @@ import numpy as np
 from pase.errors import StrategyError
 from pase.ir import Graph, Op, Port
 from pase.strategy import Strategy, check_strategy_mapping, op_config, strategy_variants
-from pase.work.variants import Variant
+from pase.work.variants import Variant, check_op_variant
 
 
 def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dict[str, int]]:
@@ -48,9 +48,10 @@ def strategy_variants_of(graph: Graph, strategy: Any) -> dict[str, Variant]:
     """``{op: Variant}`` recorded in a Strategy or a ``pase solve --format json`` object
     (none in a plain mapping), each op checked to be in ``graph``."""
     variants = strategy_variants(strategy)
-    for name in variants:
+    for name, v in variants.items():
         if name not in graph:
             raise StrategyError(f"strategy variants name unknown op {name!r} (graph {graph.name!r})")
+        check_op_variant(graph.op(name), v, f"variant of op {name!r}")
     return variants
 
 

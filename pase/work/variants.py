@@ -42,6 +42,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from pase.errors import OptionError
+from pase.ir import Op
 from pase.work.ops import Collective, OpWork, _owned_parameters
 from pase.work.tiles import port_tiles
 
@@ -126,16 +127,37 @@ def apply_variant(work: OpWork, zero: int = 0, recompute: bool = False) -> OpWor
 
 
 def data_parallel_groups(work: OpWork) -> dict[int, tuple[tuple[int, ...], np.ndarray]]:
-    """Per weight index: (the op dims of its gradient all-reduce's group, the synced bytes).
+    """Per index of a weight the op owns: (the op dims of its gradient all-reduce's group,
+    the synced bytes).
 
     The all-reduce over several dims is listed once per dim (:mod:`pase.work.ops`);
-    their union is the whole data-parallel group."""
+    their union is the whole data-parallel group. A tied matrix (``tied``: a language-model
+    head reading the embedding's) is held and sharded by its owner, so the user's gradient
+    all-reduce of it stays as it is and an op owning no parameter has no group."""
+    owned = owned_weight_indices(work.op)
     groups: dict[int, tuple[set[int], np.ndarray]] = {}
     for c in work.collectives:
-        if c.phase == "gradient" and c.weight is not None and c.kind == "all-reduce":
+        if c.phase == "gradient" and c.weight in owned and c.kind == "all-reduce":
             dims, nbytes = groups.setdefault(c.weight, (set(), c.nbytes))
             dims.update(c.dims)
     return {j: (tuple(sorted(d)), n) for j, (d, n) in groups.items()}
+
+
+def owned_weight_indices(op: Op) -> set[int]:
+    """Indices (among ``op.weights``) of the parameters ``op`` holds in memory."""
+    owned = _owned_parameters(op)
+    return {j for j, w in enumerate(op.weights) if any(w is p for p in owned)}
+
+
+def check_op_variant(op: Op, variant: Variant, where: str) -> Variant:
+    """``variant`` for ``op``; a one-line OptionError for a ZeRO stage on an op that holds
+    no parameter of its own (ZeRO shards parameter state; a tied matrix is its owner's)."""
+    if variant.zero and not owned_weight_indices(op):
+        tied = op.attrs.get("tied")
+        why = f"its matrix is tied to op {tied!r}" if tied is not None else "it has no parameters"
+        raise OptionError(f"{where}: zero must be 0 for op {op.name!r}, which holds no parameter "
+                          f"state to shard ({why}); got {variant.zero}")
+    return variant
 
 
 def _zero_collectives(work: OpWork, stage: int) -> tuple[list[Collective], dict]:

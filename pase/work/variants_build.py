@@ -8,8 +8,10 @@ Candidate layout of a vertex with ``K`` configs: candidate ``k < K`` is config
 ``k`` under the *base* variant (the options' fixed stage and recompute flag,
 ``auto`` read as 0 / none), so a choice made of config indices means "every op at
 the base variant"; then, config by config, each other variant that no variant of
-the same config dominates in (time, memory): one at most as slow and as large,
-and better in one of the two. Variants with equal time and memory are kept once.
+the same config dominates: one at most as slow and at most as large in memory, in
+state bytes and in activation bytes (so the pruning stays exact for a pipeline
+stage that holds several micro-batches' activations). Of variants equal in all
+four, the first is kept.
 Edges do not depend on variants: an edge's matrix is the config matrix with rows
 and columns repeated (:func:`expand_matrix`).
 """
@@ -26,6 +28,7 @@ from pase.work.variants import (
     DEFAULT,
     Variant,
     apply_variant,
+    check_op_variant,
     data_parallel_groups,
     variant_from_json,
 )
@@ -68,7 +71,8 @@ def check_fixed_variants(graph: Graph, fixed: Mapping[str, Any]) -> dict[str, Va
     for name, v in fixed.items():
         if name not in graph:
             raise OptionError(f"variants name unknown op {name!r} (graph {graph.name!r})")
-        out[str(name)] = variant_from_json(v, f"variant of op {name!r}")
+        where = f"variant of op {name!r}"
+        out[str(name)] = check_op_variant(graph.op(name), variant_from_json(v, where), where)
     return out
 
 
@@ -78,39 +82,52 @@ def variant_terms(model: Any, op: Op, configs: np.ndarray, choices: list[Variant
     base = model.work(op, configs)
     K = len(configs)
     groups = data_parallel_groups(base)
-    costs, mems = [], []
-    for v in choices:
-        w = apply_variant(base, v.zero if groups else 0, v.recompute)
-        costs.append(np.asarray(model.work_costs(w), dtype=np.float64))
-        # a heterogeneous cluster's memory vector is the smallest-memory device type's share
-        mems.append(np.asarray(model.work_memory(w) if hasattr(model, "work_memory") else w.memory,
-                               dtype=np.float64))
+    # per choice, rows: time, the Problem's memory, state bytes, activation bytes
+    terms = np.stack([_criteria(model, apply_variant(base, v.zero if groups else 0, v.recompute))
+                      for v in choices])
     # ZeRO over groups of one device changes nothing: such candidates are stage 0
     sharded = np.zeros(K, dtype=bool)
     for dims, _ in groups.values():
-        sharded |= np.prod(configs[:, list(dims)], axis=1) > 1 if dims else False
-    cost = [costs[0]]
-    mem = [mems[0]]
+        if dims:
+            sharded |= np.prod(configs[:, list(dims)], axis=1) > 1
+    cost, mem = [terms[0, 0]], [terms[0, 1]]
     config_of = [np.arange(K)]
     variant_of = [Variant(choices[0].zero if sharded[k] else 0, choices[0].recompute) for k in range(K)]
     for k in range(K):
-        kept = [0]
-        for i in range(1, len(choices)):
-            t, m = costs[i][k], mems[i][k]
-            if not any(_covers(costs[j][k], mems[j][k], t, m) for j in kept):
-                kept = [j for j in kept if j == 0 or not _covers(t, m, costs[j][k], mems[j][k])]
-                kept.append(i)
-        for i in kept[1:]:
-            cost.append(costs[i][k:k + 1])
-            mem.append(mems[i][k:k + 1])
+        for i in _undominated(terms[:, :, k])[1:]:
+            cost.append(terms[i, 0, k:k + 1])
+            mem.append(terms[i, 1, k:k + 1])
             config_of.append(np.array([k]))
             variant_of.append(Variant(choices[i].zero if sharded[k] else 0, choices[i].recompute))
     return np.concatenate(cost), np.concatenate(mem), np.concatenate(config_of), variant_of
 
 
-def _covers(t1: float, m1: float, t2: float, m2: float) -> bool:
-    """Whether (t1, m1) is at least as good as (t2, m2) in both (times within TIME_RTOL)."""
-    return t1 <= t2 + TIME_RTOL * abs(t2) and m1 <= m2
+def _criteria(model: Any, work: Any) -> np.ndarray:
+    """``(4, K)``: seconds, the Problem's memory vector (on a heterogeneous cluster, the
+    smallest-memory device type's share: ``work_memory``), state and activation bytes."""
+    mem = model.work_memory(work) if hasattr(model, "work_memory") else work.memory
+    return np.stack([np.asarray(model.work_costs(work), dtype=np.float64),
+                     np.asarray(mem, dtype=np.float64),
+                     np.asarray(work.state_bytes, dtype=np.float64),
+                     np.asarray(work.activation_bytes, dtype=np.float64)])
+
+
+def _undominated(rows: np.ndarray) -> list[int]:
+    """Indices of the rows (one per choice, columns as :func:`_criteria`) that no kept row
+    covers; row 0 (the base) always first. Memory is compared as a whole and split into
+    state and activations, so a dropped variant stays dropped when a pipeline stage holds
+    several micro-batches' activations (memory = state + m x activations, m >= 1)."""
+    kept = [0]
+    for i in range(1, len(rows)):
+        if not any(_covers(rows[j], rows[i]) for j in kept):
+            kept = [j for j in kept if j == 0 or not _covers(rows[i], rows[j])]
+            kept.append(i)
+    return kept
+
+
+def _covers(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` is at least as good as ``b`` in every criterion (times within TIME_RTOL)."""
+    return bool(a[0] <= b[0] + TIME_RTOL * abs(b[0]) and (a[1:] <= b[1:]).all())
 
 
 def expand_matrix(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -1,0 +1,81 @@
+"""The variant pruning of pase.work.variants_build is exact: every dropped variant is
+covered by a kept candidate of the same config, also when a pipeline stage holds
+several micro-batches' activations; ops without parameters of their own get no ZeRO."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pase
+from pase.api import build_problem
+from pase.errors import OptionError
+from pase.work.variants import Variant, apply_variant
+
+ALL = [Variant(z, r) for r in (False, True) for z in range(4)]
+RTOL = 1e-12  # the pruning's documented time tolerance
+
+
+@pytest.fixture(scope="module")
+def built():
+    return build_problem("gpt2", 8, "alpha-beta", powers_of_two=True, memory_cap="none",
+                         model_options={"layers": 1},
+                         cost_options={"zero": "auto", "recompute": "auto"})
+
+
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_every_variant_is_covered_by_a_kept_candidate(built, in_flight):
+    """For each op, config and each of the 8 variants (priced here with apply_variant,
+    not through the pruning), some kept candidate of that config is at most as slow and
+    needs at most the memory state + in_flight x activations."""
+    model = built.cost_model.for_devices(8)
+    for i, op in enumerate(built.graph.ops):
+        vm = built.problem.variants[i]
+        work = model.work(op, built.space.configs[i])
+        per = [apply_variant(work, v.zero, v.recompute) for v in ALL]
+        time = np.stack([model.work_costs(w) for w in per])
+        mem = np.stack([w.state_bytes + in_flight * w.activation_bytes for w in per])
+        for k in range(len(built.space.configs[i])):
+            kept = [ALL.index(Variant(*vm.variant(c))) for c in np.flatnonzero(vm.config == k)]
+            for v in range(len(ALL)):
+                assert any(time[j, k] <= time[v, k] * (1 + RTOL) and mem[j, k] <= mem[v, k]
+                           for j in kept), (op.name, k, ALL[v], in_flight)
+
+
+def test_the_base_variant_of_config_k_is_candidate_k(built):
+    for vm, sizes in zip(built.problem.variants, built.space.sizes):
+        assert vm.config[:sizes].tolist() == list(range(sizes))
+        assert not vm.zero[:sizes].any() and not vm.recompute[:sizes].any()
+
+
+def test_ops_without_parameters_of_their_own_get_no_zero(built):
+    """The head reads the embedding's tied matrix: the embedding holds (and shards) it."""
+    for i, op in enumerate(built.graph.ops):
+        owns = any(op.is_parameter(w) for w in op.weights) and op.attrs.get("tied") is None
+        if not owns:
+            assert not built.problem.variants[i].zero.any(), op.name
+    head = built.graph.index("lm_head")
+    assert built.graph.op("lm_head").attrs.get("tied") == "wte"
+    assert built.problem.variants[head].recompute.any()  # recomputation still applies
+
+
+@pytest.mark.parametrize("op,why", [("lm_head", "tied to op 'wte'"),
+                                    ("h0.attn.softmax", "it has no parameters")])
+def test_zero_on_an_op_without_parameters_is_refused(op, why):
+    strategy = pase.solve("gpt2", 8, cost_model="alpha-beta", solver="data-parallel",
+                          powers_of_two=True, model_options={"layers": 1}, memory_cap="none")
+    data = {"strategy": strategy.configs, "variants": {op: {"zero": 3}}}
+    with pytest.raises(OptionError, match=f"zero must be 0 for op '{op}'.*{why}") as err:
+        pase.evaluate("gpt2", data, 8, cost_model="alpha-beta", powers_of_two=True,
+                      model_options={"layers": 1})
+    assert "\n" not in str(err.value)
+    data["variants"] = {op: {"recompute": True}}  # recomputation is fine
+    again = pase.evaluate("gpt2", data, 8, cost_model="alpha-beta", powers_of_two=True,
+                          model_options={"layers": 1})
+    assert again.variants == {op: Variant(0, True)}
+
+
+def test_export_refuses_zero_on_an_op_without_parameters():
+    from pase.export.jax import to_jax
+
+    with pytest.raises(OptionError, match="zero must be 0 for op 'loss'"):
+        to_jax("mlp", {"strategy": {}, "variants": {"loss": {"zero": 3}}}, 8)
