@@ -12,7 +12,6 @@ when the arrays would exceed a budget (:data:`DEFAULT_BUILD_BUDGET`).
 from __future__ import annotations
 
 import abc
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Mapping
 
@@ -319,18 +318,7 @@ class CostModel(abc.ABC):
         the ops named, the options' fixed stage and recompute flag (``auto`` read as 0 /
         none) for the others; what ``pase evaluate`` does with a strategy's variants.
         Only for a model with the ``zero`` / ``recompute`` options (alpha-beta)."""
-        from pase.work.variants import variant_from_json
-
-        if not vb.supports_variants(self):
-            if any(not variant_from_json(v, f"variant of op {op!r}").is_default
-                   for op, v in variants.items()):
-                raise OptionError(f"cost model {self.name!r} has no ZeRO or recomputation; use "
-                                  f"'alpha-beta' for a strategy with variants")
-            return self
-        bound = copy.copy(self)
-        bound.fixed_variants = {str(op): variant_from_json(v, f"variant of op {op!r}")
-                                for op, v in variants.items()}
-        return bound
+        return vb.bind_variants(self, variants)
 
     def _vertex_terms(self, graph: Graph, space: ConfigSpace, shape: "ProblemShape"
                       ) -> list[tuple[np.ndarray, np.ndarray | None]]:

@@ -79,3 +79,17 @@ def test_export_refuses_zero_on_an_op_without_parameters():
 
     with pytest.raises(OptionError, match="zero must be 0 for op 'loss'"):
         to_jax("mlp", {"strategy": {}, "variants": {"loss": {"zero": 3}}}, 8)
+
+
+@pytest.mark.parametrize("solver", ["data-parallel", "owt", "megatron"])
+def test_baselines_pick_the_base_variant_of_their_config(built, solver):
+    """A baseline reads configs from Candidates: on the expanded Problem it must pick the
+    same configs, at the base variant, for the same cost as without variants."""
+    from pase.api import run_solver
+
+    plain = build_problem("gpt2", 8, "alpha-beta", powers_of_two=True, memory_cap="none",
+                          model_options={"layers": 1})
+    a, b = run_solver(solver, built.problem), run_solver(solver, plain.problem)
+    assert a.cost == b.cost
+    for vm, c, d in zip(built.problem.variants, a.choice, b.choice):
+        assert int(vm.config[c]) == d and vm.variant(c) == (0, False)

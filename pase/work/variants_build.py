@@ -17,6 +17,7 @@ and columns repeated (:func:`expand_matrix`).
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Hashable, Mapping
 
 import numpy as np
@@ -54,6 +55,22 @@ def model_choices(model: Any) -> list[Variant] | None:
     if choices == [DEFAULT] and not fixed:
         return None
     return choices
+
+
+def bind_variants(model: Any, variants: Mapping[str, Any]) -> Any:
+    """A copy of ``model`` that prices every op at one variant (see
+    :meth:`pase.costing.CostModel.with_variants`); ``model`` itself when it has no
+    variants and every one given is the default."""
+    if not supports_variants(model):
+        if any(not variant_from_json(v, f"variant of op {op!r}").is_default
+               for op, v in variants.items()):
+            raise OptionError(f"cost model {model.name!r} has no ZeRO or recomputation; use "
+                              f"'alpha-beta' for a strategy with variants")
+        return model
+    bound = copy.copy(model)
+    bound.fixed_variants = {str(op): variant_from_json(v, f"variant of op {op!r}")
+                            for op, v in variants.items()}
+    return bound
 
 
 def op_choices(model: Any, op: Op, choices: list[Variant]) -> list[Variant]:
