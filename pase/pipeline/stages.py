@@ -125,6 +125,7 @@ class StageOracle:
         self._layered: dict[tuple[int, int], Layered] = {}
         self._stages: dict[tuple, StageResult | None] = {}
         self._graphs: dict[int, Graph] = {}
+        self._keys: dict[tuple[int, int, int, int], tuple] = {}
         self.solves = 0
         self.all_optimal = True  # False once a stage's dp could not prove its optimum
 
@@ -156,11 +157,14 @@ class StageOracle:
               in_flight: int) -> StageResult | None:
         """Ops ``first .. end-1`` on ``devices`` devices; None when no plan fits the cap."""
         lay = self.layered(devices, microbatches)
-        sub, names = _induced(lay, first, end)
-        key = (_structure(lay, first, end), devices, microbatches)
+        where = (first, end, devices, microbatches)
+        if where not in self._keys:
+            self._keys[where] = (_structure(lay, first, end), devices, microbatches)
+        key = self._keys[where]
+        names = [op.name for op in lay.graph.ops[first:end]]
         free = self._stages.get(key + (0,), False)
         if free is False:
-            free = self._solve(lay, sub, first, names, None)
+            free = self._solve(lay, first, end, None)
             self._stages[key + (0,)] = free
         if free is None:
             return None
@@ -169,13 +173,13 @@ class StageOracle:
             return _named(replace(free, memory=memory), names)
         capped = self._stages.get(key + (in_flight,), False)
         if capped is False:
-            capped = self._solve(lay, sub, first, names, in_flight)
+            capped = self._solve(lay, first, end, in_flight)
             self._stages[key + (in_flight,)] = capped
         return None if capped is None else _named(capped, names)
 
-    def _solve(self, lay: Layered, sub: Problem, first: int, names: list[str],
+    def _solve(self, lay: Layered, first: int, end: int,
                in_flight: int | None) -> StageResult | None:
-        end = first + sub.num_vertices
+        sub, names = _induced(lay, first, end)
         if in_flight is not None:
             memory = [lay.state[i] + in_flight * lay.activation[i] for i in range(first, end)]
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
