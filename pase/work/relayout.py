@@ -301,42 +301,49 @@ def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_pla
                     devices: int) -> tuple[np.ndarray, np.ndarray]:
     """``(forward, backward)`` elements the worst device receives, ``(K_u, K_v)``, when
     config ``k`` of each side is placed on ranks ``0 .. placed[k] - 1`` of ``devices``
-    (a heterogeneous cluster's group prefixes, :mod:`pase.work.hetero`): counted device
-    by device on the placement of :mod:`pase.work.layout` inside each prefix, once per
-    distinct placement (:func:`placement_rows` on its prefix)."""
-    p, rank = int(devices), len(output.shape)
+    (a heterogeneous cluster's group prefixes, :mod:`pase.work.hetero`), each inside
+    its prefix as :mod:`pase.work.layout` places it on that many devices.
 
-    def blocks(op, port, configs, placed):
-        configs = np.asarray(configs, dtype=np.int64)
-        placed = np.asarray(placed, dtype=np.int64)
-        keys: dict[tuple, int] = {}
-        of = np.zeros(len(configs), dtype=np.int64)
-        first: list[int] = []
-        for n in np.unique(placed).tolist():
-            idx = np.flatnonzero(placed == n)
-            rows = placement_rows(op, port, configs[idx], n)
-            for k, row in zip(idx.tolist(), map(tuple, rows.tolist())):
-                key = (n,) + row
-                if key not in keys:
-                    keys[key] = len(first)
-                    first.append(k)
-                of[k] = keys[key]
-        out = np.zeros((len(first), p, rank), dtype=np.int64)
-        held = np.zeros((len(first), p), dtype=bool)
-        factors = np.ones((len(first), rank), dtype=np.float64)
-        for j, k in enumerate(first):
-            cfg, n = configs[k], int(placed[k])
-            out[j, :n] = np.maximum(port_blocks(op, port, cfg, n), 0)
-            held[j, active_devices(op, cfg, n)] = True
-            for a, dims in enumerate(op.port_axes(port)):
-                factors[j, a] = float(np.prod(cfg[list(dims)])) if dims else 1.0
-        return out, held, factors, of
+    With prefixes ``m < n``, the side on ``n`` devices has ranks at ``m`` and above
+    (its split is wider than ``m``, or it would sit on ``m``) where the other side
+    holds nothing: a receiver there gets its whole tile, the most any device can
+    receive; so that direction is one tile, and only the other direction is counted
+    device by device, on the first ``m`` ranks. Equal prefixes are counted both ways.
+    """
+    src_placed, dst_placed = np.asarray(src_placed), np.asarray(dst_placed)
+    forward = np.zeros((len(src_configs), len(dst_configs)))
+    backward = np.zeros_like(forward)
+    for nu in np.unique(src_placed).tolist():
+        rows_u = np.flatnonzero(src_placed == nu)
+        sb, sh, sf, s_of = _prefix_blocks(producer, output, np.asarray(src_configs)[rows_u], int(nu))
+        for nv in np.unique(dst_placed).tolist():
+            rows_v = np.flatnonzero(dst_placed == nv)
+            db, dh, df, d_of = _prefix_blocks(consumer, input, np.asarray(dst_configs)[rows_v], int(nv))
+            m = min(int(nu), int(nv))
+            at = np.ix_(rows_u, rows_v)
+            pick = (s_of[:, None], d_of[None, :])
+            if nu < nv:
+                forward[at] = np.prod(t_of(output.shape, df), axis=1)[d_of][None, :]
+            else:
+                forward[at] = _enumerate_rows(output.shape, sb[:, :m], sf, sh[:, :m], db[:, :m], df,
+                                              dh[:, :m])[pick]
+            if nu > nv:
+                backward[at] = np.prod(t_of(output.shape, sf), axis=1)[s_of][:, None]
+            else:
+                backward[at] = _enumerate_rows(output.shape, db[:, :m], df, dh[:, :m],
+                                               sb[:, :m], sf, sh[:, :m]).T[pick]
+    return forward, backward
 
-    sb, sh, sf, s_of = blocks(producer, output, src_configs, src_placed)
-    db, dh, df, d_of = blocks(consumer, input, dst_configs, dst_placed)
-    forward = _enumerate_rows(output.shape, sb, sf, sh, db, df, dh)
-    backward = _enumerate_rows(output.shape, db, df, dh, sb, sf, sh).T
-    return forward[s_of[:, None], d_of[None, :]], backward[s_of[:, None], d_of[None, :]]
+
+def _prefix_blocks(op: Op, port: Port, configs: np.ndarray, n: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For the distinct placements of ``configs`` on ``n`` devices: blocks ``(B, n, rank)``,
+    holding masks ``(B, n)``, split factors ``(B, rank)``, and each config's index among
+    them (vectorised on the mesh, by device off it)."""
+    rows = placement_rows(op, port, configs, n)
+    uniq, first, of = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    blocks, held = _blocks(op, port, configs[first], uniq, n)
+    return blocks, held, uniq[:, :len(port.shape)].astype(np.float64), of.reshape(-1)
 
 
 def _config_vector(op: Op, config: Mapping[str, int] | Sequence[int]) -> np.ndarray:
