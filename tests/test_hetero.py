@@ -299,3 +299,39 @@ def test_three_types_dp_equals_exhaustive():
     dp = pase.solve("chain", 6, "dp", **kwargs)
     brute = pase.solve("chain", 6, "exhaustive", **kwargs)
     assert dp.total_cost == pytest.approx(brute.total_cost, rel=1e-12)
+
+
+def test_prefix_relayout_against_device_by_device_counts():
+    # every config pair of two FCs at p = 6 over prefixes (2, 4): the closed shortcuts of
+    # prefix_relayout (a whole tile past the narrower prefix) against received_elements
+    from pase.costing import connection_ports
+    from pase.space import ConfigSpace
+    from pase.work.layout import active_devices, port_blocks
+    from pase.work.relayout import prefix_relayout, received_elements
+
+    graph = load_graph("chain", length=2, width=12, batch=12)
+    space = ConfigSpace(graph, 6)
+    conn = next(iter(graph.connections))
+    u, v = graph.index(conn.src), graph.index(conn.dst)
+    pu, out, pv, inp = connection_ports(graph, (u, conn.src_output, v, conn.dst_input))
+    cu, cv = np.asarray(space.configs[u]), np.asarray(space.configs[v])
+    prefixes = (2, 4)
+    nu, nv = placement(cu, prefixes, 6), placement(cv, prefixes, 6)
+    fwd, bwd = prefix_relayout(pu, out, cu, nu, pv, inp, cv, nv, 6)
+
+    def layout(op, port, cfg, n):
+        blocks = np.full((6, len(port.shape)), -1, dtype=np.int64)
+        blocks[:n] = port_blocks(op, port, cfg, n)
+        held = np.zeros(6, dtype=bool)
+        held[active_devices(op, cfg, n)] = True
+        factors = [int(np.prod(cfg[list(d)])) if d else 1 for d in op.port_axes(port)]
+        return blocks, held, factors
+
+    assert len(set(nu.tolist())) == 3 and len(set(nv.tolist())) == 3
+    for i in range(len(cu)):
+        bu, hu, fu = layout(pu, out, cu[i], int(nu[i]))
+        for j in range(len(cv)):
+            bv, hv, fv = layout(pv, inp, cv[j], int(nv[j]))
+            want_f = received_elements(out.shape, np.maximum(bu, 0), fu, np.maximum(bv, 0), fv, hu, hv).max()
+            want_b = received_elements(out.shape, np.maximum(bv, 0), fv, np.maximum(bu, 0), fu, hv, hu).max()
+            assert (fwd[i, j], bwd[i, j]) == pytest.approx((want_f, want_b)), (cu[i], cv[j])
