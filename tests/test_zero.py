@@ -191,3 +191,19 @@ def test_evaluate_and_simulate_honour_a_strategy_files_variants():
     peak = float(simulate("mlp", both).peak_memory.max())
     assert peak == 4 * (3 * WIDTH * WIDTH + WIDTH * 10) * 4.0 / 8
     assert float(simulate("mlp", plain).peak_memory.max()) > 8 * peak
+
+
+def test_the_group_spans_every_split_batch_dim():
+    """gpt2's fc1 (``ble,ef->blf`` + bias f) with b split 2 and l split 4: both parameters'
+    data-parallel group is all 8 devices. By hand, per device: stage 0 all-reduces each
+    gradient once per split dim (2(1/2) + 2(3/4) = 2.5 tiles), stages 1-2 move 2 x 7/8,
+    stage 3 3 x 7/8; stage 3 keeps 4/8 of the Adam state, stage 2 1 + 3/8."""
+    op = load_graph("gpt2", layers=1).op("h0.mlp.fc1")
+    split = {"b": 2, "l": 4, "f": 1, "e": 1}
+    work = op_work(op, np.array([[split[d.name] for d in op.dims]]))
+    P = (768 * 3072 + 3072) * 4.0  # weight and bias, fp32, whole on every device
+    assert traffic(work) == pytest.approx(2.5 * P, rel=1e-12)
+    for stage, tiles, state in ((1, 1.75, 2 + 2 / 8), (2, 1.75, 1 + 3 / 8), (3, 2.625, 4 / 8)):
+        z = apply_variant(work, stage)
+        assert traffic(z) == pytest.approx(tiles * P, rel=1e-12), stage
+        assert float(z.state_bytes[0]) == pytest.approx(state * P, rel=1e-12), stage
