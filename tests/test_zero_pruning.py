@@ -93,3 +93,19 @@ def test_baselines_pick_the_base_variant_of_their_config(built, solver):
     assert a.cost == b.cost
     for vm, c, d in zip(built.problem.variants, a.choice, b.choice):
         assert int(vm.config[c]) == d and vm.variant(c) == (0, False)
+
+
+@pytest.mark.parametrize("model", ["alexnet", "bert-base", "densenet121", "inception_v3", "gpt2",
+                                   "llama2-7b", "mixtral-8x7b", "rnnlm", "vit-b16", "transformer"])
+def test_every_owned_parameter_has_a_data_parallel_group(model):
+    """A work formula that forgot to tag a parameter's gradient sync (``weight=``) would leave
+    that parameter unsharded at every stage without a word."""
+    from pase.api import load_graph
+    from pase.work import op_work
+    from pase.work.ops import _owned_parameters
+    from pase.work.variants import data_parallel_groups
+
+    for op in load_graph(model).ops:
+        owned = {j for j, w in enumerate(op.weights) if any(w is p for p in _owned_parameters(op))}
+        work = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
+        assert set(data_parallel_groups(work)) == owned, op.name
