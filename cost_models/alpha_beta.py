@@ -33,7 +33,8 @@ smallest-memory type (docs/heterogeneous.md; :mod:`cost_models.alpha_beta_hetero
 
 Costs are seconds. The Problem also carries per-vertex memory vectors (bytes per
 device: parameters x optimizer state factor + kept output activations); the
-memory cap stays None here (the API sets it).
+memory cap stays None here (the API sets it). With zero/recompute other than the
+defaults, a vertex's candidates are configs x kept variants (pase.work.variants_build).
 """
 from __future__ import annotations
 
@@ -102,6 +103,12 @@ class AlphaBetaCostModel(CostModel):
             neighbour's layout splits the tensor over every mesh axis of the
             group, else as the all-reduce. An output read by several consumers
             keeps its all-reduce on the op (one whole copy serves them all).
+        zero: ZeRO stage over each op's data-parallel group (the devices holding the same
+            parameter tile): "0" (default) none, "1" optimizer state, "2" also gradients,
+            "3" also parameters, for every op; "auto" searches it per op
+            (docs/zero-and-recompute.md).
+        recompute: activation recomputation: "none" (default), "all" (every op keeps no
+            activations and runs its forward again in backward), "auto" (searched per op).
         split: on a heterogeneous cluster, ``"even"`` tiles (default) or
             ``"balanced"``: batch shares proportional to device speed
             (docs/heterogeneous.md). No effect on a homogeneous cluster.
