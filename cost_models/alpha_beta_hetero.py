@@ -38,21 +38,24 @@ from pase.work.relayout import prefix_relayout
 
 
 def take(work: OpWork, idx: np.ndarray) -> OpWork:
-    """The configs ``idx`` of ``work``."""
+    """The configs ``idx`` of ``work``: every per-config array (and tuple of them) cut."""
     K = len(work.configs)
 
     def cut(a):
-        return np.broadcast_to(np.asarray(a), (K,))[idx]
+        if isinstance(a, tuple):
+            return tuple(cut(x) for x in a)
+        if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == K:
+            return a[idx]
+        if isinstance(a, np.ndarray) and a.ndim == 0:
+            return np.broadcast_to(a, (K,))[idx]
+        return a
 
-    colls = tuple(dataclasses.replace(c, nbytes=cut(c.nbytes), rounds=cut(c.rounds))
+    colls = tuple(dataclasses.replace(c, nbytes=np.broadcast_to(np.asarray(c.nbytes), (K,))[idx],
+                                      rounds=np.broadcast_to(np.asarray(c.rounds), (K,))[idx])
                   for c in work.collectives)
-    return dataclasses.replace(
-        work, configs=work.configs[idx], forward_flop=cut(work.forward_flop),
-        backward_flop=cut(work.backward_flop), collectives=colls,
-        parameter_bytes=cut(work.parameter_bytes), state_bytes=cut(work.state_bytes),
-        activation_bytes=cut(work.activation_bytes),
-        input_tiles=tuple(t[idx] for t in work.input_tiles),
-        output_tiles=tuple(t[idx] for t in work.output_tiles))
+    changes = {f.name: cut(getattr(work, f.name)) for f in dataclasses.fields(work)
+               if f.name not in ("op", "collectives")}
+    return dataclasses.replace(work, collectives=colls, **changes)
 
 
 def _terms(model, op: Op, configs: np.ndarray):
@@ -99,17 +102,17 @@ def edge_costs(model, producer: Op, output: Port, src_configs: np.ndarray,
     for nu in np.unique(tu.placed).tolist():
         rows = np.flatnonzero(tu.placed == nu)
         for nv in np.unique(tv.placed).tolist():
-            J = np.flatnonzero(tv.placed == nv)
+            cols = np.flatnonzero(tv.placed == nv)
             if nu == nv:
                 sub = model._homogeneous(nu)
                 block = _plain_edges(sub, producer, output, src_configs[rows], consumer, input,
-                                     dst_configs[J])
+                                     dst_configs[cols])
             else:
                 fwd, bwd = prefix_relayout(producer, output, src_configs[rows], tu.placed[rows],
-                                           consumer, input, dst_configs[J], tv.placed[J], p)
+                                           consumer, input, dst_configs[cols], tv.placed[cols], p)
                 masks = np.full(fwd.shape, full, dtype=np.int64)
                 block = whole._seconds(fwd, bwd, masks, masks)
-            out[np.ix_(rows, J)] = block
+            out[np.ix_(rows, cols)] = block
     if model.split == "balanced":
         out = out * np.maximum(tu.activation[:, None], tv.activation[None, :])
     return out
