@@ -335,3 +335,16 @@ def test_prefix_relayout_against_device_by_device_counts():
             want_f = received_elements(out.shape, np.maximum(bu, 0), fu, np.maximum(bv, 0), fv, hu, hv).max()
             want_b = received_elements(out.shape, np.maximum(bv, 0), fv, np.maximum(bu, 0), fu, hv, hu).max()
             assert (fwd[i, j], bwd[i, j]) == pytest.approx((want_f, want_b)), (cu[i], cv[j])
+
+
+def test_variants_on_a_mixed_cluster_dp_equals_exhaustive():
+    # ZeRO / recompute candidates priced on a mixed cluster, under a cap that makes them matter
+    kwargs = dict(cost_model="alpha-beta", cluster=_small_mixed(), model_options={"length": 3, "width": 512},
+                  batch=512, cost_options={"split": "balanced", "zero": "auto", "recompute": "auto"})
+    free = pase.solve("chain", 4, "dp", **kwargs)
+    for fraction in (0.8, 0.5):
+        cap = fraction * free.meta["memory_bytes"]
+        dp = pase.solve("chain", 4, "dp", memory_cap=cap, **kwargs)
+        brute = pase.solve("chain", 4, "exhaustive", memory_cap=cap, **kwargs)
+        assert dp.variants and dp.total_cost > free.total_cost
+        assert dp.total_cost == pytest.approx(brute.total_cost, rel=1e-12)
