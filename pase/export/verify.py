@@ -84,19 +84,7 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
         zero = variants[op.name].zero if op.name in variants else 0
         if zero and op.name not in tied and op.attrs.get("tied") is None:
             work = apply_variant(work, zero)
-        r = row(f"op/{op.name}", "op")
-        for c in work.collectives:
-            q = int(work.group_size(c)[0])
-            n = float(c.nbytes[0])
-            if q <= 1 or n <= 0:
-                continue
-            kind = "collective-permute" if c.kind == "exchange" else c.kind
-            moved = collective_bytes(kind, n, q) * float(c.rounds[0])
-            direction = "forward" if c.phase == "forward" else "backward"
-            r[direction] += moved
-            r["collectives"].append({"kind": kind, "label": c.label, "phase": c.phase,
-                                     "direction": direction, "buffer_bytes": n, "group_size": q,
-                                     "rounds": float(c.rounds[0]), "bytes": moved})
+        _add_collectives(row(f"op/{op.name}", "op"), work)
     consumers: dict[str, int] = {}
     for c in graph.connections:
         consumers[c.src] = consumers.get(c.src, 0) + 1
@@ -118,6 +106,23 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
         _relayout(r, "forward", fwd, f"{owner.name}->{user.name}")
         _relayout(r, "backward", bwd, f"{owner.name}->{user.name}")
     return rows
+
+
+def _add_collectives(r: dict, work: Any) -> None:
+    """Add the bytes per device of ``work``'s collectives (one config) to row ``r``; a group
+    of one device or an empty buffer moves nothing."""
+    for c in work.collectives:
+        q = int(work.group_size(c)[0])
+        n = float(c.nbytes[0])
+        if q <= 1 or n <= 0:
+            continue
+        kind = "collective-permute" if c.kind == "exchange" else c.kind
+        moved = collective_bytes(kind, n, q) * float(c.rounds[0])
+        direction = "forward" if c.phase == "forward" else "backward"
+        r[direction] += moved
+        r["collectives"].append({"kind": kind, "label": c.label, "phase": c.phase,
+                                 "direction": direction, "buffer_bytes": n, "group_size": q,
+                                 "rounds": float(c.rounds[0]), "bytes": moved})
 
 
 def _relayout(row: dict, direction: str, value: float, label: str) -> None:
