@@ -104,7 +104,7 @@ CASES = [
          Reference(8, 16, 8, 1, 1536, "1f1b", "all",
                    "Megatron-LM examples/pretrain_gpt3_175B.sh and its README paragraph "
                    "(the SC'21 paper's 175B setup; 1,024 GPUs, not scaled)"),
-         reference_every=6, stage_counts=(4, 8, 16), microbatches=(96, 192, 384)),
+         reference_every=6, stage_counts=(8, 16), microbatches=(192, 384)),
     Case("Llama 2 70B", "llama2-70b", 256, "h100-sxm",
          Reference(8, 4, 8, 1, 448, "1f1b", "all",
                    "SC'21 Table 1, row 76.1B (t=8, p=4, 1,024 GPUs, batch 1792; recalled), "

@@ -67,7 +67,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     cl = get_cluster(cluster, devices)
     cap = _cap(memory_cap, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
-    oracle = StageOracle(load, full_batch, costs, cap, space_options)
+    oracle = StageOracle(load, full_batch, costs, cap, space_options, progress=progress)
     graph = oracle.graph(1)
     choices = _microbatches(microbatches, full_batch)
     element = float(api.make_cost_model("alpha-beta", **costs).bytes_per_element)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -36,6 +37,9 @@ from pase.ir import Graph
 from pase.problem import Problem, Status
 from pase.space import ConfigSpace
 from pase.work.ops import OpWork
+
+# A stage solve slower than this is reported to the progress callback.
+SLOW_SOLVE_SECONDS = 5.0
 
 
 class StageCostModel(AlphaBetaCostModel):
@@ -73,6 +77,7 @@ class Layered:
     problem: Problem
     state: list[np.ndarray]
     activation: list[np.ndarray]
+    microbatches: int = 1
     digests: dict[int, tuple] = field(default_factory=dict)
 
     def digest(self, array: np.ndarray) -> tuple:
@@ -116,8 +121,10 @@ class StageOracle:
 
     def __init__(self, load: Callable[[int], Graph], batch: int, cost_options: Mapping[str, Any],
                  memory_cap: float | None, space_options: Mapping[str, Any] | None = None,
-                 solve: Callable[[Problem], Any] | None = None):
+                 solve: Callable[[Problem], Any] | None = None,
+                 progress: Callable[[str], None] | None = None):
         self.load, self.batch = load, int(batch)
+        self.progress = progress
         self.cost_options = dict(cost_options)
         self.memory_cap = memory_cap
         self.space_options = dict(space_options or {})
@@ -150,7 +157,7 @@ class StageOracle:
             problem = model.problem(graph, space)
             bound = model.for_devices(devices)
             state, activation = _memory_terms(bound, graph, space, problem)
-            self._layered[key] = Layered(graph, space, problem, state, activation)
+            self._layered[key] = Layered(graph, space, problem, state, activation, microbatches)
         return self._layered[key]
 
     def stage(self, first: int, end: int, devices: int, microbatches: int,
@@ -185,7 +192,14 @@ class StageOracle:
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
                           memory_cap=self.memory_cap, unit=sub.unit, devices=sub.devices)
         self.solves += 1
+        start = time.perf_counter()
         solution = self.solve(sub)
+        took = time.perf_counter() - start
+        if self.progress and took > SLOW_SOLVE_SECONDS:
+            self.progress(f"  stage {names[0]} .. {names[-1]} on {lay.space.devices} devices, "
+                          f"m={lay.microbatches}: "
+                          f"{'capped at ' + str(in_flight) + ' in flight' if in_flight else 'free'}"
+                          f", {took:.0f} s")
         if solution.status is not Status.OPTIMAL and solution.status is not Status.INFEASIBLE:
             self.all_optimal = False
         if solution.choice is None or not math.isfinite(solution.cost):
