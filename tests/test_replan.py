@@ -115,6 +115,8 @@ def test_break_even_by_hand():
     assert break_even(plan(1.0, 2.0), plan(3.0, 4.0)) == 0.0
     assert break_even(plan(3.0, 10.0), plan(3.0, 4.0)) is None
     assert break_even(plan(3.0, 1.0), plan(3.0, 4.0)) == 0.0
+    # a slower step that migrates less wins only for few steps: never "after"
+    assert break_even(plan(4.0, 1.0), plan(3.0, 4.0)) is None
 
 
 def test_the_chosen_plan_is_no_worse_than_any_baseline(old16):

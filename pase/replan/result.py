@@ -51,13 +51,16 @@ class OpChange:
 
 
 def break_even(chosen: Plan, base: Plan) -> float | None:
-    """Steps after which ``chosen`` costs no more than ``base``: ``(m_c - m_b) / (s_b - s_c)``
-    when ``chosen`` has the faster step (0 when it also migrates no more); None when it never
-    catches up (a slower or equal step and more migration)."""
+    """Steps from which on ``chosen`` costs no more than ``base`` for every larger step count:
+    ``(m_c - m_b) / (s_b - s_c)`` when ``chosen`` has the faster step (0 when it also migrates
+    no more); 0 for an equal step and no more migration; None when it never does (an equal
+    step and more migration, or a slower step: then ``base`` wins as the steps grow)."""
     if chosen.step_seconds < base.step_seconds:
         return max(0.0, (chosen.migration_seconds - base.migration_seconds)
                    / (base.step_seconds - chosen.step_seconds))
-    return 0.0 if chosen.migration_seconds <= base.migration_seconds else None
+    if chosen.step_seconds == base.step_seconds and chosen.migration_seconds <= base.migration_seconds:
+        return 0.0
+    return None
 
 
 @dataclass
