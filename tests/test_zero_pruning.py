@@ -109,3 +109,33 @@ def test_every_owned_parameter_has_a_data_parallel_group(model):
         owned = {j for j, w in enumerate(op.weights) if any(w is p for p in _owned_parameters(op))}
         work = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
         assert set(data_parallel_groups(work)) == owned, op.name
+
+
+def test_shared_layers_build_what_unshared_layers_build():
+    """Repeated layers share cost vectors, variant maps and edge matrices: the Problem
+    equals one built with no sharing at all (every vertex and edge costed on its own)."""
+    from pase.api import build_space
+    from pase.registry import COST_MODELS
+
+    cls = COST_MODELS.get("alpha-beta")
+
+    class Unshared(cls):
+        def vertex_key(self, op, configs):
+            return None
+
+        def edge_key(self, *args):
+            return None
+
+    graph, space = build_space("gpt2", 8, powers_of_two=True, model_options={"layers": 2})
+    options = dict(zero="auto", recompute="auto")
+    a, b = cls(**options).problem(graph, space), Unshared(**options).problem(graph, space)
+    assert len({id(v) for v in a.vertex_costs}) < len(a.vertex_costs)  # sharing happened
+    assert len({id(m) for m in a.edge_costs}) < len(a.edge_costs)
+    assert a.edges == b.edges
+    for v in range(a.num_vertices):
+        assert np.array_equal(a.vertex_costs[v], b.vertex_costs[v])
+        assert np.array_equal(a.memory[v], b.memory[v])
+        for field in ("config", "zero", "recompute"):
+            assert np.array_equal(getattr(a.variants[v], field), getattr(b.variants[v], field))
+    for m, n in zip(a.edge_costs, b.edge_costs):
+        assert np.array_equal(m, n)
