@@ -194,3 +194,31 @@ def test_refusals(old16):
         replan("gpt2", old16, devices=16, model_options=TINY, old_model_options={"vocab": 1024})
     with pytest.raises(OptionError, match="steps must be"):
         replan("chain", {"fc1": {"n": 2}}, devices=8, old_devices=4, steps=-1)
+
+
+def test_the_tie_break_never_leaves_the_optimum():
+    # Random small Problems with integer costs (many exact ties) and a memory cap: after
+    # prefer(), the choice still fits and costs exactly the exhaustive optimum.
+    from pase.problem import Problem
+    from pase.replan import prefer
+
+    rng = np.random.default_rng(7)
+    moved = 0
+    for _ in range(60):
+        n = int(rng.integers(2, 6))
+        sizes = rng.integers(1, 4, size=n)
+        edges = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.5]
+        problem = Problem([rng.integers(0, 3, size=k).astype(float) for k in sizes], edges,
+                          [rng.integers(0, 3, size=(sizes[u], sizes[v])).astype(float) for u, v in edges],
+                          memory=[rng.integers(0, 3, size=k).astype(float) for k in sizes],
+                          memory_cap=float(n))
+        best = run_solver("exhaustive", problem)
+        if best.choice is None:
+            continue
+        want = [None if rng.random() < 0.3 else int(rng.integers(k)) for k in sizes]
+        got = prefer(problem, best, want)
+        assert problem.fits(got.choice)
+        assert problem.evaluate(got.choice) == got.cost == best.cost
+        assert got.status == best.status
+        moved += got.choice != best.choice
+    assert moved > 0  # the pass did switch ties

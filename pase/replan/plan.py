@@ -132,6 +132,8 @@ def prefer(problem: Problem, solution: Solution, preferred: Sequence[int | None]
     if choice == list(solution.choice):
         return solution
     cost = problem.evaluate(choice)
+    if cost > problem.evaluate(solution.choice):  # float rounding of the deltas: keep the solver's
+        return solution
     bound = None if solution.lower_bound is None else min(solution.lower_bound, cost)
     return Solution(tuple(choice), cost, solution.status, solution.solver, bound,
                     solution.wall_time, dict(solution.stats))
