@@ -57,3 +57,17 @@ def test_zero3_step_computes_what_the_unsharded_step_computes():
 
     result = run_equivalence("mlp", plan(3), 8, model_options={"width": 64, "batch": 16})
     assert result["loss_rel_diff"] <= 1e-5 and result["grad_max_rel_diff"] <= 1e-5
+
+
+def test_a_weight_the_mesh_cannot_shard_is_predicted_whole():
+    """Width 1020: no axis of a 1020 x 1020 weight divides by 8, so the exporter stores
+    it whole at stage 3 and XLA all-reduces its gradient: by hand 2 x 7/8 of it per
+    device, backward, and nothing forward; verify predicts that, not stage 3's gathers."""
+    pytest.importorskip("jax")
+    from pase.export.verify import verify_many
+
+    report = verify_many([{"model": "mlp", "strategy": plan(3), "devices": 8,
+                           "model_options": {"width": 1020}}])[0]
+    assert report["rows_within"] == report["rows_total"]
+    fc2 = next(r for r in report["rows"] if r["row"] == "op/fc2")
+    assert fc2["compiled"] == pytest.approx(2 * 7 / 8 * 1020 * 1020 * 4, rel=1e-9)

@@ -34,6 +34,7 @@ bytes in a row and direction pase predicts none for) and those XLA did not emit.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -69,7 +70,6 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
     recomputation, which the exported step leaves to XLA.
     """
     from pase.work import op_work
-    from pase.work.variants import apply_variant
 
     tied = {op.attrs["tied"] for op in graph.ops if op.attrs.get("tied") is not None}
     variants = dict(variants or {})
@@ -83,7 +83,7 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
         work = op_work(op, _config_row(op, configs[op.name]), bytes_per_element)
         zero = variants[op.name].zero if op.name in variants else 0
         if zero and op.name not in tied and op.attrs.get("tied") is None:
-            work = apply_variant(work, zero)
+            work = _as_exported(op, work, zero, configs[op.name], devices)
         _add_collectives(row(f"op/{op.name}", "op"), work)
     consumers: dict[str, int] = {}
     for c in graph.connections:
@@ -106,6 +106,26 @@ def predict(graph: Graph, configs: Mapping[str, Mapping[str, int]], devices: int
         _relayout(r, "forward", fwd, f"{owner.name}->{user.name}")
         _relayout(r, "backward", bwd, f"{owner.name}->{user.name}")
     return rows
+
+
+def _as_exported(op: Op, work: Any, zero: int, config: Mapping[str, int], devices: int) -> Any:
+    """``work`` at ZeRO stage ``zero`` as :func:`pase.export.to_jax` writes it: at stage 3 a
+    weight that the mesh cannot shard (:func:`zero3_spec` is None) is stored whole, its
+    gradient all-reduced as at stage 0."""
+    from pase.export.configs import zero3_spec
+    from pase.export.mesh import assign_axes, mesh_axes
+    from pase.work.variants import apply_variant, data_parallel_groups
+
+    out = apply_variant(work, zero)
+    if zero != 3:
+        return out
+    cfg = {d.name: int(config.get(d.name, 1)) for d in op.dims}
+    axes = mesh_axes(devices)
+    assigned = assign_axes(op, cfg, axes)
+    whole = {j for j in data_parallel_groups(work) if zero3_spec(op, j, cfg, assigned, axes) is None}
+    colls = [c for c in out.collectives if c.weight not in whole]
+    return dataclasses.replace(out, collectives=tuple(colls + [c for c in work.collectives
+                                                               if c.weight in whole]))
 
 
 def _add_collectives(r: dict, work: Any) -> None:
