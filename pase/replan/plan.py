@@ -32,38 +32,13 @@ DEFAULT_CLUSTER = "dgx-a100"
 _UNMODELLED = {"zero": ("0",), "recompute": ("none",)}
 
 
-def replan(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
-           steps: float = DEFAULT_STEPS, old_devices: int | None = None, survivors: int | None = None,
-           restore_bandwidth: float | None = None, old_cluster: Any = None,
-           solver: str = "dp", batch: int | None = None,
-           cutoff: int | None = None, powers_of_two: bool = False,
-           mesh: str | Sequence[int] | None = None, memory_cap: float | str | None = None,
-           model_options: Mapping[str, Any] | None = None,
-           old_model_options: Mapping[str, Any] | None = None,
-           cost_options: Mapping[str, Any] | None = None, build_budget: float | str | None = None,
-           time_limit: float | None = None, seed: int | None = None,
-           **solver_options: Any) -> ReplanResult:
-    """Re-plan ``model`` from the ``old`` strategy onto ``devices`` devices / ``cluster``.
-
-    ``old`` is a ``pase solve --format json`` file or object, a Strategy, or a
-    ``{op: {dim: factor}}`` mapping with ``old_devices``. ``steps`` (>= 0) is how
-    many training steps remain; ``survivors`` how many old ranks (``0 ..``) stay
-    (default ``min(p_old, p_new)``); ``restore_bandwidth`` (GB/s per device) the
-    checkpoint's read speed (default the inter-node link's); ``old_cluster`` places
-    the old tiles when the old cluster was heterogeneous (default: the old layout on
-    ``p_old`` identical devices). ``model_options`` are the new model's;
-    ``old_model_options`` override them for the old model (default: the same).
-    Costs are the alpha-beta model's (``cost_options``). :func:`prepare` takes the
-    same arguments but ``steps``, for several step counts on one build.
-    """
+def replan(model: str | Path | Graph, old: Any, *, steps: float = DEFAULT_STEPS,
+           **options: Any) -> ReplanResult:
+    """Re-plan ``model`` from the ``old`` strategy: :func:`prepare` (same keywords:
+    ``devices``, ``cluster``, ``survivors`` ...) answered for ``steps`` (>= 0) remaining
+    training steps."""
     steps = check_float("steps", steps, 0.0)
-    return prepare(model, old, devices=devices, cluster=cluster, old_devices=old_devices,
-                   survivors=survivors, restore_bandwidth=restore_bandwidth,
-                   old_cluster=old_cluster, solver=solver, batch=batch, cutoff=cutoff,
-                   powers_of_two=powers_of_two, mesh=mesh, memory_cap=memory_cap,
-                   model_options=model_options, old_model_options=old_model_options,
-                   cost_options=cost_options, build_budget=build_budget, time_limit=time_limit,
-                   seed=seed, **solver_options).replan(steps)
+    return prepare(model, old, **options).replan(steps)
 
 
 def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
@@ -78,7 +53,18 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
             time_limit: float | None = None, seed: int | None = None,
             **solver_options: Any) -> Prepared:
     """The new setting's Problem and every candidate's migration, built once: a
-    :class:`~pase.replan.prepared.Prepared` whose ``replan(steps)`` answers for a step count."""
+    :class:`~pase.replan.prepared.Prepared` whose ``replan(steps)`` answers for a step count.
+
+    ``old`` is a ``pase solve --format json`` file or object, a Strategy, or a
+    ``{op: {dim: factor}}`` mapping with ``old_devices``. ``devices`` / ``cluster``
+    give the new setting; ``survivors`` how many old ranks (``0 ..``) stay (default
+    ``min(p_old, p_new)``); ``restore_bandwidth`` (GB/s per device) the checkpoint's
+    read speed (default the inter-node link's); ``old_cluster`` places the old tiles
+    when the old cluster was heterogeneous (default: the old layout on ``p_old``
+    identical devices). ``model_options`` are the new model's; ``old_model_options``
+    override them for the old model (default: the same). Costs are the alpha-beta
+    model's (``cost_options``).
+    """
     plan = load_old(old, old_devices, "--from strategy" if isinstance(old, (str, Path)) else "the old strategy")
     options = dict(cost_options or {})
     if cluster is not None and "cluster" in options:
