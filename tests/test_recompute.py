@@ -76,7 +76,8 @@ def brute_force(graph, space, model, cap: float | None) -> float:
     return float(total[ok].min()) if ok.any() else math.inf
 
 
-@pytest.mark.parametrize("zero,recompute", [("auto", "auto"), ("auto", "none"), ("0", "auto")])
+@pytest.mark.parametrize("zero,recompute", [("auto", "auto"), ("auto", "none"), ("0", "auto"),
+                                             ("3", "auto"), ("auto", "all")])
 def test_capped_search_over_variants_equals_brute_force(zero, recompute):
     options = {"length": 3, "batch": 64, "width": 128}
     built = build_problem("chain", 4, "alpha-beta", memory_cap="none", model_options=options,
@@ -85,7 +86,8 @@ def test_capped_search_over_variants_equals_brute_force(zero, recompute):
     least, most = built.problem.min_memory(), built.problem.memory_of(free.choice)
     assert least < most
     model = COST_MODELS.get("alpha-beta")("dgx-a100", zero=zero, recompute=recompute)
-    allowed = [v for v in ALL if (zero == "auto" or v.zero == 0) and (recompute == "auto" or not v.recompute)]
+    allowed = [v for v in ALL if (zero == "auto" or v.zero == int(zero))
+               and (recompute == "auto" or v.recompute == (recompute == "all"))]
     for where in (0.0, 0.1, 0.4, 0.8):
         cap = least + where * (most - least)
         capped = built.problem.with_memory_cap(cap)
