@@ -177,6 +177,26 @@ def test_memory_vector_in_bytes_of_the_smallest_type():
     assert got[1] == pytest.approx(work.memory[1])  # on both types: the V100's bytes bind
 
 
+
+@pytest.mark.parametrize("fast_gib, slow_gib, want_even, want_balanced", [
+    (8.0, 16.0, 18.0, 16 + 2 * 4 / 3),      # the fast type binds: its share is 4/3 of the even tile
+    (16.0, 8.0, 18.0, 16 + 2 * 2 / 3),      # the slow type binds: its share is 2/3
+])
+def test_memory_vector_follows_balanced_shares_per_type(fast_gib, slow_gib, want_even, want_balanced):
+    # The matmul split b=2 on one 2 TFLOP/s and one 1 TFLOP/s device. By hand, in MiB: weight
+    # 1024 x 1024 fp32 = 4, with gradient and Adam's two moments 16 of state; the output tile
+    # 2 (even) or 2 x (2 x 2/3) and 2 x (2 x 1/3) (balanced). Each type's bytes count at
+    # M_min / M_type; the vector takes the larger. Unsplit: on the fast device alone, 16 + 4.
+    # Split on n: state 8 and output 2 on both types.
+    c = compose([_group("fast", 2.0, memory=fast_gib), _group("slow", 1.0, memory=slow_gib)], "x")
+    op = _matmul().ops[0]
+    cfgs = np.array([[2, 1, 1], [1, 1, 1], [1, 2, 1]])
+    alone = 20.0 * min(1.0, min(fast_gib, slow_gib) / fast_gib)
+    for split, want in (("even", want_even), ("balanced", want_balanced)):
+        got = AlphaBetaCostModel(c, split=split).for_devices(2).memory(op, cfgs) / 2**20
+        assert got.tolist() == pytest.approx([want, alone, 10.0], rel=1e-12)
+
+
 # -- mixed clusters solve, simulate, and dp is exact ---------------------------------
 
 def test_mixed_cluster_solves_and_simulates():
