@@ -139,3 +139,31 @@ def test_shared_layers_build_what_unshared_layers_build():
             assert np.array_equal(getattr(a.variants[v], field), getattr(b.variants[v], field))
     for m, n in zip(a.edge_costs, b.edge_costs):
         assert np.array_equal(m, n)
+
+
+def test_every_solver_on_a_capped_variant_problem():
+    """On a capped chain with both options on auto: every solver's choice is a valid
+    candidate within the cap, priced as the Problem prices it, never below the dp's
+    optimum (exhaustive), and equal to it when the solver claims OPTIMAL."""
+    from pase.api import run_solver
+    from pase.problem import Status
+    from pase.registry import SOLVERS
+
+    built = build_problem("chain", 4, "alpha-beta", memory_cap="none",
+                          model_options={"length": 3, "batch": 64, "width": 128},
+                          cost_options={"zero": "auto", "recompute": "auto"})
+    problem = built.problem.with_memory_cap(built.problem.min_memory() * 1.3)
+    best = run_solver("exhaustive", problem).cost
+    for name in SOLVERS.names():
+        try:
+            sol = run_solver(name, problem, **({"seed": 0} if name == "mcmc" else {}))
+        except ImportError:
+            continue  # an optional backend that is not installed
+        if sol.choice is None:
+            assert sol.status in (Status.INFEASIBLE, Status.TIME_LIMIT), name
+            continue
+        assert problem.fits(sol.choice), name
+        assert sol.cost == pytest.approx(problem.evaluate(sol.choice), rel=1e-9), name
+        assert sol.cost >= best * (1 - 1e-9), name
+        if sol.status is Status.OPTIMAL:
+            assert sol.cost == pytest.approx(best, rel=1e-9), name
