@@ -197,6 +197,19 @@ def test_memory_vector_follows_balanced_shares_per_type(fast_gib, slow_gib, want
         assert got.tolist() == pytest.approx([want, alone, 10.0], rel=1e-12)
 
 
+
+def test_gradient_all_reduce_across_types_runs_on_the_slowest_nic():
+    # One device per node: the data-parallel matmul's gradient all-reduce is a 2-node ring on
+    # the NICs, 10 GB/s / 1 us on the fast node and 5 GB/s / 3 us on the slow one. By hand:
+    # 2 (N - 1) = 2 steps of (3 us + 4 MiB / 2 / 5 GB/s), after the even compute at the slow pace.
+    c = compose([_group("fast", 2.0, inter=Link(10.0, 1.0)), _group("slow", 1.0, inter=Link(5.0, 3.0))])
+    graph = _matmul()
+    want = 3 * 1024 ** 3 / 2 / (1.0e12 * 0.5) + 2 * (3e-6 + 4 * 2**20 / 2 / 5e9)
+    got = AlphaBetaCostModel(c).for_devices(2).work_costs(op_work(graph.ops[0], np.array([[2, 1, 1]])))
+    assert got[0] == pytest.approx(want, rel=1e-12)
+    assert simulate(graph, {"fc": {"b": 2}}, c, 2).step_time == pytest.approx(want, rel=1e-12)
+
+
 # -- mixed clusters solve, simulate, and dp is exact ---------------------------------
 
 def test_mixed_cluster_solves_and_simulates():
