@@ -31,6 +31,7 @@ from pase.work.variants import (
     apply_variant,
     check_op_variant,
     data_parallel_groups,
+    variant_choices,
     variant_from_json,
 )
 
@@ -48,8 +49,6 @@ def model_choices(model: Any) -> list[Variant] | None:
     applies (the Problem is then built exactly as without variants)."""
     if not supports_variants(model):
         return None
-    from pase.work.variants import variant_choices
-
     choices = variant_choices(str(model.zero), str(model.recompute))
     fixed = getattr(model, "fixed_variants", None)
     if choices == [DEFAULT] and not fixed:
