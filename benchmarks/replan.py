@@ -32,7 +32,7 @@ from pase.replan import prepare
 PLANS = ("keep", "least", "fresh", "restart")
 
 
-def scenarios(layers: int | None) -> list[tuple[str, str, dict]]:
+def scenarios() -> list[tuple[str, str, dict]]:
     """(name, description, arguments): the old setting (devices, cluster, seq) and the new."""
     return [
         ("fail", "a node fails: 64 -> 56 devices",
@@ -42,7 +42,7 @@ def scenarios(layers: int | None) -> list[tuple[str, str, dict]]:
         ("seq", "the sequence doubles: 512 -> 1024 on 16 devices",
          dict(old=(16, "dgx-a100", {"seq": 512}), new=dict(devices=16, cluster="dgx-a100"),
               model={"seq": 1024})),
-    ], layers
+    ]
 
 
 def run(model: str, name: str, spec: dict, steps: list[float], base: dict,
@@ -73,11 +73,12 @@ def main() -> None:
     parser.add_argument("--model", default="gpt2")
     parser.add_argument("--layers", type=int, help="model option layers (default: the model's)")
     parser.add_argument("--steps", nargs="+", type=float, default=[1, 10, 100, 1000])
-    parser.add_argument("--scenarios", nargs="+", default=["fail", "grow", "seq"])
+    parser.add_argument("--scenarios", nargs="+", default=["fail", "grow", "seq"],
+                        choices=["fail", "grow", "seq"])
     parser.add_argument("--restore-bandwidth", type=float, metavar="GBPS",
                         help="checkpoint read speed per device (default: the inter-node link's)")
     args = parser.parse_args()
-    specs, layers = scenarios(args.layers)
+    specs, layers = scenarios(), args.layers
     base = {} if layers is None else {"layers": layers}
     print(f"# machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}")
     print(f"# command: python benchmarks/replan.py {' '.join(sys.argv[1:])}".rstrip())
