@@ -175,6 +175,29 @@ def test_onto_a_mixed_cluster(old16):
     assert few.chosen.migration_seconds <= got.chosen.migration_seconds
 
 
+@pytest.mark.slow  # about 5 s: builds on 16 and 24 mixed devices
+def test_survivors_keep_their_device_type():
+    # Ranks fill the fastest type first: 8 V100s joined by 8 A100s become ranks 8..15, so the
+    # default survivors (ranks 0..7) would be the new A100s: refused by name, --survivors 0
+    # restarts. From a mixed 8+8 cluster to 8 A100 + 16 V100, ranks 0..15 keep their type and,
+    # with no steps left, nothing moves.
+    mixed = "dgx-a100x1+dgx1-v100x1"
+    v100 = pase.solve("gpt2", 8, model_options=TINY, cost_model="alpha-beta", cluster="dgx1-v100")
+    with pytest.raises(OptionError, match=r"survivor rank 0: V100 SXM2 32GB on the old cluster, "
+                                          r"A100 SXM4 40GB on the new one .* at most 0"):
+        replan("gpt2", v100, cluster=mixed, steps=0, model_options=TINY, old_cluster="dgx1-v100")
+    restart = replan("gpt2", v100, cluster=mixed, steps=0, model_options=TINY,
+                     old_cluster="dgx1-v100", survivors=0)
+    assert restart.chosen.restored_bytes == restart.chosen.migration_bytes > 0
+    old = pase.solve("gpt2", 16, model_options=TINY, cost_model="alpha-beta", cluster=mixed)
+    got = replan("gpt2", old, cluster="dgx-a100x1+dgx1-v100x2", steps=0, model_options=TINY,
+                 old_cluster=mixed)
+    assert got.survivors == 16 and got.chosen.migration_seconds == 0
+    with pytest.raises(OptionError, match="survivor rank 8: V100"):
+        replan("gpt2", old, cluster="dgx-a100x2+dgx1-v100x1", steps=0, model_options=TINY,
+               old_cluster=mixed)
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 def test_refusals(old16):

@@ -165,10 +165,28 @@ def _setting(built: api.Built, old_devices: int, survivors: int | None,
     if restore_bandwidth is not None:
         gbps = check_float("restore_bandwidth", restore_bandwidth, 0.0, strict=True)
         restore = Link(gbps, cluster.link("inter").latency_us)
+    old = None if old_cluster is None else get_cluster(old_cluster, old_devices)
+    if old is not None:
+        _check_survivor_types(old, cluster, min(old_devices, p) if survivors is None else survivors)
     return Setting.make(old_devices, p, cluster, survivors=survivors,
                         bytes_per_element=model.bytes_per_element,
-                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore,
-                        old_cluster=None if old_cluster is None else get_cluster(old_cluster, old_devices))
+                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore, old_cluster=old)
+
+
+def _check_survivor_types(old: Any, new: Any, survivors: int) -> None:
+    """A surviving rank is one device before and after: its type must not change. Ranks fill
+    the fastest type first, so adding faster devices renumbers the old ones."""
+    def runs(cluster: Any) -> list[tuple[int, Any]]:  # (first rank, device type) per group
+        groups = cluster.groups or (cluster,)
+        starts = np.cumsum([0] + [g.devices for g in groups[:-1]]).tolist()
+        return [(int(r), g.device) for r, g in zip(starts, groups)]
+
+    for rank in sorted({r for r, _ in runs(old) + runs(new) if r < survivors}):
+        a, b = (next(d for r, d in reversed(runs(c)) if r <= rank) for c in (old, new))
+        if a != b:
+            raise OptionError(f"survivor rank {rank}: {a.name} on the old cluster, {b.name} on the "
+                              f"new one (ranks fill the fastest type first); give --survivors at "
+                              f"most {rank} (0: restart from the checkpoint)")
 
 
 def _keep_choice(built: api.Built, old_cfgs: list[np.ndarray]) -> list[int | None] | None:
