@@ -169,49 +169,36 @@ class _Builder:
             if self.variants is not None and self.variants[v] is not None:  # HZ's hook
                 from pase.work.variants import apply_variant
                 work = apply_variant(work, *self.variants[v])
-            if self.hetero:
-                self._add_hetero(v, op, cfg, work, position)
-                continue
-            ids = active_devices(op, cfg, self.devices).tolist()
-            fwd_t = float(work.forward_flop[0]) / self.flops
-            bwd_t = float(work.backward_flop[0]) / self.flops
-            fwd = [self.tg.compute(d, fwd_t, (0, position[v]), f"{op.name} fwd", "forward")
-                   for d in ids]
-            bwd = [self.tg.compute(d, bwd_t, (1, -position[v]), f"{op.name} bwd", "backward")
-                   for d in ids]
-            for f, b in zip(fwd, bwd):
-                self.tg.after(b, f)
-            tokens = dict(zip(ids, fwd))
-            self._collectives(work, cfg, "forward", tokens, "communication")
-            self.out_ready[v] = tokens
-            tokens = dict(zip(ids, bwd))
-            self._collectives(work, cfg, "backward", tokens, "communication")
-            self.grad_ready[v] = tokens
-            self._collectives(work, cfg, "gradient", dict(zip(ids, bwd)), "gradient-sync")
-            self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd,
-                                  float(work.activation_bytes[0]), float(work.state_bytes[0]))
+            if self.hetero:  # its prefix, each device's speed and share
+                sh = shares(op, cfg, self.cluster, self.devices, self.split)
+                self._add_op(v, op, cfg, work, position, sh.active.tolist(), sh.share, sh.placed)
+            else:
+                self._add_op(v, op, cfg, work, position, active_devices(op, cfg, self.devices).tolist())
 
-    def _add_hetero(self, v: int, op, cfg: np.ndarray, work: OpWork, position: dict[int, int]) -> None:
-        """One op on a heterogeneous cluster: its prefix, each device's speed and share."""
-        sh = shares(op, cfg, self.cluster, self.devices, self.split)
-        ids = sh.active.tolist()
-        fwd = [self.tg.compute(d, float(work.forward_flop[0]) * sh.share[d] / self.speed[d],
-                               (0, position[v]), f"{op.name} fwd", "forward") for d in ids]
-        bwd = [self.tg.compute(d, float(work.backward_flop[0]) * sh.share[d] / self.speed[d],
-                               (1, -position[v]), f"{op.name} bwd", "backward") for d in ids]
+    def _add_op(self, v: int, op, cfg: np.ndarray, work: OpWork, position: dict[int, int],
+                ids: list[int], share: np.ndarray | None = None, placed: int | None = None) -> None:
+        """One op's compute tasks on ``ids`` and its collectives; ``share`` (heterogeneous
+        clusters) scales each device's work and activation collectives, at its own speed."""
+        def seconds(flop: np.ndarray, d: int) -> float:
+            return float(flop[0]) / self.flops if share is None \
+                else float(flop[0]) * share[d] / self.speed[d]
+
+        fwd = [self.tg.compute(d, seconds(work.forward_flop, d), (0, position[v]), f"{op.name} fwd",
+                               "forward") for d in ids]
+        bwd = [self.tg.compute(d, seconds(work.backward_flop, d), (1, -position[v]), f"{op.name} bwd",
+                               "backward") for d in ids]
         for f, b in zip(fwd, bwd):
             self.tg.after(b, f)
         tokens = dict(zip(ids, fwd))
-        self._collectives(work, cfg, "forward", tokens, "communication", sh.placed, sh.share)
+        self._collectives(work, cfg, "forward", tokens, "communication", placed, share)
         self.out_ready[v] = tokens
         tokens = dict(zip(ids, bwd))
-        self._collectives(work, cfg, "backward", tokens, "communication", sh.placed, sh.share)
+        self._collectives(work, cfg, "backward", tokens, "communication", placed, share)
         self.grad_ready[v] = tokens
-        self._collectives(work, cfg, "gradient", dict(zip(ids, bwd)), "gradient-sync", sh.placed,
-                          sh.share)
+        self._collectives(work, cfg, "gradient", dict(zip(ids, bwd)), "gradient-sync", placed, share)
         act = float(work.activation_bytes[0])
-        self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd, act,
-                              float(work.state_bytes[0]), [act * float(sh.share[d]) for d in ids])
+        self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd, act, float(work.state_bytes[0]),
+                              None if share is None else [act * float(share[d]) for d in ids])
 
     # -- edges ---------------------------------------------------------------------
     def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: dict[int, int],
