@@ -83,7 +83,7 @@ def cmd_clusters(args: argparse.Namespace) -> None:
         return
     rows = []
     for c in PRESETS.values():
-        # a heterogeneous preset: one row per group, fastest first, named "+ GROUP"
+        # a heterogeneous preset: one row per group, fastest first, the name on the first
         for name, g in ([(c.name, c)] if not c.groups else
                         [(c.name if i == 0 else "", g) for i, g in enumerate(c.groups)]):
             rows.append((name, f"{g.nodes}x{g.devices_per_node}" if c.groups else str(g.devices_per_node),
