@@ -339,6 +339,14 @@ def _groups_from_dict(data: Mapping[str, Any]) -> Cluster:
     return compose(parts, str(data.get("name", "")) or None, str(data.get("source", "")))
 
 
-# The presets and the spec parser (get_cluster) live in pase.cluster_presets; imported
-# last because they build on the classes above.
-from pase.cluster_presets import PRESETS, get_cluster, preset_names  # noqa: E402,F401
+_PRESET_NAMES = ("PRESETS", "get_cluster", "preset_names")
+
+
+def __getattr__(name: str) -> Any:
+    """The presets and the spec parser live in :mod:`pase.cluster_presets` (built on the
+    classes above); ``from pase.cluster import get_cluster`` keeps working, in any import order."""
+    if name in _PRESET_NAMES:
+        from pase import cluster_presets
+
+        return getattr(cluster_presets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
