@@ -103,7 +103,8 @@ class PipelinePlan:
         lines = [f"{self.model} on {self.devices} devices: {len(self.stages)} stages, "
                  f"m = {self.microbatches} micro-batches of {self.microbatch_size} "
                  f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, "
-                 f"bubble {self.bubble:.1%} ({self.status} over the declared space)",
+                 f"bubble {self.bubble:.1%} ({self.status}"
+                 f"{' over the declared space' if self.status in ('optimal', 'feasible') else ''})",
                  self.table()]
         if self.links:
             lines.append("links (ms per micro-batch per direction): "
