@@ -12,12 +12,14 @@ from pase.ir import Dim, Graph, Op, Port
 from pase.problem import Problem, Solution, Status
 from pase.space import ConfigSpace
 from pase.strategy import Strategy
+from pase.work.variants import Variant
 
 __version__ = "0.1.0"
 __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
-    "Strategy", "build_problem", "build_space", "compare", "dry_run", "evaluate", "from_torch",
-    "import_torch", "load_graph", "load_results", "run_solver", "solve", "sweep", "__version__",
+    "Strategy", "Variant", "build_problem", "build_space", "compare", "dry_run", "evaluate",
+    "from_torch", "import_torch", "load_graph", "load_results", "run_solver", "solve", "sweep",
+    "__version__",
 ]
 
 
