@@ -81,11 +81,13 @@ class PipelinePlan:
         return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
 
     def one_line(self) -> str:
-        """``pp=4 [h0..h11 on 0-255: b=8 ...] m=64 1f1b``: the plan in one line."""
-        parts = [f"{st.ops[0]}..{st.ops[1]}@{st.device_range[0]}-{st.device_range[1] - 1}"
-                 for st in self.stages]
-        return (f"pp={len(self.stages)} m={self.microbatches} (micro-batch {self.microbatch_size}) "
-                f"{self.schedule}: " + " | ".join(parts))
+        """``pp=4 x 64 devices, m=56 of 8, 1f1b, cuts before layers20 layers40 layers60``."""
+        sizes = sorted({st.devices for st in self.stages})
+        devices = (f"{sizes[0]} devices" if len(sizes) == 1
+                   else "/".join(str(st.devices) for st in self.stages) + " devices")
+        cuts = " ".join(st.ops[0].split(".")[0] for st in self.stages[1:])
+        return (f"pp={len(self.stages)} x {devices}, m={self.microbatches} of "
+                f"{self.microbatch_size}, {self.schedule}" + (f", cuts before {cuts}" if cuts else ""))
 
     def table(self) -> str:
         from pase.cli.output import table
