@@ -9,6 +9,7 @@ from pase.comparison import compare
 from pase.errors import PaseError
 from pase.frontends import from_torch, import_torch  # torch is imported only when called
 from pase.ir import Dim, Graph, Op, Port
+from pase.pipeline import PipelinePlan, solve_pipeline
 from pase.problem import Problem, Solution, Status
 from pase.space import ConfigSpace
 from pase.strategy import Strategy
@@ -16,10 +17,10 @@ from pase.work.variants import Variant
 
 __version__ = "0.1.0"
 __all__ = [
-    "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "Port", "Problem", "Solution", "Status",
-    "Strategy", "Variant", "build_problem", "build_space", "compare", "dry_run", "evaluate",
-    "from_torch", "import_torch", "load_graph", "load_results", "run_solver", "solve", "sweep",
-    "__version__",
+    "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "PipelinePlan", "Port", "Problem", "Solution",
+    "Status", "Strategy", "Variant", "build_problem", "build_space", "compare", "dry_run",
+    "evaluate", "from_torch", "import_torch", "load_graph", "load_results", "run_solver", "solve",
+    "solve_pipeline", "sweep", "__version__",
 ]
 
 

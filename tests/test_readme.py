@@ -37,14 +37,19 @@ def _fenced_blocks(text: str) -> list[str]:
     return blocks
 
 
-SEQUENCE = next(b for b in _fenced_blocks(README) if "pase verify" in b)
+SEQUENCE = next(b for b in _fenced_blocks(README) if "gpt2_p8.json --engine jax" in b)
+# Blocks whose commands read files an earlier line of the block writes: run in order below
+# (the marker picks the block; a slow one is marked slow).
+IN_ORDER = {"mlp-zero3.json": False, "pase replan": True, "--pipeline": True}
+ORDERED = {marker: next(b for b in _fenced_blocks(README) if marker in b) for marker in IN_ORDER}
 # The PyTorch block's commands read and write files in order, with paths from the repository
 # root: tests/test_torch_cli.py runs them, in order, from the README.
 TORCH = next(b for b in _fenced_blocks(README) if "--engine torch" in b)
 NOT_RUN = ("pase compare alexnet -p 8", "pase solve alexnet -p 8 --solver cheapest-alone",
            "pase solve gpt3-175b -p 32768",
            *(line for line in SEQUENCE.splitlines() if line.startswith("pase verify")),
-           *TORCH.splitlines())
+           *TORCH.splitlines(),
+           *(line for b in ORDERED.values() for line in b.splitlines() if line.startswith("pase ")))
 
 
 def test_quick_start_python_block():
@@ -120,3 +125,24 @@ def test_readme_torch_block_runs_in_order(tmp_path, monkeypatch, capsys):
     block = next(b for b in BLOCKS if "import_torch" in b)
     exec(compile(block, "README torch", "exec"), {})
     assert "parameter" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("marker", [pytest.param(m, marks=(pytest.mark.slow,) if slow else ())
+                                    for m, slow in IN_ORDER.items()])
+def test_readme_blocks_run_in_order(marker, tmp_path, monkeypatch, capsys):
+    """A block whose later lines read what earlier ones write, run line by line in one folder."""
+    lines = [line for line in ORDERED[marker].splitlines() if line.startswith("pase ")]
+    if any("--engine jax" in line for line in lines):
+        pytest.importorskip("jax", reason="jax is not installed (pip install \"pase[jax]\")")
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        assert main(shlex.split(line)[1:]) == 0, f"{line}: {capsys.readouterr().err}"
+
+
+def test_readme_replan_python_block(tmp_path, monkeypatch):
+    """The replan section's Python block, after the block's first solve wrote old64.json."""
+    monkeypatch.chdir(tmp_path)
+    first = next(line for line in ORDERED["pase replan"].splitlines() if "old64.json" in line)
+    assert main(shlex.split(first)[1:]) == 0
+    block = next(b for b in BLOCKS if "from pase.replan import replan" in b)
+    exec(compile(block, "README replan", "exec"), {})
