@@ -30,6 +30,20 @@ def key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, str]:
     return options
 
 
+# Names ``api.run_solver`` takes itself, so no --option may use them.
+RESERVED_OPTIONS = {"time_limit": "use --time-limit", "seed": "use --seed", "solver": "use --solver",
+                    "problem": "the Problem is built from the model and its flags"}
+
+
+def solver_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    """``--option KEY=VALUE`` pairs for a solver, refusing the names the API sets itself."""
+    options = key_values(pairs, "--option")
+    for key in options:
+        if key in RESERVED_OPTIONS:
+            raise OptionError(f"--option {key}: {RESERVED_OPTIONS[key]}")
+    return options
+
+
 def space_kwargs(args: Any) -> dict[str, Any]:
     """Graph and configuration-space arguments: batch, cutoff, powers of two, mesh, model options."""
     return {"batch": args.batch, "cutoff": args.cutoff, "powers_of_two": args.powers_of_two,

@@ -1,14 +1,28 @@
 """Printing for the ``pase`` command: tables, listings, strict JSON, strategy summaries."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
+from pase.errors import OptionError
 from pase.strategy import Strategy, json_text
 
 
 def print_json(data: Any) -> None:
     """Strict JSON (no Infinity or NaN: a ValueError if one slips through)."""
     print(json_text(data))
+
+
+def emit(data: dict[str, Any], text: str, output: str | None, fmt: str) -> None:
+    """A command's result: ``data`` as JSON to the ``--output`` file when given, then on
+    stdout as JSON (``--format json``) or as ``text``."""
+    json_data = json_text(data)
+    if output:
+        try:
+            Path(output).write_text(json_data + "\n")
+        except OSError as exc:  # checked before the work, but a disk can still fill up
+            raise OptionError(f"cannot write --output {output}: {exc.strerror or exc}") from exc
+    print(json_data if fmt == "json" else text)
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:

@@ -6,15 +6,11 @@ import argparse
 import math
 
 from pase.cli import checks
-from pase.cli.args import key_values
-from pase.cli.output import print_json
-from pase.errors import OptionError
+from pase.cli.args import key_values, solver_options
+from pase.cli.output import emit
 
 HELP = "re-plan when devices or the workload change: migration cost plus N steps, minimised"
 
-# Names ``api.run_solver`` takes itself, so no --option may use them.
-_RESERVED = {"time_limit": "use --time-limit", "seed": "use --seed", "solver": "use --solver",
-             "problem": "the Problem is built from the model and its flags"}
 
 
 def _steps(text: str) -> float:
@@ -80,10 +76,7 @@ def cmd_replan(args: argparse.Namespace) -> None:
     from pase.replan import replan
 
     checks.output_file(args.output, "--output")
-    options = key_values(args.option, "--option")
-    for key in options:
-        if key in _RESERVED:
-            raise OptionError(f"--option {key}: {_RESERVED[key]}")
+    options = solver_options(args.option)
     result = replan(args.model, args.from_, devices=args.devices, cluster=args.cluster,
                     steps=args.steps, old_devices=args.from_devices, survivors=args.survivors,
                     restore_bandwidth=args.restore_bandwidth, old_cluster=args.from_cluster,
@@ -95,13 +88,4 @@ def cmd_replan(args: argparse.Namespace) -> None:
                     cost_options=key_values(args.cost_option, "--cost-option"),
                     build_budget=args.build_budget, time_limit=args.time_limit, seed=args.seed,
                     **options)
-    if args.output:
-        try:
-            with open(args.output, "w") as f:
-                f.write(result.to_json() + "\n")
-        except OSError as exc:
-            raise OptionError(f"cannot write --output {args.output}: {exc.strerror or exc}") from exc
-    if args.format == "json":
-        print_json(result.to_dict())
-    else:
-        print(result.table())
+    emit(result.to_dict(), result.table(), args.output, args.format)

@@ -5,8 +5,8 @@ import argparse
 
 from pase import api
 from pase.cli import checks
-from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, space_kwargs
-from pase.cli.output import describe, print_json, table
+from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, solver_options, space_kwargs
+from pase.cli.output import describe, emit, print_json, table
 from pase.counts import counts
 from pase.errors import OptionError
 from pase.registry import SOLVERS
@@ -15,10 +15,6 @@ from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
 # Flags that only matter for costs and solving, which --dry-run does neither of.
 _NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
                     "memory_cap", "build_budget") + COST_FLAGS
-# Names ``api.run_solver`` takes itself, so no --option may use them.
-_RESERVED_OPTIONS = {"time_limit": "use --time-limit", "seed": "use --seed",
-                     "solver": "use --solver",
-                     "problem": "the Problem is built from the model and its flags"}
 # The one dp option a dry run uses.
 _DRY_RUN_OPTIONS = ("memory_budget",)
 
@@ -60,10 +56,7 @@ def cmd_solve(args: argparse.Namespace) -> None:
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
     solver = args.solver or "dp"
     checks.output_file(args.output, "--output")
-    options = key_values(args.option, "--option")
-    for key in options:
-        if key in _RESERVED_OPTIONS:
-            raise OptionError(f"--option {key}: {_RESERVED_OPTIONS[key]}")
+    options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
     solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,
@@ -122,10 +115,4 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _emit(strategy: Strategy, args: argparse.Namespace) -> None:
-    text = strategy.to_json() if args.format == "json" else describe(strategy)
-    if args.output:
-        try:
-            strategy.to_json(args.output)
-        except OSError as exc:  # checked before the work, but a disk can still fill up
-            raise OptionError(f"cannot write --output {args.output}: {exc.strerror or exc}") from exc
-    print(text)
+    emit(strategy.to_dict(), describe(strategy), args.output, args.format)

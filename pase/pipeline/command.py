@@ -7,7 +7,7 @@ from typing import Any
 
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, key_values
-from pase.cli.output import print_json
+from pase.cli.output import emit
 from pase.errors import OptionError
 
 # ``--option KEY=VALUE`` keys the pipeline search takes (see solve_pipeline).
@@ -44,15 +44,7 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
         **search)
-    if args.output:
-        try:
-            plan.to_json(args.output)
-        except OSError as exc:
-            raise OptionError(f"cannot write --output {args.output}: {exc.strerror or exc}") from exc
-    if args.format == "json":
-        print_json(plan.to_dict())
-    else:
-        print(plan.describe())
+    emit(plan.to_dict(), plan.describe(), args.output, args.format)
 
 
 def _search_options(options: dict[str, str]) -> dict[str, Any]:

@@ -140,21 +140,23 @@ class ReplanResult:
                     "moving never pays off (no faster step)" if be is None
                     else f"moving pays off after {_num(be)} steps")
             lines.append(f"break-even against {base.name} ({base.what}): {text}")
-        rows = [("plan", "step", "migration", "total", "vs chosen", "what")]
+        from pase.cli.output import table
+
+        rows = []
         for plan in [c, *self.baselines.values()]:
             ratio = plan.total_seconds / c.total_seconds if c.total_seconds > 0 else math.nan
             rows.append((plan.name, _s(plan.step_seconds), _s(plan.migration_seconds),
                          _s(plan.total_seconds), "-" if math.isnan(ratio) else f"{ratio:.3f}x",
                          plan.what))
-        lines += ["", *_table(rows)]
+        lines += ["", table(rows, ("plan", "step", "migration", "total", "vs chosen", "what"))]
         changed = sum(1 for ch in self.changes if ch.old != ch.new)
         moving = sum(1 for ch in self.changes if ch.seconds > 0)
         lines += ["", f"{changed} ops change layout, {moving} move state"
                       f"{f' (the first {limit} shown)' if len(self.changes) > limit else ''}:"]
-        rows = [("op", "old split", "new split", "migration", "max/device")]
+        rows = []
         for ch in self.changes[:limit]:
             rows.append((ch.op, _split(ch.old), _split(ch.new), _s(ch.seconds), _bytes(ch.max_bytes)))
-        lines += _table(rows)
+        lines.append(table(rows, ("op", "old split", "new split", "migration", "max/device")))
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
 
 
@@ -175,10 +177,3 @@ def _bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.3f} {unit}"
     return f"{finite_or_none(n):.0f} B"
-
-
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines

@@ -17,6 +17,31 @@ def _row_key(name: str) -> tuple[int, int, str]:
     return (0 if not port else 1, int(base[3:]) if base[3:].isdigit() else 0, port)
 
 
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend; SolverUnavailableError if missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise SolverUnavailableError('plotting needs matplotlib: pip install "pase[plot]"') from exc
+    return plt
+
+
+def _save(plt, fig, ax, kinds: list[str], path: str | Path) -> Path:
+    """Add the legend of bar ``kinds``, write the figure to ``path`` and close it."""
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
+              fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = None) -> Path:
     """Draw ``result.timeline`` to ``path`` (PNG, SVG or PDF by extension).
 
@@ -24,14 +49,7 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
     coloured by kind (forward, backward, communication, gradient sync).
     Raises SolverUnavailableError if matplotlib is missing.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError as exc:
-        raise SolverUnavailableError('plotting needs matplotlib: pip install "pase[plot]"') from exc
+    plt = _pyplot()
     rows = sorted({ev.resource for ev in result.timeline}, key=_row_key)
     devices = [r for r in rows if "." not in r]
     rows = devices + [r for r in rows if "." in r][:max(0, _MAX_ROWS - len(devices))]
@@ -52,27 +70,14 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
     ax.set_title(title or f"{result.model}, p = {result.devices} on {result.cluster}: "
                           f"step {result.step_time * 1e3:.2f} ms")
     kinds = sorted({k for _, k in bars}, key=list(COLOURS).index)
-    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
-              fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, kinds, path)
 
 
 def plot_pipeline(result, path: str | Path, *, title: str | None = None) -> Path:
     """Draw a :class:`~pase.sim.pipeline.PipelineSimResult`'s timeline to ``path``: one row
     per stage (forwards and backwards labelled with their micro-batch) and per busy link
     direction. Raises SolverUnavailableError if matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError as exc:
-        raise SolverUnavailableError('plotting needs matplotlib: pip install "pase[plot]"') from exc
+    plt = _pyplot()
     stages = sorted({ev.resource for ev in result.timeline if ev.resource.startswith("stage")},
                     key=lambda r: int(r[5:]))
     links = sorted({ev.resource for ev in result.timeline if not ev.resource.startswith("stage")})
@@ -97,10 +102,4 @@ def plot_pipeline(result, path: str | Path, *, title: str | None = None) -> Path
                           f"({result.schedule}), step {result.step_time * scale:.3g} ms, "
                           f"bubble {result.bubble:.1%}")
     kinds = [k for k in COLOURS if any(ev.kind == k for ev in result.timeline)]
-    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
-              fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, kinds, path)
