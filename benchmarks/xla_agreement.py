@@ -11,7 +11,10 @@ the zoo under the alpha-beta dp optimum on a compute-bound cluster (slow devices
 fast links, so the optimum splits these small layers). Programs are compiled on
 fake CPU devices, never run, one subprocess per p.
 
-    python benchmarks/xla_agreement.py [--ps 8,16,64] [--out FILE]
+    python benchmarks/xla_agreement.py [--ps 8,16,64] [--relayout pase|xla] [--out FILE]
+
+``--relayout xla`` compiles the same cases with the re-layouts between ops left to
+XLA's partitioner (``pase export --relayout xla``) and writes xla_agreement_xla.md.
 """
 from __future__ import annotations
 
@@ -25,11 +28,11 @@ import pase
 from pase.export.verify import verify_many
 from pase.testing.verify_cases import ZOO, layer_cases, mlp_cases, mlp_options
 
-OUT = Path(__file__).parent / "results" / "xla_agreement.md"
+RESULTS = Path(__file__).parent / "results"
 FULL = "full size, h100-sxm"
 
 
-def cases(p: int) -> list[tuple[str, dict]]:
+def cases(p: int, relayout: str = "pase") -> list[tuple[str, dict]]:
     out = [(label, {"model": "mlp", "strategy": s, "devices": p, "model_options": mlp_options(p)})
            for label, s in mlp_cases(p).items()]
     out += [(label if label.startswith("attention") else f"{label} layer (dp)", case)
@@ -44,7 +47,7 @@ def cases(p: int) -> list[tuple[str, dict]]:
                        cost_options={"cluster": "h100-sxm"})
         out.append((f"{name} layer (dp, {FULL})", {"model": name, "strategy": s, "devices": p,
                                                     "model_options": opts}))
-    return out
+    return [(label, dict(case, relayout=relayout)) for label, case in out]
 
 
 PLAN_TEXT = {
@@ -98,13 +101,15 @@ def _cell(text: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ps", default="8,16,64")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--relayout", default="pase", choices=("pase", "xla"))
+    ap.add_argument("--out")
     args = ap.parse_args()
+    out = args.out or RESULTS / ("xla_agreement.md" if args.relayout == "pase" else "xla_agreement_xla.md")
     ps = [int(x) for x in args.ps.split(",")]
     rows, details, per_p = [], [], {}
     for p in ps:
         start = time.perf_counter()
-        batch = cases(p)
+        batch = cases(p, args.relayout)
         print(f"p={p}: compiling {len(batch)} programs...", file=sys.stderr, flush=True)
         reports = verify_many([c for _, c in batch], timeout=3000)
         print(f"p={p}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
@@ -128,7 +133,11 @@ def main() -> None:
     for d in details:
         counts[d[5]] = counts.get(d[5], 0) + 1
     text = ["# pase's predicted bytes per device vs XLA's compiled collectives", "",
-            "Written by `benchmarks/xla_agreement.py` (jax on fake CPU devices; compiled, never run).",
+            f"Written by `benchmarks/xla_agreement.py --relayout {args.relayout}` (jax on fake CPU "
+            "devices; compiled, never run). "
+            + ("Re-layouts between ops written out as pase prices them (the exporter's default)."
+               if args.relayout == "pase" else
+               "Re-layouts between ops left to XLA's partitioner (`pase export --relayout xla`)."),
             "Bytes per device, forward + backward, summed over the step; a row is an op, an edge "
             "a gradient group or a tied parameter's re-layout (see `pase.export.verify`). Edges priced by "
             "`pase.work.relayout.edge_bytes`; dp optima by the alpha-beta model on a compute-bound "
@@ -154,8 +163,8 @@ def main() -> None:
     for label, p, row, pred, comp, why, line in details:
         text.append(f"| {_cell(label)} | {p} | {row} | {pred:.0f} | {comp:.0f} | {why} | "
                     f"`{_cell(line[:300])}` |")
-    Path(args.out).write_text("\n".join(text) + "\n")
-    print(f"rows within 1%: {within}/{total}; wrote {args.out}", file=sys.stderr)
+    Path(out).write_text("\n".join(text) + "\n")
+    print(f"rows within 1%: {within}/{total}; wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

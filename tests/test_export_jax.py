@@ -134,7 +134,10 @@ def test_program_pins_the_pase_layouts():
     assert params["fc1:w0"][1] == (None, ("x1", "x2"))      # weight (k, n): n on the last axes
     assert params["fc2:w0"][1] == (("x0", "x1", "x2"), None)
     assert "pin(t0, (('x0',), ('x1', 'x2')), 'out/fc1')" in text      # fc1's output (b, n)
-    assert "pin(t0, (None, ('x0', 'x1', 'x2')), 'edge/fc1->fc2')" in text   # fc2 reads it split on k
+    # fc2 reads it split on k: re-laid from fc1's layout, written out
+    assert "pin(t0, (None, ('x0', 'x1', 'x2')), 'edge/fc1->fc2', src=(('x0',), ('x1', 'x2')))" in text
+    xla = to_jax("mlp", {"fc1": {"b": 2, "n": 4}, "fc2": {"k": 8}}, 8, relayout="xla")
+    assert "pin(t0, (None, ('x0', 'x1', 'x2')), 'edge/fc1->fc2')" in xla    # left to XLA
     assert "with jax.named_scope('op/fc2'):" in text
 
 

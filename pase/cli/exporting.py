@@ -34,7 +34,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         return
     strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
     text = to_jax(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
-                  model_options=_options(args))
+                  model_options=_options(args), relayout=args.relayout)
     if args.output is None:
         print(text, end="")
         return
@@ -56,6 +56,8 @@ def _export_torch(args: argparse.Namespace) -> None:
                           "FUNCTION's options (--model-option batch=N)")
     if args.dtype != "float32":
         raise OptionError("--dtype does not apply to --engine torch; the module keeps its own")
+    if args.relayout != "pase":
+        raise OptionError("--relayout does not apply to --engine torch; DTensor re-lays tensors itself")
     if not _is_reference(args.model, split_reference):
         raise OptionError(f"--engine torch places a PyTorch module's tensors, so MODEL must be "
                           f"FILE.py:FUNCTION (a function returning the module and its example "
@@ -89,7 +91,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
     report = verify(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                     model_options=_options(args),
-                    cost_options=key_values(args.cost_option, "--cost-option"), run=args.execute)
+                    cost_options=key_values(args.cost_option, "--cost-option"), run=args.execute,
+                    relayout=args.relayout)
     if args.format == "json":
         print_json(report)
     else:

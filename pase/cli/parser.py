@@ -289,6 +289,9 @@ def _engine_args(s: Parser) -> None:
     s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
     s.add_argument("--dtype", default="float32",
                    help="float32 (default), bfloat16, float16 or float64")
+    s.add_argument("--relayout", default="pase",
+                   help="jax: pase (default) writes each re-layout between ops out as the "
+                        "collectives pase prices; xla leaves it to XLA's partitioner")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
                    help=options_help("model", "An option of a registered model, e.g. layers=1."))
 

@@ -169,11 +169,12 @@ def compile_programs(programs: Sequence[str], devices: int, *, timeout: float = 
 def run_equivalence(model: str | Path | Graph, strategy: Any, devices: int, *,
                     batch: int | None = None, dtype: str = "float32",
                     model_options: Mapping[str, Any] | None = None,
-                    timeout: float = 600) -> dict[str, Any]:
+                    timeout: float = 600, relayout: str = "pase") -> dict[str, Any]:
     """Export ``strategy`` (see :func:`pase.export.to_jax`), run it on ``devices`` fake
     CPU devices and on one device, and return how far loss and gradients differ
     (the keys of :func:`check_programs`)."""
     from pase.export.jax import to_jax
 
-    text = to_jax(model, strategy, devices, batch=batch, dtype=dtype, model_options=model_options)
+    text = to_jax(model, strategy, devices, batch=batch, dtype=dtype, model_options=model_options,
+                  relayout=relayout)
     return check_programs([text], devices, timeout=timeout)[0]

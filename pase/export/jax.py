@@ -6,8 +6,10 @@ seeded parameter and data initialisation (``init_params``, ``make_batch``), a
 ``make_step(mesh)`` that jits ``jax.value_and_grad`` of it, and ``step(params,
 batch)`` on the default mesh. On a mesh every op's inputs, weights and outputs
 are pinned to pase's layout with ``jax.lax.with_sharding_constraint``, so XLA
-inserts the collectives and re-layouts the strategy implies; the mesh and the
-dims' mesh axes follow pase's device mapping (:mod:`pase.export.mesh`).
+inserts the collectives each op's split implies; each re-layout between ops is
+written out as the collectives pase prices (:mod:`pase.export.jax_relayout`;
+``relayout="xla"`` leaves them to XLA). The mesh and the dims' mesh axes follow
+pase's device mapping (:mod:`pase.export.mesh`).
 
 With ``local=True`` the program is instead what ONE device of the strategy
 computes: every op at its per-device tile shape, no mesh, no communication. A
@@ -55,12 +57,14 @@ from typing import Any, Mapping
 from pase.errors import GraphError, OptionError
 from pase.export import jax_runtime
 from pase.export.configs import fan_in, strategy_configs, strategy_variants_of, tile, zero3_spec
+from pase.export.jax_relayout import RELAYOUT
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
 from pase.space import check_devices
 from pase.work.variants import DEFAULT, Variant
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
+RELAYOUTS = ("pase", "xla")
 KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM",
          "MoECombine", "MoEDispatch", "Norm", "Pooling", "Ravel", "ReduceMean", "Slice", "Softmax",
          "SoftmaxCrossEntropy", "Stack", "TopK", "Unravel", "Unstack")
@@ -99,8 +103,8 @@ class _Writer:
     """Turns a graph and its configs into the ``forward`` body and the tables."""
 
     def __init__(self, graph: Graph, configs: dict[str, dict[str, int]], devices: int, local: bool,
-                 variants: Mapping[str, Variant] | None = None):
-        self.graph, self.configs, self.local = graph, configs, local
+                 variants: Mapping[str, Variant] | None = None, relayout: str = "pase"):
+        self.graph, self.configs, self.local, self.relayout = graph, configs, local, relayout
         self.variants = dict(variants or {})
         self.tied = {op.attrs["tied"] for op in graph.ops if op.attrs.get("tied") is not None}
         self.axes = mesh_axes(devices)
@@ -133,17 +137,26 @@ class _Writer:
         if self.local:
             tile = self.shape(op, port)
             return expr if self.out_tile[port.source] == tile else f"fit({expr}, {tile!r})"
-        return f"pin({expr}, {self.spec(op, port)!r}, {edge_scope(port.source[0], op.name)!r})"
+        src = self.graph.op(port.source[0])
+        return self.pin_from(expr, self.spec(src, src.outputs[port.source[1]]), self.spec(op, port),
+                             edge_scope(port.source[0], op.name))
+
+    def pin_from(self, expr: str, src: tuple, dst: tuple, scope: str) -> str:
+        """``expr``, laid out as ``src``, re-laid as ``dst`` under ``scope``: written out
+        (``relayout="pase"``) or left to XLA (``"xla"``)."""
+        if self.relayout == "xla":  # a tied parameter pinned to its source layout first (an
+            # edge's producer pins its own output), so that backward XLA re-lays it back here
+            inner = f"pin({expr}, {src!r}, {scope!r})" if scope.startswith("tied/") else expr
+            return f"pin({inner}, {dst!r}, {scope!r})"
+        return f"pin({expr}, {dst!r}, {scope!r}, src={src!r})"
 
     def weight(self, op: Op, j: int) -> str:
         port = op.weights[j]
         key = self._tied_key(op, j) or f"{op.name}:w{j}"
-        if key in self.params and not self.local:  # a tied parameter, stored in its owner's layout:
-            # re-laid for this op; pinned to the owner's layout first, so that backward the
-            # gradient is re-laid back under the same scope (the transpose of that pin)
-            scope = tied_scope(op.attrs["tied"], op.name)
-            return f"pin(pin(params[{key!r}], {self.params[key][1]!r}, {scope!r}), " \
-                   f"{self.spec(op, port)!r}, {scope!r})"
+        if key in self.params and not self.local:  # a tied parameter, stored in its owner's
+            # layout, re-laid for this op (and backward its gradient re-laid back) under one scope
+            return self.pin_from(f"params[{key!r}]", self.params[key][1], self.spec(op, port),
+                                 tied_scope(op.attrs["tied"], op.name))
         if op.is_parameter(port):
             stored = self._zero3_spec(op, j)  # ZeRO 3: kept sharded over the data-parallel group
             self.params[key] = (self.shape(op, port), stored or self.spec(op, port), fan_in(op, port))
@@ -288,7 +301,7 @@ class _Writer:
 
     def kind_TopK(self, op: Op, outs):
         return (f"top_k({self.input(op, 0)}, {self.attr(op, 'k')!r}, {self.attr(op, 'axis')!r}, "
-                f"{bool(self.attr(op, 'normalize', False))!r})")
+                f"{bool(self.attr(op, 'normalize', False))!r}, {self.spec(op, op.inputs[0])!r}, pin)")
 
     def kind_MoEDispatch(self, op: Op, outs):
         capacity = self.shape(op, op.outputs[0])[2]
@@ -352,7 +365,7 @@ def _order(graph: Graph) -> list[Op]:
 
 def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int | None = None,
            dtype: str = "float32", local: bool = False,
-           model_options: Mapping[str, Any] | None = None) -> str:
+           model_options: Mapping[str, Any] | None = None, relayout: str = "pase") -> str:
     """Python source of a self-contained JAX training step of ``strategy`` on ``devices``.
 
     Args:
@@ -366,6 +379,9 @@ def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int
         local: write one device's share instead: every op at its tile shape, no
             mesh, no communication (see the module docstring).
         model_options: other options of a registered model (``layers=1``...).
+        relayout: ``pase`` (default) writes every re-layout between ops out as the
+            collectives pase prices (see :mod:`pase.export.jax_relayout`); ``xla`` only
+            pins both layouts and leaves the re-layout to XLA's partitioner.
 
     A strategy's variants (``pase solve --zero``): an op at ZeRO stage 3 keeps each
     parameter sharded over its data-parallel group and gathers it for use (see
@@ -378,12 +394,14 @@ def to_jax(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int
     devices = check_devices(devices)
     if dtype not in DTYPES:
         raise OptionError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if relayout not in RELAYOUTS:
+        raise OptionError(f"relayout must be one of {', '.join(RELAYOUTS)}, got {relayout!r}")
     options = dict(model_options or {})
     if batch is not None:
         options["batch"] = batch
     graph = load_graph(model, **options)
     configs = strategy_configs(graph, strategy, devices)
-    w = _Writer(graph, configs, devices, bool(local), strategy_variants_of(graph, strategy))
+    w = _Writer(graph, configs, devices, bool(local), strategy_variants_of(graph, strategy), relayout)
     for op in _order(graph):
         w.op(op)
     w.loss()
@@ -418,5 +436,5 @@ def _program(graph: Graph, configs, devices: int, dtype: str, local: bool, w: _W
     forward = ("\n\ndef forward(params, batch, pin):\n"
                f'    """{says}"""\n'
                + "\n".join(w.lines) + "\n")
-    return "\n".join([doc + jax_runtime.HEADER + x64, meta, tables, jax_runtime.OPS, forward,
-                      "", jax_runtime.FOOTER])
+    return "\n".join([doc + jax_runtime.HEADER + x64, meta, tables, jax_runtime.OPS, RELAYOUT,
+                      forward, "", jax_runtime.FOOTER])

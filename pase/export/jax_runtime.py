@@ -71,14 +71,22 @@ def scale_shift(y, axis, weights):
     return y
 
 
-def top_k(x, k, axis, normalize):
-    """The ``k`` largest entries along ``axis`` kept (renormalised if asked), the rest 0."""
-    moved = jnp.moveaxis(x, axis, -1)
-    threshold = jax.lax.top_k(jax.lax.stop_gradient(moved), k)[0][..., -1:]
-    kept = jnp.where(moved >= threshold, moved, jnp.zeros_like(moved))
+def top_k(x, k, axis, normalize, spec=None, pin=None):
+    """The ``k`` largest entries along ``axis`` kept (renormalised if asked), the rest 0.
+    On a mesh (``pin.mesh``) with ``axis`` whole in the layout ``spec``, each device ranks
+    its own rows (XLA's partitioner would gather them first)."""
+    axis = axis % x.ndim
+    moved = jnp.moveaxis(jax.lax.stop_gradient(x), axis, -1)
+    rank = lambda v: jax.lax.top_k(v, k)[0][..., -1:]
+    mesh = getattr(pin, "mesh", None)
+    if mesh is not None and spec[axis] is None:
+        local = P(*(list(spec[:axis]) + list(spec[axis + 1:]) + [None]))
+        rank = jax.shard_map(rank, mesh=mesh, in_specs=local, out_specs=local)
+    threshold = jnp.moveaxis(rank(moved), -1, axis)
+    kept = jnp.where(x >= threshold, x, jnp.zeros_like(x))
     if normalize:
-        kept = kept / jnp.sum(kept, axis=-1, keepdims=True)
-    return jnp.moveaxis(kept, -1, axis)
+        kept = kept / jnp.sum(kept, axis=axis, keepdims=True)
+    return kept
 
 
 def _slots(gates, capacity):
@@ -275,17 +283,27 @@ def make_mesh(devices=None):
 
 
 def _pinner(mesh):
-    """``pin(x, spec, scope=None)``: fix ``x``'s layout on ``mesh`` (under ``jax.named_scope(scope)``
-    when given, so the re-layout's collectives carry that name in the compiled HLO)."""
+    """``pin(x, spec, scope=None, src=None)``: fix ``x``'s layout on ``mesh`` (under
+    ``jax.named_scope(scope)`` when given, so that its collectives carry that name in the
+    compiled HLO). With ``src``, ``x``'s layout, the re-layout is written out
+    (``_relayouter``) instead of left to XLA."""
     if mesh is None:
-        return lambda x, spec, scope=None: x
+        return lambda x, spec, scope=None, src=None: x
 
-    def pin(x, spec, scope=None):
+    def constrain(x, spec):
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+
+    relayout = _relayouter(mesh, constrain)
+
+    def pin(x, spec, scope=None, src=None):
+        if src is not None:
+            return relayout(x, src, spec, scope)
         if scope is None:
-            return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+            return constrain(x, spec)
         with jax.named_scope(scope):
-            return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(*spec)))
+            return constrain(x, spec)
 
+    pin.mesh = mesh
     return pin
 
 

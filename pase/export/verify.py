@@ -238,7 +238,7 @@ def _check_cost_options(cost_options: Mapping[str, Any] | None) -> bool | None:
     return coerce(value, ("bool",), "cost option reduce_scatter")
 
 
-def _prepare(model, strategy, devices, batch, dtype, model_options):
+def _prepare(model, strategy, devices, batch, dtype, model_options, relayout="pase"):
     from pase.api import load_graph
     from pase.export.configs import strategy_configs
     from pase.export.jax import to_jax
@@ -247,7 +247,7 @@ def _prepare(model, strategy, devices, batch, dtype, model_options):
     options = dict(model_options or {})
     if batch is not None:
         options["batch"] = batch
-    text = to_jax(model, strategy, devices, dtype=dtype, model_options=options)
+    text = to_jax(model, strategy, devices, dtype=dtype, model_options=options, relayout=relayout)
     graph = model if isinstance(model, Graph) else load_graph(model, **options)
     return graph, strategy_configs(graph, strategy, devices), text
 
@@ -257,7 +257,7 @@ def verify_many(cases: Sequence[Mapping[str, Any]], *, timeout: float = 1200) ->
 
     Each case is a mapping of :func:`verify`'s arguments (``model``, ``strategy``,
     ``devices`` and optionally ``batch``, ``dtype``, ``model_options``,
-    ``cost_options``); ``run`` is not available here.
+    ``cost_options``, ``relayout``); ``run`` is not available here.
     """
     from pase.export.equivalence import compile_programs
 
@@ -265,7 +265,8 @@ def verify_many(cases: Sequence[Mapping[str, Any]], *, timeout: float = 1200) ->
     for case in cases:
         dtype = case.get("dtype", "float32")
         graph, configs, text = _prepare(case["model"], case["strategy"], case["devices"],
-                                        case.get("batch"), dtype, case.get("model_options"))
+                                        case.get("batch"), dtype, case.get("model_options"),
+                                        case.get("relayout", "pase"))
         prepared.append((case, graph, configs, text, dtype,
                          _check_cost_options(case.get("cost_options"))))
     if not prepared:
@@ -289,12 +290,13 @@ def verify_many(cases: Sequence[Mapping[str, Any]], *, timeout: float = 1200) ->
 def verify(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int | None = None,
            dtype: str = "float32", model_options: Mapping[str, Any] | None = None,
            cost_options: Mapping[str, Any] | None = None, run: bool = False,
-           timeout: float = 1200) -> dict[str, Any]:
+           timeout: float = 1200, relayout: str = "pase") -> dict[str, Any]:
     """Compare pase's predicted bytes per device with XLA's compiled collectives.
 
     Args:
-        model, strategy, devices, batch, dtype, model_options: as
-            :func:`pase.export.to_jax` takes them.
+        model, strategy, devices, batch, dtype, model_options, relayout: as
+            :func:`pase.export.to_jax` takes them (``relayout="xla"``: XLA's own
+            re-layouts, compared with the same prediction).
         cost_options: ``reduce_scatter`` (true/false) for the re-distribution model.
         run: also run the step sharded and unsharded at the given sizes (pass small
             ``model_options``) and report how far loss and gradients differ
@@ -307,12 +309,12 @@ def verify(model: str | Path | Graph, strategy: Any, devices: int, *, batch: int
     """
     report = verify_many([{"model": model, "strategy": strategy, "devices": devices, "batch": batch,
                            "dtype": dtype, "model_options": model_options,
-                           "cost_options": cost_options}], timeout=timeout)[0]
+                           "cost_options": cost_options, "relayout": relayout}], timeout=timeout)[0]
     if run:
         from pase.export.equivalence import run_equivalence
 
         result = run_equivalence(model, strategy, devices, batch=batch, dtype=dtype,
-                                 model_options=model_options, timeout=timeout)
+                                 model_options=model_options, timeout=timeout, relayout=relayout)
         result["equal"] = bool(result["loss_rel_diff"] <= 1e-5 and result["grad_max_rel_diff"] <= 1e-5)
         report["run"] = result
     return report

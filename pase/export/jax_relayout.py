@@ -1,0 +1,211 @@
+"""Re-layouts as pase prices them, as source text every exported mesh program carries.
+
+Left to itself, XLA's partitioner turns many re-layouts into an all-gather of the
+whole tensor and a slice (its log calls it an "involuntary full
+rematerialization"), moving up to ``p`` times the bytes a device needs. The
+exported program instead writes each re-layout out (``relayout``), moving what
+:func:`pase.work.relayout.edge_bytes` prices, forward and backward:
+
+- when on every tensor axis one layout's mesh axes are a prefix of the other's
+  (nested): a local slice by the axes only the destination splits, one
+  all-to-all over the axes that move from one tensor axis to another, and one
+  all-gather over the axes only the source splits. A device receives its
+  destination tile less the part it holds, as priced.
+- otherwise: the destination tile in blocks of the two layouts' common
+  refinement, each fetched from a device holding it (itself when it can) in
+  rounds of collective-permutes, one block per device per round (a bipartite
+  edge colouring, so the rounds are the most blocks any device fetches or
+  sends). A device receives at most its destination tile, as priced.
+
+The gradient goes back the same way from the destination layout to the source
+(a ``jax.custom_vjp``: the re-layout is the identity, so its derivative is the
+reverse re-layout). :data:`RELAYOUT` is text, like :mod:`pase.export.jax_runtime`;
+:func:`namespace` executes it for tests.
+"""
+from __future__ import annotations
+
+RELAYOUT = '''\
+# -- re-layouts written out, as pase prices them ----------------------------------------
+
+
+def _axes(entry):
+    return () if entry is None else ((entry,) if isinstance(entry, str) else tuple(entry))
+
+
+def _nested(src, dst):
+    return all(d[:len(s)] == s or s[:len(d)] == d for s, d in zip(src, dst))
+
+
+def _move_nested(x, src, dst, sizes):
+    """One device's tile of ``src`` -> its tile of ``dst`` (nested layouts)."""
+    into = {e for s, d in zip(src, dst) for e in d[len(s):]}
+    out = {f for s, d in zip(src, dst) for f in s[len(d):]}
+    names = list(sizes)
+    moved = [n for n in names if n in into and n in out]
+    gathered = [n for n in names if n in out and n not in into]
+    shape, labels = [], []
+    for a, (s, d) in enumerate(zip(src, dst)):
+        extra = d[len(s):]
+        shape += [sizes[e] for e in extra] + [x.shape[a] // int(np.prod([sizes[e] for e in extra]))]
+        labels += [e for e in extra] + [a]
+    x = x.reshape(shape)
+    for e in [n for n in names if n in into and n not in out]:  # sliced only: keep my chunk
+        i = labels.index(e)
+        x = jax.lax.dynamic_index_in_dim(x, jax.lax.axis_index(e), axis=i, keepdims=False)
+        del labels[i]
+    if moved:  # chunk i of the moved axes to the device at i; what arrives is the sender's
+        order = [labels.index(n) for n in moved] + [i for i, l in enumerate(labels) if l not in moved]
+        x, labels = x.transpose(order), [labels[i] for i in order]
+        x = jax.lax.all_to_all(x.reshape((-1,) + x.shape[len(moved):]), tuple(moved), 0, 0, tiled=True)
+        x = x.reshape(tuple(sizes[n] for n in moved) + x.shape[1:])
+    if gathered:
+        x = jax.lax.all_gather(x, tuple(gathered), axis=0, tiled=False)
+        x = x.reshape(tuple(sizes[n] for n in gathered) + x.shape[1:])
+        labels = gathered + labels
+    order = [labels.index(k) for a, (s, d) in enumerate(zip(src, dst)) for k in list(s[len(d):]) + [a]]
+    tile = [x.shape[labels.index(a)] * int(np.prod([sizes[f] for f in s[len(d):]]))
+            for a, (s, d) in enumerate(zip(src, dst))]
+    return x.transpose(order).reshape(tile)
+
+
+def _blocks(spec, sizes, coords):
+    """Per device (rows of ``coords``) its block index along each tensor axis, and the factors."""
+    names = list(sizes)
+    index = np.zeros((len(coords), len(spec)), dtype=np.int64)
+    factors = []
+    for a, axes in enumerate(spec):
+        for n in axes:
+            index[:, a] = index[:, a] * sizes[n] + coords[:, names.index(n)]
+        factors.append(int(np.prod([sizes[n] for n in axes])))
+    return index, factors
+
+
+def _colour(edges, p):
+    """Rounds of ``(receiver, sender, payload)`` edges, each device receiving and sending
+    at most once per round, in as many rounds as the busiest device has edges (Konig)."""
+    free = lambda used: next(c for c in range(len(edges) + 1) if c not in used)
+    at_r, at_s = [dict() for _ in range(p)], [dict() for _ in range(p)]
+    colour = {}
+    for e, (r, s, _) in enumerate(edges):
+        a, b = free(at_r[r]), free(at_s[s])
+        if a not in at_s[s]:
+            b = a
+        else:  # flip the a/b path from s so that a is free at s
+            path, node, side, c = [], s, "s", a
+            while c in (at_s[node] if side == "s" else at_r[node]):
+                f = (at_s[node] if side == "s" else at_r[node])[c]
+                path.append(f)
+                node, side = (edges[f][0], "r") if side == "s" else (edges[f][1], "s")
+                c = b if c == a else a
+            for f in path:
+                del at_r[edges[f][0]][colour[f]], at_s[edges[f][1]][colour[f]]
+            for f in path:
+                colour[f] = b if colour[f] == a else a
+                at_r[edges[f][0]][colour[f]] = at_s[edges[f][1]][colour[f]] = f
+            b = a
+        colour[e] = b
+        at_r[r][b] = at_s[s][b] = e
+    rounds = [[] for _ in range(max(colour.values(), default=-1) + 1)]
+    for e, c in colour.items():
+        rounds[c].append(edges[e])
+    return rounds
+
+
+def _exchange_plan(shape, src, dst, sizes):
+    """The block exchange of a re-layout that is not nested: block shape, the blocks a
+    device copies from itself, and rounds of ``(receiver, sender, (src at, dst at))``."""
+    coords = np.array(list(np.ndindex(*sizes.values())), dtype=np.int64).reshape(-1, len(sizes))
+    p = len(coords)
+    held, sf = _blocks(src, sizes, coords)
+    need, df = _blocks(dst, sizes, coords)
+    fine = [int(np.lcm(s, d)) for s, d in zip(sf, df)]
+    block = [n // f for n, f in zip(shape, fine)]
+    per_dst = [f // d for f, d in zip(fine, df)]
+    per_src = [f // s for f, s in zip(fine, sf)]
+    # a block's holders, by its index in the source tiling
+    holders: dict[tuple, list[int]] = {}
+    for d in range(p):
+        holders.setdefault(tuple(held[d]), []).append(d)
+    local, edges, load = [[] for _ in range(p)], [], np.zeros(p, dtype=np.int64)
+    for r in range(p):
+        for k in np.ndindex(*per_dst):
+            b = need[r] * per_dst + np.array(k, dtype=np.int64)  # the fine block wanted
+            at = (tuple(int(v) for v in (b % per_src) * block), tuple(int(v) for v in np.array(k) * block))
+            choice = holders[tuple(b // per_src)]
+            if r in choice:
+                local[r].append(at)
+                continue
+            s = min(choice, key=lambda d: (load[d], d))  # the least busy holder
+            load[s] += 1
+            edges.append((r, s, at))
+    return block, local, _colour(edges, p)
+
+
+def _move_exchange(x, src, dst, sizes, shape):
+    block, local, rounds = _exchange_plan(shape, src, dst, sizes)
+    names = tuple(sizes)
+    me = jax.lax.axis_index(names)
+    tile = [n // int(np.prod([sizes[a] for a in d])) for n, d in zip(shape, dst)]
+    out = jnp.zeros(tile, x.dtype)
+    for i in range(max(len(v) for v in local)):
+        has = np.array([i < len(v) for v in local])
+        frm = jnp.asarray([v[i][0] if i < len(v) else (0,) * len(shape) for v in local])[me]
+        to = jnp.asarray([v[i][1] if i < len(v) else (0,) * len(shape) for v in local])[me]
+        piece = jax.lax.dynamic_slice(x, frm, block)
+        keep = jax.lax.dynamic_slice(out, to, block)
+        out = jax.lax.dynamic_update_slice(out, jnp.where(jnp.asarray(has)[me], piece, keep), to)
+    for edges in rounds:
+        send, recv = [(0,) * len(shape)] * len(local), [(0,) * len(shape)] * len(local)
+        gets = np.zeros(len(local), dtype=bool)
+        for r, s, (a, b) in edges:
+            send[s], recv[r], gets[r] = a, b, True
+        piece = jax.lax.dynamic_slice(x, jnp.asarray(send)[me], block)
+        got = jax.lax.ppermute(piece, names, [(s, r) for r, s, _ in edges])
+        to = jnp.asarray(recv)[me]
+        keep = jax.lax.dynamic_slice(out, to, block)
+        out = jax.lax.dynamic_update_slice(out, jnp.where(jnp.asarray(gets)[me], got, keep), to)
+    return out
+
+
+def _mover(mesh, shape, src, dst):
+    """``x`` in layout ``src`` -> the same values in layout ``dst``, moving pase's bytes."""
+    sizes = dict(mesh.shape)
+    src, dst = tuple(_axes(e) for e in src), tuple(_axes(e) for e in dst)
+    if _nested(src, dst):
+        body = lambda x: _move_nested(x, src, dst, sizes)
+    else:
+        body = lambda x: _move_exchange(x, src, dst, sizes, shape)
+    return jax.shard_map(body, mesh=mesh, in_specs=P(*(a or None for a in src)),
+                         out_specs=P(*(a or None for a in dst)), check_vma=False)
+
+
+def _relayouter(mesh, pin):
+    """``relayout(x, src, dst, scope)``: ``x`` (laid out as ``src``) laid out as ``dst``."""
+    def relayout(x, src, dst, scope):
+        src, dst = tuple(src), tuple(dst)
+        with jax.named_scope(scope):
+            if tuple(map(_axes, src)) == tuple(map(_axes, dst)):
+                return pin(x, dst)
+            forward, backward = _mover(mesh, x.shape, src, dst), _mover(mesh, x.shape, dst, src)
+
+            @jax.custom_vjp
+            def move(x):
+                return forward(x)
+
+            move.defvjp(lambda x: (forward(x), None), lambda _, g: (backward(g),))
+            return move(pin(x, src))
+
+    return relayout
+'''
+
+
+def namespace(jax_module=None) -> dict:
+    """:data:`RELAYOUT` executed with jax, numpy and the sharding names (for tests)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import PartitionSpec
+
+    ns = {"jax": jax, "jnp": jnp, "np": np, "P": PartitionSpec}
+    exec(RELAYOUT, ns)  # noqa: S102 - our own source text, the same the programs carry
+    return ns
