@@ -64,6 +64,12 @@ PLAN_TEXT = {
                        "all-reduce per split dim, in turn, as XLA compiles a partial sum);",
     "scalars": "a few bytes of scalars (the summed losses) all-reduced outside every op's scope, "
                "which pase does not price;",
+    "combine weights": "backward through a MoE combine (GShard's blxc,xbce->ble), XLA all-reduces "
+                       "the gradient of the whole (b, l, x, c) combine-weight tensor over the devices "
+                       "splitting the width before summing it over the slots; pase prices the "
+                       "reduction of the gates' (b, l, x) gradient;",
+    "no gradient": "the MoE dispatch reads the gates only through its one-hot slots, which carry no "
+                   "gradient, so one of the edges' gradient re-layouts moves nothing; pase charges it;",
     "unexplained": "not yet explained; the HLO line is given.",
 }
 
@@ -74,7 +80,9 @@ def plan(row: dict, rows: dict) -> str:
     if name == "unattributed" and row["compiled"] <= 64 and "f32[]" in lines:
         return "scalars"
     if name.startswith("grad/") and 0 < row["compiled"] < row["predicted"]:
-        return "reuse"
+        src = name[5:]
+        return "no gradient" if any(k.startswith(f"edge/{src}->") and "dispatch" in k for k in rows) \
+            else "reuse"
     if name.startswith("edge/") and row["compiled"] == 0:
         src = name[5:].split("->")[0]
         if any(k.startswith(f"edge/{src}->") and k != name and r["compiled"] > 0 for k, r in rows.items()):
@@ -83,6 +91,8 @@ def plan(row: dict, rows: dict) -> str:
         return "table"
     if "/top_k" in lines:
         return "top_k"
+    if name.startswith("op/") and "transpose(" in lines and "blxc,xbce->ble" in lines:
+        return "combine weights"
     groups = {re.search(r"replica_groups=(.*?)(?:, [a-z_]+=|$)", c["line"]).group(1)
               for c in row["compiled_collectives"] if c["kind"] == "all-reduce"}
     if len(groups) >= 2 and row["compiled"] > row["predicted"]:
