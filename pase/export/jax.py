@@ -38,7 +38,8 @@ Op kinds and how exactly they are reproduced:
   second-last axis); ``Softmax`` ``causal``; ``TopK`` (the ``k`` largest kept,
   renormalised when ``normalize``); ``MoEDispatch`` and ``MoECombine`` as GShard's
   einsums with the one-hot slot tensor recomputed from the gates (first come, first
-  served; tokens over capacity dropped); ``Slice``;
+  served; tokens over capacity dropped; the combine routes each token's expert outputs
+  first and weighs them by the gates after, the same values); ``Slice``;
 - ``LSTM``: a real LSTM stack (``jax.lax.scan`` over time, four gates), with the
   weight's rows and columns interleaved so that splitting them in blocks splits
   features and units as pase's ``k`` and ``n`` dims do (see ``lstm`` in the

@@ -103,8 +103,12 @@ def moe_dispatch(tokens, gates, capacity):
 
 
 def moe_combine(y, gates):
-    weights = _slots(gates, y.shape[2]) * gates[..., None]
-    return jnp.einsum("blxc,xbce->ble", weights, y)
+    """Each token's expert outputs (its slot's row of each expert), weighted by its gates.
+    Routed first, so that backward the gates' gradient is a (b, l, x) sum over the width;
+    GShard's single einsum with the (b, l, x, c) combine weights makes XLA all-reduce that
+    whole tensor's gradient when the width is split."""
+    routed = jnp.einsum("blxc,xbce->blxe", _slots(gates, y.shape[2]), y)
+    return jnp.einsum("blx,blxe->ble", gates, routed)
 
 
 def causal(x):
