@@ -41,7 +41,7 @@ for src, dst in pairs:
     dst = tuple(tuple(a) or None for a in dst)
     f = jax.jit(jax.value_and_grad(lambda x: jnp.sum(relayout(x, src, dst, "edge/a->b") * w)))
     loss, grad = f(x)
-    y = jax.jit(lambda x: relayout(x, src, dst, "edge/a->b"), out_shardings=NamedSharding(mesh, P(*dst)))(x)
+    y = jax.jit(lambda x: relayout(x, src, dst, "edge/a->b"))(x)
     cs = [c for c in parse_collectives(f.lower(x).compile().as_text(), p) if c.scope == "edge"]
     out.append({"same": bool(np.array_equal(np.asarray(y), np.asarray(x))),
                 "grad": bool(np.allclose(np.asarray(grad), np.asarray(w))),
@@ -136,3 +136,11 @@ def test_random_re_layouts_at_8_move_the_priced_bytes():
 def test_random_re_layouts_at_16_and_12_move_the_priced_bytes():
     check(16, (16, 16, 32), random_specs(16, 3, 25, seed=2))
     check(12, (12, 24, 36), random_specs(12, 3, 25, seed=3))
+
+
+def test_uneven_tiles_are_left_to_xla_and_keep_their_values():
+    """A 6 x 7 tensor: 7 columns do not split 2 ways, and 6 rows not 4 ways; shard_map
+    needs even tiles, so these re-layouts fall back to XLA's (padded) resharding."""
+    pairs = [([["x0"], []], [[], ["x0"]]), ([["x0", "x1"], []], [[], ["x2"]])]
+    for r in run(8, (6, 7), pairs):
+        assert r["same"] and r["grad"], r

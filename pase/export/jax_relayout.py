@@ -19,7 +19,8 @@ exported program instead writes each re-layout out (``relayout``), moving what
 
 The gradient goes back the same way from the destination layout to the source
 (a ``jax.custom_vjp``: the re-layout is the identity, so its derivative is the
-reverse re-layout). The exchange is planned when the step is traced, in Python
+reverse re-layout). A tensor whose tiles are uneven in either layout (a dim the
+split does not divide) is left to XLA, which pads it. The exchange is planned when the step is traced, in Python
 time linear in ``p`` times the blocks a device fetches, with one collective-permute
 per round: cheap at the tens of devices ``pase verify`` compiles for, many rounds
 for a non-nested re-layout over thousands. :data:`RELAYOUT` is text, like :mod:`pase.export.jax_runtime`;
@@ -33,6 +34,11 @@ RELAYOUT = '''\
 
 def _axes(entry):
     return () if entry is None else ((entry,) if isinstance(entry, str) else tuple(entry))
+
+
+def _even(shape, spec, sizes):
+    """Whether every axis of ``shape`` splits evenly in layout ``spec`` (``shard_map`` needs it)."""
+    return all(n % int(np.prod([sizes[a] for a in _axes(e)])) == 0 for n, e in zip(shape, spec))
 
 
 def _nested(src, dst):
@@ -189,6 +195,9 @@ def _relayouter(mesh, pin):
         with jax.named_scope(scope):
             if tuple(map(_axes, src)) == tuple(map(_axes, dst)):
                 return pin(x, dst)
+            sizes = dict(mesh.shape)
+            if not (_even(x.shape, src, sizes) and _even(x.shape, dst, sizes)):
+                return pin(pin(x, src), dst)  # uneven tiles: left to XLA, which pads them
             forward, backward = _mover(mesh, x.shape, src, dst), _mover(mesh, x.shape, dst, src)
 
             @jax.custom_vjp

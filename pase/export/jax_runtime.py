@@ -79,7 +79,7 @@ def top_k(x, k, axis, normalize, spec=None, pin=None):
     moved = jnp.moveaxis(jax.lax.stop_gradient(x), axis, -1)
     rank = lambda v: jax.lax.top_k(v, k)[0][..., -1:]
     mesh = getattr(pin, "mesh", None)
-    if mesh is not None and spec[axis] is None:
+    if mesh is not None and spec[axis] is None and _even(x.shape, spec, dict(mesh.shape)):
         local = P(*(list(spec[:axis]) + list(spec[axis + 1:]) + [None]))
         rank = jax.shard_map(rank, mesh=mesh, in_specs=local, out_specs=local)
     threshold = jnp.moveaxis(rank(moved), -1, axis)
