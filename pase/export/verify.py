@@ -14,8 +14,9 @@ per op, per edge and in total, forward and backward, in bytes per device:
   backward; compiled, the collectives under ``edge/SRC->DST`` and, backward, under
   ``out/SRC`` (where JAX turns the gradient into the producer's layout) when SRC
   has one consumer. A producer with several consumers sums their gradients
-  before that re-layout, so its edges' backward traffic is compared in one row
-  ``grad/SRC``;
+  before that re-layout (with ``relayout="xla"``; written out, each edge re-lays
+  its own gradient under its ``edge/`` scope), so its edges' backward traffic is
+  compared in one row ``grad/SRC``;
 - a tied parameter's row ``tied/OWNER->USER``: the matrix kept in the owner's
   layout and re-laid for the other user, forward, and that user's gradient re-laid
   back (:func:`pase.costing.tied_connections`, priced like an edge); compiled, the
