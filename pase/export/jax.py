@@ -142,12 +142,13 @@ class _Writer:
         return self.pin_from(expr, self.spec(src, src.outputs[port.source[1]]), self.spec(op, port),
                              edge_scope(port.source[0], op.name))
 
-    def pin_from(self, expr: str, src: tuple, dst: tuple, scope: str) -> str:
-        """``expr``, laid out as ``src``, re-laid as ``dst`` under ``scope``: written out
-        (``relayout="pase"``) or left to XLA (``"xla"``)."""
-        if self.relayout == "xla":  # a tied parameter pinned to its source layout first (an
-            # edge's producer pins its own output), so that backward XLA re-lays it back here
-            inner = f"pin({expr}, {src!r}, {scope!r})" if scope.startswith("tied/") else expr
+    def pin_from(self, expr: str, src: tuple, dst: tuple, scope: str, pinned: bool = True) -> str:
+        """``expr``, laid out as ``src`` (already pinned there unless ``pinned`` is false),
+        re-laid as ``dst`` under ``scope``: written out (``relayout="pase"``) or left to XLA
+        (``"xla"``; an unpinned source is pinned first, so that backward XLA re-lays the
+        gradient back under the same scope)."""
+        if self.relayout == "xla":
+            inner = expr if pinned else f"pin({expr}, {src!r}, {scope!r})"
             return f"pin({inner}, {dst!r}, {scope!r})"
         return f"pin({expr}, {dst!r}, {scope!r}, src={src!r})"
 
@@ -157,7 +158,7 @@ class _Writer:
         if key in self.params and not self.local:  # a tied parameter, stored in its owner's
             # layout, re-laid for this op (and backward its gradient re-laid back) under one scope
             return self.pin_from(f"params[{key!r}]", self.params[key][1], self.spec(op, port),
-                                 tied_scope(op.attrs["tied"], op.name))
+                                 tied_scope(op.attrs["tied"], op.name), pinned=False)
         if op.is_parameter(port):
             stored = self._zero3_spec(op, j)  # ZeRO 3: kept sharded over the data-parallel group
             self.params[key] = (self.shape(op, port), stored or self.spec(op, port), fan_in(op, port))

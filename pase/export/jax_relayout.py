@@ -150,29 +150,29 @@ def _exchange_plan(shape, src, dst, sizes):
     return block, local, _colour(edges, p)
 
 
+def _place(out, piece, at, mask, me):
+    """``piece`` written into ``out`` at this device's offset ``at[me]`` where ``mask[me]``."""
+    to = jnp.asarray(at)[me]
+    keep = jax.lax.dynamic_slice(out, to, piece.shape)
+    return jax.lax.dynamic_update_slice(out, jnp.where(jnp.asarray(mask)[me], piece, keep), to)
+
+
 def _move_exchange(x, src, dst, sizes, shape):
     block, local, rounds = _exchange_plan(shape, src, dst, sizes)
-    names = tuple(sizes)
+    names, zero = tuple(sizes), (0,) * len(shape)
     me = jax.lax.axis_index(names)
-    tile = [n // int(np.prod([sizes[a] for a in d])) for n, d in zip(shape, dst)]
-    out = jnp.zeros(tile, x.dtype)
-    for i in range(max(len(v) for v in local)):
-        has = np.array([i < len(v) for v in local])
-        frm = jnp.asarray([v[i][0] if i < len(v) else (0,) * len(shape) for v in local])[me]
-        to = jnp.asarray([v[i][1] if i < len(v) else (0,) * len(shape) for v in local])[me]
-        piece = jax.lax.dynamic_slice(x, frm, block)
-        keep = jax.lax.dynamic_slice(out, to, block)
-        out = jax.lax.dynamic_update_slice(out, jnp.where(jnp.asarray(has)[me], piece, keep), to)
+    out = jnp.zeros([n // int(np.prod([sizes[a] for a in d])) for n, d in zip(shape, dst)], x.dtype)
+    for i in range(max(len(v) for v in local)):  # the blocks a device holds itself
+        frm = jnp.asarray([v[i][0] if i < len(v) else zero for v in local])[me]
+        out = _place(out, jax.lax.dynamic_slice(x, frm, block), [v[i][1] if i < len(v) else zero
+                                                                 for v in local],
+                     [i < len(v) for v in local], me)
     for edges in rounds:
-        send, recv = [(0,) * len(shape)] * len(local), [(0,) * len(shape)] * len(local)
-        gets = np.zeros(len(local), dtype=bool)
+        send, recv, gets = [zero] * len(local), [zero] * len(local), [False] * len(local)
         for r, s, (a, b) in edges:
             send[s], recv[r], gets[r] = a, b, True
         piece = jax.lax.dynamic_slice(x, jnp.asarray(send)[me], block)
-        got = jax.lax.ppermute(piece, names, [(s, r) for r, s, _ in edges])
-        to = jnp.asarray(recv)[me]
-        keep = jax.lax.dynamic_slice(out, to, block)
-        out = jax.lax.dynamic_update_slice(out, jnp.where(jnp.asarray(gets)[me], got, keep), to)
+        out = _place(out, jax.lax.ppermute(piece, names, [(s, r) for r, s, _ in edges]), recv, gets, me)
     return out
 
 
