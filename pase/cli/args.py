@@ -1,16 +1,119 @@
-"""From parsed command-line flags to keyword arguments of the Python API.
+"""The command line's argument types and help texts, and from parsed flags to keyword
+arguments of the Python API.
 
+Every command's flags use these (:mod:`pase.cli.parser` and the commands that
+declare their own flags), so a value type reads the same everywhere.
 ``KEY=VALUE`` flags (``--option``, ``--cost-option``, ``--model-option``) stay
 text here: the API coerces each value by the plug-in's annotations
 (:mod:`pase.options`), so the command and Python share one set of rules.
 """
 from __future__ import annotations
 
+import argparse
 import inspect
-from typing import Any, Sequence
+import math
+from typing import Any, Callable, Sequence
 
 from pase.errors import OptionError
-from pase.registry import COST_MODELS
+from pase.options import parse_bytes
+from pase.registry import COST_MODELS, MODELS, SOLVERS
+
+# -- value types (an ArgumentTypeError becomes a one-line usage error) --------------
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a time limit must be > 0 seconds, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def memory_size(text: str) -> str:
+    """A memory cap: ``none`` or a size parse_bytes reads (kept as text for the API)."""
+    return text if text.strip().lower() == "none" else byte_size(text)
+
+
+def byte_size(text: str) -> str:
+    """A size parse_bytes reads, such as 16GiB (kept as text for the API)."""
+    try:
+        parse_bytes(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+# -- help texts listing what each plug-in accepts --------------------------------------
+
+def options_help(kind: str, lead: str) -> Callable[[], str]:
+    """A help text (computed for --help only) listing each plug-in's options with defaults."""
+
+    def text() -> str:
+        reg = {"solver": SOLVERS, "cost model": COST_MODELS, "model": MODELS}[kind]
+        listed = []
+        for entry in reg.entries():
+            opts = _defaults(entry.obj)
+            if opts:
+                listed.append(f"{entry.name}: {', '.join(opts)}")
+        return (f"{lead} Repeatable. Each value is read as the option's type (integer, number, "
+                f"true/false, text, none; byte sizes such as 1GiB for *_budget and *_bytes). "
+                f"Options: {'; '.join(listed) or 'none'}.").replace("%", "%%")
+
+    return text
+
+
+def _defaults(obj: Any) -> list[str]:
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [f"{p.name}={p.default!r}" for p in params
+            if p.name not in ("self", "problem", "time_limit", "seed")
+            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and p.default is not p.empty]
+
+
+MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FILE.py:FUNCTION "
+              "(a function returning a PyTorch module and its example inputs)")
+
+
+# -- from flags to the API ------------------------------------------------------------
 
 # Flags that are shorthands for a cost-model option of the same name.
 COST_FLAGS = ("tflops", "bandwidth", "cluster", "zero", "recompute")
