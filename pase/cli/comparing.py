@@ -7,10 +7,11 @@ import sys
 from pase import api
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, key_values, space_kwargs
-from pase.cli.output import print_json, table
+from pase.cli.output import print_json
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION
+from pase.text import table
 
 
 def solver_names(text: str) -> list[str]:

@@ -9,8 +9,9 @@ import argparse
 import inspect
 from typing import Any
 
-from pase.cli.output import listing, print_json, table
+from pase.cli.output import listing, print_json
 from pase.registry import COST_MODELS, MODELS, SOLVERS, Registry
+from pase.text import table
 
 
 def cmd_models(args: argparse.Namespace) -> None:

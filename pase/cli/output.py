@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from pase.errors import OptionError
 from pase.strategy import Strategy, json_text
+from pase.text import table
 
 
 def print_json(data: Any) -> None:
@@ -23,21 +24,6 @@ def emit(data: dict[str, Any], text: str, output: str | None, fmt: str) -> None:
         except OSError as exc:  # checked before the work, but a disk can still fill up
             raise OptionError(f"cannot write --output {output}: {exc.strerror or exc}") from exc
     print(json_data if fmt == "json" else text)
-
-
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """A plain text table with a dashed rule under the header.
-
-        >>> print(table([("dp", "exact")], ("name", "kind")))
-        name  kind
-        ----  -----
-        dp    exact
-    """
-    cells = [tuple(header)] + [tuple(str(c) for c in r) for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def listing(rows: list[dict[str, Any]], fmt: str, columns: Sequence[str]) -> None:
