@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pase.errors import OptionError
 from pase.options import parse_bytes
-from pase.registry import COST_MODELS, MODELS, SOLVERS
+from pase.registry import COST_MODELS
 
 # -- value types (an ArgumentTypeError becomes a one-line usage error) --------------
 
@@ -79,34 +79,16 @@ def _number(text: str) -> float:
     return value
 
 
-# -- help texts listing what each plug-in accepts --------------------------------------
+# -- help texts ----------------------------------------------------------------------
 
-def options_help(kind: str, lead: str) -> Callable[[], str]:
-    """A help text (computed for --help only) listing each plug-in's options with defaults."""
-
-    def text() -> str:
-        reg = {"solver": SOLVERS, "cost model": COST_MODELS, "model": MODELS}[kind]
-        listed = []
-        for entry in reg.entries():
-            opts = _defaults(entry.obj)
-            if opts:
-                listed.append(f"{entry.name}: {', '.join(opts)}")
-        return (f"{lead} Repeatable. Each value is read as the option's type (integer, number, "
-                f"true/false, text, none; byte sizes such as 1GiB for *_budget and *_bytes). "
-                f"Options: {'; '.join(listed) or 'none'}.").replace("%", "%%")
-
-    return text
+# The listing that shows each kind of plug-in's options (``pase models --options``...).
+_LISTING = {"model": "models", "solver": "solvers", "cost model": "cost-models"}
 
 
-def _defaults(obj: Any) -> list[str]:
-    try:
-        params = inspect.signature(obj).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [f"{p.name}={p.default!r}" for p in params
-            if p.name not in ("self", "problem", "time_limit", "seed")
-            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-            and p.default is not p.empty]
+def options_help(kind: str, lead: str) -> str:
+    """The help of a ``KEY=VALUE`` flag: ``lead``, then where the options are listed (the
+    dumps of every plug-in's options live in the listings, not in each command's help)."""
+    return f"{lead} Repeatable; `pase {_LISTING[kind]} --options` lists each {kind}'s options."
 
 
 MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FILE.py:FUNCTION "
@@ -155,8 +137,12 @@ def space_kwargs(args: Any) -> dict[str, Any]:
 
 
 def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
-    """Cost-model arguments; a shorthand flag the cost model has no option for is refused."""
-    name = args.cost_model or default
+    """Cost-model arguments; a shorthand flag the cost model has no option for is refused.
+
+    ``--cluster`` without ``--cost-model`` selects alpha-beta (the model that prices a
+    cluster), so the flag means the same on every command.
+    """
+    name = args.cost_model or ("alpha-beta" if getattr(args, "cluster", None) else default)
     options: dict[str, Any] = key_values(args.cost_option, "--cost-option")
     params = _parameters(COST_MODELS.get(name))  # an unknown name fails here, listing the known
     for flag in COST_FLAGS:

@@ -8,6 +8,9 @@ from pase.errors import OptionError
 from pase.strategy import Strategy, json_text
 from pase.text import table
 
+# Columns the command's tables and listings fit in.
+WIDTH = 100
+
 
 def print_json(data: Any) -> None:
     """Strict JSON (no Infinity or NaN: a ValueError if one slips through)."""
@@ -32,7 +35,7 @@ def listing(rows: list[dict[str, Any]], fmt: str, columns: Sequence[str]) -> Non
         print_json(rows)
     else:
         print(table([tuple("" if r.get(c) is None else r[c] for c in columns) for r in rows],
-                    columns))
+                    columns, width=WIDTH))
 
 
 def gib(nbytes: float) -> str:
