@@ -34,7 +34,7 @@ smallest-memory type (docs/heterogeneous.md; :mod:`cost_models.alpha_beta_hetero
 Costs are seconds. The Problem also carries per-vertex memory vectors (bytes per
 device: parameters x optimizer state factor + kept output activations); the
 memory cap stays None here (the API sets it). With zero/recompute other than the
-defaults, a vertex's candidates are configs x kept variants (pase.work.variants_build).
+defaults, a vertex's candidates are configs x kept variants (pase.costing.variants).
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ class VariantMap:
 
     Candidate ``i`` is config ``config[i]`` of the configuration space run at ZeRO
     stage ``zero[i]``, with recomputation iff ``recompute[i]``. Set by cost models
-    that search variants (:mod:`pase.work.variants_build`); solvers ignore it.
+    that search variants (:mod:`pase.costing.variants`); solvers ignore it.
     """
 
     config: np.ndarray

@@ -762,6 +762,31 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
 )}
 KINDS = tuple(OP_SCHEMAS)
 
+# What each dim letter means: the fixed dims of the kinds above (Conv, Pooling, FC, LSTM,
+# Embedding, the MoE kinds) and the letters the built-in models give Einsums and
+# point-wise ops (pase.graphs). The one table behind the command's legend under a
+# strategy and docs/glossary.md. A letter with another meaning in some kinds says so.
+DIM_LETTERS: dict[str, str] = {
+    "a": "batch (Embedding)",
+    "b": "batch (Embedding: tokens)",
+    "c": "channels (MoE: capacity slots, Embedding: vocabulary)",
+    "d": "embedding width (Embedding)",
+    "e": "model width",
+    "f": "feed-forward features",
+    "g": "key-value heads",
+    "h": "attention heads (Conv, Pooling: height)",
+    "i": "input features",
+    "k": "input features (attention: head width)",
+    "l": "tokens (LSTM: layers)",
+    "m": "key tokens",
+    "n": "output features or classes",
+    "r": "query heads per key-value head (Conv: filter height)",
+    "s": "q/k/v (Conv: filter width, LSTM and FC: steps)",
+    "v": "vocabulary",
+    "w": "width (Conv, Pooling)",
+    "x": "experts",
+}
+
 
 # Graph-level attributes with a meaning; any other graph attribute (``batch``...) is
 # kept as information.

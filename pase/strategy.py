@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pase import text
 from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.problem import Problem, Solution
@@ -133,7 +134,8 @@ class Strategy:
         """A readable per-op table: split dims, layer cost, share of the total; a
         ``variant`` column (ZeRO stage, recomputation) when any op has one."""
         shown = bool(self.variants)
-        rows = [("op", "split", *(("variant",) if shown else ()), f"cost ({self.unit})", "share")]
+        header = ("op", "split", *(("variant",) if shown else ()), f"cost ({self.unit})", "share")
+        rows = []
         total = self.total_cost or 1.0
         for name in list(self.configs)[:limit]:
             split = ", ".join(f"{d}={f}" for d, f in self.split(name).items()) or "-"
@@ -142,12 +144,8 @@ class Strategy:
         edge_total = sum(e[2] for e in self.edge_costs)
         rows.append(("(edges)", f"{sum(1 for e in self.edge_costs if e[2] > 0)} re-distributing",
                      *(("",) if shown else ()), f"{edge_total:.4g}", f"{100 * edge_total / total:.1f}%"))
-        left = 3 if shown else 2
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(cell.ljust(w) if i < left else cell.rjust(w)
-                           for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        left = len(header) - 2  # cost and share are numbers
+        return text.table(rows, header, right=(left, left + 1))
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form documented in the README.

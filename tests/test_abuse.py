@@ -246,7 +246,7 @@ ROWS = [
     Row("tflops-with-alpha-beta", f"{SOLVE} {AB} --tflops 5", 2,
         r"--tflops does not apply to cost model 'alpha-beta' .*; it applies to paper"),
     Row("bandwidth-with-alpha-beta", f"{SOLVE} {AB} --bandwidth 5", 2, r"--bandwidth does not apply"),
-    Row("cluster-with-paper", f"{SOLVE} --cluster dgx-a100", 2,
+    Row("cluster-with-paper", f"{SOLVE} --cost-model paper --cluster dgx-a100", 2,
         r"--cluster does not apply to cost model 'paper' .*; it applies to alpha-beta"),
     Row("tflops-twice", f"{SOLVE} --tflops 5 --cost-option tflops=6", 2,
         r"--tflops and --cost-option tflops=\.\.\. are both given"),

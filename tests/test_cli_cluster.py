@@ -43,7 +43,8 @@ def test_default_cap_is_the_device_memory(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["solve", "alexnet", "-p", "8", "--memory-cap", "16GiB"], "has no memory model"),
-    (["solve", "alexnet", "-p", "8", "--cluster", "dgx-a100"], "--cluster does not apply to cost model 'paper' (its options: tflops, bandwidth); "
+    (["solve", "alexnet", "-p", "8", "--cost-model", "paper", "--cluster", "dgx-a100"],
+     "--cluster does not apply to cost model 'paper' (its options: tflops, bandwidth); "
      "it applies to alpha-beta"),
     (["solve", "alexnet", "-p", "8", "--cost-model", "alpha-beta", "--cluster", "tpu"],
      "unknown cluster 'tpu'; presets: "),

@@ -25,6 +25,7 @@ def test_export_writes_the_program(tmp_path, strategy, capsys):
     text = out.read_text()
     assert "def forward(params, batch, pin):" in text and "'edge/fc1->fc2'" in text
     compile(text, str(out), "exec")
+    assert capsys.readouterr().out == f"wrote {out}\n"  # -o: the program goes to the file only
     assert main(["export", "mlp", "-p", "8", "--strategy", strategy, "--engine", "jax", *SMALL]) == 0
     assert capsys.readouterr().out == text
 

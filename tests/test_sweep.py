@@ -79,7 +79,7 @@ def test_a_rerun_skips_finished_rows(grid_db, scheduler):
     assert len(pase.load_results(db)) == 8
 
 
-def test_report_writes_a_table_three_plots_and_a_csv(grid_db, tmp_path):
+def test_report_writes_a_table_three_plots_and_a_csv(grid_db, tmp_path, capsys):
     db, frame, _ = grid_db
     files = write_report(db, tmp_path / "md")
     assert set(files) == {"report.md", "cost_ratio.png", "solve_time.png", "gap.png"}
@@ -96,7 +96,10 @@ def test_report_writes_a_table_three_plots_and_a_csv(grid_db, tmp_path):
     dp = csv[csv.solver == "dp"]
     assert (dp["ratio_to_best"] == 1.0).all()
     assert (csv["ratio_to_best"] >= 1.0).all()
+    capsys.readouterr()
     assert main(["report", str(db), "-o", str(tmp_path / "cli")]) == 0
+    names = ("report.md", "cost_ratio.png", "solve_time.png", "gap.png")  # each file it wrote
+    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / 'cli' / n}" for n in names]
 
 
 def test_memory_and_time_limits_are_rows_not_failures(scheduler, tmp_path):

@@ -1,4 +1,4 @@
-"""The variant pruning of pase.work.variants_build is exact: every dropped variant is
+"""The variant pruning of pase.costing.variants is exact: every dropped variant is
 covered by a kept candidate of the same config, also when a pipeline stage holds
 several micro-batches' activations; ops without parameters of their own get no ZeRO."""
 from __future__ import annotations

@@ -1,16 +1,101 @@
-"""From parsed command-line flags to keyword arguments of the Python API.
+"""The command line's argument types and help texts, and from parsed flags to keyword
+arguments of the Python API.
 
+Every command's flags use these (:mod:`pase.cli.parser` and the commands that
+declare their own flags), so a value type reads the same everywhere.
 ``KEY=VALUE`` flags (``--option``, ``--cost-option``, ``--model-option``) stay
 text here: the API coerces each value by the plug-in's annotations
 (:mod:`pase.options`), so the command and Python share one set of rules.
 """
 from __future__ import annotations
 
+import argparse
 import inspect
+import math
 from typing import Any, Sequence
 
 from pase.errors import OptionError
+from pase.options import parse_bytes
 from pase.registry import COST_MODELS
+
+# -- value types (an ArgumentTypeError becomes a one-line usage error) --------------
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a time limit must be > 0 seconds, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def memory_size(text: str) -> str:
+    """A memory cap: ``none`` or a size parse_bytes reads (kept as text for the API)."""
+    return text if text.strip().lower() == "none" else byte_size(text)
+
+
+def byte_size(text: str) -> str:
+    """A size parse_bytes reads, such as 16GiB (kept as text for the API)."""
+    try:
+        parse_bytes(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+# -- help texts ----------------------------------------------------------------------
+
+# The listing that shows each kind of plug-in's options (``pase models --options``...).
+_LISTING = {"model": "models", "solver": "solvers", "cost model": "cost-models"}
+
+
+def options_help(kind: str, lead: str) -> str:
+    """The help of a ``KEY=VALUE`` flag: ``lead``, then where the options are listed (the
+    dumps of every plug-in's options live in the listings, not in each command's help)."""
+    return f"{lead} Repeatable; `pase {_LISTING[kind]} --options` lists each {kind}'s options."
+
+
+MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FILE.py:FUNCTION "
+              "(a function returning a PyTorch module and its example inputs)")
+
+
+# -- from flags to the API ------------------------------------------------------------
 
 # Flags that are shorthands for a cost-model option of the same name.
 COST_FLAGS = ("tflops", "bandwidth", "cluster", "zero", "recompute")
@@ -52,8 +137,12 @@ def space_kwargs(args: Any) -> dict[str, Any]:
 
 
 def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
-    """Cost-model arguments; a shorthand flag the cost model has no option for is refused."""
-    name = args.cost_model or default
+    """Cost-model arguments; a shorthand flag the cost model has no option for is refused.
+
+    ``--cluster`` without ``--cost-model`` selects alpha-beta (the model that prices a
+    cluster), so the flag means the same on every command.
+    """
+    name = args.cost_model or ("alpha-beta" if getattr(args, "cluster", None) else default)
     options: dict[str, Any] = key_values(args.cost_option, "--cost-option")
     params = _parameters(COST_MODELS.get(name))  # an unknown name fails here, listing the known
     for flag in COST_FLAGS:

@@ -7,10 +7,11 @@ import sys
 from pase import api
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, key_values, space_kwargs
-from pase.cli.output import print_json, table
+from pase.cli.output import print_json, wrote
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION
+from pase.text import table
 
 
 def solver_names(text: str) -> list[str]:
@@ -55,6 +56,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
     if args.plot:
         plot_comparison(rows, args.plot, f"{built.graph.name}, p={built.space.devices}, "
                                          f"{built.cost_model.name} cost model")
+        wrote(args.plot)
     if args.format == "json":
         print_json({"version": OUTPUT_VERSION, "model": built.graph.name,
                     "devices": built.space.devices, "cost_model": built.cost_model.name,

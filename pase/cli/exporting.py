@@ -8,7 +8,7 @@ from typing import Callable
 
 from pase.cli import checks
 from pase.cli.args import key_values
-from pase.cli.output import print_json
+from pase.cli.output import print_json, wrote
 from pase.errors import OptionError, PaseError
 from pase.strategy import read_strategy_file, read_strategy_json
 
@@ -42,6 +42,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         Path(args.output).write_text(text)
     except OSError as exc:
         raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
+    wrote(args.output, data_on_stdout=False)
 
 
 def _export_torch(args: argparse.Namespace) -> None:
@@ -74,6 +75,7 @@ def _export_torch(args: argparse.Namespace) -> None:
         Path(args.output).write_text(plan.to_json() + "\n")
     except OSError as exc:
         raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
+    wrote(args.output, data_on_stdout=False)
 
 
 def _is_reference(text: str, split: Callable[[str], object]) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pase.cli import checks
 from pase.cli.args import key_values
+from pase.cli.output import wrote
 from pase.errors import OptionError
 
 HELP = "import a PyTorch model (FILE.py:FUNCTION returning the module and example inputs)"
@@ -49,3 +50,4 @@ def cmd_import(args: argparse.Namespace) -> None:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     except OSError as exc:
         raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
+    wrote(args.output, data_on_stdout=False)

@@ -1,28 +1,36 @@
 """``pase models``, ``pase solvers``, ``pase cost-models``, ``pase clusters``.
 
 A third-party plug-in that failed to load is listed with status ``broken``
-and its error; the others are listed as usual.
+and its error; the others are listed as usual. ``--options`` lists each
+plug-in's options and their defaults instead (what ``--model-option``,
+``--option`` and ``--cost-option`` accept). Tables fit :data:`WIDTH` columns.
 """
 from __future__ import annotations
 
 import argparse
 import inspect
-from typing import Any
+import textwrap
+from typing import Any, Callable
 
-from pase.cli.output import listing, print_json, table
+from pase.cli.output import WIDTH, listing, print_json
 from pase.registry import COST_MODELS, MODELS, SOLVERS, Registry
+from pase.text import table
+
+# How KEY=VALUE option values are read, said once under every --options listing.
+VALUES = ("Each value is read as the option's type: integer, number, true/false, text, none; "
+          "byte sizes such as 1GiB for *_budget and *_bytes.")
 
 
 def cmd_models(args: argparse.Namespace) -> None:
     rows = _plain_rows(MODELS)
     for row in rows:
         row["options"] = _model_options(row["name"]) if row["status"] == "ok" else {}
+    if args.options:
+        return _options(rows, args.format, "--model-option")
     if args.format == "json":
         print_json(rows)
         return
-    for row in rows:
-        row["options"] = " ".join(f"{k}={v}" for k, v in row["options"].items())
-    listing(rows, args.format, ("name", "status", "description", "options"))
+    listing(rows, args.format, ("name", "status", "description"))
 
 
 def _model_options(name: str) -> dict[str, Any]:
@@ -36,10 +44,14 @@ def _model_options(name: str) -> dict[str, Any]:
 
 
 def cmd_cost_models(args: argparse.Namespace) -> None:
+    if args.options:
+        return _options(_with_defaults(COST_MODELS), args.format, "--cost-option")
     listing(_plain_rows(COST_MODELS), args.format, ("name", "status", "description"))
 
 
 def cmd_solvers(args: argparse.Namespace) -> None:
+    if args.options:
+        return _options(_with_defaults(SOLVERS), args.format, "--option")
     rows = [_solver_row(e) for e in SOLVERS.entries()]
     rows += [{**_broken_row(b), "kind": None, "scope": None, "memory_cap": None, "available": False}
              for b in SOLVERS.broken()]
@@ -62,6 +74,45 @@ def _solver_row(e: Any) -> dict[str, Any]:
             "memory_cap": bool(e.info.get("memory_cap", True)), "available": ok,
             "status": "ok" if ok else "unavailable", "error": note or None,
             "description": e.description + (f" ({note})" if note else "")}
+
+
+def _with_defaults(registry: Registry) -> list[dict[str, Any]]:
+    """The registry's rows, each with ``options``: its keyword parameters' defaults (the
+    arguments the API sets itself left out)."""
+    rows = _plain_rows(registry)
+    for row in rows:
+        row["options"] = _defaults(registry.get(row["name"])) if row["status"] == "ok" else {}
+    return rows
+
+
+def _defaults(obj: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params
+            if p.name not in ("self", "problem", "time_limit", "seed")
+            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is not p.empty}
+
+
+def _options(rows: list[dict[str, Any]], fmt: str, flag: str) -> None:
+    """Each plug-in's options and defaults: JSON objects, or one wrapped paragraph each."""
+    if fmt == "json":
+        print_json([{"name": r["name"], "options": {k: _plain(v) for k, v in r["options"].items()}}
+                    for r in rows])
+        return
+    for r in rows:
+        text = ", ".join(f"{k}={v!r}" for k, v in r["options"].items()) or "(none)"
+        print(textwrap.fill(f"{r['name']}: {text}", WIDTH, subsequent_indent="    ",
+                            break_on_hyphens=False))
+    print(textwrap.fill(f"Set one with {flag} KEY=VALUE (repeatable). {VALUES}", WIDTH))
+
+
+def _plain(value: Any) -> Any:
+    """A default as JSON can hold it (anything else as its repr)."""
+    ok = value is None or isinstance(value, (bool, int, str)) or \
+        (isinstance(value, float) and value == value and abs(value) != float("inf"))
+    return value if ok else repr(value)
 
 
 def _plain_rows(registry: Registry) -> list[dict[str, Any]]:
@@ -90,7 +141,9 @@ def cmd_clusters(args: argparse.Namespace) -> None:
                          g.device.name, f"{g.device.peak_tflops:g} {g.device.precision}",
                          f"{g.device.memory_gib:g}", f"{g.intra.bandwidth_gbps:g}",
                          f"{g.inter.bandwidth_gbps:g}"))
-    print(table(rows, ("name", "per node", "device", "TFLOP/s", "GiB", "intra GB/s", "inter GB/s")))
+    print(table(rows, ("name", "per node", "device", "TFLOP/s", "GiB", "intra GB/s", "inter GB/s"),
+                width=WIDTH))
     print("Add xN for N nodes (dgx-a100x2); a preset without xN grows to the device count.")
-    print("Join parts with + for a mixed cluster (dgx-a100x2+dgx1-v100x2: groups fastest first; "
-          "a group's row shows nodes x devices per node).")
+    print(textwrap.fill("Join parts with + for a mixed cluster (dgx-a100x2+dgx1-v100x2: groups "
+                        "fastest first; a group's row shows nodes x devices per node).", WIDTH,
+                        break_on_hyphens=False))

@@ -1,11 +1,17 @@
 """Printing for the ``pase`` command: tables, listings, strict JSON, strategy summaries."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from pase.errors import OptionError
+from pase.schema import DIM_LETTERS
 from pase.strategy import Strategy, json_text
+from pase.text import table
+
+# Columns the command's tables and listings fit in.
+WIDTH = 100
 
 
 def print_json(data: Any) -> None:
@@ -23,21 +29,14 @@ def emit(data: dict[str, Any], text: str, output: str | None, fmt: str) -> None:
         except OSError as exc:  # checked before the work, but a disk can still fill up
             raise OptionError(f"cannot write --output {output}: {exc.strerror or exc}") from exc
     print(json_data if fmt == "json" else text)
+    if output:
+        wrote(output)
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """A plain text table with a dashed rule under the header.
-
-        >>> print(table([("dp", "exact")], ("name", "kind")))
-        name  kind
-        ----  -----
-        dp    exact
-    """
-    cells = [tuple(header)] + [tuple(str(c) for c in r) for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def wrote(path: Any, data_on_stdout: bool = True) -> None:
+    """``wrote FILE`` for every file a command writes: on stderr when stdout carries the
+    command's table or JSON (scripts parse it), else on stdout."""
+    print(f"wrote {path}", file=sys.stderr if data_on_stdout else sys.stdout, flush=True)
 
 
 def listing(rows: list[dict[str, Any]], fmt: str, columns: Sequence[str]) -> None:
@@ -46,7 +45,7 @@ def listing(rows: list[dict[str, Any]], fmt: str, columns: Sequence[str]) -> Non
         print_json(rows)
     else:
         print(table([tuple("" if r.get(c) is None else r[c] for c in columns) for r in rows],
-                    columns))
+                    columns, width=WIDTH))
 
 
 def gib(nbytes: float) -> str:
@@ -73,7 +72,19 @@ def describe(strategy: Strategy) -> str:
         lines.append(_memory_line(meta))
     if strategy.configs:
         lines += ["", strategy.table()]
+        legend = dim_legend(strategy)
+        if legend:
+            lines.append(legend)
     return "\n".join(lines)
+
+
+def dim_legend(strategy: Strategy) -> str:
+    """``dims: b batch, n output features (docs/glossary.md)``: the split dims' letters in a
+    strategy's table, read from :data:`pase.schema.DIM_LETTERS`; "" when none is known."""
+    used = sorted({d for op in strategy.configs for d in strategy.split(op)} & set(DIM_LETTERS))
+    if not used:
+        return ""
+    return f"dims: {', '.join(f'{d} {DIM_LETTERS[d]}' for d in used)} (docs/glossary.md)"
 
 
 def _no_strategy(meta: dict[str, Any]) -> str:

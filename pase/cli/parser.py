@@ -2,126 +2,72 @@
 from __future__ import annotations
 
 import argparse
-import inspect
-import math
+import textwrap
 from typing import Any, Callable
 
-from pase.errors import OptionError
-from pase.options import parse_bytes
+from pase.cli.args import (
+    MODEL_HELP,
+    byte_size,
+    memory_size,
+    options_help,
+    positive_int,
+    positive_number,
+    seconds,
+    seed,
+)
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``pase: error: ...``) and a pointer to --help.
-
-    A help text may be a callable, called only when help is shown, so option
-    lists are read from the plug-in registries for ``--help`` alone.
-    """
+    """An ArgumentParser whose errors are one line (``pase: error: ...``) and a pointer to --help."""
 
     def error(self, message: str) -> Any:  # argparse's prints the full usage first
         self.exit(2, f"pase: error: {' '.join(message.split())}\nsee `{self.prog} --help`\n")
 
-    def format_help(self) -> str:
-        for action in self._actions:
-            if callable(action.help):
-                action.help = action.help()
-        return super().format_help()
-
-
-# -- value types (an ArgumentTypeError becomes a one-line usage error) --------------
-
-def positive_int(text: str) -> int:
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
-def seed(text: str) -> int:
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {text!r}")
-    return value
-
-
-def seconds(text: str) -> float:
-    value = _number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"a time limit must be > 0 seconds, got {text!r}")
-    return value
-
-
-def positive_number(text: str) -> float:
-    value = _number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
-
-
-def memory_size(text: str) -> str:
-    """A memory cap: ``none`` or a size parse_bytes reads (kept as text for the API)."""
-    return text if text.strip().lower() == "none" else byte_size(text)
-
-
-def byte_size(text: str) -> str:
-    """A size parse_bytes reads, such as 16GiB (kept as text for the API)."""
-    try:
-        parse_bytes(text)
-    except OptionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-# -- help texts listing what each plug-in accepts --------------------------------------
-
-def options_help(kind: str, lead: str) -> Callable[[], str]:
-    """A help text (computed for --help only) listing each plug-in's options with defaults."""
-
-    def text() -> str:
-        from pase import registry
-
-        reg = {"solver": registry.SOLVERS, "cost model": registry.COST_MODELS,
-               "model": registry.MODELS}[kind]
-        listed = []
-        for entry in reg.entries():
-            opts = _defaults(entry.obj)
-            if opts:
-                listed.append(f"{entry.name}: {', '.join(opts)}")
-        return (f"{lead} Repeatable. Each value is read as the option's type (integer, number, "
-                f"true/false, text, none; byte sizes such as 1GiB for *_budget and *_bytes). "
-                f"Options: {'; '.join(listed) or 'none'}.").replace("%", "%%")
-
-    return text
-
-
-def _defaults(obj: Any) -> list[str]:
-    try:
-        params = inspect.signature(obj).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [f"{p.name}={p.default!r}" for p in params
-            if p.name not in ("self", "problem", "time_limit", "seed")
-            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-            and p.default is not p.empty]
-
 
 # -- the parser -------------------------------------------------------------------------
+
+# Each command's --help ends with these (tests/test_cli_help.py parses every line). A command
+# that reads a file follows the example that writes it, run from one folder.
+EXAMPLES = {
+    "models": ["pase models", "pase models --options", "pase models --format json"],
+    "solvers": ["pase solvers", "pase solvers --options"],
+    "cost-models": ["pase cost-models", "pase cost-models --options"],
+    "clusters": ["pase clusters", "pase clusters --format json"],
+    "inspect": ["pase inspect transformer -p 8",
+                "pase inspect gpt2 -p 16 --model-option layers=2 --format json"],
+    "solve": ["pase solve mlp -p 8",
+              "pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
+              "pase solve gpt2 -p 16 --dry-run"],
+    "compare": ["pase compare mlp -p 8 --solvers dp,greedy,mcmc",
+                "pase compare transformer -p 8 --cluster dgx-a100 --solvers dp,greedy "
+                "--plot compare.png"],
+    "evaluate": ["pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
+                 "pase evaluate transformer -p 8 --cluster dgx-a100 --strategy plan.json",
+                 "pase evaluate transformer -p 8 --cluster gtx1080ti --strategy plan.json"],
+    "simulate": ["pase simulate transformer -p 8 --cluster dgx-a100",
+                 "pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
+                 "pase simulate transformer -p 8 --cluster dgx-a100 --strategy plan.json "
+                 "--plot step.png"],
+    "reproduce": ["pase reproduce pase-ipdps2021 --quick --out results",
+                  "pase reproduce pase-ipdps2021"],
+    "export": ["pase solve mlp -p 8 --cluster dgx-a100 --output mlp.json",
+               "pase export mlp -p 8 --strategy mlp.json --engine jax -o step.py",
+               "pase export mlp -p 8 --strategy mlp.json --engine jax --dtype bfloat16 "
+               "-o step16.py"],
+    "verify": ["pase solve mlp -p 8 --cluster dgx-a100 --output mlp.json",
+               "pase verify mlp -p 8 --strategy mlp.json --engine jax",
+               "pase verify mlp -p 8 --strategy mlp.json --engine jax --format json"],
+    "import": ["pase import tests/torch_models/mlp.py:build -o mlp_torch.json",
+               "pase import tests/torch_models/gpt2.py:small --no-fuse"],
+    "sweep": ["pase sweep examples/sweep.toml --workers 2",
+              "pase sweep examples/sweep.toml --db sweep.sqlite --quiet"],
+    "report": ["pase report examples/sweep.sqlite -o report",
+               "pase report examples/sweep.sqlite -o report --format csv"],
+    "replan": ["pase solve gpt2 -p 8 --model-option layers=2 --cluster dgx-a100 --output old.json",
+               "pase replan gpt2 --from old.json --model-option layers=2 -p 16 --steps 5000",
+               "pase replan gpt2 --from old.json --model-option layers=2 --cluster dgx-a100x2 "
+               "--survivors 0"],
+}
 
 def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     """The ``pase`` parser; ``commands`` maps each command name to the function that runs it
@@ -134,15 +80,20 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     def command(name: str, help_: str) -> Parser:
-        s = sub.add_parser(name, help=help_, description=help_, parents=[debug])
+        s = sub.add_parser(name, help=help_, description=textwrap.fill(help_, 79),
+                           parents=[debug], formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name]))
         s.set_defaults(run=commands.get(name))
         return s
 
     for name, help_ in (("models", "list the registered models"),
                         ("solvers", "list the solvers: kind, scope, memory caps, availability"),
-                        ("cost-models", "list the cost models"),
-                        ("clusters", "list the cluster presets")):
-        _format(command(name, help_))
+                        ("cost-models", "list the cost models")):
+        s = command(name, help_)
+        _format(s)
+        s.add_argument("--options", action="store_true",
+                       help="list each one's options and their defaults instead")
+    _format(command("clusters", "list the cluster presets"))
     _inspect(command("inspect", "show a model's ops and configuration counts (no costs)"))
     _solve(command("solve", "find a strategy"))
     _compare(command("compare", "run several solvers on one problem"))
@@ -165,10 +116,6 @@ def _format(s: Parser) -> None:
     s.add_argument("--format", choices=("table", "json"), default="table")
 
 
-MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FILE.py:FUNCTION "
-              "(a function returning a PyTorch module and its example inputs)")
-
-
 def _model(s: Parser) -> None:
     s.add_argument("model", help=MODEL_HELP)
     s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
@@ -185,7 +132,8 @@ def _model(s: Parser) -> None:
 
 
 def _costs(s: Parser, default: str = "paper") -> None:
-    s.add_argument("--cost-model", help=f"cost model name (default: {default}; `pase cost-models`)")
+    s.add_argument("--cost-model", help=f"cost model name (default: {default}, alpha-beta when "
+                                        f"--cluster is given; `pase cost-models`)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
                    help=options_help("cost model", "An option of the cost model, e.g. "
                                                    "efficiency=0.4 for alpha-beta."))
@@ -194,7 +142,8 @@ def _costs(s: Parser, default: str = "paper") -> None:
     s.add_argument("--bandwidth", type=positive_number,
                    help="link bandwidth in GB/s: --cost-option bandwidth=Y (paper model)")
     s.add_argument("--cluster", help="cluster preset or JSON file (`pase clusters`): "
-                                     "--cost-option cluster=NAME (alpha-beta model)")
+                                     "--cost-option cluster=NAME; selects the alpha-beta model "
+                                     "unless --cost-model names another")
     s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (cost models with memory; "
                         "default: the cluster's device memory)")

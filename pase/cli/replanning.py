@@ -6,11 +6,21 @@ import argparse
 import math
 
 from pase.cli import checks
-from pase.cli.args import key_values, solver_options
+from pase.cli.args import (
+    MODEL_HELP,
+    byte_size,
+    key_values,
+    memory_size,
+    options_help,
+    positive_int,
+    positive_number,
+    seconds,
+    seed,
+    solver_options,
+)
 from pase.cli.output import emit
 
 HELP = "re-plan when devices or the workload change: migration cost plus N steps, minimised"
-
 
 
 def _steps(text: str) -> float:
@@ -24,20 +34,18 @@ def _steps(text: str) -> float:
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:
-    from pase.cli import parser as P
-
-    s.add_argument("model", help=P.MODEL_HELP)
+    s.add_argument("model", help=MODEL_HELP)
     s.add_argument("--from", dest="from_", required=True, metavar="OLD.json",
                    help="the strategy training runs now: a `pase solve --format json` output "
                         "(or a {op: {dim: factor}} file with --from-devices)")
-    s.add_argument("-p", "--devices", type=P.positive_int,
+    s.add_argument("-p", "--devices", type=positive_int,
                    help="the new device count (default: the --cluster's)")
     s.add_argument("--cluster", help="the new cluster: a preset or JSON file (`pase clusters`; "
                                      "default dgx-a100, grown to -p)")
     s.add_argument("--steps", type=_steps, default=1000.0, metavar="N",
                    help="training steps left to run on the new setting (default %(default)g): "
                         "the re-plan minimises N x step time + migration time")
-    s.add_argument("--from-devices", type=P.positive_int, metavar="P",
+    s.add_argument("--from-devices", type=positive_int, metavar="P",
                    help="the old device count, when --from does not record it")
     s.add_argument("--from-cluster", metavar="CLUSTER",
                    help="the old cluster, when it was heterogeneous (it decides which group prefix "
@@ -48,26 +56,26 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--survivors", type=int, metavar="K",
                    help="old ranks 0..K-1 that remain and keep their state (default: "
                         "min(old, new) devices; 0: everything is read from the checkpoint)")
-    s.add_argument("--restore-bandwidth", type=P.positive_number, metavar="GBPS",
+    s.add_argument("--restore-bandwidth", type=positive_number, metavar="GBPS",
                    help="GB/s per device at which state held by no survivor is read from the "
                         "checkpoint (default: the inter-node link's)")
-    s.add_argument("--batch", type=P.positive_int, help="batch size of the new model")
+    s.add_argument("--batch", type=positive_int, help="batch size of the new model")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
-                   help=P.options_help("model", "An option of the new model, e.g. seq=1024."))
-    s.add_argument("--cutoff", type=P.positive_int, help="smallest per-device extent of a split dim")
+                   help=options_help("model", "An option of the new model, e.g. seq=1024."))
+    s.add_argument("--cutoff", type=positive_int, help="smallest per-device extent of a split dim")
     s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
-                   help=P.options_help("cost model", "An option of the alpha-beta cost model, e.g. "
+                   help=options_help("cost model", "An option of the alpha-beta cost model, e.g. "
                                                    "efficiency=0.4."))
-    s.add_argument("--memory-cap", type=P.memory_size,
+    s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (default: the device memory)")
-    s.add_argument("--build-budget", type=P.byte_size, metavar="SIZE",
+    s.add_argument("--build-budget", type=byte_size, metavar="SIZE",
                    help="most memory the Problem's cost arrays may take (default 4GiB)")
     s.add_argument("--solver", default="dp", help="solver name (default: dp; `pase solvers`)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help=P.options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
-    s.add_argument("--time-limit", type=P.seconds, help="seconds each solve may use (> 0)")
-    s.add_argument("--seed", type=P.seed, help="seed (integer >= 0) for randomised solvers")
+                   help=options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
+    s.add_argument("--time-limit", type=seconds, help="seconds each solve may use (> 0)")
+    s.add_argument("--seed", type=seed, help="seed (integer >= 0) for randomised solvers")
     s.add_argument("--format", choices=("table", "json"), default="table")
     s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
 

@@ -8,7 +8,7 @@ from typing import Any
 from pase import api
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, space_kwargs
-from pase.cli.output import print_json
+from pase.cli.output import print_json, wrote
 from pase.errors import OptionError
 from pase.strategy import OUTPUT_VERSION, read_strategy_json, strategy_mapping, strategy_variants
 
@@ -43,13 +43,12 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         from pase.sim.plot import plot_timeline
 
         plot_timeline(result, args.plot)
+        wrote(args.plot)
     if args.format == "json":
         print_json({"version": OUTPUT_VERSION, "strategy_source": source,
                     **result.to_dict(timeline=args.timeline)})
         return
     print(f"{result.summary()}\nstrategy: {source}")
-    if args.plot:
-        print(f"timeline written to {args.plot}")
 
 
 def _simulate_pipeline(args: argparse.Namespace) -> None:
@@ -71,14 +70,13 @@ def _simulate_pipeline(args: argparse.Namespace) -> None:
         from pase.sim.plot import plot_pipeline
 
         plot_pipeline(result, args.plot)
+        wrote(args.plot)
     if args.format == "json":
         print_json({"version": OUTPUT_VERSION, "strategy_source": f"pipeline plan {args.strategy}",
                     **result.to_dict(timeline=args.timeline)})
         return
     print(f"{result.summary()}\nstrategy: pipeline plan {args.strategy} (priced step "
           f"{plan.step_time * 1e3:.4g} ms)")
-    if args.plot:
-        print(f"timeline written to {args.plot}")
 
 
 def _check_simulate(args: argparse.Namespace) -> None:
@@ -121,6 +119,6 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     checks.output_folder(args.out or paper.default_out, "--out")
     written = papers.reproduce(args.paper, args.out, quick=args.quick,
                                progress=lambda m: print(m, file=sys.stderr, flush=True))
-    for label, path in written.items():
-        print(f"{label}: {path}")
+    for path in written.values():
+        wrote(path, data_on_stdout=False)
 

@@ -6,11 +6,13 @@ import argparse
 from pase import api
 from pase.cli import checks
 from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, solver_options, space_kwargs
-from pase.cli.output import describe, emit, print_json, table
+from pase.cli.output import describe, emit, print_json
+from pase.cli.pipelining import solve_pipeline_command
 from pase.counts import counts
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
+from pase.text import table
 
 # Flags that only matter for costs and solving, which --dry-run does neither of.
 _NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
@@ -50,8 +52,6 @@ def cmd_solve(args: argparse.Namespace) -> None:
     if args.dry_run:
         return _dry_run(args)
     if args.pipeline:
-        from pase.pipeline.command import solve_pipeline_command
-
         return solve_pipeline_command(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
     solver = args.solver or "dp"

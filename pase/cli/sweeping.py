@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 from typing import Any
 
 SWEEP_HELP = "run a grid of solves (models x devices x solvers x ...) on Dask, kept in SQLite"
@@ -67,10 +66,10 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     from pase.cli import checks
+    from pase.cli.output import wrote
     from pase.sweeps.report import write_report
 
     checks.output_folder(args.out, "-o")
     files = write_report(args.db, args.out, args.format)
     for path in files.values():
-        print(path)
-    sys.stdout.flush()
+        wrote(path, data_on_stdout=False)

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from pase.errors import StrategyError
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
+from pase.text import table
 
 
 @dataclass
@@ -90,8 +91,6 @@ class PipelinePlan:
                 f"{self.microbatch_size}, {self.schedule}" + (f", cuts before {cuts}" if cuts else ""))
 
     def table(self) -> str:
-        from pase.cli.output import table
-
         rows = []
         for i, st in enumerate(self.stages):
             rows.append((str(i), f"{st.ops[0]} .. {st.ops[1]}",

@@ -12,7 +12,7 @@ Inside a stage, the per-micro-batch cost is the alpha-beta cost of the ops'
 forward and backward compute and in-layer collectives, with one change: a
 parameter-gradient sync (phase ``gradient``) happens once per step, after the
 micro-batches' gradients are accumulated, so each micro-batch is charged
-``1/m`` of it (:class:`StageCostModel`). Memory is the ops' parameter and
+``1/m`` of it (:class:`GradientShare`). Memory is the ops' parameter and
 optimizer state (once) plus ``k`` copies of their kept activations.
 
 Results are cached by the range's structure: the Problem shares one cost array
@@ -22,6 +22,7 @@ another place in the model) are solved once per ``(d, m, k)``.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -31,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pase import api
-from pase.cost_models.alpha_beta import AlphaBetaCostModel
+from pase.costing import CostModel
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.problem import Problem, Status
@@ -42,9 +43,10 @@ from pase.work.ops import OpWork
 SLOW_SOLVE_SECONDS = 5.0
 
 
-class StageCostModel(AlphaBetaCostModel):
-    """The alpha-beta model for one micro-batch of a pipeline stage: a parameter-gradient
-    sync is charged ``1 / microbatches`` per micro-batch (it runs once per step)."""
+class GradientShare:
+    """Mixed into the alpha-beta model for one micro-batch of a pipeline stage: a
+    parameter-gradient sync is charged ``1 / microbatches`` per micro-batch (it runs
+    once per step). The model class comes from the registry (:func:`stage_cost_model`)."""
 
     microbatches: int = 1
 
@@ -55,13 +57,21 @@ class StageCostModel(AlphaBetaCostModel):
             work = replace(work, collectives=tuple(
                 replace(c, rounds=c.rounds * share) if c.phase == "gradient" else c
                 for c in work.collectives))
-        return super().work_costs(work)
+        return super().work_costs(work)  # the registered alpha-beta class, after this mixin
 
 
-def stage_cost_model(options: Mapping[str, Any], microbatches: int) -> StageCostModel:
-    """A :class:`StageCostModel` from alpha-beta cost options (validated by its signature)."""
+@functools.lru_cache(maxsize=None)
+def _stage_class(base: type) -> type:
+    """``base`` (the registered alpha-beta class) with :class:`GradientShare` in front."""
+    return type("StageCostModel", (GradientShare, base), {"__doc__": GradientShare.__doc__})
+
+
+def stage_cost_model(options: Mapping[str, Any], microbatches: int) -> CostModel:
+    """The registry's alpha-beta model from cost ``options`` (validated by its signature),
+    pricing one of ``microbatches`` micro-batches (:class:`GradientShare`)."""
     model = api.make_cost_model("alpha-beta", **dict(options))
-    stage = StageCostModel.__new__(StageCostModel)
+    cls = _stage_class(type(model))
+    stage = cls.__new__(cls)
     stage.__dict__.update(model.__dict__)
     stage.microbatches = int(microbatches)
     return stage
@@ -230,10 +240,10 @@ def _variant_map(lay: Layered, i: int) -> Any:
     return None if variants is None else variants[i]
 
 
-def _memory_terms(model: AlphaBetaCostModel, graph: Graph, space: ConfigSpace,
+def _memory_terms(model: Any, graph: Graph, space: ConfigSpace,
                   problem: Problem) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per vertex and candidate, state bytes and activation bytes per device (candidates
-    are configs, or configs x variants: :mod:`pase.work.variants_build`)."""
+    are configs, or configs x variants: :mod:`pase.costing.variants`)."""
     from pase.work.variants import apply_variant
 
     cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}

@@ -5,8 +5,7 @@ layout (docs/replan.md); :mod:`pase.replan.migration` prices moving parameters
 and optimizer state between two layouts of pase's placement.
 """
 from pase.replan.migration import Migration, Setting, op_migration
-from pase.replan.plan import DEFAULT_STEPS, prefer, prepare, replan, replan_problem
-from pase.replan.prepared import Prepared
+from pase.replan.plan import DEFAULT_STEPS, Prepared, prefer, prepare, replan, replan_problem
 from pase.replan.result import OpChange, Plan, ReplanResult, break_even
 
 __all__ = ["DEFAULT_STEPS", "Migration", "OpChange", "Plan", "Prepared", "ReplanResult", "Setting",

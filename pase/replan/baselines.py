@@ -24,7 +24,7 @@ from pase.problem import Problem
 from pase.replan.migration import op_migration
 
 if TYPE_CHECKING:
-    from pase.replan.prepared import Prepared
+    from pase.replan.plan import Prepared
 
 
 def baseline_choices(prep: "Prepared") -> dict[str, tuple[str, tuple[int, ...], list | None]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pase.problem import Problem, Solution
 from pase.strategy import OUTPUT_VERSION, Strategy, finite_json, finite_or_none, json_text
+from pase.text import table
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,6 @@ class ReplanResult:
                     "moving never pays off (no faster step)" if be is None
                     else f"moving pays off after {_num(be)} steps")
             lines.append(f"break-even against {base.name} ({base.what}): {text}")
-        from pase.cli.output import table
-
         rows = []
         for plan in [c, *self.baselines.values()]:
             ratio = plan.total_seconds / c.total_seconds if c.total_seconds > 0 else math.nan

@@ -18,6 +18,7 @@ from typing import Any
 
 from pase.errors import OptionError, SolverUnavailableError
 from pase.sweeps.store import load_results
+from pase.text import markdown_table
 
 # The columns that define "the same Problem": runs sharing them are compared.
 PROBLEM = ["model", "devices", "cost_model", "cluster", "memory_cap", "batch", "model_options",
@@ -75,17 +76,14 @@ def markdown(frame: Any, name: str) -> str:
     lines = [f"# Sweep report: {name}", "",
              f"{len(frame)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ". "
              "`ratio` is the cost over the least cost any run found for the same model, p, "
-             "cost model, cluster, batch, memory cap and options.", "",
-             "| model | p | solver | cost model | status | cost | ratio | gap | build s | "
-             "solve s | peak MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "cost model, cluster, batch, memory cap and options.", ""]
     ordered = frame.sort_values(["model", "devices", "solver"], kind="stable")
-    for _, r in ordered.iterrows():
-        lines.append(f"| {r['model']} | {r['devices']} | {label(r)} | {r['cost_model']} | "
-                     f"{r['status']} | {_num(r['cost'], '.6g')} | {_num(r['ratio_to_best'], '.4f')}"
-                     f" | {_pct(r['gap'])} | {_num(r['build_seconds'], '.3f')} | "
-                     f"{_num(r['solve_seconds'], '.3f')} | "
-                     f"{_num(_mib(r['peak_memory_bytes']), '.0f')} |")
+    rows = [(r["model"], r["devices"], label(r), r["cost_model"], r["status"], _num(r["cost"], ".6g"),
+             _num(r["ratio_to_best"], ".4f"), _pct(r["gap"]), _num(r["build_seconds"], ".3f"),
+             _num(r["solve_seconds"], ".3f"), _num(_mib(r["peak_memory_bytes"]), ".0f"))
+            for _, r in ordered.iterrows()]
+    lines.append(markdown_table(rows, ("model", "p", "solver", "cost model", "status", "cost", "ratio",
+                                       "gap", "build s", "solve s", "peak MiB")))
     failed = frame[frame["error"].notna()]
     if len(failed):
         lines += ["", "## Runs without an answer", ""]

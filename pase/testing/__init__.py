@@ -10,7 +10,7 @@ or, one pytest case per (solver, check):
         check(solver)
 """
 from pase.testing.checks import CHECKS, Check, checks_for
-from pase.testing.conformance import ConformanceError, Report, check_solver, solver_checks
+from pase.testing.conformance import check_solver, solver_checks
 from pase.testing.random_problems import (
     add_memory,
     cap_memory,
@@ -21,7 +21,7 @@ from pase.testing.random_problems import (
     scale_costs,
 )
 from pase.testing.reference import reference_chain_dp, reference_tree_dp
-from pase.testing.runner import SolverSpec, solver_spec
+from pase.testing.runner import ConformanceError, Report, SolverSpec, solver_spec
 
 __all__ = [
     "CHECKS", "Check", "ConformanceError", "Report", "SolverSpec", "add_memory", "cap_memory",

@@ -15,7 +15,16 @@ from typing import Callable
 from pase.errors import PaseError
 from pase.problem import COST_RTOL, Solution, Status
 from pase.testing.cases import big_m_cases, big_problems
-from pase.testing.runner import Answer, SolverSpec, answers, ask, describe
+from pase.testing.runner import (
+    Answer,
+    ConformanceError,
+    SolverSpec,
+    answers,
+    ask,
+    describe,
+    format_failures,
+    solver_spec,
+)
 
 # Seconds a solver may overrun ``time_limit * TIME_FACTOR`` (interpreter, model set-up).
 TIME_SLACK = 2.0
@@ -235,9 +244,6 @@ class Check:
 
     def __call__(self, solver, **tags) -> None:
         """Run on ``solver`` (a name, a callable or a SolverSpec); raise ConformanceError."""
-        from pase.testing.conformance import ConformanceError, format_failures
-        from pase.testing.runner import solver_spec
-
         spec = solver_spec(solver, **tags)
         failures = self.run(spec)
         if failures:

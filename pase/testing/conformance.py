@@ -33,45 +33,18 @@ check is reported, not just the first.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from pase.problem import Solution
 from pase.testing.checks import checks_for
-from pase.testing.runner import SolverSpec, answers, solver_spec
-
-# Failure messages quoted per check before "... and N more".
-SHOWN = 4
-
-
-class ConformanceError(AssertionError):
-    """A solver broke the battery's rules; the message lists every failing check."""
-
-    def __init__(self, message: str, report: "Report | None" = None):
-        super().__init__(message)
-        self.report = report
-
-
-@dataclass
-class Report:
-    """What the battery found: checks passed and failed, and Problems refused."""
-
-    solver: str
-    tags: dict[str, Any]
-    passed: list[str] = field(default_factory=list)
-    failed: dict[str, list[str]] = field(default_factory=dict)
-    refused: list[str] = field(default_factory=list)
-
-
-def format_failures(spec: SolverSpec, failed: Mapping[str, list[str]]) -> str:
-    lines = [f"solver {spec.name!r} (exact={spec.exact}, scope={spec.scope}, "
-             f"memory_cap={spec.memory_cap}) failed {len(failed)} check(s):"]
-    for name, messages in failed.items():
-        lines.append(f"- {name}:")
-        lines += [f"    {m}" for m in messages[:SHOWN]]
-        if len(messages) > SHOWN:
-            lines.append(f"    ... and {len(messages) - SHOWN} more")
-    return "\n".join(lines)
+from pase.testing.runner import (
+    ConformanceError,
+    Report,
+    SolverSpec,
+    answers,
+    format_failures,
+    solver_spec,
+)
 
 
 def check_solver(solver: str | Callable[..., Solution] | SolverSpec, *,

@@ -1,8 +1,10 @@
-"""A solver under test with its tags, and its answers on the battery's Problems."""
+"""A solver under test with its tags, its answers on the battery's Problems, and how
+failures are reported (:class:`Report`, :class:`ConformanceError`): the checks and
+the battery both build on this module."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from pase.errors import PaseError
@@ -11,6 +13,40 @@ from pase.testing.cases import SCOPES, Case, battery_cases
 
 # Longest error text quoted in a failure message.
 QUOTE = 160
+# Failure messages quoted per check before "... and N more".
+SHOWN = 4
+
+
+class ConformanceError(AssertionError):
+    """A solver broke the battery's rules; the message lists every failing check."""
+
+    def __init__(self, message: str, report: Report | None = None):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class Report:
+    """What the battery found: checks passed and failed, and Problems refused."""
+
+    solver: str
+    tags: dict[str, Any]
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+
+
+def format_failures(spec: SolverSpec, failed: Mapping[str, list[str]]) -> str:
+    """The message of a ConformanceError: the solver's tags, then each failing check's
+    first messages."""
+    lines = [f"solver {spec.name!r} (exact={spec.exact}, scope={spec.scope}, "
+             f"memory_cap={spec.memory_cap}) failed {len(failed)} check(s):"]
+    for name, messages in failed.items():
+        lines.append(f"- {name}:")
+        lines += [f"    {m}" for m in messages[:SHOWN]]
+        if len(messages) > SHOWN:
+            lines.append(f"    ... and {len(messages) - SHOWN} more")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@
 :func:`get_cluster` turns a spec into a :class:`~pase.cluster.Cluster`: a preset
 name (``dgx-a100``; ``NAMExK`` for ``K`` nodes), a cluster JSON file, a
 composition of those joined by ``+`` (``dgx-a100x2+dgx1-v100x2``, a heterogeneous
-cluster: :func:`pase.cluster.compose`), or a Cluster. ``pase.cluster`` re-exports
-everything public here.
+cluster: :func:`pase.cluster.compose`), or a Cluster.
 """
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import math
 import re
 from pathlib import Path
 
-from pase.cluster import Cluster, Device, Link, compose
+from pase.cluster.model import Cluster, Device, Link, compose
 from pase.errors import OptionError, UnknownNameError
 
 # Inter-node fabrics: bandwidth per GPU and direction. EDR InfiniBand is

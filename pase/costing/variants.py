@@ -22,6 +22,8 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
+from pase.costing.keys import array_key
+from pase.costing.shape import ProblemShape
 from pase.errors import OptionError
 from pase.ir import Graph, Op
 from pase.problem import VariantMap
@@ -154,8 +156,8 @@ def expand_matrix(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
     return matrix[rows[:, None], cols[None, :]]
 
 
-def all_variant_terms(model: Any, graph: Graph, space: Any, shape: Any, choices: list[Variant]
-                      ) -> tuple[list, list[VariantMap]]:
+def all_variant_terms(model: Any, graph: Graph, space: Any, shape: ProblemShape,
+                      choices: list[Variant]) -> tuple[list, list[VariantMap]]:
     """Per vertex (cost, memory) of its kept candidates and its VariantMap; a vertex that
     shares its layer's vectors (``shape.vertex_shared_with``) and variants shares them."""
     fixed = getattr(model, "fixed_variants", None)
@@ -184,11 +186,9 @@ def all_variant_terms(model: Any, graph: Graph, space: Any, shape: Any, choices:
     return terms, maps
 
 
-def expanded_shape(shape: Any, maps: list[VariantMap]) -> Any:
+def expanded_shape(shape: ProblemShape, maps: list[VariantMap]) -> ProblemShape:
     """``shape`` with each vertex's candidates and each edge's sharing under the variant maps:
     two edges share a matrix when their config matrices do and their ends expand alike."""
-    from pase.costing import ProblemShape, array_key
-
     sizes = np.array([len(m.config) for m in maps], dtype=np.int64)
     first_with: dict[Hashable, int] = {}
     shared = []

@@ -1,11 +1,11 @@
-"""Clusters: nodes of identical devices, fast links inside a node, slower between.
+"""The cluster model: nodes of identical devices, fast links inside a node, slower between.
 
 A :class:`Cluster` is ``nodes x devices_per_node`` devices, each with a peak
 speed and memory, joined by an intra-node :class:`Link` and an inter-node one.
 Device ranks are numbered node by node (rank ``r`` lives on node
 ``r // devices_per_node``). Presets describe real machines; ``NAMExK`` is ``K``
 nodes of preset ``NAME`` (``dgx-a100x2``), and a preset without ``xK`` grows to
-as many nodes as ``devices`` needs (:mod:`pase.cluster_presets`, re-exported here).
+as many nodes as ``devices`` needs (:mod:`pase.cluster.presets`).
 
 Bandwidths are GB/s in one direction per device (10^9 bytes), latencies
 microseconds, memory GiB, speeds TFLOP/s.
@@ -338,15 +338,3 @@ def _groups_from_dict(data: Mapping[str, Any]) -> Cluster:
         parts.append(one)
     return compose(parts, str(data.get("name", "")) or None, str(data.get("source", "")))
 
-
-_PRESET_NAMES = ("PRESETS", "get_cluster", "preset_names")
-
-
-def __getattr__(name: str) -> Any:
-    """The presets and the spec parser live in :mod:`pase.cluster_presets` (built on the
-    classes above); ``from pase.cluster import get_cluster`` keeps working, in any import order."""
-    if name in _PRESET_NAMES:
-        from pase import cluster_presets
-
-        return getattr(cluster_presets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
