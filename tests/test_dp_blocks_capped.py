@@ -12,8 +12,9 @@ from test_dp_blocks import chained
 
 from pase.problem import Problem, Status
 from pase.solvers import dp, exhaustive
-from pase.solvers.dp_blocks import solve_blocks
-from pase.solvers.dp_blocks_capped import shifted, solve_blocks_capped
+from pase.solvers.dp import core
+from pase.solvers.dp.blocks.fold import solve_blocks
+from pase.solvers.dp.blocks.capped import shifted, solve_blocks_capped
 from pase.testing import cap_memory
 
 
@@ -38,7 +39,7 @@ def capped_chain(seed, count, period, separators, shared, prefix, suffix, pertur
 def blocks_always():
     """The dp tries blocks on every Problem, however small (it skips tiny plans)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)
+        patch.setattr(core, "BLOCKS_MIN_ENTRIES", 0)
         yield
 
 
@@ -167,7 +168,7 @@ def test_over_budget_plain_plan_gives_feasible_with_its_gap(blocks_always):
     """With a memory budget the reduced plan fits and the plain one does not, a duality
     gap is answered 'feasible' with the dual bound, and the claim checks pass."""
     from pase.api import run_solver
-    from pase.solvers.dp_blocks import _reductions
+    from pase.solvers.dp.blocks.fold import _reductions
 
     seen = 0
     for seed in range(16):

@@ -12,7 +12,7 @@ import pytest
 from pase.errors import OptionError, TooLargeError
 from pase.problem import Problem
 from pase.solvers import dp
-from pase.solvers.dp_plan import MAX_DEPENDENT_SET
+from pase.solvers.dp.plan import MAX_DEPENDENT_SET
 from pase.testing import random_problem
 from pase.testing.random_problems import random_dag
 

@@ -3,14 +3,14 @@
     solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | None,
                         fallback: bool, **dp_options) -> tuple[Solution | None, dict]
 
-Block folding (:mod:`pase.solvers.dp_blocks`) minimises a sum of vertex and edge
+Block folding (:mod:`pase.solvers.dp.blocks.fold`) minimises a sum of vertex and edge
 costs; a memory cap is a constraint on the sum of per-vertex memory, which no
 single (min, +) power carries. Relaxing it with a multiplier ``lam >= 0`` gives
 back a plain sum, ``cost + lam * memory`` per vertex, which folds exactly as the
 costs do: identical blocks stay identical (their memory vectors are equal too),
 so each multiplier costs one folded solve. The folded minimum less
 ``lam * cap`` is a lower bound on the capped optimum (weak duality); a minimiser
-that fits the cap is an upper bound. :func:`pase.solvers.dp_lagrange.dual_search`
+that fits the cap is an upper bound. :func:`pase.solvers.dp.capped.lagrange.dual_search`
 maximises the bound over ``lam`` (1-D cutting planes: typically 5-12 folded
 solves).
 
@@ -38,8 +38,8 @@ import numpy as np
 
 from pase.errors import TimeLimitError
 from pase.problem import Problem, Solution, Status
-from pase.solvers.dp_blocks import solve_blocks
-from pase.solvers.dp_lagrange import dual_search, dual_slack
+from pase.solvers.dp.blocks.fold import solve_blocks
+from pase.solvers.dp.capped.lagrange import dual_search, dual_slack
 
 __all__ = ["solve_blocks_capped"]
 

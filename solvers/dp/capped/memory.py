@@ -15,7 +15,7 @@ Step ``i`` works over the configurations of ``D(i) + (v(i),)``:
    projected configuration, then pruning;
 3. the union over ``v(i)``'s axis, then pruning, gives ``R(i)``.
 
-The fronts themselves are in :mod:`pase.solvers.dp_fronts`.
+The fronts themselves are in :mod:`pase.solvers.dp.capped.fronts`.
 
 Pruning, all of it safe (it never drops every optimum):
 
@@ -24,7 +24,7 @@ Pruning, all of it safe (it never drops every optimum):
   partial strategy stays dominated whatever the rest is;
 - memory: a point whose memory, plus the memory of the configured ``D(i)``,
   plus the least memory of every other vertex, is over the cap;
-- cost, by Lagrangian relaxation (:mod:`pase.solvers.dp_lagrange`): plain
+- cost, by Lagrangian relaxation (:mod:`pase.solvers.dp.capped.lagrange`): plain
   DPs on ``cost + lam * memory`` give strategies that fit (an upper bound
   ``UB``) and lower bounds ``LB``. For the best ``lam``, inside tables (the
   plain DP's ``R``) and outside tables (the best completion of each ``D(i)``
@@ -56,9 +56,9 @@ import numpy as np
 
 from pase.errors import PaseError, TimeLimitError, TooLargeError
 from pase.problem import Problem
-from pase.solvers.dp_fronts import CAP_RTOL, pareto_round
-from pase.solvers.dp_lagrange import Bound, Choice, PlainDP, Tables, lagrange
-from pase.solvers.ordering import Elimination
+from pase.solvers.dp.capped.fronts import CAP_RTOL, pareto_round
+from pase.solvers.dp.capped.lagrange import Bound, Choice, PlainDP, Tables, lagrange
+from pase.solvers.dp.ordering import Elimination
 
 __all__ = ["DEFAULT_MAX_STATES", "pareto_solve", "solve_capped"]
 

@@ -1,6 +1,6 @@
 """The PaSE dynamic program (paper section III): exact, vectorised min-plus.
 
-Order the vertices (:mod:`~pase.solvers.ordering`); position ``i`` holds
+Order the vertices (:mod:`~pase.solvers.dp.ordering`); position ``i`` holds
 vertex ``v(i)`` with its dependent set ``D(i)`` (the later vertices its
 eliminated component touches) and its children (the components it joins).
 For every configuration ``phi`` of ``D(i)``, :func:`min_sum` computes
@@ -14,18 +14,18 @@ optimum and back-substitution, last position first, reads off the strategy.
 
 Around that recurrence, each in one place:
 
-- :mod:`~pase.solvers.dp_plan`: the plan, before any numeric work: each
+- :mod:`~pase.solvers.dp.plan`: the plan, before any numeric work: each
   step's terms, how they fold and chunk, the bytes the DP will hold (the
   memory guard refuses a plan over ``memory_budget`` up front);
-- :mod:`~pase.solvers.dp_kernel`: one step as chunked numpy min-plus;
-- :mod:`~pase.solvers.dp_memory`: under a memory cap, the unconstrained
+- :mod:`~pase.solvers.dp.kernel`: one step as chunked numpy min-plus;
+- :mod:`~pase.solvers.dp.capped.memory`: under a memory cap, the unconstrained
   optimum when it fits, else Pareto fronts of (cost, memory) pruned with
-  Lagrangian bounds (:mod:`~pase.solvers.dp_lagrange`,
-  :mod:`~pase.solvers.dp_fronts`): still exact;
-- :mod:`~pase.solvers.dp_blocks` (option ``blocks``): chains of repeated
+  Lagrangian bounds (:mod:`~pase.solvers.dp.capped.lagrange`,
+  :mod:`~pase.solvers.dp.capped.fronts`): still exact;
+- :mod:`~pase.solvers.dp.blocks.fold` (option ``blocks``): chains of repeated
   blocks folded into min-plus matrix powers before the recurrence; under a
-  binding cap, through the Lagrangian dual (:mod:`~pase.solvers.dp_blocks_capped`);
-- :mod:`~pase.solvers.dp_prune` (option ``prune``): configs another config
+  binding cap, through the Lagrangian dual (:mod:`~pase.solvers.dp.blocks.capped`);
+- :mod:`~pase.solvers.dp.prune` (option ``prune``): configs another config
   of their vertex dominates dropped before the recurrence. Both are exact.
 """
 from __future__ import annotations
@@ -49,12 +49,11 @@ from pase.errors import (
     check_int,
 )
 from pase.problem import COST_RTOL, Problem, Solution, Status
-from pase.registry import SOLVERS
-from pase.solvers.dp_kernel import Ledger, min_plus
-from pase.solvers.dp_memory import DEFAULT_MAX_STATES, solve_capped
-from pase.solvers.dp_plan import MAX_DEPENDENT_SET, Plan, plan_ordering
-from pase.solvers.dp_prune import PruneResult, prune_dominated
-from pase.solvers.ordering import ORDERINGS
+from pase.solvers.dp.kernel import Ledger, min_plus
+from pase.solvers.dp.capped.memory import DEFAULT_MAX_STATES, solve_capped
+from pase.solvers.dp.plan import MAX_DEPENDENT_SET, Plan, plan_ordering
+from pase.solvers.dp.prune import PruneResult, prune_dominated
+from pase.solvers.dp.ordering import ORDERINGS
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "DP_ENTRIES_PER_SECOND", "dry_run", "min_sum", "plan",
            "solve"]
@@ -108,7 +107,6 @@ def min_sum(problem: Problem, chosen: Plan, *, keep: bool = False, deadline: flo
     return total, tuple(choice), values
 
 
-@SOLVERS.register("dp", "PaSE dynamic program (exact)", exact=True)
 def solve(problem: Problem, *, ordering: str = "auto",
           memory_budget: float = DEFAULT_MEMORY_BUDGET,
           max_states: int = DEFAULT_MAX_STATES,
@@ -125,19 +123,19 @@ def solve(problem: Problem, *, ordering: str = "auto",
         max_states: under a memory cap, the most (cost, memory) front points
             the DP may generate at once or keep in all; more raises TooLargeError.
         prune: first drop every config another config of its vertex
-            dominates (:mod:`~pase.solvers.dp_prune`; exact) when the plan has
+            dominates (:mod:`~pase.solvers.dp.prune`; exact) when the plan has
             ``PRUNE_MIN_ENTRIES`` entries or more;
             ``stats["pruned"]`` counts them (``prune_seconds`` the time), the
             plan's figures are the pruned Problem's.
         blocks: first reduce chains of repeated blocks by min-plus powers
-            (:mod:`~pase.solvers.dp_blocks`; exact), then solve the rest;
+            (:mod:`~pase.solvers.dp.blocks.fold`; exact), then solve the rest;
             nothing changes when none is found or when the plain plan fits
             with under ``BLOCKS_MIN_ENTRIES`` entries. Under a memory cap the
             folded uncapped optimum is returned when it fits the cap (then it
             is the capped optimum too); otherwise the cap is relaxed into
             ``cost + lam * memory``, folded per multiplier, and the best fitting
             strategy is returned when the dual bound certifies it
-            (:mod:`~pase.solvers.dp_blocks_capped`). A duality gap runs the plain
+            (:mod:`~pase.solvers.dp.blocks.capped`). A duality gap runs the plain
             capped dp (exact) when its plan fits ``memory_budget``, and is
             otherwise returned as ``feasible`` with the dual bound as lower bound.
         time_limit: seconds; the DP has no partial answer, so exceeding it
@@ -211,7 +209,7 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float, *, ordering: str
     """The answer with chains of repeated blocks folded (``solve``'s ``blocks``), or
     ``(None, stats)`` when the plain dp must run: no chain found, or a binding cap
     whose Lagrangian route left a gap (``stats`` say so)."""
-    from pase.solvers.dp_blocks import solve_blocks  # imports this module
+    from pase.solvers.dp.blocks.fold import solve_blocks  # imports this module
 
     # Under a cap the folded optimum of the uncapped Problem is the answer when it
     # fits: no strategy under the cap costs less than the best one without it.
@@ -228,7 +226,7 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float, *, ordering: str
         reduced.wall_time = time.perf_counter() - start
         return reduced, {}
     if reduced is not None:  # the cap binds: the Lagrangian route through the powers
-        from pase.solvers.dp_blocks_capped import solve_blocks_capped
+        from pase.solvers.dp.blocks.capped import solve_blocks_capped
 
         answer, blocks_capped = solve_blocks_capped(
             _forbid_infinite_memory(problem), reduced,
@@ -292,7 +290,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict
     With a shape that carries a cost model's sharing keys
     (``problem_shape(graph, space, cost_model=...)``), ``blocks`` says which chains
     of repeated blocks ``solve`` would fold, their counts and the folded work
-    (:mod:`~pase.solvers.dp_blocks_dry`); ``estimated_seconds`` is then what
+    (:mod:`~pase.solvers.dp.blocks.dry`); ``estimated_seconds`` is then what
     ``solve`` with its defaults would take, the reduction applied.
 
     Every number is finite (huge ones capped as floats) so the dict is plain
@@ -320,7 +318,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict
 def _dry_run_blocks(shape: Any, auto: Plan, budget: float) -> dict[str, Any]:
     """The ``blocks`` part of a dry run, and ``estimated_seconds``: what ``solve`` would
     spend with its defaults (blocks folded where it would fold them)."""
-    from pase.solvers.dp_blocks_dry import predict_blocks
+    from pase.solvers.dp.blocks.dry import predict_blocks
 
     plain_seconds = _finite(_finite(auto.table_entries) / DP_ENTRIES_PER_SECOND)
     if _fits(auto, budget) and auto.table_entries < BLOCKS_MIN_ENTRIES:

@@ -3,12 +3,12 @@
 A :class:`Plan` is built from the graph's shape (vertex names, candidate
 counts, edges: a Problem or a ProblemShape, no cost arrays needed) and an
 ordering, before any numeric work. For every position it fixes the terms the
-step sums, how they fold (:func:`pase.solvers.dp_kernel.fold`), how the
+step sums, how they fold (:func:`pase.solvers.dp.kernel.fold`), how the
 broadcast is chunked, and so the exact bytes the DP will hold.
 :mod:`pase.solvers.dp` executes a Plan step by step and keeps to it; the peak
 it predicts is what the memory guard checks.
 
-Memory model (all of it mirrored by :func:`pase.solvers.dp_kernel.min_plus`):
+Memory model (all of it mirrored by :func:`pase.solvers.dp.kernel.min_plus`):
 
 - every step keeps an argmin table over ``D(i)`` (the smallest unsigned dtype
   that holds ``K_v - 1``) until back-substitution;
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pase.errors import OptionError
-from pase.solvers.dp_kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
-from pase.solvers.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
+from pase.solvers.dp.kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
+from pase.solvers.dp.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
 
 MAX_DEPENDENT_SET = 64
 

@@ -5,10 +5,10 @@
 Reads only a Problem's shape (:class:`pase.costing.ProblemShape`): sizes, edges,
 and the cost model's sharing keys (``vertex_shared_with``, ``shared_with``:
 vertices or edges with equal keys get equal arrays). Detection runs as in
-:mod:`pase.solvers.dp_blocks_find`, with those keys standing in for the arrays'
+:mod:`pase.solvers.dp.blocks.find`, with those keys standing in for the arrays'
 contents, so a dry run finds the chains whose equality the keys promise (the
 solver, comparing contents, may find more). Each chain is reduced symbolically,
-as :mod:`pase.solvers.dp_blocks` reduces it, and the work is counted:
+as :mod:`pase.solvers.dp.blocks.fold` reduces it, and the work is counted:
 
 - ``transfer_entries``: table entries of one block's transfer tensor (its inner
   vertices eliminated, separators and shared vertices kept);
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from pase.solvers.dp_blocks_find import BlockChain, _find_one, _Graph
-from pase.solvers.dp_plan import plan_for_order
+from pase.solvers.dp.blocks.find import BlockChain, _find_one, _Graph
+from pase.solvers.dp.plan import plan_for_order
 
 __all__ = ["POWER_WORK_PER_SECOND", "TRANSFER_ENTRIES_PER_SECOND", "predict_blocks"]
 
@@ -122,8 +122,8 @@ def _contiguous(chain: BlockChain, original: list[int]) -> bool:
 
 
 def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
-    """Table entries :func:`pase.solvers.dp_blocks._block_transfer` fills for one block."""
-    from pase.solvers.dp_blocks import _inner_order
+    """Table entries :func:`pase.solvers.dp.blocks.fold._block_transfer` fills for one block."""
+    from pase.solvers.dp.blocks.fold import _inner_order
 
     u1 = list(chain.block(1))
     local, kept_vertices = chain.transfer_vertices()
@@ -149,7 +149,7 @@ def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
 
 
 def _reduce(shape: _Shape, chain: BlockChain) -> tuple[_Shape, list[int]]:
-    """The shape :class:`pase.solvers.dp_blocks._Reduction` leaves, and the kept vertices."""
+    """The shape :class:`pase.solvers.dp.blocks.fold._Reduction` leaves, and the kept vertices."""
     removed = chain.removed()
     kept = [v for v in range(shape.num_vertices) if v not in removed]
     new = {v: k for k, v in enumerate(kept)}

@@ -2,7 +2,7 @@
 
 An LLM's Problem is L copies of one layer chained through the residual stream.
 This module finds such a chain on the Problem alone (no model is special-cased;
-detection, and what a chain is: :mod:`pase.solvers.dp_blocks_find`),
+detection, and what a chain is: :mod:`pase.solvers.dp.blocks.find`),
 folds its blocks into one ``(min, +)`` matrix power, solves what is left with
 the ordinary dp, and expands the answer back to every vertex. The answer is the
 plain dp's optimum (same cost to rounding; ties may pick another minimiser,
@@ -20,7 +20,7 @@ cap), runs as before.
 Reduction. One block's transfer tensor ``T[g, s, t]`` is the least cost of the
 block (its vertex costs, inner edges, edges from ``S_{i-1}`` and ``G``) over its
 inner vertices, given ``G`` at ``g``, ``S_{i-1}`` at ``s`` and ``S_i`` at ``t``;
-it comes from the dp kernel (:func:`pase.solvers.dp_kernel.min_plus`) run on
+it comes from the dp kernel (:func:`pase.solvers.dp.kernel.min_plus`) run on
 the block with the separator and shared vertices eliminated last (not at all).
 ``T^m`` by repeated squaring keeps each product's argmin (the middle
 separator state). The chain is replaced by one edge between ``S_0`` and ``S_m``
@@ -31,7 +31,7 @@ walks the argmin tables down to every separator and every inner vertex.
 
 Memory caps: :func:`solve_blocks` itself returns None under a cap. The dp
 folds the uncapped Problem first (its optimum is the answer when it fits), then
-:mod:`pase.solvers.dp_blocks_capped` folds ``cost + lam * memory`` per Lagrange
+:mod:`pase.solvers.dp.blocks.capped` folds ``cost + lam * memory`` per Lagrange
 multiplier and certifies the capped optimum by the dual bound, or hands over to
 the plain capped dp (or reports the gap).
 """
@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 
 from pase.problem import COST_RTOL, Problem, Solution, Status
-from pase.solvers.dp_blocks_find import BlockChain, _find_one
-from pase.solvers.dp_classes import class_min_plus
-from pase.solvers.dp_kernel import Ledger, min_plus
-from pase.solvers.dp_plan import Plan, plan_for_order
-from pase.solvers.ordering import adjacency
+from pase.solvers.dp.blocks.find import BlockChain, _find_one
+from pase.solvers.dp.config_classes import class_min_plus
+from pase.solvers.dp.kernel import Ledger, min_plus
+from pase.solvers.dp.plan import Plan, plan_for_order
+from pase.solvers.dp.ordering import adjacency
 
 __all__ = ["min_plus_product", "solve_blocks"]
 
@@ -365,7 +365,7 @@ def solve_blocks(problem: Problem, *, time_limit: float | None = None,
         >>> solve_blocks(random_chain(6, seed=3)) is None
         True
     """
-    from pase.solvers import dp
+    from pase.solvers.dp import core as dp  # imports this module
 
     start = time.perf_counter()
     if problem.memory_cap is not None:

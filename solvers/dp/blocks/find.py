@@ -1,4 +1,4 @@
-"""Finding repeated blocks in a Problem: the chains :mod:`pase.solvers.dp_blocks` reduces.
+"""Finding repeated blocks in a Problem: the chains :mod:`pase.solvers.dp.blocks.fold` reduces.
 
     find_blocks(problem: Problem) -> list[BlockChain]
 
@@ -297,7 +297,7 @@ def _find_one(problem: Problem | _Graph, usable: int | None = None) -> BlockChai
 
 
 def find_blocks(problem: Problem) -> list[BlockChain]:
-    """Every chain :func:`~pase.solvers.dp_blocks.solve_blocks` would reduce, in ``problem``'s vertex numbers.
+    """Every chain :func:`~pase.solvers.dp.blocks.fold.solve_blocks` would reduce, in ``problem``'s vertex numbers.
 
     Chains are found one at a time, each in the Problem left by reducing the
     ones before (as the solver does); a chain that involves a product vertex of
@@ -308,7 +308,7 @@ def find_blocks(problem: Problem) -> list[BlockChain]:
         >>> find_blocks(random_chain(6, seed=3))
         []
     """
-    from pase.solvers.dp_blocks import _reductions  # imports this module
+    from pase.solvers.dp.blocks.fold import _reductions  # imports this module
 
     chains = []
     for reduction in _reductions(problem):

@@ -1,0 +1,19 @@
+"""The PaSE dynamic program (paper section III) as one package: docs/dp.md maps its modules.
+
+Importing it registers the solver ``"dp"``.
+"""
+from pase.registry import SOLVERS
+from pase.solvers.dp.core import (
+    DEFAULT_MEMORY_BUDGET,
+    DP_ENTRIES_PER_SECOND,
+    dry_run,
+    min_sum,
+    plan,
+    solve,
+)
+from pase.solvers.dp.ordering import ORDERINGS
+
+__all__ = ["DEFAULT_MEMORY_BUDGET", "DP_ENTRIES_PER_SECOND", "ORDERINGS", "dry_run", "min_sum",
+           "plan", "solve"]
+
+SOLVERS.register("dp", "PaSE dynamic program (exact)", exact=True)(solve)
