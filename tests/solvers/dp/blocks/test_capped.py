@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dp_blocks import chained
 
 from pase.problem import Problem, Status
 from pase.solvers import dp, exhaustive
@@ -16,6 +15,8 @@ from pase.solvers.dp import core
 from pase.solvers.dp.blocks.fold import solve_blocks
 from pase.solvers.dp.blocks.capped import shifted, solve_blocks_capped
 from pase.testing import cap_memory
+
+from .test_fold import chained
 
 
 def block_memory(problem: Problem, seed: int) -> Problem:
