@@ -99,7 +99,7 @@ def test_edge_classes_rebuild_the_matrix():
 def test_real_model_blocks_still_exact():
     problem = pase.build_problem("gpt2", 64, model_options={"layers": 3}).problem
     a = dp.solve(problem, blocks=False)
-    from pase.solvers.dp.blocks.fold import solve_blocks
+    from pase.solvers.dp.core import solve_blocks
 
     b = solve_blocks(problem)
     assert abs(a.cost - b.cost) <= 1e-9 * abs(a.cost)

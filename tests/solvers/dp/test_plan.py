@@ -142,6 +142,6 @@ def test_dp_refuses_3000_ops_within_seconds():
     start = time.process_time()
     with pytest.raises(TooLargeError, match=r"at vertex 'v\d+'"):
         # The plan's refusal; looking for repeated blocks first (blocks=True) is
-        # dp_blocks' own time.
+        # the fold's own time (blocks.fold).
         dp.solve(problem, blocks=False)
     assert time.process_time() - start < 5.0
