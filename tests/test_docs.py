@@ -206,7 +206,7 @@ def section(text: str, heading: str) -> str:
 
 
 def test_cost_model_doc_lists_the_reference_figures_the_tests_check():
-    import test_dp_reference as dp_ref
+    from solvers.dp import test_reference as dp_ref
     import test_reference_figures as figures
 
     doc = (ROOT / "docs" / "cost-model.md").read_text(encoding="utf-8")

@@ -67,7 +67,7 @@ CONV4_NOTE = (
     "conv4 split like conv5 (b16 c2), and the best strategy with conv4 forced to b32 (every "
     "other layer free) costs {forced:.0f} FLOP, {pct:.1f}% more. So the summary's \"first "
     "four\" is off by one (it should read \"first three\"); we keep the optimum. The same is "
-    "checked in tests/test_dp_reference.py.")
+    "checked in tests/solvers/dp/test_reference.py.")
 
 
 def letters(model: str, kind: str, dim: str) -> str:

@@ -1,6 +1,6 @@
-"""Finding repeated blocks in a Problem: the chains :mod:`pase.solvers.dp_blocks` reduces.
+"""Finding repeated blocks in a Problem: the chains :mod:`pase.solvers.dp.blocks.fold` reduces.
 
-    find_blocks(problem: Problem) -> list[BlockChain]
+    find_one(problem: Problem | IdGraph, usable: int | None = None) -> BlockChain | None
 
 What is accepted (a *chain*). Vertices are numbered in build order; a chain is a
 period ``P``, a start ``a`` and a count ``m >= 2``. Block ``U_i`` is the vertex
@@ -25,7 +25,8 @@ the position embedding joins layer 0 exactly as a residual joins the next
 layer, so all L layers are blocks (``m = L``, ``S_0`` the embedding); where the
 embedding's edges differ, layer 0 is ``U_0`` and ``m = L - 1``.
 
-Detection (:func:`find_blocks`) hashes each vertex's costs with its incident
+Detection (:func:`find_one`; every chain, one after another:
+:func:`pase.solvers.dp.blocks.fold.find_blocks`) hashes each vertex's costs with its incident
 edge matrices, finds for each period the longest run where vertex ``v`` looks
 like ``v + P`` (numpy, ``O(n)`` per period), then verifies the candidates exactly
 at every alignment; it keeps the chain removing the most vertices, then the one
@@ -43,7 +44,7 @@ import numpy as np
 
 from pase.problem import Problem
 
-__all__ = ["BlockChain", "MAX_POWER_WORK", "find_blocks"]
+__all__ = ["BlockChain", "IdGraph", "MAX_POWER_WORK", "find_one"]
 
 # Most scalar additions one min-plus product of the transfer tensor may take
 # (K_G * K_S**3); a chain with a larger separator state is not reduced.
@@ -96,11 +97,19 @@ class BlockChain:
         out = set(range(self.start, self.start + self.count * self.period))
         return out - set(self.separator_vertices(self.count))
 
+    def contiguous(self, original: list[int]) -> bool:
+        """Whether the blocks are vertex ranges of the first Problem too, given each
+        vertex's number there (``original``; chains are found in reduced Problems)."""
+        first = min(self.start - self.period + o for o in self.separator)
+        last = self.start + self.count * self.period - 1
+        return original[last] - original[first] == last - first
+
     def describe(self, problem: Problem) -> dict[str, Any]:
         return {"first_block": problem.names[self.start],
                 "period": self.period, "count": self.count,
                 "separator": [problem.names[v] for v in self.separator_vertices(1)],
                 "shared": [problem.names[v] for v in self.shared], "states": self.states}
+
 
 # -- detection -------------------------------------------------------------------
 
@@ -131,24 +140,24 @@ class _Interner:
         return ident
 
 
-class _Graph:
-    """The Problem as ids: vertex content ids and adjacency (w, edge content id, edge index).
+class IdGraph:
+    """A Problem as ids: vertex content ids and adjacency (w, edge content id).
 
-    Built from a Problem (ids of array contents), or, for dry runs, from ids alone
-    (:meth:`from_ids`: equal ids promise equal arrays, e.g. a cost model's sharing keys).
+    Equal ids promise equal arrays: the ids of array contents (:meth:`of`) or, for
+    dry runs, a cost model's sharing keys. ``vid``, ``sizes`` and ``eids`` are per
+    vertex, per vertex and per edge of ``edges``.
     """
 
-    def __init__(self, problem: Problem | None, *, ids: tuple | None = None):
-        if problem is None:
-            assert ids is not None
-            vid, sizes, edges, eids = ids
-        else:
-            intern = _Interner()
-            memory = problem.memory
-            vid = [(intern(problem.vertex_costs[v]),
-                    -1 if memory is None else intern(memory[v])) for v in range(problem.num_vertices)]
-            sizes, edges = problem.sizes, problem.edges
-            eids = [intern(m) for m in problem.edge_costs]
+    @classmethod
+    def of(cls, problem: Problem) -> IdGraph:
+        """The graph of ``problem``'s array contents (vertex costs with memory, edge matrices)."""
+        intern = _Interner()
+        memory = problem.memory
+        vid = [(intern(problem.vertex_costs[v]), -1 if memory is None else intern(memory[v]))
+               for v in range(problem.num_vertices)]
+        return cls(vid, problem.sizes, problem.edges, [intern(m) for m in problem.edge_costs])
+
+    def __init__(self, vid: list[Any], sizes: Any, edges: list[tuple[int, int]], eids: list[Any]):
         n = len(vid)
         self.n = n
         self.vid = list(vid)
@@ -195,7 +204,7 @@ def _runs(look: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
     return out[:limit]
 
 
-def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
+def _chain_at(g: IdGraph, a: int, period: int, usable: int) -> BlockChain | None:
     """The chain with ``U_0 = [a, a + period)``, verified exactly, or None (see module doc)."""
     P = period
     if a <= -P or a + 3 * P > usable:  # U_0 may start before vertex 0: only S_0 must exist
@@ -271,9 +280,9 @@ def _chain_at(g: _Graph, a: int, period: int, usable: int) -> BlockChain | None:
     return BlockChain(a + P, P, count, tuple(sep), tuple(shared), states, tuple(pattern_edges))
 
 
-def _find_one(problem: Problem | _Graph, usable: int | None = None) -> BlockChain | None:
-    """The best chain among vertices ``0..usable-1`` (all by default), or None."""
-    g = problem if isinstance(problem, _Graph) else _Graph(problem)
+def find_one(problem: Problem | IdGraph, usable: int | None = None) -> BlockChain | None:
+    """The best chain among vertices ``0..usable-1`` (all by default), or None (module doc)."""
+    g = problem if isinstance(problem, IdGraph) else IdGraph.of(problem)
     usable = g.n if usable is None else usable
     best, best_key = None, None
     found: list[int] = []  # periods with a chain: their multiples repeat it, coarser
@@ -295,22 +304,3 @@ def _find_one(problem: Problem | _Graph, usable: int | None = None) -> BlockChai
                 found.append(period)
     return best
 
-
-def find_blocks(problem: Problem) -> list[BlockChain]:
-    """Every chain :func:`~pase.solvers.dp_blocks.solve_blocks` would reduce, in ``problem``'s vertex numbers.
-
-    Chains are found one at a time, each in the Problem left by reducing the
-    ones before (as the solver does); a chain that involves a product vertex of
-    an earlier reduction is not taken.
-
-    Examples:
-        >>> from pase.testing import random_chain
-        >>> find_blocks(random_chain(6, seed=3))
-        []
-    """
-    from pase.solvers.dp_blocks import _reductions  # imports this module
-
-    chains = []
-    for reduction in _reductions(problem):
-        chains.append(reduction.original_chain())
-    return chains

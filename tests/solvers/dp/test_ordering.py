@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pase.errors import OptionError
 from pase.problem import Problem
-from pase.solvers.ordering import ORDERINGS, eliminate, fill_in, generateseq, min_fill, rule_for
+from pase.solvers.dp.ordering import ORDERINGS, eliminate, fill_in, generateseq, min_fill, rule_for
 from pase.testing import random_problem
 
 

@@ -1,58 +1,52 @@
 """Exact reduction of repeated blocks: the dp on an L-layer model in log2 L min-plus products.
 
 An LLM's Problem is L copies of one layer chained through the residual stream.
-This module finds such a chain on the Problem alone (no model is special-cased;
-detection, and what a chain is: :mod:`pase.solvers.dp_blocks_find`),
-folds its blocks into one ``(min, +)`` matrix power, solves what is left with
-the ordinary dp, and expands the answer back to every vertex. The answer is the
-plain dp's optimum (same cost to rounding; ties may pick another minimiser,
-deterministically).
+This module folds such chains (found on the Problem alone, no model is
+special-cased: :mod:`pase.solvers.dp.blocks.find`) into ``(min, +)`` matrix
+powers, as a reduction:
 
-    solve_blocks(problem: Problem, *, time_limit: float | None = None,
-                 **dp_options) -> Solution | None
+    apply(problem) -> (reduced Problem, Folding)
+    invert(choice of the reduced Problem, Folding) -> choice of ``problem``
 
-``dp_options`` (ordering, memory_budget, max_states, seed) go to
-:func:`pase.solvers.dp.solve` for the reduced Problem (with ``blocks=False``
-when that option exists). The dp's hook: ``dp.solve(..., blocks=True)`` calls
-``solve_blocks`` first and, when it returns None (nothing repeats, or a memory
-cap), runs as before.
+The reduced Problem's optimum is the original's (same cost to rounding; ties
+may pick another minimiser, deterministically), and :func:`invert` maps its
+minimiser back to every vertex. :mod:`pase.solvers.dp.core` solves the reduced
+Problem with the ordinary dp in between; nothing here solves.
 
 Reduction. One block's transfer tensor ``T[g, s, t]`` is the least cost of the
 block (its vertex costs, inner edges, edges from ``S_{i-1}`` and ``G``) over its
 inner vertices, given ``G`` at ``g``, ``S_{i-1}`` at ``s`` and ``S_i`` at ``t``;
-it comes from the dp kernel (:func:`pase.solvers.dp_kernel.min_plus`) run on
+it comes from the dp kernel (:func:`pase.solvers.dp.kernel.min_plus`) run on
 the block with the separator and shared vertices eliminated last (not at all).
 ``T^m`` by repeated squaring keeps each product's argmin (the middle
 separator state). The chain is replaced by one edge between ``S_0`` and ``S_m``
 (a separator of several vertices, or shared vertices, become a product vertex
-tied to its members by 0/inf edges), and the reduced Problem goes to the dp;
-chains are reduced one after another until none is left. Back-substitution
-walks the argmin tables down to every separator and every inner vertex.
+tied to its members by 0/inf edges); chains are reduced one after another
+until none is left. Inverting walks the argmin tables down to every separator
+and every inner vertex.
 
-Memory caps: :func:`solve_blocks` itself returns None under a cap. The dp
-folds the uncapped Problem first (its optimum is the answer when it fits), then
-:mod:`pase.solvers.dp_blocks_capped` folds ``cost + lam * memory`` per Lagrange
-multiplier and certifies the capped optimum by the dual bound, or hands over to
-the plain capped dp (or reports the gap).
+Memory is not carried: the reduced Problem has no memory and no cap. Under a
+cap the dp folds the uncapped Problem first (its optimum is the answer when it
+fits), then :mod:`pase.solvers.dp.blocks.capped` folds ``cost + lam * memory``
+per Lagrange multiplier.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pase.problem import COST_RTOL, Problem, Solution, Status
-from pase.solvers.dp_blocks_find import BlockChain, _find_one
-from pase.solvers.dp_classes import class_min_plus
-from pase.solvers.dp_kernel import Ledger, min_plus
-from pase.solvers.dp_plan import Plan, plan_for_order
-from pase.solvers.ordering import adjacency
+from pase.problem import Problem
+from pase.solvers.dp.blocks.find import BlockChain, find_one
+from pase.solvers.dp.config_classes import class_min_plus
+from pase.solvers.dp.kernel import Ledger, min_plus
+from pase.solvers.dp.ordering import inner_order
+from pase.solvers.dp.plan import Plan, plan_for_order
 
-__all__ = ["min_plus_product", "solve_blocks"]
+__all__ = ["Folding", "apply", "find_blocks", "invert", "min_plus_product"]
 
 # Size of one chunk of a min-plus product's broadcast sum, in float64 entries.
 PRODUCT_CHUNK = 2**19
@@ -99,7 +93,7 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     block = Problem(costs, edges, mats)
     kept = tuple(index[v] for v in kept_vertices)
     kept_set = set(kept)
-    inner = _inner_order(block, kept_set)
+    inner = inner_order(block, kept_set)
     ledger = Ledger()
     axes_sizes = tuple(int(block.sizes[k]) for k in kept)
     total = np.zeros(axes_sizes)
@@ -130,26 +124,6 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     kg = math.prod(axes_sizes[:len(chain.shared)])
     ks = math.prod(axes_sizes[len(chain.shared):outside])
     return _Block(total.reshape(kg, ks, ks), kept, axes_sizes, local, plan, argmins)
-
-
-def _inner_order(block: Problem, kept: set[int]) -> list[int]:
-    """Greedy minimum-weight elimination of the non-kept vertices, kept ones staying in the graph.
-
-    Weight: the entries of the step's table, ``K_v`` times the product over the
-    current neighbours; ties go to the lower local index.
-    """
-    d = adjacency(block)
-    sizes = [int(k) for k in block.sizes]
-    left = [v for v in range(block.num_vertices) if v not in kept]
-    order = []
-    while left:
-        v = min(left, key=lambda u: (sizes[u] * math.prod(sizes[w] for w in d[u]), u))
-        left.remove(v)
-        order.append(v)
-        for u in d[v]:
-            d[u] |= d[v]
-            d[u] -= {u, v}
-    return order
 
 
 def _on_axes(table: np.ndarray, axes: tuple[int, ...], target: tuple[int, ...]) -> np.ndarray:
@@ -232,7 +206,7 @@ class _Power:
         return self._expand(g, k - 1, a, c) + self._expand(g, k - 1, c, b)
 
 
-# -- reduction and solving -------------------------------------------------------------
+# -- the reduction: apply and invert ------------------------------------------------
 
 class _Reduction:
     """One chain folded into an edge: the reduced Problem and the way back."""
@@ -321,83 +295,68 @@ class _Reduction:
                           tuple((o[u], o[w]) for u, w in c.pattern_edges))
 
 
-def _reductions(problem: Problem, max_chains: int = 16) -> list[_Reduction]:
-    out: list[_Reduction] = []
+@dataclass
+class Folding:
+    """The inverse data of :func:`apply`: each chain's reduction, in order, and the time taken."""
+
+    reductions: list[_Reduction] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def chains(self) -> list[BlockChain]:
+        """The chains folded, in the first Problem's vertex numbers."""
+        return [r.original_chain() for r in self.reductions]
+
+    def stats(self, problem: Problem) -> dict[str, Any]:
+        """What the dp reports of the folding of ``problem``: ``blocks`` (one dict per
+        chain: first block's first vertex, period, count, separator and shared vertex
+        names, states), ``blocks_found``, ``vertices_removed``, ``blocks_seconds``
+        (detection, transfer tensors and powers) and ``block_products``."""
+        return {"blocks": [c.describe(problem) for c in self.chains()],
+                "blocks_found": len(self.reductions),
+                "vertices_removed": sum(len(r.chain.removed()) for r in self.reductions),
+                "blocks_seconds": self.seconds,
+                "block_products": sum(r.power.products for r in self.reductions)}
+
+
+def apply(problem: Problem, max_chains: int = 16) -> tuple[Problem, Folding]:
+    """``problem`` with its chains of repeated blocks folded, and the way back.
+
+    Up to ``max_chains`` chains, each found in the Problem the ones before left; a
+    chain that involves a product vertex of an earlier one is not taken. Nothing
+    found: ``problem`` itself and an empty Folding. Memory and cap are dropped.
+    """
+    start = time.perf_counter()
+    folding = Folding()
     current = problem
     original = list(range(problem.num_vertices))
     usable = problem.num_vertices
     for _ in range(max_chains):
-        chain = _find_one(current, usable)
-        if chain is None or not _contiguous(chain, original):
+        chain = find_one(current, usable)
+        if chain is None or not chain.contiguous(original):
             break
         reduction = _Reduction(current, chain, original)
-        out.append(reduction)
+        folding.reductions.append(reduction)
         original = [original[v] for v in reduction.kept] + [-1] * (
             reduction.reduced.num_vertices - len(reduction.kept))  # -1: a product vertex
         current = reduction.reduced
         usable = sum(1 for v in reduction.kept if v < usable)  # synthetic vertices come last
-    return out
+    folding.seconds = time.perf_counter() - start
+    return current, folding
 
 
-def _contiguous(chain: BlockChain, original: list[int]) -> bool:
-    """Whether the chain's blocks are vertex ranges of the original Problem too."""
-    first = min(chain.start - chain.period + o for o in chain.separator)
-    last = chain.start + chain.count * chain.period - 1
-    return original[last] - original[first] == last - first
+def invert(choice: tuple[int, ...], folding: Folding) -> tuple[int, ...]:
+    """The first Problem's choice for a choice of the reduced one (same cost)."""
+    for r in reversed(folding.reductions):
+        choice = tuple(r.expand(choice))
+    return choice
 
 
-def solve_blocks(problem: Problem, *, time_limit: float | None = None,
-                 **dp_options: Any) -> Solution | None:
-    """The dp's optimum with repeated blocks reduced, or None when there is nothing to reduce.
-
-    None also under a memory cap (the reduction does not carry memory): the
-    caller then runs the ordinary dp. ``dp_options`` (ordering, memory_budget,
-    max_states, seed) go to :func:`pase.solvers.dp.solve` for the reduced
-    Problem; ``time_limit`` covers the whole call, but detection and the
-    powers are not interrupted (the reduced dp gets what is left). Stats: the dp's on the
-    reduced Problem, plus ``blocks`` (one dict per chain: first block's first
-    vertex, period, count, separator and shared vertex names, states),
-    ``blocks_found``, ``vertices_removed`` and ``blocks_seconds`` (detection,
-    transfer tensors and powers).
+def find_blocks(problem: Problem) -> list[BlockChain]:
+    """Every chain :func:`apply` folds, in ``problem``'s vertex numbers.
 
     Examples:
         >>> from pase.testing import random_chain
-        >>> solve_blocks(random_chain(6, seed=3)) is None
-        True
+        >>> find_blocks(random_chain(6, seed=3))
+        []
     """
-    from pase.solvers import dp
-
-    start = time.perf_counter()
-    if problem.memory_cap is not None:
-        return None
-    reductions = _reductions(problem)
-    if not reductions:
-        return None
-    reduced = reductions[-1].reduced
-    blocks_seconds = time.perf_counter() - start
-    options = dict(dp_options)
-    if "blocks" in inspect.signature(dp.solve).parameters:
-        options["blocks"] = False
-    if time_limit is not None:
-        options["time_limit"] = max(1e-3, time_limit - blocks_seconds)
-    inner = dp.solve(reduced, **options)
-    stats: dict[str, Any] = dict(inner.stats)
-    described = [r.original_chain().describe(problem) for r in reductions]
-    stats.update({"blocks": described, "blocks_found": len(reductions),
-                  "vertices_removed": sum(len(r.chain.removed()) for r in reductions),
-                  "blocks_seconds": blocks_seconds,
-                  "block_products": sum(r.power.products for r in reductions)})
-    if inner.choice is None:
-        return Solution(None, math.inf, inner.status, "dp", wall_time=time.perf_counter() - start,
-                        stats=stats)
-    choice = tuple(inner.choice)
-    for r in reversed(reductions):
-        choice = tuple(r.expand(choice))
-    cost = problem.evaluate(choice)
-    scale = problem.term_scale(choice)
-    if not abs(cost - inner.cost) <= COST_RTOL * max(scale, inner.cost):
-        from pase.errors import PaseError
-        raise PaseError(f"dp_blocks internal error: the reduced optimum {inner.cost!r} differs "
-                        f"from the re-evaluated cost {cost!r} of its expansion; please report this")
-    return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
-                    wall_time=time.perf_counter() - start, stats=stats)
+    return apply(problem)[1].chains()

@@ -15,7 +15,7 @@ Step ``i`` works over the configurations of ``D(i) + (v(i),)``:
    projected configuration, then pruning;
 3. the union over ``v(i)``'s axis, then pruning, gives ``R(i)``.
 
-The fronts themselves are in :mod:`pase.solvers.dp_fronts`.
+The fronts themselves are in :mod:`pase.solvers.dp.capped.fronts`.
 
 Pruning, all of it safe (it never drops every optimum):
 
@@ -24,7 +24,7 @@ Pruning, all of it safe (it never drops every optimum):
   partial strategy stays dominated whatever the rest is;
 - memory: a point whose memory, plus the memory of the configured ``D(i)``,
   plus the least memory of every other vertex, is over the cap;
-- cost, by Lagrangian relaxation (:mod:`pase.solvers.dp_lagrange`): plain
+- cost, by Lagrangian relaxation (:mod:`pase.solvers.dp.capped.lagrange`): plain
   DPs on ``cost + lam * memory`` give strategies that fit (an upper bound
   ``UB``) and lower bounds ``LB``. For the best ``lam``, inside tables (the
   plain DP's ``R``) and outside tables (the best completion of each ``D(i)``
@@ -56,11 +56,11 @@ import numpy as np
 
 from pase.errors import PaseError, TimeLimitError, TooLargeError
 from pase.problem import Problem
-from pase.solvers.dp_fronts import CAP_RTOL, pareto_round
-from pase.solvers.dp_lagrange import Bound, Choice, PlainDP, Tables, lagrange
-from pase.solvers.ordering import Elimination
+from pase.solvers.dp.capped.fronts import CAP_RTOL, pareto_round
+from pase.solvers.dp.capped.lagrange import Bound, Choice, PlainDP, Tables, lagrange
+from pase.solvers.dp.ordering import Elimination
 
-__all__ = ["DEFAULT_MAX_STATES", "pareto_solve", "solve_capped"]
+__all__ = ["DEFAULT_MAX_STATES", "forbid_infinite_memory", "pareto_solve", "solve_capped"]
 
 DEFAULT_MAX_STATES = 5 * 10**7
 # Cost ceilings of the rounds: the first at 1/FIRST_CEILING of the way from the
@@ -141,6 +141,19 @@ def solve_capped(problem: Problem, elim: Elimination, free: tuple[Choice, float]
         raise PaseError(f"dp internal error: the least memory {least!r} fits the cap "
                         f"{cap!r} but the Pareto DP found no strategy; please report this")
     return found, stats
+
+
+def forbid_infinite_memory(problem: Problem) -> Problem:
+    """Under a cap, a candidate needing ``+inf`` memory never fits: give it cost
+    ``+inf`` (forbidden, as the ILP formulation drops it) and memory 0, so that
+    no ``inf * 0`` or ``inf - inf`` reaches the Lagrangian and the fronts."""
+    if problem.memory_cap is None or problem.memory is None or \
+            all(np.isfinite(m).all() for m in problem.memory):
+        return problem
+    costs = [np.where(np.isinf(m), np.inf, c) for c, m in zip(problem.vertex_costs, problem.memory)]
+    memory = [np.where(np.isinf(m), 0.0, m) for m in problem.memory]
+    return Problem(costs, problem.edges, problem.edge_costs, problem.names, memory,
+                   problem.memory_cap, problem.unit, problem.candidates, problem.devices)
 
 
 def _min_memory(problem: Problem, run: PlainDP) -> float:

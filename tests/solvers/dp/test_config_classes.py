@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 import pase
 from pase.problem import Problem
 from pase.solvers import dp
-from pase.solvers.dp_classes import class_min_plus, edge_classes
-from pase.solvers.dp_kernel import Ledger, min_plus
-from pase.solvers.dp_plan import plan_ordering
-from pase.solvers.ordering import ORDERINGS
+from pase.solvers.dp.config_classes import class_min_plus, edge_classes
+from pase.solvers.dp.kernel import Ledger, min_plus
+from pase.solvers.dp.plan import plan_ordering
+from pase.solvers.dp.ordering import ORDERINGS
 
 
 def few_classes(rng, rows: int, cols: int) -> np.ndarray:
@@ -99,7 +99,7 @@ def test_edge_classes_rebuild_the_matrix():
 def test_real_model_blocks_still_exact():
     problem = pase.build_problem("gpt2", 64, model_options={"layers": 3}).problem
     a = dp.solve(problem, blocks=False)
-    from pase.solvers.dp_blocks import solve_blocks
+    from pase.solvers.dp.core import solve_blocks
 
     b = solve_blocks(problem)
     assert abs(a.cost - b.cost) <= 1e-9 * abs(a.cost)

@@ -3,12 +3,13 @@
 A :class:`Plan` is built from the graph's shape (vertex names, candidate
 counts, edges: a Problem or a ProblemShape, no cost arrays needed) and an
 ordering, before any numeric work. For every position it fixes the terms the
-step sums, how they fold (:func:`pase.solvers.dp_kernel.fold`), how the
+step sums, how they fold (:func:`pase.solvers.dp.kernel.fold`), how the
 broadcast is chunked, and so the exact bytes the DP will hold.
-:mod:`pase.solvers.dp` executes a Plan step by step and keeps to it; the peak
-it predicts is what the memory guard checks.
+:mod:`pase.solvers.dp.core` executes a Plan step by step and keeps to it; the
+peak it predicts is what the memory guard (:func:`refuse_over_budget`) checks,
+before any work. :func:`plan` picks the ordering ``solve`` would run.
 
-Memory model (all of it mirrored by :func:`pase.solvers.dp_kernel.min_plus`):
+Memory model (all of it mirrored by :func:`pase.solvers.dp.kernel.min_plus`):
 
 - every step keeps an argmin table over ``D(i)`` (the smallest unsigned dtype
   that holds ``K_v - 1``) until back-substitution;
@@ -28,15 +29,22 @@ minutes. Its figures then count the steps up to that one only: lower bounds.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pase.errors import OptionError
-from pase.solvers.dp_kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
-from pase.solvers.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
+import numpy as np
+
+from pase.errors import OptionError, TooLargeError, check_choice, check_float
+from pase.solvers.dp.kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
+from pase.solvers.dp.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
 
 MAX_DEPENDENT_SET = 64
+DEFAULT_MEMORY_BUDGET = 4 * 2**30
+# Orderings "auto" compares; bfs is left out: it is the paper's blow-up baseline.
+AUTO_ORDERINGS = ("generateseq", "min-fill")
+CHOICES = ("auto",) + tuple(ORDERINGS)
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,10 @@ class Plan:
     @property
     def peak_step(self) -> Step | None:
         return max(self.steps, key=lambda s: s.peak_bytes, default=None)
+
+    def fits(self, budget: float) -> bool:
+        """Whether the whole plan was made and its peak is within ``budget`` bytes."""
+        return self.complete and self.peak_bytes <= budget
 
     def summary(self) -> dict[str, Any]:
         out = {"ordering": self.ordering, "max_dependent_set": self.max_dependent_set,
@@ -169,3 +181,88 @@ def plan_for_order(shape: Any, order: list[int] | tuple[int, ...], rule: str = "
                           tables[i] * kv, held + own + transient))
         held += own - sum(VALUE_BYTES * tables[j] for j in kids)
     return Plan(name, elim, tuple(steps))
+
+
+def plan(shape: Any, ordering: str = "auto", *,
+         memory_budget: float = DEFAULT_MEMORY_BUDGET) -> Plan:
+    """The plan ``solve`` would execute, with its predicted size (for dry runs).
+
+    ``shape`` is a Problem or anything with ``names``, ``sizes``, ``edges``
+    and ``num_vertices`` (a ProblemShape): no cost arrays are needed.
+    ``memory_budget`` matters to ``"auto"`` only; a plan over it is still
+    planned in full (``solve`` stops planning at the first table over it).
+
+    Examples:
+        >>> from pase.testing import random_problem
+        >>> p = plan(random_problem(6, seed=1))
+        >>> p.ordering, p.max_dependent_set <= 2
+        ('generateseq', True)
+    """
+    check_choice("ordering", ordering, CHOICES)
+    budget = check_float("memory_budget", memory_budget, 0.0, strict=True, finite=False)
+    return choose(shape, ordering, budget)[0]
+
+
+def choose(shape: Any, ordering: str, budget: float, limit_bytes: float | None = None,
+           ) -> tuple[Plan, dict[str, dict[str, Any]]]:
+    """The plan of ``ordering`` (``"auto"``: of AUTO_ORDERINGS, see :func:`auto`) and,
+    for ``"auto"``, every candidate's summary by name (``solve``'s ``stats["predicted"]``)."""
+    if ordering != "auto":
+        return plan_ordering(shape, ordering, limit_bytes=limit_bytes), {}
+    plans = [plan_ordering(shape, name, limit_bytes=limit_bytes) for name in AUTO_ORDERINGS]
+    return auto(plans, budget), {p.ordering: p.summary() for p in plans}
+
+
+def auto(plans: list[Plan], budget: float) -> Plan:
+    """The plan that fits ``budget`` with the fewest table entries; ties keep the first."""
+    return min(plans, key=lambda p: (not p.fits(budget), not p.complete, p.table_entries))
+
+
+def refuse_over_budget(shape: Any, chosen: Plan, budget: float) -> None:
+    """TooLargeError naming the step that breaks the budget or numpy's axis limit."""
+    names, sizes = shape.names, shape.sizes
+    if not chosen.steps:
+        return
+    widest = max(chosen.steps, key=lambda s: len(s.dependent))
+    if len(widest.dependent) + 1 > min(_max_axes(), MAX_DEPENDENT_SET + 1):
+        raise TooLargeError(
+            f"dp (ordering {chosen.ordering!r}) needs a table over {len(widest.dependent)} "
+            f"dependent vertices at vertex {names[widest.vertex]!r}, more axes than numpy "
+            f"arrays take; try another ordering, fewer devices, or a heuristic solver "
+            f"(greedy, mcmc)")
+    if chosen.fits(budget):
+        return
+    step = chosen.peak_step if chosen.complete else chosen.steps[-1]
+    at_least = "" if chosen.complete else "at least "
+    dep = ", ".join(f"{names[u]} ({sizes[u]})" for u in sorted(step.dependent)) or "none"
+    others = ", ".join(n for n in AUTO_ORDERINGS if n != chosen.ordering)
+    raise TooLargeError(
+        f"dp (ordering {chosen.ordering!r}) needs {at_least}{_human(step.peak_bytes)} "
+        f"({_count(step.peak_bytes)} bytes) at vertex {names[step.vertex]!r} "
+        f"({sizes[step.vertex]} candidates; dependent set with candidate counts: {dep}), over "
+        f"memory_budget={_human(budget)} ({_count(budget)} bytes); try another ordering "
+        f"({others}), fewer devices, or a larger memory_budget")
+
+
+def finite(x: float) -> float:
+    """``x`` as a JSON-safe number: an int when exact in int64, else a float capped finite."""
+    if isinstance(x, int) and x < 2**63:
+        return x
+    return float(x) if x < sys.float_info.max else sys.float_info.max
+
+
+def _max_axes() -> int:
+    """The most axes a numpy array may have (32 before numpy 2, 64 since)."""
+    return 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
+
+
+def _human(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{finite(nbytes) / scale:.3g} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def _count(n: float) -> str:
+    """A byte count: exact up to int64, then three digits."""
+    return f"{int(n)}" if n < 2**63 else f"{finite(n):.3g}"

@@ -1,16 +1,17 @@
 """Repeated blocks under a memory cap: the Lagrangian route through the powers.
 
-    solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | None,
-                        fallback: bool, **dp_options) -> tuple[Solution | None, dict]
+    lagrangian_route(problem: Problem, free: Solution, fold_solve, *,
+                     deadline: float | None, fallback: bool) -> tuple[Solution | None, dict]
 
-Block folding (:mod:`pase.solvers.dp_blocks`) minimises a sum of vertex and edge
+Block folding (:mod:`pase.solvers.dp.blocks.fold`) minimises a sum of vertex and edge
 costs; a memory cap is a constraint on the sum of per-vertex memory, which no
 single (min, +) power carries. Relaxing it with a multiplier ``lam >= 0`` gives
 back a plain sum, ``cost + lam * memory`` per vertex, which folds exactly as the
 costs do: identical blocks stay identical (their memory vectors are equal too),
-so each multiplier costs one folded solve. The folded minimum less
-``lam * cap`` is a lower bound on the capped optimum (weak duality); a minimiser
-that fits the cap is an upper bound. :func:`pase.solvers.dp_lagrange.dual_search`
+so each multiplier costs one folded solve, ``fold_solve(problem, time_limit)``
+(:mod:`pase.solvers.dp.core` supplies it: fold, solve, invert). The folded
+minimum less ``lam * cap`` is a lower bound on the capped optimum (weak
+duality); a minimiser that fits the cap is an upper bound. :func:`pase.solvers.dp.capped.lagrange.dual_search`
 maximises the bound over ``lam`` (1-D cutting planes: typically 5-12 folded
 solves).
 
@@ -32,26 +33,30 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pase.errors import TimeLimitError
 from pase.problem import Problem, Solution, Status
-from pase.solvers.dp_blocks import solve_blocks
-from pase.solvers.dp_lagrange import dual_search, dual_slack
+from pase.solvers.dp.capped.lagrange import dual_search, dual_slack
 
-__all__ = ["solve_blocks_capped"]
+__all__ = ["FoldSolve", "lagrangian_route", "shifted"]
+
+# The dp with blocks folded on an uncapped Problem, within time_limit seconds (None: no
+# limit): its optimum, or None when no chain was found.
+FoldSolve = Callable[[Problem, float | None], Solution | None]
 
 
-def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | None = None,
-                        fallback: bool = True, **dp_options: Any
-                        ) -> tuple[Solution | None, dict[str, Any]]:
+def lagrangian_route(problem: Problem, free: Solution, fold_solve: FoldSolve, *,
+                     deadline: float | None = None, fallback: bool = True
+                     ) -> tuple[Solution | None, dict[str, Any]]:
     """The capped optimum with blocks folded, certified by the Lagrangian dual (module doc).
 
     ``problem`` has a memory cap and finite memory (the dp forbids infinite-memory
-    candidates first); ``dp_options`` go to :func:`solve_blocks` for each multiplier.
-    Returns the answer, or None when the caller should run the plain capped dp
+    candidates first); ``fold_solve`` minimises ``cost + lam * memory`` for each
+    multiplier. Returns the answer, or None when the caller should run the plain capped dp
     instead (a duality gap and ``fallback``, or no chain found at some
     multiplier); and the search's statistics (``blocks_capped``: certified, gap,
     infeasible; ``folded_solves``; the ``lagrangian_*`` figures).
@@ -76,10 +81,8 @@ def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | N
             raise TimeLimitError("dp under a memory cap exceeded its time limit while searching "
                                  "the Lagrange multiplier over folded blocks; the DP has no "
                                  "partial answer")
-        options = dict(dp_options)
-        if deadline is not None:
-            options["time_limit"] = max(1e-3, deadline - time.perf_counter())
-        folded = solve_blocks(shifted(uncapped, lam), **options)
+        left = None if deadline is None else max(1e-3, deadline - time.perf_counter())
+        folded = fold_solve(shifted(uncapped, lam), left)
         folded_runs[0] += 1
         if folded is None:  # the shift hid the chain (cannot happen with equal blocks)
             missing[0] = True

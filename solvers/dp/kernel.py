@@ -14,7 +14,7 @@ over ``D(i) + (v(i),)``, far more than its terms, so it is never built whole:
   tables of the plain DP. The Lagrangian bounds and the Pareto screening
   reduce the same blocks their own way.
 
-What :func:`min_plus` allocates is exactly what :mod:`pase.solvers.dp_plan`
+What :func:`min_plus` allocates is exactly what :mod:`pase.solvers.dp.plan`
 predicts, and a :class:`Ledger` checks it.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pase.solvers.dp_plan import Step
+    from pase.solvers.dp.plan import Step
 
 VALUE_BYTES = np.dtype(np.float64).itemsize
 INDEX_BYTES = np.dtype(np.intp).itemsize

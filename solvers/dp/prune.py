@@ -1,5 +1,10 @@
 """Exact config pruning: drop every config that another config of its vertex dominates.
 
+As a reduction (:mod:`pase.solvers.dp.core` chains it before the recurrence):
+
+    apply(problem, memory=..., deadline=...) -> (reduced Problem, PruneResult)
+    invert(choice of the reduced Problem, PruneResult) -> choice of ``problem``
+
 Config ``c'`` of vertex ``v`` dominates ``c`` when it is no worse in every term
 ``c`` could pay: ``vertex_cost(c') <= vertex_cost(c)``, for every neighbour
 ``u`` and every config ``x`` of ``u`` ``edge(c', x) <= edge(c, x)``, and, when
@@ -43,7 +48,7 @@ import numpy as np
 from pase.errors import TimeLimitError
 from pase.problem import Problem
 
-__all__ = ["PruneResult", "prune_dominated"]
+__all__ = ["PruneResult", "apply", "invert", "prune_dominated"]
 
 # Element comparisons one vertex may spend before it is skipped (a few tenths of a second).
 DEFAULT_WORK_LIMIT = 4 * 10**8
@@ -64,9 +69,17 @@ class PruneResult:
     skipped: int = 0
     seconds: float = 0.0
 
-    def original_choice(self, choice) -> tuple[int, ...]:
-        """A choice of the reduced Problem as original config indices."""
-        return tuple(int(k[c]) for k, c in zip(self.kept, choice))
+
+def apply(problem: Problem, *, memory: bool | None = None, deadline: float | None = None
+          ) -> tuple[Problem, PruneResult]:
+    """The reduced Problem (:func:`prune_dominated`, one pass) and the inverse data."""
+    result = prune_dominated(problem, memory=memory, deadline=deadline)
+    return result.problem, result
+
+
+def invert(choice: tuple[int, ...], inverse: PruneResult) -> tuple[int, ...]:
+    """A choice of the reduced Problem as the original's config indices (same cost)."""
+    return tuple(int(k[c]) for k, c in zip(inverse.kept, choice))
 
 
 def prune_dominated(problem: Problem, *, memory: bool | None = None,

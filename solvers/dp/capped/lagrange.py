@@ -1,4 +1,4 @@
-"""Lagrangian bounds for the capped PaSE DP (:mod:`pase.solvers.dp_memory`).
+"""Lagrangian bounds for the capped PaSE DP (:mod:`pase.solvers.dp.capped.memory`).
 
 Relaxing the cap with a multiplier ``lam >= 0`` leaves the plain DP on
 ``cost + lam * memory``: its minimum, less ``lam * cap``, bounds the capped
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from pase.problem import Problem
-from pase.solvers.dp_kernel import fold, folded, row_blocks
-from pase.solvers.ordering import Elimination
+from pase.solvers.dp.kernel import fold, folded, row_blocks
+from pase.solvers.dp.ordering import Elimination
 
 # Slack of the Lagrangian cost bounds, relative to the summed magnitudes of the
 # terms: far above the rounding of a few thousand float64 additions.

@@ -10,7 +10,7 @@ from pase.cli import main
 from pase.problem import Problem
 from pase.solvers import dp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TABLE2 = ROOT / "papers" / "pase_ipdps2021" / "strategies" / "alexnet_p32.json"
 
 # Optimal total cost (FLOP) from the reference prototype (docs/cost-model.md,

@@ -13,7 +13,8 @@ from pase.errors import OptionError, TimeLimitError, TooLargeError
 from pase.problem import Problem, Status
 from pase.registry import SOLVERS
 from pase.solvers import dp, exhaustive
-from pase.solvers.dp_plan import plan_ordering
+from pase.solvers.dp import core
+from pase.solvers.dp.plan import plan_ordering
 from pase.testing import random_problem
 
 ORDERINGS = ("generateseq", "bfs", "min-fill", "auto")
@@ -134,7 +135,7 @@ def test_predicted_peak_bounds_allocations():
 def test_chunked_steps_match_unchunked(monkeypatch):
     problem = clique(4, 12, seed=3)
     whole = dp.solve(problem, ordering="generateseq")
-    monkeypatch.setattr("pase.solvers.dp_kernel.CHUNK_BYTES", 1)  # one row per chunk
+    monkeypatch.setattr("pase.solvers.dp.kernel.CHUNK_BYTES", 1)  # one row per chunk
     assert all(s.chunk_rows == 1 for s in dp.plan(problem, "generateseq").steps)
     chunked = dp.solve(problem, ordering="generateseq")
     assert chunked.choice == whole.choice and chunked.cost == whole.cost
@@ -208,7 +209,7 @@ def test_blocks_option_reduces_repeated_layers_to_the_same_optimum(monkeypatch):
     from pase.registry import MODELS
     from pase.space import ConfigSpace
 
-    monkeypatch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)  # a small model, so that blocks are tried
+    monkeypatch.setattr(core, "BLOCKS_MIN_ENTRIES", 0)  # a small model, so that blocks are tried
     graph = MODELS.get("gpt2")(layers=4)
     problem = PaperCostModel().problem(graph, ConfigSpace(graph, 8))
     plain = dp.solve(problem, blocks=False)

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from pase.errors import OptionError, TimeLimitError, TooLargeError
 from pase.problem import Problem, Status
-from pase.solvers import dp, dp_fronts, dp_memory, exhaustive
+from pase.solvers import dp, exhaustive
+from pase.solvers.dp.capped import fronts as dp_fronts
+from pase.solvers.dp.capped import memory as dp_memory
 from pase.testing import check_solver, random_problem
 
 ORDERINGS = ("generateseq", "min-fill", "bfs")

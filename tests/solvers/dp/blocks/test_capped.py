@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dp_blocks import chained
 
 from pase.problem import Problem, Status
 from pase.solvers import dp, exhaustive
-from pase.solvers.dp_blocks import solve_blocks
-from pase.solvers.dp_blocks_capped import shifted, solve_blocks_capped
+from pase.solvers.dp import core
+from pase.solvers.dp.blocks import fold
+from pase.solvers.dp.blocks.capped import shifted
+from pase.solvers.dp.core import solve_blocks, solve_blocks_capped
 from pase.testing import cap_memory
+
+from .test_fold import chained
 
 
 def block_memory(problem: Problem, seed: int) -> Problem:
@@ -38,7 +41,7 @@ def capped_chain(seed, count, period, separators, shared, prefix, suffix, pertur
 def blocks_always():
     """The dp tries blocks on every Problem, however small (it skips tiny plans)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)
+        patch.setattr(core, "BLOCKS_MIN_ENTRIES", 0)
         yield
 
 
@@ -167,14 +170,12 @@ def test_over_budget_plain_plan_gives_feasible_with_its_gap(blocks_always):
     """With a memory budget the reduced plan fits and the plain one does not, a duality
     gap is answered 'feasible' with the dual bound, and the claim checks pass."""
     from pase.api import run_solver
-    from pase.solvers.dp_blocks import _reductions
 
     seen = 0
     for seed in range(16):
         problem = capped_chain(seed, 7, 3, 2, False, 3, 3, False, 0.4)
         plain_plan = dp.plan(problem, memory_budget=1e12)
-        reductions = _reductions(problem.with_memory_cap(None))
-        reduced_plan = dp.plan(reductions[-1].reduced)
+        reduced_plan = dp.plan(fold.apply(problem.with_memory_cap(None))[0])
         if reduced_plan.peak_bytes >= plain_plan.peak_bytes:
             continue
         budget = (reduced_plan.peak_bytes + plain_plan.peak_bytes) / 2

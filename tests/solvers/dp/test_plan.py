@@ -12,7 +12,7 @@ import pytest
 from pase.errors import OptionError, TooLargeError
 from pase.problem import Problem
 from pase.solvers import dp
-from pase.solvers.dp_plan import MAX_DEPENDENT_SET
+from pase.solvers.dp.plan import MAX_DEPENDENT_SET
 from pase.testing import random_problem
 from pase.testing.random_problems import random_dag
 
@@ -142,6 +142,6 @@ def test_dp_refuses_3000_ops_within_seconds():
     start = time.process_time()
     with pytest.raises(TooLargeError, match=r"at vertex 'v\d+'"):
         # The plan's refusal; looking for repeated blocks first (blocks=True) is
-        # dp_blocks' own time.
+        # the fold's own time (blocks.fold).
         dp.solve(problem, blocks=False)
     assert time.process_time() - start < 5.0

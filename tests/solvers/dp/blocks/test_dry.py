@@ -7,11 +7,12 @@ import pytest
 from pase.api import build_space, make_cost_model
 from pase.costing import problem_shape
 from pase.solvers import dp
+from pase.solvers.dp import core
 
 
 @pytest.fixture
 def blocks_always(monkeypatch):
-    monkeypatch.setattr(dp, "BLOCKS_MIN_ENTRIES", 0)
+    monkeypatch.setattr(core, "BLOCKS_MIN_ENTRIES", 0)
 
 
 @pytest.mark.parametrize("model,layers,p", [("gpt2", 4, 16), ("gpt2", 3, 64), ("transformer", 3, 16),

@@ -21,7 +21,7 @@ additions in another grouping, and the minimum over a class is exact, so the
 value table is the plain step's to rounding and the argmin a true minimiser.
 
 :func:`class_min_plus` returns None when the grouping would not save at least
-half the work (the caller runs :func:`pase.solvers.dp_kernel.min_plus`).
+half the work (the caller runs :func:`pase.solvers.dp.kernel.min_plus`).
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pase.solvers.dp_kernel import argmin_dtype, expand
+from pase.solvers.dp.kernel import argmin_dtype, expand
 
 if TYPE_CHECKING:
-    from pase.solvers.dp_plan import Step
+    from pase.solvers.dp.plan import Step
 
 __all__ = ["class_min_plus", "edge_classes"]
 

@@ -1,20 +1,22 @@
 """Dry runs with repeated blocks: which chains the dp would fold, and the work left.
 
-    predict_blocks(shape, *, ordering="auto", memory_budget=...) -> dict
+    predict_blocks(shape) -> (report: dict, reduced shape or None)
 
 Reads only a Problem's shape (:class:`pase.costing.ProblemShape`): sizes, edges,
 and the cost model's sharing keys (``vertex_shared_with``, ``shared_with``:
 vertices or edges with equal keys get equal arrays). Detection runs as in
-:mod:`pase.solvers.dp_blocks_find`, with those keys standing in for the arrays'
+:mod:`pase.solvers.dp.blocks.find`, with those keys standing in for the arrays'
 contents, so a dry run finds the chains whose equality the keys promise (the
 solver, comparing contents, may find more). Each chain is reduced symbolically,
-as :mod:`pase.solvers.dp_blocks` reduces it, and the work is counted:
+as :mod:`pase.solvers.dp.blocks.fold` reduces it, and the work is counted:
 
 - ``transfer_entries``: table entries of one block's transfer tensor (its inner
   vertices eliminated, separators and shared vertices kept);
 - ``power_products`` and ``power_work``: min-plus products of ``T^m`` by
   repeated squaring, ``K_G * K_S^3`` additions each;
-- ``reduced``: the plan of the dp on what is left (the ordering ``solve`` picks).
+- ``reduced``: left None here; :func:`pase.solvers.dp.core.dry_run` plans the
+  reduced shape returned beside the report (the ordering ``solve`` picks) and
+  fills it in.
 
 Seconds are these counts over rates calibrated on this project's 2-core machine
 (:data:`TRANSFER_ENTRIES_PER_SECOND`, :data:`POWER_WORK_PER_SECOND`, and the
@@ -28,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from pase.solvers.dp_blocks_find import BlockChain, _find_one, _Graph
-from pase.solvers.dp_plan import plan_for_order
+from pase.solvers.dp.blocks.find import BlockChain, IdGraph, find_one
+from pase.solvers.dp.ordering import inner_order
+from pase.solvers.dp.plan import plan_for_order
 
 __all__ = ["POWER_WORK_PER_SECOND", "TRANSFER_ENTRIES_PER_SECOND", "predict_blocks"]
 
@@ -68,15 +71,15 @@ class _Shape:
         return ("fresh", self.fresh[0])
 
 
-def predict_blocks(shape: Any, *, plan_reduced: Any) -> dict[str, Any]:
-    """The chains the dp would fold in ``shape`` and the folded work (module doc).
+def predict_blocks(shape: Any) -> tuple[dict[str, Any], Any | None]:
+    """The chains the dp would fold in ``shape`` and the folded work (module doc), and
+    the shape left to plan (None when no chain was found).
 
-    ``plan_reduced(reduced_shape)`` returns the dp's plan for what is left.
     Without sharing keys (a shape built with no cost model) nothing is predicted.
     """
     if not getattr(shape, "vertex_shared_with", None):
         return {"predicted": False,
-                "reason": "the shape has no cost model's sharing keys to find blocks by"}
+                "reason": "the shape has no cost model's sharing keys to find blocks by"}, None
     current = _Shape(list(shape.names), np.asarray(shape.sizes, dtype=np.int64),
                      list(shape.edges), list(shape.vertex_shared_with), list(shape.shared_with))
     original = list(range(shape.num_vertices))
@@ -84,9 +87,9 @@ def predict_blocks(shape: Any, *, plan_reduced: Any) -> dict[str, Any]:
     chains: list[dict[str, Any]] = []
     transfer = power_work = products = removed = 0
     for _ in range(MAX_CHAINS):
-        graph = _Graph(None, ids=(current.vid, current.sizes, current.edges, current.eid))
-        chain = _find_one(graph, usable)
-        if chain is None or not _contiguous(chain, original):
+        graph = IdGraph(current.vid, current.sizes, current.edges, current.eid)
+        chain = find_one(graph, usable)
+        if chain is None or not chain.contiguous(original):
             break
         entries = _transfer_entries(current, chain)
         count = chain.count
@@ -106,25 +109,17 @@ def predict_blocks(shape: Any, *, plan_reduced: Any) -> dict[str, Any]:
         current, kept = _reduce(current, chain)
         original = [original[v] for v in kept] + [-1] * (current.num_vertices - len(kept))
         usable = sum(1 for v in kept if v < usable)
-    reduced = plan_reduced(current) if chains else None
     seconds = (transfer / TRANSFER_ENTRIES_PER_SECOND + power_work / POWER_WORK_PER_SECOND
                + SECONDS_PER_VERTEX * shape.num_vertices) if chains else 0.0
     return {"predicted": True, "chains": chains, "blocks_found": len(chains),
             "vertices_removed": removed,
             "transfer_entries": transfer, "power_products": products, "power_work": power_work,
-            "reduced": reduced, "fold_seconds": seconds}
-
-
-def _contiguous(chain: BlockChain, original: list[int]) -> bool:
-    first = min(chain.start - chain.period + o for o in chain.separator)
-    last = chain.start + chain.count * chain.period - 1
-    return original[last] - original[first] == last - first
+            "reduced": None, "fold_seconds": seconds}, current if chains else None
 
 
 def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
-    """Table entries :func:`pase.solvers.dp_blocks._block_transfer` fills for one block."""
-    from pase.solvers.dp_blocks import _inner_order
-
+    """Table entries the fold's transfer tensor of one block fills (its inside eliminated
+    by :func:`pase.solvers.dp.ordering.inner_order`, as the fold does)."""
     u1 = list(chain.block(1))
     local, kept_vertices = chain.transfer_vertices()
     index = {v: k for k, v in enumerate(local)}
@@ -140,7 +135,7 @@ def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
                     if w in index and (w not in inside or w > v)})
     block = _Shape([shape.names[v] for v in local], shape.sizes[local], edges, [], [])
     kept = {index[v] for v in kept_vertices}
-    inner = _inner_order(block, kept)
+    inner = inner_order(block, kept)
     if not inner:
         return 0
     last = inner[-1]
@@ -149,7 +144,8 @@ def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
 
 
 def _reduce(shape: _Shape, chain: BlockChain) -> tuple[_Shape, list[int]]:
-    """The shape :class:`pase.solvers.dp_blocks._Reduction` leaves, and the kept vertices."""
+    """The shape the fold of ``chain`` leaves (:func:`pase.solvers.dp.blocks.fold.apply`),
+    and the kept vertices."""
     removed = chain.removed()
     kept = [v for v in range(shape.num_vertices) if v not in removed]
     new = {v: k for k, v in enumerate(kept)}

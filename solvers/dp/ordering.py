@@ -37,6 +37,7 @@ Examples:
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,6 +179,25 @@ def _update_fill(d: list[set[int]], fill: list[int], v: int) -> set[int]:
     for w, count in common.items():
         fill[w] -= count
     return nbrs | common.keys()
+
+
+def inner_order(graph: Any, kept: Collection[int]) -> list[int]:
+    """Greedy minimum-weight elimination of the vertices not in ``kept``, which stay in the graph.
+
+    Weight: the entries of the step's table, ``K_v`` times the product over the
+    current neighbours; ties go to the lower index. Repeated blocks
+    (:mod:`pase.solvers.dp.blocks.fold`) eliminate a block's inside so.
+    """
+    d = adjacency(graph)
+    sizes = [int(k) for k in graph.sizes]
+    left = [v for v in range(graph.num_vertices) if v not in kept]
+    order = []
+    while left:
+        v = min(left, key=lambda u: (sizes[u] * math.prod(sizes[w] for w in d[u]), u))
+        left.remove(v)
+        order.append(v)
+        _eliminate_vertex(d, v)
+    return order
 
 
 def fill_in(graph: Any, order: Sequence[int]) -> int:

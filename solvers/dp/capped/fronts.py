@@ -1,6 +1,6 @@
 """Pareto fronts of (cost, memory) per table entry: one round of the capped DP.
 
-See :mod:`pase.solvers.dp_memory` for the method. Points are flat numpy
+See :mod:`pase.solvers.dp.capped.memory` for the method. Points are flat numpy
 arrays grouped by configuration (fronts are CSR tables), so each operation is
 vectorised over all configurations and points of a step: no Python loop over
 entries. Only a step's first points touch every configuration, in row
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pase.solvers.dp_kernel import expand
-from pase.solvers.dp_lagrange import Bound, Choice, Tables, finite_max
-from pase.solvers.ordering import Elimination
+from pase.solvers.dp.kernel import expand
+from pase.solvers.dp.capped.lagrange import Bound, Choice, Tables, finite_max
+from pase.solvers.dp.ordering import Elimination
 
 if TYPE_CHECKING:
-    from pase.solvers.dp_memory import Guard, Screened
+    from pase.solvers.dp.capped.memory import Guard, Screened
 
 # Pruning against the cap compares sums taken in another order than
 # Problem.memory_of, so it keeps points up to this relative slack over the cap;

@@ -15,14 +15,15 @@ from pase.errors import OptionError
 from pase.problem import Problem, Status
 from pase.registry import MODELS
 from pase.solvers import dp, exhaustive
-from pase.solvers.dp_prune import _pareto_rows, _row_le, prune_dominated
+from pase.solvers.dp import core
+from pase.solvers.dp.prune import _pareto_rows, _row_le, prune_dominated
 from pase.space import ConfigSpace
 
 
 @pytest.fixture(autouse=True)
 def prune_every_size(monkeypatch):
     """The dp prunes only large Problems; these tests prune every one."""
-    monkeypatch.setattr(dp, "PRUNE_MIN_ENTRIES", 0)
+    monkeypatch.setattr(core, "PRUNE_MIN_ENTRIES", 0)
 
 
 def structured_problem(seed: int, n: int, k: int, extra: int, with_memory: bool,

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import pase
 from pase.problem import Problem, Status
 from pase.solvers import dp, exhaustive
-from pase.solvers.dp_blocks import min_plus_product, solve_blocks
-from pase.solvers.dp_blocks_find import find_blocks
+from pase.solvers.dp.blocks.fold import find_blocks, min_plus_product
+from pase.solvers.dp.core import solve_blocks
 from pase.testing import add_memory, cap_memory, random_chain, random_dag
 
 

@@ -1,0 +1,1 @@
+"""Repeated blocks: found, folded into (min, +) matrix powers, predicted in dry runs."""

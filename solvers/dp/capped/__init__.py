@@ -1,0 +1,1 @@
+"""The capped DP: Pareto fronts of (cost, memory) with Lagrangian bounds."""
