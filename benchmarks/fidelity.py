@@ -17,11 +17,11 @@ simulated gap.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 
 import numpy as np
+from provenance import stamp
 
 from pase.api import run_solver
 from pase.cluster import get_cluster
@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="print every strategy")
     args = parser.parse_args(argv)
-    print(f"# machine: {platform.machine()} {platform.processor() or ''}, Python "
-          f"{platform.python_version()}, {platform.system()}")
+    print(f"# {stamp()}")
     print(f"# command: python benchmarks/fidelity.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     print(f"# cluster {args.cluster}, efficiency {EFFICIENCY}; paper model calibrated to the "
           f"cluster (FLOP shown as seconds at the same efficiency)")

@@ -34,12 +34,13 @@ import argparse
 import importlib.abc
 import importlib.util
 import os
-import platform
 import statistics
 import sys
 import time
 import types
 from pathlib import Path
+
+from provenance import stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ("solvers", "graphs", "cost_models")
@@ -234,8 +235,10 @@ def render(rows, device, jax_version, dtype, args, skipped, seconds) -> str:
     lines = [
         "# One training step on one GPU vs pase's simulator",
         "",
+        stamp() + ".",
+        "",
         f"Device: {device.device_kind} ({device.platform}); jax {jax_version}; {dtype}; "
-        f"Python {platform.python_version()}; p = {P}, predictions on `{CLUSTER}` "
+        f"p = {P}, predictions on `{CLUSTER}` "
         f"(simulator efficiency 0.5, {'2' if dtype in ('bfloat16', 'float16') else '4'}-byte "
         f"elements); {args.repeats or (3 if args.quick else 10)} timed runs, median.",
         "",

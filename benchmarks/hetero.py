@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from provenance import stamp
+
 import pase
 from pase.api import load_graph
 from pase.cluster import get_cluster
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.cluster} has one device type; give a mixed cluster", file=sys.stderr)
         return 2
     fast = cluster.groups[0]
-    lines = [f"Cluster {args.cluster}: {', '.join(f'{g.devices} x {g.device.name}' for g in cluster.groups)}; "
+    lines = [stamp() + ".", "", f"Cluster {args.cluster}: {', '.join(f'{g.devices} x {g.device.name}' for g in cluster.groups)}; "
              f"alpha-beta (efficiency 0.5), dp, powers-of-two splits; simulated one step.", "",
              "| model | batch | setting | devices | predicted ms | simulated ms | vs A100s alone "
              "| ops on all | peak GiB | CPU s |",

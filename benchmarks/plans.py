@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provenance import stamp
+
 from pase import api
 from pase.cluster import get_cluster
 from pase.counts import counts
@@ -256,6 +258,7 @@ def _splits(stage) -> str:
 
 def report(results: list[dict[str, Any]], command: str) -> str:
     lines = ["# Whole training plans: pase's pipeline search vs published Megatron-LM layouts", "",
+             stamp() + ".", "",
              f"Produced by `{command}` (see `benchmarks/plans.py` for the sources of every "
              "reference number, the cost options and what is fixed).", ""]
     for res in results:

@@ -22,9 +22,10 @@ re-plan beats ``least``.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
+
+from provenance import stamp
 
 import pase
 from pase.replan import prepare
@@ -80,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     specs, layers = scenarios(), args.layers
     base = {} if layers is None else {"layers": layers}
-    print(f"# machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}")
+    print(f"# {stamp()}")
     print(f"# command: python benchmarks/replan.py {' '.join(sys.argv[1:])}".rstrip())
     restore = f"{args.restore_bandwidth:g} GB/s" if args.restore_bandwidth else "the inter-node link"
     print(f"# model {args.model}{f' layers={layers}' if layers else ''}; seconds from the alpha-beta "

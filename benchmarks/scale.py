@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from provenance import stamp
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_VARIANTS = "all,prune=false,blocks=false"
 
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         Path(args.out).write_text(
-            f"# Scale of the exact search\n\n`{' '.join(['python benchmarks/scale.py'] + (argv if argv is not None else sys.argv[1:]))}`"
+            f"# Scale of the exact search\n\n{stamp()}.\n\n`{' '.join(['python benchmarks/scale.py'] + (argv if argv is not None else sys.argv[1:]))}`"
             f" ({args.cost_model} cost model, dp time limit {args.time_limit:g} s; ratios are "
             f"over the `all` row)\n\n{text}\n")
     return 0

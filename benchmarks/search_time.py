@@ -15,9 +15,10 @@ as the paper reports its breadth-first variant.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 import tracemalloc
+
+from provenance import stamp
 
 import pase
 from pase.errors import TooLargeError
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--devices", nargs="+", type=int, default=[4, 8, 16, 32, 64])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"# machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    print(f"# {stamp()}")
     header = ["model", "p", "build s"] + [f"{o} s" for o in ORDERINGS] + ["peak MiB", "default s",
                                                                           "paper s", "paper / ours"]
     print("| " + " | ".join(header) + " |")

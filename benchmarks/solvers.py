@@ -14,10 +14,11 @@ refuse (an ILP over its size limit) are listed as refused.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import tempfile
 from pathlib import Path
+
+from provenance import stamp
 
 import pase
 
@@ -62,7 +63,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--db", default=None, help="result store (default: a temporary one)")
     args = parser.parse_args()
-    print(f"# {platform.machine()}, Python {platform.python_version()}, time limit "
+    print(f"# {stamp()}; time limit "
           f"{args.time_limit:g} s per solver; command: python {' '.join(sys.argv)}")
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "solvers.sqlite")

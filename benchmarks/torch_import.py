@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from provenance import stamp
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -28,6 +30,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", default="8", help="comma-separated p for the GPT-2 check")
     args = parser.parse_args()
+    print(f"# {stamp()}")
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode

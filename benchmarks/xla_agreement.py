@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from provenance import stamp
+
 import pase
 from pase.export.verify import verify_many
 from pase.testing.verify_cases import ZOO, layer_cases, mlp_cases, mlp_options
@@ -173,7 +175,7 @@ def main() -> None:
     for label, p, row, pred, comp, why, line in details:
         text.append(f"| {_cell(label)} | {p} | {row} | {pred:.0f} | {comp:.0f} | {why} | "
                     f"`{_cell(line[:300])}` |")
-    Path(out).write_text("\n".join(text) + "\n")
+    Path(out).write_text("\n".join([text[0], "", stamp() + "."] + text[1:]) + "\n")
     print(f"rows within 1%: {within}/{total}; wrote {out}", file=sys.stderr)
 
 

@@ -20,6 +20,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from provenance import stamp
+
 SHAPE, AXES = (8, 8, 8), ("x0", "x1", "x2")
 OUT = Path(__file__).parent / "results" / "xla_relayouts.md"
 
@@ -93,7 +95,7 @@ def main() -> None:
         src_tile = full / 2 ** sum(len(a or ()) for a in src)
         remat = kinds == ("all-gather",) and abs(moved - (full - src_tile)) < 1
         more["all-gather of the whole tensor, then a slice" if remat else " + ".join(kinds)] += 1
-    lines = ["# XLA's re-layouts against the least traffic", "",
+    lines = ["# XLA's re-layouts against the least traffic", "", stamp() + ".", "",
              "Written by `benchmarks/xla_relayouts.py`: every ordered pair of the 64 placements of an "
              "8 x 8 x 8 float32 tensor on a 2 x 2 x 2 mesh (each mesh axis to one dim or none), the "
              "identity compiled by XLA from one to the other on 8 fake CPU devices.", "",

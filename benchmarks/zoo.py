@@ -29,6 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from provenance import stamp
+
 from pase.api import build_problem, build_space, run_solver
 from pase.costing import problem_shape
 from pase.counts import counts
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                     latest[(row["model"], row["p"])] = row
         order = {m: i for i, m in enumerate(ZOO)}
         rows = sorted(latest.values(), key=lambda r: (order.get(r["model"], len(order)), r["p"]))
-        Path(args.out).write_text(HEADER + markdown(rows) + FOOTER)
+        Path(args.out).write_text(HEADER + f"\n{stamp()}.\n\n" + markdown(rows) + FOOTER)
         return 0
     for model in args.models.split(","):
         for p in (int(x) for x in args.devices.split(",")):
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(row, default=str) + "\n")
     text = markdown(rows)
     print(text)
-    Path(args.out).write_text(HEADER + text + FOOTER)
+    Path(args.out).write_text(HEADER + f"\n{stamp()}.\n\n" + text + FOOTER)
     return 0
 
 
