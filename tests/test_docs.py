@@ -206,8 +206,9 @@ def section(text: str, heading: str) -> str:
 
 
 def test_cost_model_doc_lists_the_reference_figures_the_tests_check():
-    from solvers.dp import test_reference as dp_ref
     import test_reference_figures as figures
+
+    from solvers.dp import test_reference as dp_ref
 
     doc = (ROOT / "docs" / "cost-model.md").read_text(encoding="utf-8")
     titles = {"AlexNet": "alexnet", "ResNet-101": "resnet101", "Inception-v3": "inception_v3",

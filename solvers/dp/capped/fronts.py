@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pase.solvers.dp.kernel import expand
 from pase.solvers.dp.capped.lagrange import Bound, Choice, Tables, finite_max
+from pase.solvers.dp.kernel import expand
 from pase.solvers.dp.ordering import Elimination
 
 if TYPE_CHECKING:

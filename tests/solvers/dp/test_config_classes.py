@@ -11,8 +11,8 @@ from pase.problem import Problem
 from pase.solvers import dp
 from pase.solvers.dp.config_classes import class_min_plus, edge_classes
 from pase.solvers.dp.kernel import Ledger, min_plus
-from pase.solvers.dp.plan import plan_ordering
 from pase.solvers.dp.ordering import ORDERINGS
+from pase.solvers.dp.plan import plan_ordering
 
 
 def few_classes(rng, rows: int, cols: int) -> np.ndarray:
