@@ -121,6 +121,6 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     checks.output_folder(args.out or paper.default_out, "--out")
     written = papers.reproduce(args.paper, args.out, quick=args.quick,
                                progress=lambda m: print(m, file=sys.stderr, flush=True))
-    for label, path in written.items():
-        print(f"{label}: {path}")
+    for path in written.values():
+        print(f"wrote {path}")
 
