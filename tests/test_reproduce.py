@@ -13,7 +13,13 @@ from pase.errors import OptionError, UnknownNameError
 from pase.papers import entry, get, names, reproduce
 from pase.papers.pase_ipdps2021 import QUICK
 from pase.papers.pase_ipdps2021.experts import expert_solution, gnmt_choice
-from pase.papers.pase_ipdps2021.table2 import config_text, grouped_rows, members_text
+from pase.papers.pase_ipdps2021.table2 import (
+    alexnet_diff,
+    config_text,
+    grouped_rows,
+    legend,
+    members_text,
+)
 
 
 def test_registry_lists_the_paper():
@@ -83,9 +89,10 @@ def test_gnmt_expert_needs_an_lstm():
 
 
 def test_table2_letters_and_groups():
-    assert config_text("alexnet", "FC", {"b": 1, "n": 4, "k": 8}) == "n4 c8"
-    assert config_text("rnnlm", "LSTM", {"l": 2, "s": 1, "b": 8, "n": 2, "k": 1}) == "l2 b8 d2"
-    assert config_text("transformer", "Norm", {"b": 1, "l": 1, "e": 1}) == "-"
+    # The graph's own dim names, as the CLI prints them (fc6: n=4, k=8).
+    assert config_text({"b": 1, "n": 4, "k": 8}) == "n4 k8"
+    assert config_text({"l": 2, "s": 1, "b": 8, "n": 2, "k": 1}) == "l2 b8 n2"
+    assert config_text({"b": 1, "l": 1, "e": 1}) == "-"
     assert members_text(["0", "1", "2", "5", "7", "8"]) == "0-2, 5, 7-8"
     configs = {f"enc{i}.ffn.fc1": {"b": 32 if i < 4 else 16, "f": 1 if i < 4 else 2} for i in range(6)}
     configs.update({f"enc{i}.ffn.fc2": {"b": 32} for i in range(6)})
@@ -93,6 +100,21 @@ def test_table2_letters_and_groups():
     assert [(r["op"], r["config"], r["note"]) for r in rows] == [
         ("ffn.fc1", "b32 / b16 f2", "b32 in 0-3; b16 f2 in 4-5"),
         ("ffn.fc2", "b32", "all 6 agree")]
+
+
+def test_table2_alexnet_diff_speaks_the_cli_letters():
+    built = pase.build_problem("alexnet", 32)
+    solution = pase.api.run_solver("dp", built.problem)
+    strategy = pase.api.to_strategy(built, solution)
+    assert strategy.split("fc6") == {"n": 4, "k": 8}
+    diff = alexnet_diff(built, strategy.configs, solution.cost)
+    rows = {r["op"]: r for r in diff["rows"]}
+    assert (rows["fc6"]["paper"], rows["fc6"]["ours"]) == ("n4 k8", "n4 k8")
+    assert (rows["loss"]["paper"], rows["loss"]["ours"]) == ("k4", "k4")
+    # Both sides translated alike: only conv4 disagrees, as the README explains.
+    assert [r["op"] for r in diff["rows"] if r["agree"] is False] == ["conv4"]
+    assert diff["conv4_forced_b32_cost"] == pytest.approx(54579410800.0, rel=1e-12)
+    assert "FC b batch, n parameter, k reduction" in legend(built.graph)
 
 
 @pytest.mark.slow
