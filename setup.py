@@ -1,12 +1,13 @@
 """Map the top-level plug-in folders onto the pase namespace.
 
-solvers/, graphs/ and cost_models/ live at the top level so they are visible at a
-glance, but install as pase.solvers, pase.graphs and pase.cost_models. The package
-list is computed so a new subfolder can never silently miss the wheel.
+solvers/, graphs/, cost_models/ and papers/ live at the top level so they are visible
+at a glance, but install as pase.solvers, pase.graphs, pase.cost_models and
+pase.papers. The package list is computed so a new subfolder can never silently miss
+the wheel.
 """
 from setuptools import find_packages, setup
 
-PLUGIN_FOLDERS = ("solvers", "graphs", "cost_models")
+PLUGIN_FOLDERS = ("solvers", "graphs", "cost_models", "papers")
 
 packages = find_packages(include=["pase", "pase.*"])
 package_dir = {"pase": "pase"}

@@ -94,7 +94,7 @@ def test_a_tiny_budget_is_refused_naming_the_largest_edge():
 
 
 def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     graph = MODELS.get("transformer")()
     space = ConfigSpace(graph, 4096)
     tracemalloc.start()
@@ -105,7 +105,7 @@ def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert peak < 64 * 2**20  # refused before any cost matrix was allocated
     assert DEFAULT_BUILD_BUDGET == 4 * 2**30
     # The prediction, by hand: 8 bytes per vertex-cost entry and per edge-matrix entry.
@@ -119,7 +119,7 @@ def test_the_default_budget_refuses_transformer_on_4096_devices_fast_and_lean():
 def test_the_default_budget_refuses_gpt3_175b_on_32768_devices_fast_and_lean():
     """The README's refused command: with shared arrays the paper model still needs
     5.27 GiB for gpt3-175b on 32768 devices, one edge matrix alone 2.42 GiB."""
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     graph = MODELS.get("gpt3-175b")()
     space = ConfigSpace(graph, 32768)
     tracemalloc.start()
@@ -129,7 +129,7 @@ def test_the_default_budget_refuses_gpt3_175b_on_32768_devices_fast_and_lean():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 10.0
+    assert time.process_time() - start < 10.0
     assert peak < 64 * 2**20
     # By hand: every distinct edge matrix once; the largest one alone is over half the budget.
     shape = problem_shape(graph, space, cost_model=PaperCostModel())
@@ -210,11 +210,11 @@ def test_repeated_layers_share_their_edge_matrices():
 def test_sharing_is_counted_before_the_guard_decides():
     graph = MODELS.get("transformer")()
     space = ConfigSpace(graph, 16384)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     shape = problem_shape(graph, space, cost_model=AlphaBetaCostModel().for_devices(16384))
     # 256 edges but far fewer distinct matrices: well under the 17 GiB of one matrix per edge.
     assert len(set(shape.shared_with)) < 64
     assert shape.array_bytes < problem_shape(graph, space).array_bytes / 4
     with pytest.raises(TooLargeError, match="over the 1 GiB build budget"):
         AlphaBetaCostModel().problem(graph, space, memory_budget=2**30)
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0

@@ -51,9 +51,9 @@ def test_million_strategies_in_seconds():
     rng = np.random.default_rng(0)
     p = Problem([rng.random(10) for _ in range(6)], [(i, i + 1) for i in range(5)],
                 [rng.random((10, 10)) for _ in range(5)])
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     sol = exhaustive.solve(p)
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
     assert sol.stats["strategies"] == 10**6
     assert sol.cost == pytest.approx(p.evaluate(sol.choice))
 
@@ -64,9 +64,12 @@ def test_time_limit_returns_the_best_strategy_seen_so_far():
     rng = np.random.default_rng(1)
     p = Problem([rng.random(10) for _ in range(12)], [(i, i + 1) for i in range(11)],
                 [rng.random((10, 10)) for _ in range(11)])  # 1e12 strategies
-    start = time.perf_counter()
+    # The limit is wall-clock; the work done under it is CPU time, which a busy
+    # machine only lowers (less work fits in 0.5 s), so this bound holds under load
+    # and still fails a search that does not stop (1e12 strategies take hours).
+    start = time.process_time()
     sol = exhaustive.solve(p, max_strategies=1e17, time_limit=0.5)
-    assert time.perf_counter() - start < 0.5 * 1.1 + 2
+    assert time.process_time() - start < 0.5 * 1.1 + 2
     assert sol.status is Status.TIME_LIMIT and sol.lower_bound is None
     assert 0 < sol.stats["evaluated"] < sol.stats["strategies"] == 10**12
     assert sol.cost == pytest.approx(p.evaluate(sol.choice), rel=1e-12)

@@ -1,4 +1,4 @@
-"""Both an editable and a regular install expose every plug-in module under pase.*."""
+"""Both an editable and a regular install expose every plug-in and paper module under pase.*."""
 import importlib
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_FOLDERS = ("solvers", "graphs", "cost_models")
+PLUGIN_FOLDERS = ("solvers", "graphs", "cost_models", "papers")
 
 
 def plugin_modules() -> list[str]:
@@ -45,3 +45,9 @@ def test_regular_install_imports_every_plugin(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) >= 10
+    # The reproductions' code ships as pase.papers; their committed results do not.
+    papers = target / "pase" / "papers" / "pase_ipdps2021"
+    assert (papers / "table2.py").is_file() and not (papers / "results").exists()
+    help_ = subprocess.run([str(target / "bin" / "pase"), "reproduce", "--help"], cwd=tmp_path,
+                           env={"PYTHONPATH": str(target)}, capture_output=True, text=True)
+    assert help_.returncode == 0 and "--quick" in help_.stdout, help_.stderr

@@ -125,7 +125,8 @@ def test_concrete_readme_commands_run(command, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # --plot and --out paths land here, not in the repository
     argv = shlex.split(command)[1:]
     for i, arg in enumerate(argv):
-        if (ROOT / arg).is_file():  # a file the repository ships
+        writes = i > 0 and argv[i - 1] in ("--plot", "--output", "-o", "--out")
+        if not writes and (ROOT / arg).is_file():  # an input file the repository ships
             argv[i] = str(ROOT / arg)
         elif "/" in arg or arg.endswith(".png"):
             argv[i] = Path(arg).name

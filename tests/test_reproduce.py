@@ -1,14 +1,25 @@
 """The paper reproductions: the registry, the GNMT expert, and a quick end-to-end run."""
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 import pase
+import pase.papers
+from pase.cli import main
 from pase.errors import OptionError, UnknownNameError
-from pase.papers import get, names, reproduce
+from pase.papers import entry, get, names, reproduce
 from pase.papers.pase_ipdps2021 import QUICK
 from pase.papers.pase_ipdps2021.experts import expert_solution, gnmt_choice
-from pase.papers.pase_ipdps2021.table2 import config_text, grouped_rows, members_text
+from pase.papers.pase_ipdps2021.table2 import (
+    alexnet_diff,
+    config_text,
+    grouped_rows,
+    legend,
+    members_text,
+)
 
 
 def test_registry_lists_the_paper():
@@ -21,6 +32,43 @@ def test_unknown_paper_names_the_known_ones(tmp_path):
         reproduce("nope", tmp_path)
     with pytest.raises(ValueError, match="pase-ipdps2021"):  # UnknownNameError is a ValueError
         get("nope")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = "pase-reproduce-pase-ipdps2021"  # the default --out, under the current folder
+
+
+def git_status() -> str | None:
+    """``git status --porcelain`` of the repository, or None outside a git checkout."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        return None
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_default_out_is_relative_to_the_current_folder(tmp_path, monkeypatch, capsys):
+    assert entry("pase-ipdps2021").default_out == Path(OUT)
+    seen = {}
+
+    def fake(out_dir, quick=False, progress=None):
+        seen["out"], seen["quick"] = out_dir, quick
+        out_dir.mkdir(parents=True)
+        (out_dir / "table1.md").write_text("x")
+        return {"table1.md": out_dir / "table1.md"}
+
+    monkeypatch.setattr(pase.papers, "get", lambda name: fake)
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "pase-ipdps2021", "--quick"]) == 0
+    assert seen == {"out": Path(OUT), "quick": True}
+    assert (tmp_path / OUT / "table1.md").is_file()
+    assert capsys.readouterr().out.splitlines() == [f"wrote {Path(OUT) / 'table1.md'}"]
+
+
+def test_default_out_is_ignored_by_git():
+    if git_status() is None:
+        pytest.skip("not a git checkout")
+    check = subprocess.run(["git", "check-ignore", "-q", f"{OUT}/table1.md"], cwd=ROOT)
+    assert check.returncode == 0, f"{OUT}/ is not in .gitignore"
 
 
 @pytest.mark.parametrize("p", [2, 4, 8, 64])
@@ -41,9 +89,10 @@ def test_gnmt_expert_needs_an_lstm():
 
 
 def test_table2_letters_and_groups():
-    assert config_text("alexnet", "FC", {"b": 1, "n": 4, "k": 8}) == "n4 c8"
-    assert config_text("rnnlm", "LSTM", {"l": 2, "s": 1, "b": 8, "n": 2, "k": 1}) == "l2 b8 d2"
-    assert config_text("transformer", "Norm", {"b": 1, "l": 1, "e": 1}) == "-"
+    # The graph's own dim names, as the CLI prints them (fc6: n=4, k=8).
+    assert config_text({"b": 1, "n": 4, "k": 8}) == "n4 k8"
+    assert config_text({"l": 2, "s": 1, "b": 8, "n": 2, "k": 1}) == "l2 b8 n2"
+    assert config_text({"b": 1, "l": 1, "e": 1}) == "-"
     assert members_text(["0", "1", "2", "5", "7", "8"]) == "0-2, 5, 7-8"
     configs = {f"enc{i}.ffn.fc1": {"b": 32 if i < 4 else 16, "f": 1 if i < 4 else 2} for i in range(6)}
     configs.update({f"enc{i}.ffn.fc2": {"b": 32} for i in range(6)})
@@ -53,36 +102,58 @@ def test_table2_letters_and_groups():
         ("ffn.fc2", "b32", "all 6 agree")]
 
 
+def test_table2_alexnet_diff_speaks_the_cli_letters():
+    built = pase.build_problem("alexnet", 32)
+    solution = pase.api.run_solver("dp", built.problem)
+    strategy = pase.api.to_strategy(built, solution)
+    assert strategy.split("fc6") == {"n": 4, "k": 8}
+    diff = alexnet_diff(built, strategy.configs, solution.cost)
+    rows = {r["op"]: r for r in diff["rows"]}
+    assert (rows["fc6"]["paper"], rows["fc6"]["ours"]) == ("n4 k8", "n4 k8")
+    assert (rows["loss"]["paper"], rows["loss"]["ours"]) == ("k4", "k4")
+    # Both sides translated alike: only conv4 disagrees, as the README explains.
+    assert [r["op"] for r in diff["rows"] if r["agree"] is False] == ["conv4"]
+    assert diff["conv4_forced_b32_cost"] == pytest.approx(54579410800.0, rel=1e-12)
+    assert "FC b batch, n parameter, k reduction" in legend(built.graph)
+
+
 @pytest.mark.slow
-def test_quick_reproduction(tmp_path):
-    files = reproduce("pase-ipdps2021", tmp_path, quick=True, progress=None)
+def test_quick_reproduction(tmp_path, monkeypatch, capsys):
+    # As a newcomer runs it: `pase reproduce pase-ipdps2021 --quick`, no --out. It writes
+    # under the current folder and nothing into the repository.
+    before = git_status()
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "pase-ipdps2021", "--quick"]) == 0
+    assert git_status() == before
+    wrote = capsys.readouterr().out.splitlines()
     expected = {"table1.md", "table1.json", "table2.md", "table2.json", "figure6.json",
                 "figure6.md", "figure6_gtx1080ti.png", "figure6_rtx2080ti.png", "run.json"}
-    assert set(files) == expected
+    assert sorted(wrote) == sorted(f"wrote {Path(OUT) / name}" for name in expected)
+    out = tmp_path / OUT
     for name in expected:
-        assert (tmp_path / name).is_file() and (tmp_path / name).stat().st_size > 0, name
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     for name in ("figure6_gtx1080ti.png", "figure6_rtx2080ti.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     grid = {(m, p) for m in QUICK.table1_models for p in QUICK.table1_devices}
-    table1 = json.loads((tmp_path / "table1.json").read_text())
+    table1 = json.loads((out / "table1.json").read_text())
     assert table1["quick"] is True
     assert {(r["model"], r["devices"]) for r in table1["rows"]} == grid
     assert len(table1["rows"]) == len(grid)
-    md = (tmp_path / "table1.md").read_text()
+    md = (out / "table1.md").read_text()
     assert "QUICK RUN" in md and "time limit of **5 s**" in md
     for r in table1["rows"]:
         assert r["dp"]["generateseq"]["seconds"] > 0
         assert set(r["solvers"]) == {"ilp-highs", "ilp-cpsat", "ilp-cbc", "mcmc"}
 
-    table2 = json.loads((tmp_path / "table2.json").read_text())
+    table2 = json.loads((out / "table2.json").read_text())
     assert set(table2["models"]) == {"alexnet", "inception_v3", "rnnlm", "transformer", "resnet101"}
     assert all(m["status"] == "optimal" for m in table2["models"].values())
     diff = table2["models"]["alexnet"]["paper_diff"]
     assert [r["op"] for r in diff["rows"] if r["agree"] is False] == ["conv4"]
     assert diff["conv4_forced_b32_cost"] == pytest.approx(54579410800.0, rel=1e-12)
 
-    figure6 = json.loads((tmp_path / "figure6.json").read_text())
+    figure6 = json.loads((out / "figure6.json").read_text())
     points = figure6["points"]
     assert {(pt["model"], pt["devices"]) for pt in points} == {
         (m, p) for m in QUICK.figure6_models for p in QUICK.figure6_devices}

@@ -111,10 +111,10 @@ def test_huge_spaces_are_refused_at_once_in_one_line():
     b = GraphBuilder("huge", cutoff=1)
     x = b.input((2**20,) * 6)
     b.elementwise(x, x)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     with pytest.raises(TooLargeError) as info:
         ConfigSpace(b.build(), 2**40)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     message = str(info.value)
     assert "\n" not in message and "over max_configs=100000" in message and "fewer devices" in message
     count = int(message.split(" configs on ")[0].rsplit(" ", 1)[1])
@@ -127,10 +127,10 @@ def test_huge_spaces_are_refused_at_once_in_one_line():
 
 
 def test_candidate_factors_of_huge_sizes_are_fast():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not fail it
     assert candidate_factors(2**40, 2**40, 1) == [2**i for i in range(41)]
     assert candidate_factors(10**12 + 39, 10**15, 1) == [1, 10**12 + 39]  # a prime
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_max_configs_must_be_a_positive_integer():

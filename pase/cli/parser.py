@@ -226,7 +226,7 @@ def _simulate(s: Parser) -> None:
 def _reproduce(s: Parser) -> None:
     s.add_argument("paper", help="reproduction name, e.g. pase-ipdps2021")
     s.add_argument("--quick", action="store_true", help="a reduced grid (minutes, for CI)")
-    s.add_argument("--out", metavar="DIR", help="output folder (default: the paper's results folder)")
+    s.add_argument("--out", metavar="DIR", help="output folder (default: ./pase-reproduce-PAPER)")
 
 
 def _engine_args(s: Parser) -> None:

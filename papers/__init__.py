@@ -25,7 +25,12 @@ class Paper(NamedTuple):
     name: str
     module: str
     title: str
-    default_out: str  # results folder, relative to the repository root
+
+    @property
+    def default_out(self) -> Path:
+        """``pase-reproduce-<name>`` under the current directory: a run writes into the
+        repository (say, the committed results) only when told to."""
+        return Path(f"pase-reproduce-{self.name}")
 
 
 # Read-only: reproductions are added here, not at run time.
@@ -33,8 +38,7 @@ PAPERS: Mapping[str, Paper] = MappingProxyType({
     "pase-ipdps2021": Paper(
         "pase-ipdps2021", "pase.papers.pase_ipdps2021",
         "V. Elango, PaSE: Parallelization Strategies for Efficient DNN Training, IPDPS 2021 "
-        "(Table I search time, Table II strategies, Figure 6 speedups)",
-        "papers/pase_ipdps2021/results"),
+        "(Table I search time, Table II strategies, Figure 6 speedups)"),
 })
 
 
@@ -58,7 +62,7 @@ def get(name: str) -> Callable[..., dict[str, Path]]:
 
 def reproduce(name: str, out_dir: str | Path | None = None, *, quick: bool = False,
               progress: Callable[[str], Any] | None = print) -> dict[str, Path]:
-    """Run reproduction ``name`` into ``out_dir`` (default: its results folder under the cwd)."""
+    """Run reproduction ``name`` into ``out_dir`` (default: :attr:`Paper.default_out`)."""
     paper = entry(name)
-    return get(name)(Path(out_dir) if out_dir is not None else Path(paper.default_out),
+    return get(name)(Path(out_dir) if out_dir is not None else paper.default_out,
                      quick=quick, progress=progress)

@@ -1,7 +1,8 @@
 """Table II: the optimal strategy (dp, paper cost model) per benchmark at p = 32.
 
-Configurations are written with one letter per split dimension and its factor
-(``b16 c2``: batch split 16 ways, input channels 2 ways; ``-``: unsplit).
+Configurations are written with each split dimension's name in the graph (the
+names the CLI prints) and its factor (``b16 c2``: a conv's batch split 16 ways,
+its input channels 2 ways; ``-``: unsplit).
 Repeated structure is grouped the way the paper groups layers: Inception
 modules of one type, ResNet stages, Transformer encoder and decoder layers get
 one row per layer role, with a note saying whether every member agrees.
@@ -26,33 +27,14 @@ from pase.papers.pase_ipdps2021.settings import MODELS, TITLES, Settings, machin
 from pase.problem import Problem
 from pase.strategy import OpMapping
 
-# Letters: the CNN letters are the paper's conv domain (b, c, h, w, r, s, n); an FC
-# layer is written like a 1x1 conv (n outputs, c inputs) and the classifier's class
-# axis as n. For RNNLM and the Transformer we chose letters in the same spirit.
-LEGENDS = {
-    "cnn": "b batch, c channels (conv, FC: input channels/features), h/w output height/width, "
-           "r/s filter height/width, n output channels (FC: output features; softmax: classes)",
-    "rnnlm": "b batch, s sequence, e embedding width (LSTM: input width), d LSTM hidden "
-             "units, l LSTM layers, v vocabulary",
-    "transformer": "b batch, l sequence (m: attended-to sequence), e model width, h heads, "
-                   "k per-head width, f feed-forward hidden, v vocabulary, s the q/k/v "
-                   "stack axis",
-}
-_CNN = {"FC": {"k": "c"}, "Unravel": {"k": "c"}, "SoftmaxCrossEntropy": {"k": "n"}}
-_RNNLM = {"Embedding": {"a": "b", "b": "s", "c": "v", "d": "e"},
-          "LSTM": {"n": "d", "k": "e"},
-          "FC": {"n": "v", "k": "e"},
-          "SoftmaxCrossEntropy": {"k": "v"}}
-_TRANSFORMER = {"Embedding": {"a": "b", "b": "l", "c": "v", "d": "e"}}
-LETTERS = {"alexnet": _CNN, "inception_v3": _CNN, "resnet101": _CNN, "rnnlm": _RNNLM,
-           "transformer": _TRANSFORMER}
-
 INCEPTION_TYPES = {"Mixed_5b": "A", "Mixed_5c": "A", "Mixed_5d": "A", "Mixed_6a": "B",
                    "Mixed_6b": "C", "Mixed_6c": "C", "Mixed_6d": "C", "Mixed_6e": "C",
                    "Mixed_7a": "D", "Mixed_7b": "E", "Mixed_7c": "E"}
 
-# The summary of the paper's Table II for AlexNet at p = 32 (docs/cost-model.md), in
-# our dim names; ops it does not mention are absent.
+# The summary of the paper's Table II for AlexNet at p = 32 (docs/cost-model.md),
+# translated once, here, into the graph's dim names (FC: n outputs, k inputs; the
+# loss's classes: k), so both sides of the diff are written by config_text alike;
+# ops it does not mention are absent.
 PAPER_ALEXNET = {"conv1": {"b": 32}, "conv2": {"b": 32}, "conv3": {"b": 32}, "conv4": {"b": 32},
                  "conv5": {"b": 16, "c": 2}, "fc6": {"n": 4, "k": 8}, "fc7": {"n": 8, "k": 4},
                  "fc8": {"n": 4, "k": 8}, "loss": {"k": 4}}
@@ -70,18 +52,25 @@ CONV4_NOTE = (
     "checked in tests/solvers/dp/test_reference.py.")
 
 
-def letters(model: str, kind: str, dim: str) -> str:
-    return LETTERS.get(model, {}).get(kind, {}).get(dim, dim)
+def config_text(config: dict[str, int]) -> str:
+    """``{"b": 16, "c": 2}`` -> ``"b16 c2"`` in the graph's own dim names (those the CLI
+    prints); ``-`` when unsplit."""
+    return " ".join(f"{d}{f}" for d, f in config.items() if f > 1) or "-"
 
 
-def config_text(model: str, kind: str, config: dict[str, int]) -> str:
-    """``{"b": 16, "c": 2}`` -> ``"b16 c2"`` in the model's letters; ``-`` when unsplit."""
-    parts = [f"{letters(model, kind, d)}{f}" for d, f in config.items() if f > 1]
-    return " ".join(parts) or "-"
-
-
-def legend(model: str) -> str:
-    return LEGENDS.get(model, LEGENDS["cnn"])
+def legend(graph) -> str:
+    """What the letters mean: each op kind's dim names with their IR roles, merged over
+    the kind's ops (``FC b batch, n parameter, k reduction; ...``)."""
+    kinds: dict[str, dict[str, list[str]]] = {}
+    for op in graph.ops:
+        dims = kinds.setdefault(op.kind, {})
+        for d in op.dims:
+            roles = dims.setdefault(d.name, [])
+            if d.role not in roles:
+                roles.append(d.role)
+    return "; ".join(f"{kind} " + ", ".join(f"{name} {'/'.join(roles)}"
+                                            for name, roles in dims.items())
+                     for kind, dims in kinds.items())
 
 
 def group_key(model: str, op: str, blocks: dict[str, int]) -> tuple[str, str, str] | None:
@@ -142,7 +131,7 @@ def grouped_rows(model: str, configs: dict[str, dict[str, int]],
     rows: list[dict[str, Any]] = []
     index: dict[tuple[str, str], dict[str, Any]] = {}
     for op, config in configs.items():
-        text = config_text(model, kinds[op], config)
+        text = config_text(config)
         key = group_key(model, op, blocks)
         if key is None:
             rows.append({"group": "", "op": op, "kind": kinds[op], "configs": {text: [""]},
@@ -216,10 +205,9 @@ def run(settings: Settings, progress: Callable[[str], Any], runs: Runs) -> dict[
                          "ordering": r["stats"].get("ordering"),
                          "strategy": {op: {d: f for d, f in cfg.items() if f > 1}
                                       for op, cfg in configs.items()},
-                         "rows": grouped_rows(model, configs, kinds)}
+                         "rows": grouped_rows(model, configs, kinds), "legend": legend(graph)}
         if model == "alexnet" and p == 32:
-            models[model]["paper_diff"] = alexnet_diff(build_problem(model, p), configs, kinds,
-                                                       r["cost"])
+            models[model]["paper_diff"] = alexnet_diff(build_problem(model, p), configs, r["cost"])
     return {"devices": p, "models": models}
 
 
@@ -231,15 +219,14 @@ def _batch(graph) -> int | None:
     return None
 
 
-def alexnet_diff(built, configs: dict[str, dict[str, int]], kinds: dict[str, str],
-                 optimum: float) -> dict[str, Any]:
+def alexnet_diff(built, configs: dict[str, dict[str, int]], optimum: float) -> dict[str, Any]:
     """Row-by-row diff against the summary of AlexNet's Table II, with the forced-conv4 check
     (``optimum``: the dp's cost, from the sweep; the pinned Problem is solved here)."""
     rows = []
     for op, config in configs.items():
-        ours = config_text("alexnet", kinds[op], config)
+        ours = config_text(config)
         paper = PAPER_ALEXNET.get(op)
-        paper_text = config_text("alexnet", kinds[op], paper) if paper is not None else None
+        paper_text = config_text(paper) if paper is not None else None
         rows.append({"op": op, "ours": ours, "paper": paper_text,
                      "agree": None if paper_text is None else paper_text == ours})
     problem = built.problem
@@ -285,8 +272,9 @@ def markdown(data: dict[str, Any], settings: Settings, info: dict[str, Any]) -> 
            f"The dp optimum under the paper's cost model (default machine: 10 TFLOP/s, 16 GB/s) "
            f"for each benchmark at p = {p}, each at its builder's default batch. Machine: "
            f"{machine_line(info)}.", "",
-           "A configuration lists the split dimensions with their factors (`b16 c2`: batch 16 "
-           "ways, input channels 2 ways); `-` is unsplit. Repeated layers are grouped like "
+           "A configuration lists the split dimensions, by their names in the graph (those "
+           "`pase solve` prints), with their factors (`b16 c2`: a conv's batch 16 ways, its "
+           "input channels 2 ways); `-` is unsplit. Repeated layers are grouped like "
            "the paper groups them: one row per layer role, with a note when every member of "
            "the group agrees, else each distinct configuration with the members using it.", "",
            NOT_AVAILABLE, ""]
@@ -295,7 +283,7 @@ def markdown(data: dict[str, Any], settings: Settings, info: dict[str, Any]) -> 
         out += [f"## {TITLES[model]}", "",
                 f"Batch {m['batch']}; dp ({m['ordering']}) {m['status']}, total cost "
                 f"{m['total_cost']:.6g} FLOP, solved in {m['solve_seconds']:.2f} s. "
-                f"Letters: {legend(model)}.", ""]
+                f"Letters (the graph's dim names and roles, by op kind): {m['legend']}.", ""]
         grouped = any(r["group"] for r in m["rows"])
         header = (["group", "layer", "kind", "configuration", "note"] if grouped
                   else ["layer", "kind", "configuration"])

@@ -28,9 +28,9 @@ def reproduce(out_dir: str | Path, quick: bool = False,
     """Run every experiment and write its files into ``out_dir``; returns ``{name: path}``.
 
     ``quick`` runs the reduced grid (:data:`QUICK`: p = 4, 8, two models in
-    Table I, 5 s limits), about three minutes on two busy cores (each solve is a
-    sweep run, a process of its own); the full grid
-    (:data:`FULL`) takes about an hour. ``settings`` overrides both.
+    Table I, 5 s limits), about two minutes of CPU (each solve is a sweep run, a
+    process of its own); the full grid (:data:`FULL`) took 19 minutes for the
+    committed results (README.md in this folder). ``settings`` overrides both.
     """
     settings = settings or (QUICK if quick else FULL)
     say = progress or (lambda message: None)
