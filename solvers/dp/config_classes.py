@@ -42,6 +42,8 @@ __all__ = ["class_min_plus", "edge_classes"]
 MAX_FINE_ENTRIES = 2**25
 # Entries of one chunk of the outer minimum's broadcast sum.
 OUTER_CHUNK = 2**21
+# Entries of the row-hash product computed at once (32 MiB of float64).
+HASH_CHUNK_ENTRIES = 2**22
 
 
 def edge_classes(matrix: np.ndarray, memo: dict | None = None
@@ -73,9 +75,18 @@ def _classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     falls back to sorting."""
     finite = np.where(np.isfinite(rows), rows, np.where(rows > 0, 1.5e300, -1.5e300))
     scale = np.abs(finite).max(initial=0.0)
-    probe = np.random.default_rng(0).random((rows.shape[1], 2)) + 0.5
+    probe = np.random.default_rng(0).random((2, rows.shape[1])) + 0.5
+    # Row sums, not a matrix product: BLAS may sum equal rows in different orders (by
+    # their place in its blocks), so equal rows could hash apart and classes come out
+    # finer than the matrix's; numpy's row-wise sum treats every row alike.
     with np.errstate(over="ignore", invalid="ignore"):
-        h = (finite / scale if scale > 0 else finite) @ probe
+        unit = finite / scale if scale > 0 else finite
+        h = np.empty((rows.shape[0], 2))
+        step = max(1, HASH_CHUNK_ENTRIES // max(1, rows.shape[1]))
+        for i in range(0, rows.shape[0], step):  # chunks bound the product's temporary
+            part = unit[i:i + step]
+            h[i:i + step] = np.stack([(part * probe[0]).sum(axis=1),
+                                      (part * probe[1]).sum(axis=1)], axis=1)
     _, first, cls = np.unique(h, axis=0, return_index=True, return_inverse=True)
     cls = cls.reshape(-1)
     # renumber classes by first occurrence, so the answer does not depend on hash order
