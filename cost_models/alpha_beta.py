@@ -54,7 +54,7 @@ from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
 from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_axes, mesh_order, owned_axes
-from pase.work.mapping import _worst_group
+from pase.work.mapping import worst_group
 from pase.work.ops import OpWork
 from pase.work.relayout import placement_rows, relayout_matrix
 
@@ -337,7 +337,7 @@ class AlphaBetaCostModel(CostModel):
                 if m == 0:
                     continue
                 q = math.prod(s for i, s in enumerate(sizes) if m >> i & 1)
-                nodes, local = (_worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
+                nodes, local = (worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
                                              self.cluster.devices_per_node)
                                 if self.cluster.spans_nodes(self.p) else (1, q))
                 ar = collective_time("all-reduce", nbytes, nodes, local, self.cluster)
@@ -358,7 +358,7 @@ class AlphaBetaCostModel(CostModel):
         sizes = [s for _, s in mesh_axes(p)]
 
         def spans(m: int) -> bool:
-            return _worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), dpn)[0] > 1
+            return worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), dpn)[0] > 1
 
         if len(sizes) <= 12:  # a table over every mask
             return np.array([spans(m) for m in range(1 << len(sizes))], dtype=bool)[masks]

@@ -65,7 +65,7 @@ def test_mesh_axes_are_prime_factors():
     assert mesh_axes(12) == (("x0", 2), ("x1", 2), ("x2", 3))
 
 
-def _mesh_coords(op, assigned, axes):
+def mesh_coords(op, assigned, axes):
     """Per mesh device (row-major over axes): its coordinate along each op dim."""
     sizes = [s for _, s in axes]
     names = [n for n, _ in axes]
@@ -98,7 +98,7 @@ def test_assign_axes_puts_each_tile_on_the_rank_pase_maps_it_to(p):
         if p % math.prod(config.values()):
             continue
         expected = device_coords(op, list(config.values()))
-        ranks = [coords for coords, first in _mesh_coords(op, assigned, axes) if first]
+        ranks = [coords for coords, first in mesh_coords(op, assigned, axes) if first]
         assert np.array_equal(np.array(ranks), expected), config
 
 

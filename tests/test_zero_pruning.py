@@ -102,11 +102,11 @@ def test_every_owned_parameter_has_a_data_parallel_group(model):
     that parameter unsharded at every stage without a word."""
     from pase.api import load_graph
     from pase.work import op_work
-    from pase.work.ops import _owned_parameters
+    from pase.work.ops import owned_parameters
     from pase.work.variants import data_parallel_groups
 
     for op in load_graph(model).ops:
-        owned = {j for j, w in enumerate(op.weights) if any(w is p for p in _owned_parameters(op))}
+        owned = {j for j, w in enumerate(op.weights) if any(w is p for p in owned_parameters(op))}
         work = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
         assert set(data_parallel_groups(work)) == owned, op.name
 

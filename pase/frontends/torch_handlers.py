@@ -22,25 +22,31 @@ def handles(*names: str):
         return fn
     return deco
 
-def _shape(node: Any) -> tuple[int, ...]:
+def node_shape(node: Any) -> tuple[int, ...]:
+    """The static shape of an FX node's value (its ``meta["val"]``)."""
     val = node.meta.get("val")
     return tuple(int(s) for s in val.shape)
 
-def _dim(d: int, rank: int) -> int:
+def wrap_dim(d: int, rank: int) -> int:
+    """An ATen dim argument (negative counts from the end) as an index in ``0..rank-1``."""
     return d % rank if rank else 0
 
-def _list(v: Any) -> list:
+def as_list(v: Any) -> list:
+    """An ATen int-or-list argument as a list."""
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
-def _letters(n: int) -> list[str]:
+def dim_letters(n: int) -> list[str]:
+    """The first ``n`` einsum letters for an op's leading dims."""
     return list("abcdefghijklmnopqrstuvw"[:n])
 
-def _pair(v: Any) -> tuple[int, int]:
+def as_pair(v: Any) -> tuple[int, int]:
+    """A convolution argument (an int or a list of one or two) as a (height, width) pair."""
     if isinstance(v, (list, tuple)):
         return (int(v[0]), int(v[-1])) if v else (1, 1)
     return (int(v), int(v))
 
-def _split_at(atoms, leaves: list[int], size: int) -> tuple[list[int], list[int]]:
+def split_at(atoms, leaves: list[int], size: int) -> tuple[list[int], list[int]]:
+    """``leaves`` cut where the product of their atom sizes first reaches ``size``: (first part, rest)."""
     p, i = 1, 0
     while p < size:
         p *= atoms.size[leaves[i]]

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pase.frontends.torch_handlers import _dim, _letters, _list, _pair, _shape, _split_at, handles
+from pase.frontends.torch_handlers import (
+    as_list,
+    as_pair,
+    dim_letters,
+    handles,
+    node_shape,
+    split_at,
+    wrap_dim,
+)
 from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
 from pase.frontends.torch_layout import (
     binary,
@@ -23,7 +31,7 @@ from pase.frontends.torch_walk import ACT_PW, Walk
 @handles("linear")
 def _linear(w: Walk, node: Any, a: dict) -> Any:
     x, weight, bias = a["input"], a["weight"], a.get("bias")
-    lead = "".join(_letters(x.rank - 1))
+    lead = "".join(dim_letters(x.rank - 1))
     w.atoms.set_role(weight.view[0][0] if weight.view else 0, "parameter")
     return contract(w, x, weight, f"{lead}Z,YZ->{lead}Y", bias=bias)
 
@@ -61,12 +69,12 @@ def _matmul(w: Walk, node: Any, a: dict) -> Any:
         if x.rank == 1 and y.rank == 1:
             return contract(w, x, y, "k,k->")
         if x.rank == 1:
-            lead = "".join(_letters(y.rank - 2))
+            lead = "".join(dim_letters(y.rank - 2))
             return contract(w, x, y, f"Z,{lead}ZY->{lead}Y")
-        lead = "".join(_letters(x.rank - 2))
+        lead = "".join(dim_letters(x.rank - 2))
         return contract(w, x, y, f"{lead}XZ,Z->{lead}X")
     n = max(x.rank, y.rank) - 2
-    lead = "".join(_letters(n))
+    lead = "".join(dim_letters(n))
     _head_roles(w, x, y)
     return contract(w, x, y, f"{lead[n - (x.rank - 2):]}XZ,{lead[n - (y.rank - 2):]}ZY->{lead}XY")
 
@@ -128,9 +136,9 @@ def _one_operand_einsum(w: Walk, x: TV, letters: str, out: str) -> Any:
 @handles("conv2d", "convolution")
 def _conv2d(w: Walk, node: Any, a: dict) -> Any:
     x, weight, bias = a["input"], a["weight"], a.get("bias")
-    stride = _pair(a.get("stride", 1))
-    pad = _pair(a.get("padding", 0))
-    if _pair(a.get("dilation", 1)) != (1, 1) or a.get("groups", 1) != 1 or x.rank != 4 \
+    stride = as_pair(a.get("stride", 1))
+    pad = as_pair(a.get("padding", 0))
+    if as_pair(a.get("dilation", 1)) != (1, 1) or a.get("groups", 1) != 1 or x.rank != 4 \
             or isinstance(a.get("padding"), str) or a.get("transposed"):
         raise Conflict("only 2-D convolutions with groups=1 and dilation 1 are supported")
     atoms = w.atoms
@@ -139,7 +147,7 @@ def _conv2d(w: Walk, node: Any, a: dict) -> Any:
     b, c, hh, ww = (axis[0] for axis in x.view)
     n, c2, r, s = (axis[0] for axis in weight.view)
     atoms.lock([b, c, hh, ww, n, r, s])
-    shape = _shape(node)
+    shape = node_shape(node)
     h_out, w_out = atoms.new(shape[2], "spatial"), atoms.new(shape[3], "spatial")
     atoms.lock([h_out, w_out])
     for atom, role in ((c, "channel"), (hh, "spatial"), (ww, "spatial"), (n, "parameter"),
@@ -183,7 +191,7 @@ def _pool(w: Walk, node: Any, x: TV, window, stride, pad) -> TV:
     if len(x.leaves(atoms)) != 4 or x.leaves(atoms) != atoms.leaf_list(sum(x.view, [])):
         x = materialize(w, x, "a pooling input in another layout was re-laid out")
     b, c, hh, ww = (axis[0] for axis in x.view)
-    shape = _shape(node)
+    shape = node_shape(node)
     h_out, w_out = atoms.new(shape[2], "spatial"), atoms.new(shape[3], "spatial")
     atoms.lock([b, c, hh, ww, h_out, w_out])
     out = [b, c, h_out, w_out]
@@ -194,11 +202,11 @@ def _pool(w: Walk, node: Any, x: TV, window, stride, pad) -> TV:
 
 @handles("max_pool2d", "max_pool2d_with_indices")
 def _max_pool(w: Walk, node: Any, a: dict) -> Any:
-    if _pair(a.get("dilation", 1)) != (1, 1) or a.get("ceil_mode"):
+    if as_pair(a.get("dilation", 1)) != (1, 1) or a.get("ceil_mode"):
         raise Conflict("max pooling with dilation or ceil_mode")
-    k = _pair(a["kernel_size"])
-    s = _pair(a.get("stride") or k)
-    out = _pool(w, node, a["self"], k, s, _pair(a.get("padding", 0)))
+    k = as_pair(a["kernel_size"])
+    s = as_pair(a.get("stride") or k)
+    out = _pool(w, node, a["self"], k, s, as_pair(a.get("padding", 0)))
     return (out, None) if "indices" in str(node.target) else out
 
 
@@ -206,15 +214,15 @@ def _max_pool(w: Walk, node: Any, a: dict) -> Any:
 def _avg_pool(w: Walk, node: Any, a: dict) -> Any:
     if a.get("ceil_mode"):
         raise Conflict("average pooling with ceil_mode")
-    k = _pair(a["kernel_size"])
-    return _pool(w, node, a["self"], k, _pair(a.get("stride") or k), _pair(a.get("padding", 0)))
+    k = as_pair(a["kernel_size"])
+    return _pool(w, node, a["self"], k, as_pair(a.get("stride") or k), as_pair(a.get("padding", 0)))
 
 
 @handles("adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool2d")
 def _adaptive_pool(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
     h, wd = x.shape(w.atoms)[2:]
-    oh, ow = _shape(node)[2:]
+    oh, ow = node_shape(node)[2:]
     if h % oh or wd % ow:
         raise Conflict(f"adaptive pooling from {h}x{wd} to {oh}x{ow} (sizes that do not divide)")
     k = (h // oh, wd // ow)
@@ -248,7 +256,7 @@ def _batch_norm(w: Walk, node: Any, a: dict) -> Any:
 
 def _norm(w: Walk, node: Any, x: TV, shape: Any, params: list[Any], rms: bool) -> TV:
     atoms = w.atoms
-    if len(_list(shape)) != 1:
+    if len(as_list(shape)) != 1:
         raise Conflict("normalisation over more than one axis")
     axis = x.view[-1]
     if len(atoms.leaf_list(axis)) != 1:
@@ -284,10 +292,10 @@ def _rms_norm(w: Walk, node: Any, a: dict) -> Any:
 
 def _softmax_op(w: Walk, x: TV, dim: int, causal: bool = False, kind: str = "Softmax") -> TV:
     atoms = w.atoms
-    axis = x.view[_dim(dim, x.rank)]
+    axis = x.view[wrap_dim(dim, x.rank)]
     if len(atoms.leaf_list(axis)) != 1:
         x = materialize(w, x, "a softmax over a merged axis was re-laid out")
-        axis = x.view[_dim(dim, x.rank)]
+        axis = x.view[wrap_dim(dim, x.rank)]
     atoms.lock(axis)
     attrs: dict[str, Any] = {} if kind == "SoftmaxCrossEntropy" else {"axis": AxisOf(axis[0])}
     if causal:
@@ -314,7 +322,7 @@ def _sdpa(w: Walk, node: Any, a: dict) -> Any:
     if q.rank >= 4 and hq != hk and hk > 0 and hq % hk == 0:  # grouped-query attention
         leaves = atoms.cut(heads_q, [hk])
         group = [x for x in leaves if True]
-        g_part, r_part = _split_at(atoms, group, hk)
+        g_part, r_part = split_at(atoms, group, hk)
         qv = qv[:-3] + [g_part, r_part] + qv[-2:]
         for atom in r_part:
             atoms.set_role(atom, "heads")
@@ -328,7 +336,7 @@ def _sdpa(w: Walk, node: Any, a: dict) -> Any:
     for atom in q.view[-1]:
         atoms.set_role(atom, "channel")
     n = q.rank - 2
-    lead = "".join(_letters(n))
+    lead = "".join(dim_letters(n))
     if q.rank > k.rank:  # the query's extra heads axis (GQA)
         klead = lead[:-2] + lead[-2]
     else:
@@ -382,9 +390,9 @@ def _reduce(w: Walk, node: Any, a: dict) -> Any:
     dims = a.get("dim")
     if not isinstance(x, TV) or x.kind != "act":
         return x
-    if dims is None or len(_list(dims)) == 0:  # to a scalar (a loss): nothing to split
+    if dims is None or len(as_list(dims)) == 0:  # to a scalar (a loss): nothing to split
         return TV([], [], "const")
-    dims = sorted({_dim(d, x.rank) for d in _list(dims)})
+    dims = sorted({wrap_dim(d, x.rank) for d in as_list(dims)})
     atoms = w.atoms
     gone = [q for d in dims for q in x.view[d]]
     keep_data = [q for q in x.leaves(atoms) if q not in set(atoms.leaf_list(gone))]

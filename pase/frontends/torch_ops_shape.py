@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pase.frontends.torch_handlers import _dim, _list, _shape, _split_at, handles
+from pase.frontends.torch_handlers import as_list, handles, node_shape, split_at, wrap_dim
 from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
 from pase.frontends.torch_layout import (
     materialize,
@@ -23,7 +23,7 @@ def _view(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"] if "self" in a else next(iter(a.values()))
     if not isinstance(x, TV):
         return x
-    shape = _shape(node)
+    shape = node_shape(node)
     if shape == x.shape(w.atoms):
         return x.with_view(list(x.view))
     return reshape(w, x, shape)
@@ -42,13 +42,13 @@ def _nothing(w: Walk, node: Any, a: dict) -> Any:
 @handles("permute")
 def _permute(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    return permute(x, [_dim(d, x.rank) for d in a["dims"]])
+    return permute(x, [wrap_dim(d, x.rank) for d in a["dims"]])
 
 
 @handles("transpose", "swapaxes")
 def _transpose(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    i, j = (_dim(a.get("dim0", a.get("axis0")), x.rank), _dim(a.get("dim1", a.get("axis1")), x.rank))
+    i, j = (wrap_dim(a.get("dim0", a.get("axis0")), x.rank), wrap_dim(a.get("dim1", a.get("axis1")), x.rank))
     order = list(range(x.rank))
     order[i], order[j] = order[j], order[i]
     return permute(x, order)
@@ -63,8 +63,8 @@ def _t(w: Walk, node: Any, a: dict) -> Any:
 @handles("movedim")
 def _movedim(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    src = [_dim(d, x.rank) for d in _list(a["source"])]
-    dst = [_dim(d, x.rank) for d in _list(a["destination"])]
+    src = [wrap_dim(d, x.rank) for d in as_list(a["source"])]
+    dst = [wrap_dim(d, x.rank) for d in as_list(a["destination"])]
     order = [i for i in range(x.rank) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -78,7 +78,7 @@ def _repeat_interleave(w: Walk, node: Any, a: dict) -> Any:
     x, r, dim = a.get("self"), a.get("repeats"), a.get("dim")
     if not isinstance(x, TV) or not isinstance(r, int) or dim is None:
         raise Conflict("repeat_interleave with tensor repeats or no dim")
-    dim = _dim(dim, x.rank)
+    dim = wrap_dim(dim, x.rank)
     view = list(x.view)
     view[dim] = list(view[dim]) + [w.atoms.new(r)]
     return x.with_view(view)
@@ -98,7 +98,7 @@ def _repeat(w: Walk, node: Any, a: dict) -> Any:
 @handles("expand", "expand_as")
 def _expand(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    shape = _shape(node)
+    shape = node_shape(node)
     lead = len(shape) - x.rank
     view = w.fresh(shape[:lead])
     for axis, s in zip(x.view, shape[lead:]):
@@ -116,8 +116,8 @@ def _cat(w: Walk, node: Any, a: dict) -> Any:
     parts = [t for t in a["tensors"] if isinstance(t, TV)]
     acts = [t for t in parts if t.kind == "act"]
     if not acts:
-        return TV(w.fresh(_shape(node)), [], "const")
-    dim = _dim(a.get("dim", 0), parts[0].rank)
+        return TV(w.fresh(node_shape(node)), [], "const")
+    dim = wrap_dim(a.get("dim", 0), parts[0].rank)
     atoms = w.atoms
     for i, t in enumerate(acts):  # the concatenated axis must be one atom
         if len(atoms.leaf_list(t.view[dim])) != 1:
@@ -128,7 +128,7 @@ def _cat(w: Walk, node: Any, a: dict) -> Any:
         for i in range(first.rank):
             if i != dim:
                 atoms.unify(first.view[i], t.view[i])
-    shape = _shape(node)
+    shape = node_shape(node)
     new = atoms.new(shape[dim])
     if atoms.leaf_list(first.view[dim]):
         atoms.set_role(new, atoms.role[atoms.leaf_list(first.view[dim])[0]])
@@ -202,10 +202,10 @@ def _concat_weight(w: Walk, first: TV, t: TV, dim: int) -> list | None:
 @handles("stack")
 def _stack(w: Walk, node: Any, a: dict) -> Any:
     xs = [t for t in a["tensors"] if isinstance(t, TV)]
-    dim = _dim(a.get("dim", 0), xs[0].rank + 1)
+    dim = wrap_dim(a.get("dim", 0), xs[0].rank + 1)
     atoms = w.atoms
     if any(t.kind != "act" for t in xs):
-        return TV(w.fresh(_shape(node)), [], "const")
+        return TV(w.fresh(node_shape(node)), [], "const")
     first = xs[0]
     for t in xs[1:]:
         for i in range(first.rank):
@@ -231,7 +231,7 @@ def _unstack(w: Walk, x: TV, dim: int, count: int) -> list[TV]:
     axis = x.view[dim]
     size = math.prod(atoms.size[q] for q in axis)
     leaves = atoms.cut(axis, [count]) if count > 1 else atoms.leaf_list(axis)
-    first, rest = _split_at(atoms, leaves, count)
+    first, rest = split_at(atoms, leaves, count)
     if len(first) != 1:
         raise Conflict("a split along an axis already cut otherwise")
     s = first[0]
@@ -278,7 +278,7 @@ def _slice_tv(w: Walk, x: TV, dim: int, start: int, stop: int) -> TV:
 @handles("split", "split_with_sizes", "chunk", "tensor_split", "unsafe_split")
 def _split(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    dim = _dim(a.get("dim", 0), x.rank)
+    dim = wrap_dim(a.get("dim", 0), x.rank)
     sizes = [int(v.shape[dim]) for v in node.meta["val"]]
     if x.kind != "act":
         return tuple(x.with_view(x.view[:dim] + [[w.atoms.new(s)]] + x.view[dim + 1:])
@@ -298,7 +298,7 @@ def _split(w: Walk, node: Any, a: dict) -> Any:
 @handles("unbind")
 def _unbind(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    dim = _dim(a.get("dim", 0), x.rank)
+    dim = wrap_dim(a.get("dim", 0), x.rank)
     n = x.shape(w.atoms)[dim]
     outs = _unstack(w, x, dim, n) if x.kind == "act" else [x] * n
     return tuple(o.with_view(o.view[:dim] + o.view[dim + 1:]) for o in outs)
@@ -307,7 +307,7 @@ def _unbind(w: Walk, node: Any, a: dict) -> Any:
 @handles("slice", "narrow")
 def _slice(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    dim = _dim(a.get("dim", 0), x.rank)
+    dim = wrap_dim(a.get("dim", 0), x.rank)
     size = x.shape(w.atoms)[dim]
     if "start" in a and "length" in a:
         start, stop = a["start"], a["start"] + a["length"]
@@ -324,7 +324,7 @@ def _slice(w: Walk, node: Any, a: dict) -> Any:
 @handles("select")
 def _select(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    dim = _dim(a["dim"], x.rank)
+    dim = wrap_dim(a["dim"], x.rank)
     size = x.shape(w.atoms)[dim]
     i = a["index"] % size
     out = _slice_tv(w, x, dim, i, i + 1)
@@ -334,7 +334,7 @@ def _select(w: Walk, node: Any, a: dict) -> Any:
 @handles("topk")
 def _topk(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    dim = _dim(a.get("dim", -1), x.rank)
+    dim = wrap_dim(a.get("dim", -1), x.rank)
     atoms = w.atoms
     if x.kind != "act":
         return (x, x)

@@ -51,7 +51,7 @@ from pase.costing import array_key, op_signature
 from pase.ir import Op, Port
 from pase.work.hetero import placement
 from pase.work.layout import port_blocks
-from pase.work.ops import _owned_parameters  # the one definition of an op's own parameters
+from pase.work.ops import owned_parameters  # the one definition of an op's own parameters
 from pase.work.relayout import placement_rows
 from pase.work.tiles import port_factors
 
@@ -145,7 +145,7 @@ def op_migration(old_op: Op, old_config: np.ndarray, new_op: Op, new_configs: np
 def _op_migration(old_op: Op, old_config: np.ndarray, new_op: Op, new_configs: np.ndarray,
                   setting: Setting) -> Migration:
     total = Migration.zeros(len(new_configs))
-    for port in _owned_parameters(new_op):
+    for port in owned_parameters(new_op):
         j = next(i for i, w in enumerate(new_op.weights) if w is port)
         part = _parameter(old_op, old_op.weights[j], np.asarray(old_config, dtype=np.int64),
                           new_op, port, new_configs, setting)

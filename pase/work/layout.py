@@ -67,7 +67,8 @@ def mesh_axes(devices: int) -> tuple[tuple[str, int], ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _sizes(devices: int) -> tuple[int, ...]:
+def axis_sizes(devices: int) -> tuple[int, ...]:
+    """The mesh axes' sizes for ``devices`` (one axis per prime factor)."""
     return tuple(q for _, q in mesh_axes(int(devices)))
 
 
@@ -143,7 +144,7 @@ def dim_axes(op: Op, config: Sequence[int], devices: int) -> tuple[tuple[int, ..
     """Mesh-axis indices of each op dim (op order) on ``devices`` devices, or None
     when the op's device count does not divide ``devices`` (off the mesh)."""
     order = mesh_order(op)
-    got = _assign(_sizes(devices), tuple(int(config[d]) for d in order))
+    got = _assign(axis_sizes(devices), tuple(int(config[d]) for d in order))
     if got is None:
         return None
     out: list[tuple[int, ...]] = [()] * len(op.dims)
@@ -178,7 +179,7 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
     its dims in :func:`mesh_order` take them in ascending order, ``e_q(f)`` each.
     """
     configs = np.asarray(configs, dtype=np.int64)
-    sizes = _sizes(devices)
+    sizes = axis_sizes(devices)
     K, n = configs.shape
     over = np.flatnonzero(np.prod(configs, axis=1) > int(devices))
     if len(over):
@@ -208,9 +209,9 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
     return owns, off
 
 
-def _mesh_coords(devices: int) -> np.ndarray:
+def mesh_coords(devices: int) -> np.ndarray:
     """``(p, axes)``: each device's coordinate on each mesh axis."""
-    sizes = _sizes(devices)
+    sizes = axis_sizes(devices)
     ids = np.arange(devices, dtype=np.int64)
     strides = np.cumprod((1,) + sizes[::-1])[:-1][::-1]
     return (ids[:, None] // np.asarray(strides)[None, :]) % np.asarray(sizes)[None, :]
@@ -239,7 +240,7 @@ def device_coords(op: Op, config: Sequence[int], devices: int | None = None) -> 
         ranks = _rank_coords(op, config)
         out[:len(ranks)] = ranks
         return out
-    mesh, sizes = _mesh_coords(p), _sizes(p)
+    mesh, sizes = mesh_coords(p), axis_sizes(p)
     out = np.zeros((p, len(op.dims)), dtype=np.int64)
     for d, mine in enumerate(axes):
         for i in mine:
@@ -261,7 +262,7 @@ def replica_index(op: Op, config: Sequence[int], devices: int) -> np.ndarray:
     if axes is None:
         return out
     used = {i for mine in axes for i in mine}
-    mesh, sizes = _mesh_coords(devices), _sizes(devices)
+    mesh, sizes = mesh_coords(devices), axis_sizes(devices)
     for i, size in enumerate(sizes):
         if i not in used:
             out = out * size + mesh[:, i]

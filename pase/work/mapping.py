@@ -20,7 +20,7 @@ __all__ = ["device_coords", "group_members", "group_topology", "mesh_order", "po
 
 
 @functools.lru_cache(maxsize=65536)
-def _worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> tuple[int, int]:
+def worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> tuple[int, int]:
     """(most nodes one group spans, most members of a group on one node).
 
     ``mesh`` lists ``(factor, in_group)`` for the split dims, slowest first. A pure
@@ -69,14 +69,14 @@ def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
     on = np.flatnonzero(~off & (q > 1))
     if len(on):
         uniq, inv = np.unique(masks[on], return_inverse=True)
-        got = np.array([_worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
+        got = np.array([worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
                                      cluster.devices_per_node) for m in uniq.tolist()], dtype=np.int64)
         nodes[on], local[on] = got[inv.reshape(-1), 0], got[inv.reshape(-1), 1]
     # Off the mesh: ranks 0 .. P-1, row-major in mesh order.
     spread = np.flatnonzero(off & (q > 1) & cluster.spans_nodes(np.prod(configs, axis=1)))
     for k, row in zip(spread, configs[spread][:, order].tolist()):
         mesh = tuple((f, g) for f, g in zip(row, flags) if f > 1)
-        nodes[k], local[k] = _worst_group(mesh, cluster.devices_per_node)
+        nodes[k], local[k] = worst_group(mesh, cluster.devices_per_node)
     return nodes, local
 
 

@@ -122,7 +122,7 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     flop, colls = formula(op, cfg, float(bytes_per_element))
     colls = [one for c in colls for one in _per_dim(c)]
     fwd, bwd = flop
-    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in _owned_parameters(op)),
+    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in owned_parameters(op)),
                  start=np.zeros(len(configs))) * bytes_per_element
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
@@ -145,7 +145,7 @@ def _per_dim(c: Collective) -> list[Collective]:
             for d in c.dims]
 
 
-def _owned_parameters(op: Op) -> list[Port]:
+def owned_parameters(op: Op) -> list[Port]:
     """Parameters this op holds in memory: a tied matrix (``tied``) belongs to its owner."""
     params = [p for p in op.weights if op.is_parameter(p)]
     if "tied" in op.attrs and op.weights and params and params[0] is op.weights[0]:

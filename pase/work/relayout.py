@@ -27,7 +27,14 @@ import numpy as np
 
 from pase.errors import OptionError
 from pase.ir import Op, Port
-from pase.work.layout import _mesh_coords, _sizes, active_devices, dim_axes, owned_axes, port_blocks
+from pase.work.layout import (
+    active_devices,
+    axis_sizes,
+    dim_axes,
+    mesh_coords,
+    owned_axes,
+    port_blocks,
+)
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                     "exchange")
@@ -62,7 +69,7 @@ def layout_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.nda
     1 when the config is off the mesh (its device count does not divide ``p``).
     """
     configs = np.asarray(configs, dtype=np.int64)
-    L = len(_sizes(devices))
+    L = len(axis_sizes(devices))
     rank = len(port.shape)
     owns, off = owned_axes(op, configs, devices)
     rows = np.zeros((len(configs), rank * (L + 1) + 1), dtype=np.int64)
@@ -185,11 +192,11 @@ def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
     """``(B, p, rank)`` blocks and ``(B, p)`` holding masks of ``configs`` (their
     :func:`layout_rows` ``rows``): from the rows on the mesh, device by device off it."""
     p, rank = int(devices), len(port.shape)
-    L = len(_sizes(p))
+    L = len(axis_sizes(p))
     blocks = np.zeros((len(configs), p, rank), dtype=np.int64)
     active = np.ones((len(configs), p), dtype=bool)
-    mesh = np.concatenate([_mesh_coords(p), np.zeros((p, 1), dtype=np.int64)], axis=1)
-    sizes = np.asarray(_sizes(p) + (1,), dtype=np.int64)
+    mesh = np.concatenate([mesh_coords(p), np.zeros((p, 1), dtype=np.int64)], axis=1)
+    sizes = np.asarray(axis_sizes(p) + (1,), dtype=np.int64)
     for a in range(rank):
         codes = rows[:, rank + a * L: rank + (a + 1) * L]  # (B, L), 0 pads -> the size-1 column
         for slot in range(L):
@@ -260,7 +267,7 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
     src, first_s, src_of = np.unique(src_rows, axis=0, return_index=True, return_inverse=True)
     dst, first_d, dst_of = np.unique(dst_rows, axis=0, return_index=True, return_inverse=True)
     src_of, dst_of = src_of.reshape(-1), dst_of.reshape(-1)
-    width = len(output.shape) * (len(_sizes(devices)) + 1) + 1
+    width = len(output.shape) * (len(axis_sizes(devices)) + 1) + 1
     parts = list(relayout_elements(output.shape, src[:, :width], dst[:, :width]))
     off_s, off_d = src[:, width - 1] > 0, dst[:, width - 1] > 0
     if off_s.any() or off_d.any():
@@ -268,7 +275,7 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
         sb, sh = _blocks(producer, output, src_configs[first_s], src, devices)
         db, dh = _blocks(consumer, input, dst_configs[first_d], dst, devices)
         sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
-        full = (1 << len(_sizes(devices))) - 1
+        full = (1 << len(axis_sizes(devices))) - 1
         # An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a
         # tile there receives all of it: forward into an on-mesh consumer, backward into
         # an on-mesh producer. The other direction is enumerated (against all at once).
@@ -394,7 +401,7 @@ def reduce_scatters(producer: Op, output: Port, src_config: Mapping[str, int] | 
     cu, cv = _config_vector(producer, src_config), _config_vector(consumer, dst_config)
     fwd, bwd = edge_bytes(producer, output, cu[0], consumer, input, cv[0], p, 1)
     rows_u, rows_v = layout_rows(producer, output, cu, p), layout_rows(consumer, input, cv, p)
-    rank, L = len(output.shape), len(_sizes(p))
+    rank, L = len(output.shape), len(axis_sizes(p))
 
     def axes_of(rows):
         return {int(c) - 1 for c in rows[0, rank:rank * (L + 1)] if c > 0}

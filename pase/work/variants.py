@@ -43,7 +43,7 @@ import numpy as np
 
 from pase.errors import OptionError
 from pase.ir import Op
-from pase.work.ops import Collective, OpWork, _owned_parameters
+from pase.work.ops import Collective, OpWork, owned_parameters
 from pase.work.tiles import port_tiles
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -145,7 +145,7 @@ def data_parallel_groups(work: OpWork) -> dict[int, tuple[tuple[int, ...], np.nd
 
 def owned_weight_indices(op: Op) -> set[int]:
     """Indices (among ``op.weights``) of the parameters ``op`` holds in memory."""
-    owned = _owned_parameters(op)
+    owned = owned_parameters(op)
     return {j for j, w in enumerate(op.weights) if any(w is p for p in owned)}
 
 
@@ -185,7 +185,7 @@ def _zero_state(work: OpWork, stage: int, groups: dict) -> np.ndarray:
     """Parameter and optimizer bytes per device under ZeRO ``stage`` (see the module table)."""
     op, S = work.op, work.state_factor
     total = np.zeros(len(work.configs))
-    for port in _owned_parameters(op):
+    for port in owned_parameters(op):
         j = next(i for i, w in enumerate(op.weights) if w is port)
         tile = np.prod(port_tiles(op, port, work.configs), axis=1) * work.bytes_per_element
         dims = groups.get(j, ((), None))[0]
