@@ -338,8 +338,7 @@ def check_layers(reports: dict, labels=None) -> None:
     assert not failures, "\n".join(failures)
 
 
-# p = 16 compiles for minutes on 2 cores: the slow suite runs it.
-@pytest.mark.parametrize("ps", [(8,), pytest.param((16,), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("ps", [(8, 16)])
 def test_attention_split_by_heads_and_by_batch_agrees_with_xla(ps):
     pytest.importorskip("jax")
     reports = layer_reports(ps)
