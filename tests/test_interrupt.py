@@ -8,7 +8,10 @@ the watchdog of ``solvers/ilp/limits.py`` directly.
 
 No assertion here may fail because the machine is busy: work is timed in CPU
 seconds, the watchdog's escalations by their order, and the waits that must be
-wall-clock get :data:`LOAD_ROOM` on top of their budget.
+wall-clock get :data:`LOAD_ROOM` on top of their budget. Nor because the run was
+started in the background: a non-interactive shell starts background jobs with
+SIGINT ignored, Python keeps it so, and so would the ``pase solve`` children;
+:func:`ctrl_c_raises` and :func:`_sigint_default` put the default back.
 """
 from __future__ import annotations
 
@@ -103,6 +106,21 @@ def _wait_with_usage(proc: subprocess.Popen, timeout: float) -> float | None:
     return None
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT (and so ``_thread.interrupt_main``) raises KeyboardInterrupt during the test,
+    even in a run whose shell made it ignore SIGINT."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _sigint_default() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default, so Python installs its
+    KeyboardInterrupt handler even when the test run ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 BACKENDS = [pytest.param(m, id=m.NAME, marks=pytest.mark.skipif(
     not m.available(), reason=f"{m.NAME} backend not installed")) for m in (cbc, highs, cpsat)]
 
@@ -116,6 +134,7 @@ def test_ctrl_c_ends_the_process_tree_and_leaves_no_files(backend, tmp_path):
                MKL_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "pase", "solve", "transformer", "-p", "8",
                              "--solver", backend.NAME], env=env, start_new_session=True,
+                            preexec_fn=_sigint_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen: dict[int, str] = {}
     try:
@@ -178,7 +197,7 @@ def test_process_ignoring_sigint_is_killed(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("sleep") is None, reason="needs the sleep binary")
-def test_keyboard_interrupt_kills_the_child(tmp_path, monkeypatch):
+def test_keyboard_interrupt_kills_the_child(tmp_path, monkeypatch, ctrl_c_raises):
     pids: list[int] = []
     interrupted: list[bool] = []
     real_popen = subprocess.Popen
@@ -238,7 +257,7 @@ def test_stoppable_run_that_honours_stop_is_not_abandoned():
     assert (value, gave_up) == ("stopped", False)
 
 
-def test_keyboard_interrupt_stops_the_backend_and_propagates():
+def test_keyboard_interrupt_stops_the_backend_and_propagates(ctrl_c_raises):
     stop = threading.Event()
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()
