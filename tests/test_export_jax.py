@@ -225,6 +225,7 @@ SMALL = [("mlp", {"batch": 32, "width": 64}), ("chain", {}), ("diamond", {}), ("
          ("random", {}), ("cnn", {})]
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 def test_small_graphs_agree_with_one_device():
     cases = _cases(SMALL, ["dp-compute-bound", "data-parallel"])
     assert all(any(split.values()) for label, split, _ in cases)  # every strategy splits

@@ -129,11 +129,12 @@ def test_hand_worked_re_layouts_at_8():
     assert (r[2]["forward"], r[2]["backward"], r[2]["kinds"]) == (full / 8, full / 8, ["collective-permute"])
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 def test_random_re_layouts_at_8_move_the_priced_bytes():
     check(8, (16, 8, 32), random_specs(8, 3, 40, seed=1))
 
 
-@pytest.mark.slow  # about a minute of XLA compiles; p = 8 stays in the fast suite
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 def test_random_re_layouts_at_16_and_12_move_the_priced_bytes():
     check(16, (16, 16, 32), random_specs(16, 3, 25, seed=2))
     check(12, (12, 24, 36), random_specs(12, 3, 25, seed=3))

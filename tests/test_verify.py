@@ -191,6 +191,7 @@ def _check(reports, labels, exceptions=()):
     assert not failures, failures
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 @pytest.mark.parametrize("ps", [(8, 16)])
 def test_matmuls_and_mlps_agree_with_xla(ps):
     pytest.importorskip("jax")
@@ -212,6 +213,7 @@ def test_matmuls_and_mlps_agree_with_xla_at_64():
     test_matmuls_and_mlps_agree_with_xla((64,))
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 def test_a_tied_table_is_re_laid_as_priced():
     """GPT-2's LM head reads the embedding's table (tied): kept in the embedding's layout,
     re-laid for the head forward and its gradient back. By hand, a 64 x 32 table (8 KiB):
@@ -338,6 +340,7 @@ def check_layers(reports: dict, labels=None) -> None:
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 @pytest.mark.parametrize("ps", [(8, 16)])
 def test_attention_split_by_heads_and_by_batch_agrees_with_xla(ps):
     pytest.importorskip("jax")
@@ -358,6 +361,7 @@ def format_rows(r: dict) -> str:
     return "\n".join(f"{row['row']}: {row['predicted']:.0f} vs {row['compiled']:.0f}" for row in r["rows"])
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 @pytest.mark.parametrize("ps", [(8, 16)])
 def test_transformer_layer_under_the_dp_optimum_agrees_with_xla(ps):
     pytest.importorskip("jax")
@@ -367,6 +371,7 @@ def test_transformer_layer_under_the_dp_optimum_agrees_with_xla(ps):
     check_layers(reports, {"transformer"})
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 @pytest.mark.parametrize("ps", [(8, 16)])
 def test_one_layer_of_every_zoo_transformer_agrees_with_xla(ps):
     pytest.importorskip("jax")
@@ -384,6 +389,7 @@ def test_attention_and_a_transformer_layer_at_64():
     check_layers(reports)
 
 
+@pytest.mark.slow  # XLA compiles: minutes of the fast suite on 2 cores
 def test_run_equivalence_on_a_transformer_layer(tmp_path, capsys):
     """``pase verify --run`` on one transformer layer under its dp optimum: the sharded
     step's loss and gradients equal an unsharded run's."""
