@@ -312,7 +312,7 @@ def _fold_solve(problem: Problem, options: _Options) -> Solution | None:
     choice = fold.invert(inner.choice, folding)
     cost = problem.evaluate(choice)
     if not abs(cost - inner.cost) <= COST_RTOL * max(problem.term_scale(choice), inner.cost):
-        raise PaseError(f"dp_blocks internal error: the reduced optimum {inner.cost!r} differs "
+        raise PaseError(f"dp block folding internal error: the reduced optimum {inner.cost!r} differs "
                         f"from the re-evaluated cost {cost!r} of its expansion; please report this")
     return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
                     wall_time=time.perf_counter() - start, stats=stats)
