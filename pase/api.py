@@ -309,3 +309,27 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     report = dp.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
                         memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
+
+
+def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mapping[str, int], *,
+                    cluster: Any, micro_batch: int, global_batch: int,
+                    model_options: Mapping[str, Any] | None = None, **options: Any):
+    """Price one training step of a named layout (``"tp=8,pp=2,dp=4"``) with the
+    performance model (:mod:`pase.perf`): an :class:`pase.perf.Estimate`.
+
+    ``options`` are :func:`pase.perf.make_layout`'s: ``schedule``, ``zero``,
+    ``recompute``, ``sequence_parallel``, ``precision``, ``attention``, ``dropout``.
+    The graph is built at the micro-batch size (a ``batch`` model option is refused).
+    """
+    from pase.perf import evaluate_layout as price
+    from pase.perf import make_layout
+
+    devices = check_devices(devices)
+    opts = dict(model_options or {})
+    if "batch" in opts:
+        raise OptionError("--layout builds the model at the micro-batch size: give --micro-batch, "
+                          "not a batch model option")
+    lay = make_layout(layout, devices=devices, micro_batch=micro_batch, global_batch=global_batch,
+                      **options)
+    graph = load_graph(model, **opts) if isinstance(model, Graph) else load_graph(model, batch=micro_batch, **opts)
+    return price(graph, cluster, lay)

@@ -43,7 +43,10 @@ EXAMPLES = {
                 "--plot compare.png"],
     "evaluate": ["pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
                  "pase evaluate transformer -p 8 --cluster dgx-a100 --strategy plan.json",
-                 "pase evaluate transformer -p 8 --cluster gtx1080ti --strategy plan.json"],
+                 "pase evaluate transformer -p 8 --cluster gtx1080ti --strategy plan.json",
+                 "pase evaluate gpt3 -p 8 --cluster dgx-a100-80gb --layout tp=8 --micro-batch 4 "
+                 "--global-batch 4 --recompute full --model-option layers=48 --model-option width=6144 "
+                 "--model-option heads=64 --model-option ff=24576"],
     "simulate": ["pase simulate transformer -p 8 --cluster dgx-a100",
                  "pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
                  "pase simulate transformer -p 8 --cluster dgx-a100 --strategy plan.json "
@@ -131,7 +134,7 @@ def _model(s: Parser) -> None:
     _format(s)
 
 
-def _costs(s: Parser, default: str = "paper") -> None:
+def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
     s.add_argument("--cost-model", help=f"cost model name (default: {default}, alpha-beta when "
                                         f"--cluster is given; `pase cost-models`)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
@@ -153,9 +156,11 @@ def _costs(s: Parser, default: str = "paper") -> None:
     s.add_argument("--zero", choices=("0", "1", "2", "3", "auto"),
                    help="ZeRO sharding over each op's data-parallel group: a stage for every op, "
                         "or auto (searched per op): --cost-option zero=Z (alpha-beta model)")
-    s.add_argument("--recompute", choices=("none", "auto", "all"),
+    s.add_argument("--recompute", choices=("none", "auto", "all") + (("selective", "full") if layout else ()),
                    help="activation recomputation: none, every op, or searched per op (auto): "
-                        "--cost-option recompute=R (alpha-beta model)")
+                        "--cost-option recompute=R (alpha-beta model)" + (
+                            "; with --layout: none, selective (the attention core) or full "
+                            "(every layer)" if layout else ""))
 
 
 def _search(s: Parser, each: str = "") -> None:
@@ -200,10 +205,27 @@ def _compare(s: Parser) -> None:
 
 def _evaluate(s: Parser) -> None:
     _model(s)
-    _costs(s)
-    s.add_argument("--strategy", required=True, metavar="FILE",
-                   help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
+    _costs(s, layout=True)
+    what = s.add_mutually_exclusive_group(required=True)
+    what.add_argument("--strategy", metavar="FILE",
+                      help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
+    what.add_argument("--layout", metavar="tp=T,pp=P,dp=D[,cp=C][,ep=E]",
+                      help="price a Megatron-LM/FSDP layout with the performance model "
+                           "(docs/performance-model.md); needs --cluster, --micro-batch, --global-batch")
     s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
+    lay = s.add_argument_group("with --layout")
+    lay.add_argument("--micro-batch", type=positive_int, metavar="M", help="sequences per micro-batch")
+    lay.add_argument("--global-batch", type=positive_int, metavar="B", help="sequences per step")
+    lay.add_argument("--schedule", default="1f1b", metavar="1f1b|gpipe|interleaved:V",
+                     help="pipeline schedule (default 1f1b)")
+    lay.add_argument("--sequence-parallel", action="store_true",
+                     help="split norms and residuals over the tp group along the sequence")
+    lay.add_argument("--precision", default="bf16", choices=("bf16", "fp16", "fp8", "fp32"),
+                     help="compute precision: the device peak and element sizes (default bf16, "
+                          "mixed precision with fp32 master weights and Adam moments)")
+    lay.add_argument("--attention", default="fused", choices=("fused", "unfused"),
+                     help="fused (flash) attention, or the unfused form that stores the scores")
+    lay.add_argument("--dropout", action="store_true", help="dropout masks and kernels (off by default)")
 
 
 def _simulate(s: Parser) -> None:

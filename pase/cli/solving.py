@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from pase import api
-from pase.cli import checks
+from pase.cli import checks, layouts
 from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
 from pase.cli.pipelining import solve_pipeline_command
@@ -108,6 +108,10 @@ def _dry_run_row(r: dict) -> tuple[str, ...]:
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     checks.output_file(args.output, "--output")
+    if args.layout is not None:
+        layouts.cmd_evaluate_layout(args)
+        return
+    layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
     strategy = api.evaluate(args.model, data, args.devices, **space_kwargs(args),
                             **cost_kwargs(args))

@@ -73,18 +73,45 @@ class Link:
         return self.latency_us * 1e-6
 
 
+# The precisions a device's dense peak can be asked for (pase.perf).
+PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
 @dataclass(frozen=True)
 class Device:
-    """One accelerator: peak TFLOP/s (at ``precision``) and memory in GiB."""
+    """One accelerator: peak TFLOP/s (at ``precision``) and memory in GiB.
+
+    The data-sheet figures the performance model reads (:mod:`pase.perf`) are
+    optional (0: unknown): the dense tensor-core peaks in bf16/fp16 and fp8, the
+    fp32 peak (no tensor cores), and the HBM bandwidth in GB/s.
+    """
 
     name: str
     peak_tflops: float
     memory_gib: float
     precision: str = "fp32"
+    bf16_tflops: float = 0.0
+    fp8_tflops: float = 0.0
+    fp32_tflops: float = 0.0
+    hbm_gbps: float = 0.0
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * 2**30
+
+    def peak(self, precision: str) -> float:
+        """Dense peak TFLOP/s at ``precision`` (one of :data:`PRECISIONS`); an
+        OptionError names the device and what it has when the figure is unknown."""
+        if precision not in PRECISIONS:
+            raise OptionError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        known = {"bf16": self.bf16_tflops, "fp16": self.bf16_tflops, "fp8": self.fp8_tflops,
+                 "fp32": self.fp32_tflops}
+        if known[precision] > 0:
+            return float(known[precision])
+        if precision in self.precision or (precision in ("bf16", "fp16") and "16" in self.precision):
+            return float(self.peak_tflops)
+        have = [k for k, v in known.items() if v > 0] or [self.precision]
+        raise OptionError(f"device {self.name!r} has no {precision} peak; it has: {', '.join(have)}")
 
 
 @dataclass(frozen=True)

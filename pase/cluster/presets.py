@@ -20,36 +20,48 @@ _EDR_ONE_PORT = Link(12.5, 5.0)
 
 PRESETS: dict[str, Cluster] = {
     "gtx1080ti": Cluster(
-        "gtx1080ti", 1, 8, Device("GTX 1080 Ti", 11.3, 11.0, "fp32"),
+        "gtx1080ti", 1, 8, Device("GTX 1080 Ti", 11.3, 11.0, "fp32", fp32_tflops=11.3, hbm_gbps=484.0),
         intra=Link(12.0, 10.0), inter=_EDR_ONE_PORT,
         source="PaSE paper system 1: 8 GTX 1080 Ti per node on PCIe 3.0 x16 with peer-to-peer "
                "(15.75 GB/s raw, ~12 GB/s measured copies); 11.3 TFLOP/s fp32 and 11 GB per "
                "NVIDIA's spec sheet; nodes joined by one EDR InfiniBand port (12.5 GB/s)."),
     "rtx2080ti": Cluster(
-        "rtx2080ti", 1, 8, Device("RTX 2080 Ti", 13.4, 11.0, "fp32"),
+        "rtx2080ti", 1, 8, Device("RTX 2080 Ti", 13.4, 11.0, "fp32", fp32_tflops=13.4, hbm_gbps=616.0),
         intra=Link(6.0, 20.0), inter=_EDR_ONE_PORT,
         source="PaSE paper system 2: 8 RTX 2080 Ti per node on PCIe 3.0 without peer-to-peer, so "
                "device-to-device copies are staged through host memory (two PCIe crossings, "
                "~6 GB/s); 13.4 TFLOP/s fp32 and 11 GB per NVIDIA's spec sheet; nodes joined by "
                "EDR InfiniBand (12.5 GB/s)."),
     "dgx1-v100": Cluster(
-        "dgx1-v100", 1, 8, Device("V100 SXM2 32GB", 125.0, 32.0, "fp16-tensor"),
+        "dgx1-v100", 1, 8, Device("V100 SXM2 32GB", 125.0, 32.0, "fp16-tensor", fp32_tflops=15.7,
+                                 hbm_gbps=900.0),
         intra=Link(150.0, 3.0), inter=Link(6.25, 5.0),
         source="NVIDIA DGX-1 with V100: 6 NVLink 2.0 links of 25 GB/s per direction per GPU "
                "(hybrid cube-mesh, modelled as 150 GB/s); 125 TFLOP/s fp16 tensor, 32 GB HBM2; "
                "4 EDR InfiniBand ports per node (50 GB/s per node = 6.25 GB/s per GPU)."),
     "dgx-a100": Cluster(
-        "dgx-a100", 1, 8, Device("A100 SXM4 40GB", 312.0, 40.0, "fp16-tensor"),
+        "dgx-a100", 1, 8, Device("A100 SXM4 40GB", 312.0, 40.0, "fp16-tensor", bf16_tflops=312.0,
+                                fp32_tflops=19.5, hbm_gbps=1555.0),
         intra=Link(300.0, 3.0), inter=Link(25.0, 5.0),
         source="NVIDIA DGX A100: NVLink 3 through NVSwitch, 600 GB/s bidirectional per GPU "
-               "(300 GB/s per direction); 312 TFLOP/s fp16 tensor (dense), 40 GB HBM2; "
+               "(300 GB/s per direction); 312 TFLOP/s bf16/fp16 tensor (dense), 19.5 fp32, 40 GB "
+               "HBM2 at 1,555 GB/s (NVIDIA A100 data sheet); "
                "8 HDR InfiniBand ports (200 Gb/s = 25 GB/s per GPU)."),
     "h100-sxm": Cluster(
-        "h100-sxm", 1, 8, Device("H100 SXM5 80GB", 989.0, 80.0, "fp16-tensor"),
+        "h100-sxm", 1, 8, Device("H100 SXM5 80GB", 989.0, 80.0, "fp16-tensor", bf16_tflops=989.0,
+                                fp8_tflops=1979.0, fp32_tflops=66.9, hbm_gbps=3350.0),
         intra=Link(450.0, 2.0), inter=Link(50.0, 5.0),
         source="NVIDIA DGX H100 / HGX H100 node: NVLink 4 through NVSwitch, 900 GB/s "
-               "bidirectional per GPU (450 GB/s per direction); 989 TFLOP/s fp16 tensor (dense), "
-               "80 GB HBM3; 8 NDR InfiniBand ports (400 Gb/s = 50 GB/s per GPU)."),
+               "bidirectional per GPU (450 GB/s per direction); 989 TFLOP/s bf16/fp16 tensor and "
+               "1,979 fp8 (dense), 66.9 fp32, 80 GB HBM3 at 3,350 GB/s (NVIDIA H100 data sheet); "
+               "8 NDR InfiniBand ports (400 Gb/s = 50 GB/s per GPU)."),
+    "dgx-a100-80gb": Cluster(
+        "dgx-a100-80gb", 1, 8, Device("A100 SXM4 80GB", 312.0, 80.0, "fp16-tensor",
+                                      bf16_tflops=312.0, fp32_tflops=19.5, hbm_gbps=2039.0),
+        intra=Link(300.0, 3.0), inter=Link(25.0, 5.0),
+        source="NVIDIA DGX A100 640GB: as dgx-a100, with 80 GB HBM2e at 2,039 GB/s per GPU "
+               "(NVIDIA A100 data sheet); 8 HDR InfiniBand ports (200 Gb/s = 25 GB/s per GPU), "
+               "as on Selene and on 1,600 Gb/s-per-node RoCE clusters."),
 }
 
 

@@ -1,0 +1,119 @@
+"""How close does pase's performance model come to published training runs?
+
+    python benchmarks/published.py [--data benchmarks/data/calibration.json] [--json FILE]
+
+For each published run (``benchmarks/data/calibration.json``: Megatron-LM on A100
+with tensor and pipeline parallelism, PyTorch FSDP runs by MosaicML on A100 and
+H100, each with its source) it prices the run's exact layout with
+:func:`pase.perf.evaluate_layout` (what ``pase evaluate --layout`` runs) and
+prints the measured and predicted step time, the error, the predicted MFU,
+memory per device and whether it fits; then the median and worst |error|.
+
+A row gives ``step_seconds`` or ``tokens_per_second``; the step time of a
+throughput row is ``global_batch * seq / tokens_per_second``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from provenance import stamp
+
+from pase.api import load_graph
+from pase.perf import evaluate_layout, make_layout
+
+DATA = Path(__file__).resolve().parent / "data" / "calibration.json"
+# The rows' device names -> pase cluster presets (nodes of 8 GPUs; presets grow to -p).
+CLUSTERS = {"A100-80GB": "dgx-a100-80gb", "a100_80gb": "dgx-a100-80gb",
+            "a100_40gb": "dgx-a100", "h100_80gb": "h100-sxm"}
+
+
+def row_model(row: dict) -> tuple[str, dict]:
+    """The zoo model and its options for a row (``gpt3 (MPT)`` is pase's gpt3)."""
+    name = row["model"].split()[0]
+    options = dict(row.get("options", {}))
+    options["batch"] = row["micro_batch"]
+    if "seq" in options:
+        options.setdefault("positions", options["seq"])
+    return name, options
+
+
+# Megatron-LM before 2023 (SC'21, Korthikanti et al.) ran unfused attention (a fused
+# scale-mask-softmax kernel, the scores stored) with dropout 0.1: facts of those runs.
+UNFUSED_SOURCES = ("Korthikanti", "Megatron-LM")
+
+
+def row_layout(row: dict):
+    schedule = f"interleaved:{row['interleave']}" if row.get("interleave", 1) > 1 else "1f1b"
+    degrees = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in row}
+    precision = "fp32" if row.get("precision") == "fp32" else "bf16"
+    megatron = row["source"].startswith(UNFUSED_SOURCES)
+    return make_layout(degrees, devices=row["gpus"], micro_batch=row["micro_batch"],
+                       global_batch=row["global_batch"], schedule=schedule,
+                       zero=row.get("zero", 0), recompute=row.get("recompute", "none"),
+                       sequence_parallel=row.get("sequence_parallel", False), precision=precision,
+                       attention=row.get("attention", "unfused" if megatron else "fused"),
+                       dropout=row.get("dropout", megatron))
+
+
+def measured_step(row: dict, seq: int) -> float:
+    if "step_seconds" in row:
+        return float(row["step_seconds"])
+    return row["global_batch"] * seq / float(row["tokens_per_second"])
+
+
+def evaluate_row(row: dict) -> dict:
+    name, options = row_model(row)
+    graph = load_graph(name, **options)
+    estimate = evaluate_layout(graph, CLUSTERS[row["device"]], row_layout(row))
+    seq = estimate.tokens_per_second * estimate.step_seconds / row["global_batch"]
+    measured = measured_step(row, round(seq))
+    return {"row": row, "measured": measured, "predicted": estimate.step_seconds,
+            "error": estimate.step_seconds / measured - 1, "estimate": estimate.to_dict()}
+
+
+def describe(row: dict) -> str:
+    o = row.get("options", {})
+    size = f"{o.get('layers', '?')}x{o.get('width', '?')}" if o else row["model"]
+    lay = f"tp{row['tp']} pp{row['pp']} dp{row['dp']}" + (f" cp{row['cp']}" if row.get("cp") else "")
+    return f"{size} s{o.get('seq', 2048)} {row['device']} x{row['gpus']} {lay} z{row.get('zero', 0)} " \
+           f"mb{row['micro_batch']} {row.get('recompute', 'none')}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA, help="published runs (JSON with 'rows')")
+    ap.add_argument("--json", type=Path, help="also write every row's estimate here")
+    args = ap.parse_args(argv)
+    print(stamp())
+    rows = json.loads(args.data.read_text())["rows"]
+    print("| run | source | measured s | predicted s | error | MFU measured | MFU predicted | "
+          "memory GiB | fits | seconds to price |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    results = []
+    for row in rows:
+        start = time.process_time()
+        r = evaluate_row(row)
+        took = time.process_time() - start
+        est = r["estimate"]
+        mfu = f"{row['mfu']:.1%}" if "mfu" in row else "-"
+        print(f"| {describe(row)} | {row['source'].split(':')[0]} | {r['measured']:.3f} | "
+              f"{r['predicted']:.3f} | {r['error']:+.1%} | {mfu} | {est['mfu']:.1%} | "
+              f"{est['memory_bytes'] / 2**30:.1f} | {'yes' if est['fits_memory'] else 'NO'} | "
+              f"{took:.2f} |", flush=True)
+        results.append(r)
+    errors = [abs(r["error"]) for r in results]
+    print(f"\nrows: {len(results)}; median |error| {statistics.median(errors):.1%}; worst "
+          f"{max(errors):.1%}; within 10%: {sum(e <= 0.10 for e in errors)}; fit in memory: "
+          f"{sum(r['estimate']['fits_memory'] for r in results)} of {len(results)}")
+    if args.json:
+        args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""``pase evaluate --layout``: price a Megatron-LM/FSDP layout with the performance model."""
+from __future__ import annotations
+
+import argparse
+
+from pase import api
+from pase.cli.args import key_values
+from pase.cli.output import emit
+from pase.errors import OptionError
+from pase.perf import Estimate
+from pase.text import table
+
+# evaluate's flags that price a strategy file, not a layout
+_STRATEGY_ONLY = ("cost_model", "cost_option", "tflops", "bandwidth", "build_budget", "cutoff",
+                  "mesh", "batch")
+_LAYOUT_ONLY = ("micro_batch", "global_batch", "sequence_parallel", "dropout")
+
+
+def check_strategy_flags(args: argparse.Namespace) -> None:
+    """With --strategy, the layout's flags are refused (they would be ignored)."""
+    given = [f for f in _LAYOUT_ONLY if getattr(args, f, None)]
+    given += [f for f, default in (("schedule", "1f1b"), ("precision", "bf16"), ("attention", "fused"))
+              if getattr(args, f, default) != default]
+    if args.recompute in ("selective", "full"):
+        given.append("recompute " + args.recompute)
+    if given:
+        raise OptionError(f"--{given[0].replace('_', '-')} applies only with --layout; "
+                          f"with --strategy use --cost-option (alpha-beta model)")
+
+
+def cmd_evaluate_layout(args: argparse.Namespace) -> None:
+    given = [f for f in _STRATEGY_ONLY if getattr(args, f, None)]
+    if args.powers_of_two:
+        given.append("powers_of_two")
+    if given:
+        raise OptionError(f"--{given[0].replace('_', '-')} does not apply with --layout "
+                          f"(the performance model prices the layout itself)")
+    for flag in ("cluster", "micro_batch", "global_batch"):
+        if getattr(args, flag) is None:
+            raise OptionError(f"--layout needs --{flag.replace('_', '-')}")
+    if args.zero == "auto" or args.recompute == "auto":
+        raise OptionError("--layout prices one layout: --zero is 0, 1, 2 or 3 and --recompute is "
+                          "none, selective or full (auto searches, with --strategy's cost model)")
+    estimate = api.evaluate_layout(
+        args.model, args.devices, args.layout, cluster=args.cluster, micro_batch=args.micro_batch,
+        global_batch=args.global_batch, model_options=key_values(args.model_option, "--model-option"),
+        schedule=args.schedule, zero=args.zero or 0, recompute=args.recompute or "none",
+        sequence_parallel=args.sequence_parallel, precision=args.precision,
+        attention=args.attention, dropout=args.dropout)
+    data = estimate.to_dict()
+    data["model"] = args.model
+    data["devices"] = args.devices
+    if args.memory_cap is not None and str(args.memory_cap).lower() != "none":
+        from pase.options import parse_bytes
+        data["memory_cap_bytes"] = parse_bytes(args.memory_cap)
+        data["fits_memory"] = estimate.memory_bytes <= data["memory_cap_bytes"]
+    emit(data, describe(data), args.output, args.format)
+
+
+def describe(d: dict) -> str:
+    """The table form: the step, its breakdown, and memory per device."""
+    lay = d["layout"]
+    degrees = " ".join(f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if lay[k] > 1 or k in ("tp", "pp", "dp"))
+    head = (f"{d['model']} on {d['devices']} devices ({d['cluster']}), {degrees}: {lay['microbatches']} "
+            f"micro-batch{'es' if lay['microbatches'] > 1 else ''} of {lay['micro_batch']}, "
+            f"{lay['schedule']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}"
+            f"{', sequence parallel' if lay['sequence_parallel'] else ''}, {lay['precision']}, "
+            f"{lay['attention']} attention")
+    step = d["step_seconds"]
+    summary = (f"step {step:.4g} s, {d['tokens_per_second']:,.0f} tokens/s, MFU {d['mfu']:.1%}, "
+               f"HFU {d['hfu']:.1%}")
+    times = table([(k.replace("_", " "), f"{v:.4g}", f"{v / step:.1%}") for k, v in d["breakdown"].items()],
+                  ("time", "seconds", "share"), right=(1, 2))
+    cap = d.get("memory_cap_bytes", d["device_memory_bytes"])
+    mem = d["memory"]
+    rows = [(k.replace("_", " "), f"{mem[k] / 2**30:.2f}") for k in ("states", "activations",
+                                                                       "recompute_working_set")]
+    rows.append(("peak per device", f"{d['memory_bytes'] / 2**30:.2f}"))
+    fits = "fits" if d["fits_memory"] else "DOES NOT FIT"
+    memory = table(rows, ("memory (stage %d)" % d["peak_memory_stage"], "GiB"), right=(1,))
+    return "\n".join([head, summary, "", times, "", memory,
+                      f"{fits} in {cap / 2**30:.1f} GiB per device"])
+
+
+__all__ = ["Estimate", "check_strategy_flags", "cmd_evaluate_layout", "describe"]

@@ -1,0 +1,96 @@
+"""What a device type achieves in practice, as fractions of its data sheet.
+
+The data sheet (:class:`pase.cluster.Device`, :class:`pase.cluster.Link`) gives
+peaks; real kernels and collectives reach less. :class:`Achieved` holds the
+few physical constants the performance model (:mod:`pase.perf`) needs per device
+type: how close large GEMMs come to the dense peak and how fast small ones fall
+off, what a fused attention kernel reaches, the HBM fraction memory-bound
+kernels reach, the fixed cost of one kernel, and the bus-bandwidth fraction
+NCCL reaches on NVLink and on the network.
+
+Each figure says where it comes from: a public measurement, or the calibration
+row of ``benchmarks/data/calibration.json`` it was fitted on
+(``benchmarks/published.py`` prints the fit). No constant is per row or per
+model: they describe the hardware.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pase.cluster import Device
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """Achieved fractions of a device type's data-sheet peaks.
+
+    A GEMM of per-device sizes ``M x N x K`` (``batch`` of them) runs at
+    ``gemm * waves * K / (K + gemm_half)`` of the dense peak. ``waves`` is the wave
+    quantisation of NVIDIA's GEMM guide: the output is cut into 128 x 128 tiles,
+    one per streaming multiprocessor at a time, and the last wave runs part-empty;
+    ``K / (K + gemm_half)`` is the fixed cost of each tile (prologue, epilogue)
+    against its main loop over ``K``, which makes a short ``K`` slow.
+    """
+
+    gemm: float
+    gemm_half: float
+    sms: int
+    attention: float
+    hbm: float
+    launch_s: float
+    nvlink: float
+    network: float
+    overlap: float
+    source: str
+
+    def overlapped(self, comm: float, compute: float) -> float:
+        """Seconds a collective of ``comm`` seconds adds when it runs beside ``compute``
+        seconds of kernels: the part that does not fit under them, plus ``overlap`` of
+        the part that does (NCCL's kernels take streaming multiprocessors and HBM
+        bandwidth from the compute they hide behind)."""
+        return max(0.0, comm - compute) + self.overlap * min(comm, compute)
+
+    def gemm_efficiency(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
+        tiles = batch * math.ceil(m / 128) * math.ceil(n / 128)
+        waves = tiles / (math.ceil(tiles / self.sms) * self.sms)
+        return self.gemm * waves * k / (k + self.gemm_half)
+
+
+# Fitted with benchmarks/calibrate.py on benchmarks/data/calibration.json (see each source).
+A100 = Achieved(
+    gemm=0.80, gemm_half=93.0, sms=108, attention=0.192, hbm=0.80, launch_s=6e-6, nvlink=0.78,
+    network=0.85, overlap=0.15,
+    source="gemm 0.80: cuBLAS bf16 on large GEMMs reaches about 250 of the 312 TFLOP/s peak "
+           "(NVIDIA Deep Learning Performance guide, Matrix Multiplication Background), kept by "
+           "the fit; gemm_half 93 and attention 0.192 fitted on the 8 A100 rows (Megatron-LM "
+           "22B/175B, MosaicML 125M-70B; the 125M row, attention 30% of its FLOP, fixes "
+           "attention); overlap 0.15: NCCL kernels beside GEMMs take SMs and HBM bandwidth, "
+           "10-20% in published overlap studies (not fitted); 108 SMs (A100 data sheet); NVLink bus bandwidth about 230 of 300 GB/s "
+           "and the network about 85% of 25 GB/s per GPU (nccl-tests all_reduce_perf on DGX "
+           "A100: about 185 GB/s per node across nodes); HBM about 80% of the data sheet "
+           "(stream copies); about 6 us per kernel (launch and tail).")
+H100 = Achieved(
+    gemm=0.571, gemm_half=128.0, sms=132, attention=0.175, hbm=0.80, launch_s=6e-6, nvlink=0.80,
+    network=0.264, overlap=0.15,
+    source="gemm 0.571 fitted on the MosaicML 7B row on 8 H100 (about 565 TFLOP/s on large "
+           "GEMMs in that PyTorch stack); attention 0.175 on the 1.3B row at sequence 32,768 "
+           "(attention is 73% of its FLOP); network 0.264 of 50 GB/s per GPU on the 13B row on "
+           "64 H100, the only multi-node H100 row (its cluster's fabric is not published; "
+           "whatever slows its FSDP traffic is charged to the network); overlap as A100; gemm_half 128 (not fitted: larger tiles than "
+           "A100); 132 SMs (H100 SXM data sheet); NVLink 4 bus bandwidth about 360 of 450 GB/s "
+           "(nccl-tests on HGX H100).")
+GENERIC = Achieved(
+    gemm=0.70, gemm_half=64.0, sms=100, attention=0.35, hbm=0.75, launch_s=8e-6, nvlink=0.75,
+    network=0.80, overlap=0.15,
+    source="No calibration: middle-of-the-road fractions for a device pase has no rows for.")
+
+_BY_NAME = (("A100", A100), ("H100", H100))
+
+
+def achieved(device: Device) -> Achieved:
+    """The achieved fractions of ``device``'s type (by its name), else :data:`GENERIC`."""
+    for key, value in _BY_NAME:
+        if key in device.name:
+            return value
+    return GENERIC

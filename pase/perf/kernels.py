@@ -1,0 +1,175 @@
+"""One op's work on one device for one micro-batch: kernels, FLOP, collectives.
+
+Per op kind (a roofline per kernel, :class:`Pricer`):
+
+- **Einsum** (GEMMs): forward ``2 B M N K`` FLOP (``B`` the batched letters, ``M``
+  and ``N`` the letters of one operand and the output, ``K`` the contracted ones),
+  backward one GEMM per operand that needs a gradient, each with its own shape.
+  A bias or activation adds one memory-bound kernel each way (fused epilogue).
+- **Fused attention** (a scores einsum, its softmax and the context einsum, when
+  the layout's attention is ``fused``): one kernel forward, one backward; the model
+  FLOP are the two einsums' (``4 B H L M K``, backward twice that), the work done
+  skips the masked half of a causal softmax and the backward recomputes the scores
+  (2.5x the forward), and no ``L x M`` tensor is stored or moved.
+- **Memory-bound** ops (norms, softmax, element-wise, embedding lookups, the loss):
+  bytes read and written at achieved HBM bandwidth.
+- Views (Unstack, Stack) are free. Other kinds (convolutions, pooling, LSTM)
+  fall back to :func:`pase.work.op_work`'s FLOP at GEMM efficiency.
+
+Every kernel adds the device type's fixed kernel cost.
+
+Tensor-parallel collectives follow the GEMM view: an einsum whose contracted
+letters are split all-reduces its output forward; one whose ``N`` letters (the
+second operand's) are split all-reduces the first operand's gradient backward;
+an embedding with a split vocabulary all-reduces its output; a softmax or loss
+split along its reduction axis all-reduces two statistics per row.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pase.cluster import Device
+from pase.ir import Op, Port
+from pase.perf.hardware import Achieved
+from pase.schema import attr, parse_einsum
+
+VIEWS = ("Unstack", "Stack", "Reshape", "Identity")
+
+
+@dataclass
+class OpTime:
+    """One op on one device, one micro-batch: seconds and FLOP each way."""
+
+    name: str
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    model_flop: float = 0.0  # forward FLOP as MFU counts them (2 per multiply-add, dense attention)
+    forward_flop: float = 0.0  # what the hardware runs forward
+    backward_flop: float = 0.0
+    kernels: int = 0
+    tp_forward: list = field(default_factory=list)  # (kind, bytes) over the tp group
+    tp_backward: list = field(default_factory=list)
+    ep_forward: list = field(default_factory=list)  # all-to-alls over the ep group
+    ep_backward: list = field(default_factory=list)
+    ring_bytes: float = 0.0  # context parallelism: key/value bytes sent per ring step, forward
+
+
+@dataclass(frozen=True)
+class Pricer:
+    """Roofline times of kernels on one device type at one precision."""
+
+    device: Device
+    hw: Achieved
+    peak_flops: float
+    element_bytes: float
+
+    @property
+    def hbm(self) -> float:
+        return (self.device.hbm_gbps or 1000.0) * 1e9 * self.hw.hbm
+
+    def gemm(self, batch: float, m: float, n: float, k: float) -> float:
+        flop = 2.0 * batch * m * n * k
+        eff = self.hw.gemm_efficiency(m, n, k, batch)
+        moved = batch * (m * k + k * n + m * n) * self.element_bytes
+        return max(flop / (self.peak_flops * eff), moved / self.hbm) + self.hw.launch_s
+
+    def memory(self, nbytes: float, kernels: int = 1) -> float:
+        return nbytes / self.hbm + kernels * self.hw.launch_s
+
+    def attention(self, flop: float) -> float:
+        return flop / (self.peak_flops * self.hw.attention) + self.hw.launch_s
+
+
+def port_elements(op: Op, port: Port, tile: dict[str, float], splits: dict[str, int]) -> float:
+    """Elements of ``port``'s per-device tile."""
+    total = 1.0
+    for size, names in zip(port.shape, port.dims):
+        total *= math.ceil(size / math.prod(splits[n] for n in names))
+    return total
+
+
+def _has_grad(op: Op, port: Port) -> bool:
+    return op.is_parameter(port) or port.source is not None
+
+
+def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime) -> None:
+    a, b, o = parse_einsum(attr(op, "eq"))
+    ports = (list(op.inputs) + list(op.weights))[:2]
+    batch = [c for c in o if c in a and c in b]
+    m = [c for c in o if c in a and c not in b]
+    n = [c for c in o if c in b and c not in a]
+    k = [c for c in a if c in b and c not in o]
+    size = {name: math.prod(tile[c] for c in letters) for name, letters in
+            (("B", batch), ("M", m), ("N", n), ("K", k))}
+    B, M, N, K = size["B"], size["M"], size["N"], size["K"]
+    flop = 2.0 * B * M * N * K
+    out.model_flop += flop
+    out.forward_flop += flop
+    out.forward_s += pr.gemm(B, M, N, K)
+    out.kernels += 1
+    out_elems = B * M * N
+    if attr(op, "bias") or attr(op, "pw"):
+        out.forward_s += pr.memory(2 * out_elems * pr.element_bytes)
+        out.backward_s += pr.memory(3 * out_elems * pr.element_bytes)
+        out.kernels += 2
+    if _has_grad(op, ports[0]):  # dA = dC B^T: M x K, contracting N
+        out.backward_s += pr.gemm(B, M, K, N)
+        out.backward_flop += flop
+        out.kernels += 1
+    if _has_grad(op, ports[1]):  # dB = A^T dC: K x N, contracting M
+        out.backward_s += pr.gemm(B, K, N, M)
+        out.backward_flop += flop
+        out.kernels += 1
+    out_bytes = out_elems * pr.element_bytes
+    if any(splits[c] > 1 for c in k):
+        out.tp_forward.append(("all-reduce", out_bytes))
+    if any(splits[c] > 1 for c in n) and ports[0].source is not None:
+        out.tp_backward.append(("all-reduce", port_elements(op, ports[0], tile, splits) * pr.element_bytes))
+
+
+def attention_time(scores: Op, context: Op, causal: bool, tile_s: dict, pr: Pricer,
+                   out: OpTime) -> None:
+    """The fused attention kernel standing for scores, softmax and context."""
+    a, b, o = parse_einsum(attr(scores, "eq"))
+    work = math.prod(tile_s[c] for c in set(a) | set(b))  # B H L M K (every letter once)
+    flop = 4.0 * work
+    out.model_flop += flop
+    done = 0.5 if causal else 1.0
+    out.forward_flop += flop * done
+    out.backward_flop += 2.5 * flop * done
+    out.forward_s += pr.attention(flop * done)
+    out.backward_s += pr.attention(2.5 * flop * done)
+    out.kernels += 2
+
+
+def memory_bound_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
+                      reduce_axis_split: bool) -> None:
+    """Norms, softmax, element-wise ops, lookups and the loss: bytes at HBM speed."""
+    e = pr.element_bytes
+    ins = sum(port_elements(op, p, tile, splits) for p in op.inputs)
+    outs = sum(port_elements(op, p, tile, splits) for p in op.outputs)
+    if op.kind == "SoftmaxCrossEntropy":  # logits in, fp32 probabilities kept, gradient out
+        out.forward_s += pr.memory(ins * (e + 8), 2)
+        out.backward_s += pr.memory(ins * (4 + e), 1)
+        out.kernels += 3
+    elif op.kind == "Embedding":
+        out.forward_s += pr.memory(2 * outs * e)
+        out.backward_s += pr.memory(3 * outs * e)
+        out.kernels += 2
+    else:
+        out.forward_s += pr.memory((ins + outs) * e)
+        out.backward_s += pr.memory((2 * outs + ins) * e)
+        out.kernels += 2
+    if reduce_axis_split:  # row statistics over a split axis (softmax max and sum; vocab-parallel loss)
+        rows = outs / max(1.0, tile[op.dims[_axis(op)].name]) if op.outputs else 0.0
+        out.tp_forward.append(("all-reduce", 2 * rows * 4))
+    if op.kind == "Embedding" and any(splits[d.name] > 1 for d in op.dims if d.role == "vocabulary"):
+        out.tp_forward.append(("all-reduce", outs * e))
+
+
+def _axis(op: Op) -> int:
+    """The op dim a softmax (or the loss) reduces over."""
+    if op.kind == "SoftmaxCrossEntropy":
+        return next(i for i, d in enumerate(op.dims) if d.role == "vocabulary")
+    return int(attr(op, "axis"))

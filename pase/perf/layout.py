@@ -1,0 +1,193 @@
+"""A named training layout (Megatron-LM / FSDP conventions) and what it splits in each op.
+
+``tp=T,pp=P,dp=D[,cp=C][,ep=E]`` with ``T * P * D * C = p``:
+
+- ``tp`` splits each op's heads (the first heads-role dim: the key/value groups
+  of grouped-query attention), its hidden MLP size (``parameter`` role) or its
+  vocabulary, over consecutive ranks inside a node (Megatron's tensor parallelism);
+- ``pp`` cuts the numbered blocks into ``P`` equal stages (the embedding joins
+  the first, the head and loss the last);
+- ``dp`` replicates everything over the outermost ranks (ZeRO shards the states);
+- ``cp`` splits the sequence (the first sequence-role dim: queries; keys and
+  values travel around a ring, as ring attention does);
+- ``ep`` splits the experts over ranks of the data-parallel group (``E`` divides ``D * C``).
+
+With sequence parallelism, the ops outside the tensor-parallel region (norms,
+residual adds) also split their sequence over ``tp``. Rank order is
+``dp, pp, cp, tp`` from outermost to innermost, so a tensor-parallel group is
+consecutive ranks.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from pase.errors import OptionError
+from pase.ir import Graph, Op
+
+AXES = ("tp", "pp", "dp", "cp", "ep")
+SCHEDULES = ("1f1b", "gpipe", "interleaved:V")
+RECOMPUTE = ("none", "selective", "full")
+ZERO = (0, 1, 2, 3)
+ATTENTION = ("fused", "unfused")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a step runs: parallel degrees, batch, schedule and memory options."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    micro_batch: int = 1
+    global_batch: int = 1
+    schedule: str = "1f1b"
+    virtual: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    precision: str = "bf16"
+    attention: str = "fused"
+    dropout: bool = False
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per step on each data-parallel rank (pipeline or accumulation)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+
+def parse_degrees(text: str) -> dict[str, int]:
+    """``"tp=8,pp=2,dp=4"`` as a dict; unknown keys and bad values are OptionErrors."""
+    out: dict[str, int] = {}
+    for part in str(text).split(","):
+        key, eq, value = part.strip().partition("=")
+        if key not in AXES:
+            raise OptionError(f"--layout: unknown key {key!r} in {text!r}; allowed: {', '.join(AXES)} "
+                              f"(e.g. tp=8,pp=2,dp=4)")
+        if not eq or not re.fullmatch(r"[1-9]\d*", value.strip()):
+            raise OptionError(f"--layout: {key} must be a positive integer, got {value!r}")
+        if key in out:
+            raise OptionError(f"--layout: {key} is given twice in {text!r}")
+        out[key] = int(value)
+    return out
+
+
+def parse_schedule(text: str) -> tuple[str, int]:
+    """``1f1b``, ``gpipe`` or ``interleaved:V`` as (name, virtual stages per device)."""
+    text = str(text)
+    if text in ("1f1b", "gpipe"):
+        return text, 1
+    match = re.fullmatch(r"interleaved:([1-9]\d*)", text)
+    if match:
+        return "interleaved", int(match.group(1))
+    raise OptionError(f"unknown schedule {text!r}; allowed: {', '.join(SCHEDULES)}")
+
+
+def make_layout(degrees: str | dict, *, devices: int, micro_batch: int, global_batch: int,
+                schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
+                sequence_parallel: bool = False, precision: str = "bf16", attention: str = "fused",
+                dropout: bool = False) -> Layout:
+    """A checked :class:`Layout` (everything that needs no graph)."""
+    d = parse_degrees(degrees) if isinstance(degrees, str) else dict(degrees)
+    name, virtual = parse_schedule(schedule)
+    if str(zero) not in ("0", "1", "2", "3"):
+        raise OptionError(f"unknown zero {zero!r}; allowed: 0, 1, 2, 3")
+    recompute = "full" if recompute == "all" else recompute
+    if recompute not in RECOMPUTE:
+        raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+    if attention not in ATTENTION:
+        raise OptionError(f"unknown attention {attention!r}; allowed: {', '.join(ATTENTION)}")
+    lay = Layout(d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("cp", 1), d.get("ep", 1),
+                 int(micro_batch), int(global_batch), name, virtual, int(zero), recompute,
+                 bool(sequence_parallel), precision, attention, bool(dropout))
+    if lay.devices != devices:
+        raise OptionError(f"--layout: tp x pp x dp x cp = {lay.tp} x {lay.pp} x {lay.dp} x {lay.cp} "
+                          f"= {lay.devices}, but -p is {devices}")
+    if (lay.dp * lay.cp) % lay.ep:
+        raise OptionError(f"--layout: ep ({lay.ep}) must divide dp x cp ({lay.dp * lay.cp}): experts "
+                          f"are split over ranks of the data-parallel group")
+    if global_batch % (micro_batch * lay.dp):
+        raise OptionError(f"the global batch ({global_batch}) must be a multiple of micro-batch x dp "
+                          f"({micro_batch} x {lay.dp} = {micro_batch * lay.dp})")
+    m = lay.microbatches
+    if lay.schedule == "interleaved":
+        if lay.pp == 1:
+            raise OptionError("schedule interleaved:V needs pp > 1")
+        if m % lay.pp:
+            raise OptionError(f"schedule interleaved:{virtual} needs the micro-batches per step "
+                              f"({m}) to be a multiple of pp ({lay.pp}), as Megatron-LM does")
+    if sequence_parallel and lay.tp == 1:
+        raise OptionError("--sequence-parallel needs tp > 1 (it splits the sequence over the tp group)")
+    return lay
+
+
+# -- what the layout splits in each op -----------------------------------------------
+
+def _first(op: Op, role: str) -> int | None:
+    return next((i for i, d in enumerate(op.dims) if d.role == role), None)
+
+
+def tensor_split_dims(op: Op) -> list[int]:
+    """The dims ``tp`` splits in ``op``: its first heads-role dim, its ``parameter``-role
+    dims (the MLP's hidden size) and its vocabulary dims."""
+    out = [i for i, d in enumerate(op.dims) if d.role in ("parameter", "vocabulary")]
+    heads = _first(op, "heads")
+    if heads is not None and not any(op.dims[i].role == "parameter" for i in out):
+        out.append(heads)
+    return sorted(out)
+
+
+def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
+    """Per dim of ``op``, how many ways the layout splits it (ceil tiles: a vocabulary
+    not divisible by tp is padded, as Megatron-LM pads it)."""
+    split = [1] * len(op.dims)
+    tp_dims = tensor_split_dims(op) if lay.tp > 1 else []
+    for i in tp_dims:
+        split[i] *= lay.tp
+    seq = _first(op, "sequence")
+    if seq is not None:
+        if lay.cp > 1:
+            split[seq] *= lay.cp
+        if lay.sequence_parallel and not tp_dims and op.kind not in ("Einsum", "Embedding"):
+            split[seq] *= lay.tp
+    expert = _first(op, "expert")
+    if expert is not None and lay.ep > 1:
+        split[expert] *= lay.ep
+    return tuple(split)
+
+
+def check_graph(graph: Graph, lay: Layout) -> None:
+    """OptionErrors for a layout the graph cannot run: tp not dividing the heads, the
+    key/value heads or the MLP size, cp not dividing the sequence, ep not dividing
+    the experts, more stages than blocks."""
+    for op in graph.ops:
+        for i in tensor_split_dims(op) if lay.tp > 1 else []:
+            d = op.dims[i]
+            if d.role != "vocabulary" and d.size % lay.tp:
+                what = {"heads": "heads (key/value heads under grouped-query attention)",
+                        "parameter": "the MLP hidden size"}[d.role]
+                raise OptionError(f"--layout: tp ({lay.tp}) must divide {what}: op {op.name!r} dim "
+                                  f"{d.name!r} has size {d.size}")
+        seq = _first(op, "sequence")
+        if seq is not None and op.dims[seq].size % (lay.cp * (lay.tp if lay.sequence_parallel else 1)):
+            by = lay.cp * (lay.tp if lay.sequence_parallel else 1)
+            raise OptionError(f"--layout: the sequence ({op.dims[seq].size}, op {op.name!r}) must be a "
+                              f"multiple of {'cp x tp' if lay.sequence_parallel else 'cp'} ({by})")
+        expert = _first(op, "expert")
+        if expert is not None and op.dims[expert].size % lay.ep:
+            raise OptionError(f"--layout: ep ({lay.ep}) must divide the experts ({op.dims[expert].size}, "
+                              f"op {op.name!r})")
+    if lay.ep > 1 and not any(_first(op, "expert") is not None for op in graph.ops):
+        raise OptionError(f"--layout: ep={lay.ep} but model {graph.name!r} has no experts")
+
+
+def tile(op: Op, splits: tuple[int, ...]) -> dict[str, float]:
+    """Per-device extent of each dim name (ceil)."""
+    return {d.name: float(math.ceil(d.size / s)) for d, s in zip(op.dims, splits)}

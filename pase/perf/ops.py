@@ -1,0 +1,220 @@
+"""Each op of a graph under a layout: its time (:mod:`pase.perf.kernels`) and what it keeps.
+
+:func:`price_ops` walks the graph once: per op it takes the layout's splits, finds
+whether it belongs to a fused attention (a scores einsum -> softmax -> context
+einsum chain), prices it, and lists the tensors it keeps for the backward pass.
+
+A kept tensor is named by the tensor it is (producer, output), so a tensor two
+ops keep is counted once, and sized by its producer's per-device tile: under
+sequence parallelism a norm's output is kept sharded, as Megatron-LM keeps it.
+The rules (bytes at the activation precision unless said):
+
+- an einsum keeps each activation operand; one with an activation function also
+  keeps its pre-activation output; a norm keeps its input; an unfused softmax
+  keeps its output; a product of two tensors keeps both; an add keeps nothing;
+- the loss keeps its fp32 probabilities (4 bytes);
+- fused attention keeps its query, key and value (and its output, which the next
+  projection keeps anyway), never the ``L x M`` scores;
+- with dropout: a 1-byte mask and the dropped output on attention probabilities,
+  a 1-byte mask on each einsum output that feeds a residual add.
+
+On a plain GPT layer this is Korthikanti et al.'s count: ``s b h (34 + 5 a s / h)``
+bytes with dropout and no parallelism (tests/perf/test_memory.py checks it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pase.ir import Graph, Op
+from pase.perf.kernels import (
+    VIEWS,
+    OpTime,
+    Pricer,
+    attention_time,
+    einsum_time,
+    memory_bound_time,
+    port_elements,
+)
+from pase.perf.layout import Layout, op_splits, tile
+from pase.schema import attr
+
+
+@dataclass
+class PricedOp:
+    """One op under the layout."""
+
+    op: Op
+    time: OpTime
+    splits: dict[str, int]
+    kept: dict[tuple, float] = field(default_factory=dict)  # tensor id -> bytes per micro-batch
+    parameter_elements: float = 0.0  # per device
+    expert: bool = False  # its parameters are split over ep
+    attention_core: bool = False  # scores/softmax/context (selective recomputation)
+
+
+def fused_attention(graph: Graph) -> dict[str, tuple[str, str, str]]:
+    """Op name -> (scores, softmax, context) for each softmax between two einsums
+    whose output only the context einsum reads."""
+    readers: dict[tuple, list[str]] = {}
+    for op in graph.ops:
+        for port in op.inputs:
+            if port.source is not None:
+                readers.setdefault((port.source[0], int(port.source[1])), []).append(op.name)
+    out: dict[str, tuple[str, str, str]] = {}
+    for op in graph.ops:
+        if op.kind != "Softmax" or len(op.inputs) != 1 or op.inputs[0].source is None:
+            continue
+        scores = graph.op(op.inputs[0].source[0])
+        users = readers.get((op.name, 0), [])
+        if scores.kind == "Einsum" and len(users) == 1 and graph.op(users[0]).kind == "Einsum" \
+                and readers.get((scores.name, 0), []) == [op.name]:
+            triple = (scores.name, op.name, users[0])
+            for name in triple:
+                out[name] = triple
+    return out
+
+
+def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
+    """Every op of ``graph`` priced for one micro-batch on one device."""
+    fused = fused_attention(graph) if lay.attention == "fused" else {}
+    cores = set(fused_attention(graph)) if lay.attention == "unfused" else set(fused)
+    out_elems: dict[tuple, float] = {}
+    kinds = {op.name: op.kind for op in graph.ops}
+    reduced: set = set()  # tensors whose input gradient is all-reduced over tp already
+    priced = []
+    e = pricer.element_bytes
+    from pase.work.ops import owned_parameters  # the one rule for which op holds a tied matrix
+    for op in graph.ops:
+        splits_t = op_splits(op, lay)
+        splits = {d.name: s for d, s in zip(op.dims, splits_t)}
+        t = tile(op, splits_t)
+        for i, port in enumerate(op.outputs):
+            out_elems[(op.name, i)] = port_elements(op, port, t, splits)
+        time = OpTime(op.name)
+        p = PricedOp(op, time, splits, attention_core=op.name in cores)
+        triple = fused.get(op.name)
+        if triple is not None:
+            if op.name == triple[0]:
+                attention_time(op, graph.op(triple[2]), bool(attr(graph.op(triple[1]), "causal")),
+                               t, pricer, time)
+                if lay.cp > 1:  # keys and values go round the ring
+                    time.ring_bytes = sum(port_elements(op, q, t, splits) for q in op.inputs[1:]) * e * 2
+        elif op.kind == "Einsum":
+            einsum_time(op, t, splits, pricer, time)
+            source = op.inputs[0].source if op.inputs else None
+            if time.tp_backward and source is not None:
+                # partial input gradients of one tensor (a gated MLP's gate and up) are
+                # summed on the device and all-reduced once, as a fused projection is
+                if source in reduced:
+                    time.tp_backward.clear()
+                reduced.add(source)
+        elif op.kind in VIEWS:
+            pass
+        elif op.kind in ("Norm", "Softmax", "Elementwise", "Embedding", "SoftmaxCrossEntropy", "TopK",
+                         "MoEDispatch", "MoECombine"):
+            axis_split = op.kind in ("Softmax", "SoftmaxCrossEntropy") and _reduce_split(op, splits)
+            memory_bound_time(op, t, splits, pricer, time, axis_split)
+        else:
+            _fallback(op, splits_t, pricer, time)
+        if lay.dropout:
+            _dropout_time(op, fused, out_elems, kinds, pricer, time)
+        _expert_exchange(op, t, splits, pricer, time, lay)
+        p.parameter_elements = sum(port_elements(op, w, t, splits) for w in owned_parameters(op))
+        p.expert = any(d.role == "expert" for d in op.dims) and lay.ep > 1
+        p.kept = _kept(op, lay, fused, out_elems, t, splits, e, kinds)
+        priced.append(p)
+    return priced
+
+
+def _reduce_split(op: Op, splits: dict[str, int]) -> bool:
+    if op.kind == "SoftmaxCrossEntropy":
+        return any(splits[d.name] > 1 for d in op.dims if d.role == "vocabulary")
+    return splits[op.dims[int(attr(op, "axis"))].name] > 1
+
+
+def _expert_exchange(op: Op, t, splits, pricer: Pricer, time: OpTime, lay: Layout) -> None:
+    """Expert parallelism: the dispatch's output and the combine's input cross the ep group."""
+    if lay.ep == 1 or op.kind not in ("MoEDispatch", "MoECombine"):
+        return
+    port = op.outputs[0] if op.kind == "MoEDispatch" else op.inputs[0]
+    nbytes = port_elements(op, port, t, splits) * pricer.element_bytes * lay.ep
+    time.ep_forward.append(("all-to-all", nbytes))
+    time.ep_backward.append(("all-to-all", nbytes))
+
+
+def _dropout_time(op: Op, fused: dict, sizes: dict, kinds: dict, pricer: Pricer, time: OpTime) -> None:
+    """Dropout kernels: on unfused attention probabilities, and on each einsum output
+    entering a residual add (read, write, a 1-byte mask; the same back)."""
+    e = pricer.element_bytes
+    tensors = []
+    if op.kind == "Softmax" and op.name not in fused:
+        tensors.append(sizes[(op.name, 0)])
+    elif op.kind == "Elementwise" and len(op.inputs) == 2 and attr(op, "fn") == "add":
+        tensors += [sizes[(q.source[0], int(q.source[1]))] for q in op.inputs
+                    if q.source is not None and kinds[q.source[0]] == "Einsum"]
+    for elems in tensors:
+        time.forward_s += pricer.memory(elems * (2 * e + 1))
+        time.backward_s += pricer.memory(elems * (2 * e + 1))
+        time.kernels += 2
+
+
+def _fallback(op: Op, splits: tuple[int, ...], pricer: Pricer, time: OpTime) -> None:
+    """Kinds without a kernel model: pase.work's FLOP at large-GEMM efficiency."""
+    import numpy as np
+
+    from pase.work.ops import op_work
+    work = op_work(op, np.asarray([splits]), pricer.element_bytes)
+    rate = pricer.peak_flops * pricer.hw.gemm
+    time.forward_flop += float(work.forward_flop[0])
+    time.backward_flop += float(work.backward_flop[0])
+    time.forward_s += float(work.forward_flop[0]) / rate + pricer.hw.launch_s
+    time.backward_s += float(work.backward_flop[0]) / rate + 2 * pricer.hw.launch_s
+    time.kernels += 3
+
+
+def _kept(op: Op, lay: Layout, fused: dict, sizes: dict, t, splits, e: float,
+          kinds: dict[str, str]) -> dict[tuple, float]:
+    """Tensor id -> bytes this op keeps for its backward pass (module docstring)."""
+    kept: dict[tuple, float] = {}
+
+    def keep_input(port) -> None:
+        if port.source is not None:
+            key = (port.source[0], int(port.source[1]))
+            kept[key] = sizes[key] * e
+
+    own = sizes.get((op.name, 0), 0.0)
+    triple = fused.get(op.name)
+    if triple is not None:
+        if op.name != triple[1]:
+            for port in op.inputs:
+                if port.source is None or port.source[0] != triple[1]:
+                    keep_input(port)
+        return kept
+    if op.kind == "Einsum":
+        for port in op.inputs:
+            keep_input(port)
+        if attr(op, "pw") >= 1:  # an activation function: its input is kept too
+            kept[(op.name, "pre-activation")] = own * e
+    elif op.kind == "Norm":
+        keep_input(op.inputs[0])
+    elif op.kind == "Softmax":
+        kept[(op.name, 0)] = own * e
+        if lay.dropout:
+            kept[(op.name, "dropout mask")] = own
+            kept[(op.name, "dropout output")] = own * e
+    elif op.kind == "Elementwise":
+        if attr(op, "fn") == "mul":
+            for port in op.inputs:
+                keep_input(port)
+    elif op.kind == "SoftmaxCrossEntropy":
+        kept[(op.name, "probabilities")] = sum(port_elements(op, p, t, splits) for p in op.inputs) * 4
+    elif op.kind in VIEWS or op.kind == "Embedding":
+        pass
+    else:
+        for port in op.inputs:
+            keep_input(port)
+    if lay.dropout and op.kind == "Elementwise" and len(op.inputs) == 2 and attr(op, "fn") == "add":
+        for port in op.inputs:  # hidden dropout on the branch (an einsum's output) before the add
+            if port.source is not None and kinds[port.source[0]] == "Einsum":
+                kept[(port.source[0], "dropout mask")] = sizes[(port.source[0], int(port.source[1]))]
+    return kept

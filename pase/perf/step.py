@@ -1,0 +1,280 @@
+"""One training step of a named layout: time, memory, MFU (:func:`evaluate_layout`).
+
+The step, per pipeline stage and micro-batch (all per device):
+
+- compute: every op's kernels (:mod:`pase.perf.kernels`); under full
+  recomputation each block's forward runs again in its backward, under selective
+  recomputation the attention core's;
+- tensor-parallel collectives on the critical path (Megatron-LM does not overlap
+  them); with sequence parallelism each all-reduce is a reduce-scatter plus an
+  all-gather, the same bytes on a ring;
+- expert all-to-alls on the critical path; context parallelism's key/value ring
+  overlapped with the attention blocks it feeds (only the excess is charged);
+- ZeRO-3 (FSDP full shard): each unit's parameters all-gathered before its forward
+  and again before its backward, its gradients reduce-scattered after; the next
+  unit's gather overlaps this unit's compute, so only what exceeds it is charged;
+- pipeline sends of the tensors entering each chunk (``1/tp`` of them per rank).
+
+Then the schedule (:mod:`pase.perf.pipeline`), and once per step: the
+data-parallel gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1/2) overlapped
+with the last micro-batch's backward, ZeRO-1/2's parameter all-gather overlapped
+with the first forward, and the optimizer step with gradient clipping at HBM speed.
+
+Memory is the peak stage's states (16 bytes per parameter in mixed precision: 2
+weight, 2 gradient, 12 fp32 master weight and Adam moments, sharded by the ZeRO
+stage over the data-parallel ranks), its kept activations times the micro-batches
+in flight, and, under full recomputation, one block's activations being rebuilt.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pase.cluster import Cluster, get_cluster
+from pase.errors import OptionError
+from pase.ir import Graph
+from pase.perf.comms import collective_seconds
+from pase.perf.hardware import achieved
+from pase.perf.kernels import Pricer
+from pase.perf.layout import Layout, check_graph
+from pase.perf.ops import PricedOp, price_ops
+from pase.perf.pipeline import crossing_bytes, in_flight, pipeline_seconds, placement
+
+VERSION = 1
+OPTIMIZER_BYTES = {"mixed": 30.0, "fp32": 32.0}  # Adam + clipping traffic per parameter updated
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The priced step (JSON keys documented in docs/json-output.md)."""
+
+    step_seconds: float
+    tokens_per_second: float
+    mfu: float
+    hfu: float
+    memory_bytes: float
+    fits_memory: bool
+    breakdown: dict[str, float]
+    memory: dict[str, float]
+    layout: Layout
+    cluster: str
+    device_memory_bytes: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        lay = self.layout
+        return {"version": VERSION, "step_seconds": self.step_seconds,
+                "tokens_per_second": self.tokens_per_second, "mfu": self.mfu, "hfu": self.hfu,
+                "memory_bytes": self.memory_bytes, "fits_memory": self.fits_memory,
+                "device_memory_bytes": self.device_memory_bytes,
+                "breakdown": dict(self.breakdown), "memory": dict(self.memory),
+                "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+                           "micro_batch": lay.micro_batch, "global_batch": lay.global_batch,
+                           "microbatches": lay.microbatches,
+                           "schedule": lay.schedule if lay.schedule != "interleaved"
+                           else f"interleaved:{lay.virtual}",
+                           "zero": lay.zero, "recompute": lay.recompute,
+                           "sequence_parallel": lay.sequence_parallel, "precision": lay.precision,
+                           "attention": lay.attention, "dropout": lay.dropout},
+                "cluster": self.cluster, **self.details}
+
+
+def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
+    """Nodes spanned by the group of ranks ``sum_i k_i * stride_i`` (``k_i < size_i``)."""
+    ranks = np.zeros(1, dtype=np.int64)
+    for size, stride in sizes_strides:
+        ranks = (ranks[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).ravel()
+    return int(np.unique(ranks // cluster.devices_per_node).size)
+
+
+def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout) -> Estimate:
+    """Price one training step of ``graph`` (built at the micro-batch size) under ``lay``."""
+    check_graph(graph, lay)
+    cl = get_cluster(cluster, lay.devices)
+    if cl.groups:
+        raise OptionError("--layout prices a homogeneous cluster; this one mixes device types "
+                          f"({cl.name}): price a strategy file with `pase evaluate --strategy`")
+    hw = achieved(cl.device)
+    mixed = lay.precision != "fp32"
+    pricer = Pricer(cl.device, hw, cl.device.peak(lay.precision) * 1e12, 2.0 if mixed else 4.0)
+    ops = price_ops(graph, lay, pricer)
+    stages, units, chunks = placement(graph, lay)
+    received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
+    tp, cp, pp, dp = lay.tp, lay.cp, lay.pp, lay.dp
+    groups = {"tp": (tp, group_nodes(cl, [(tp, 1)])),
+              "cp": (cp, group_nodes(cl, [(cp, tp)])),
+              "ep": (lay.ep, group_nodes(cl, [(lay.ep, tp)])),
+              "dp": (dp * cp, group_nodes(cl, [(cp, tp), (dp, tp * cp * pp)])),
+              "edp": (dp * cp // lay.ep, group_nodes(cl, [(dp * cp // lay.ep, tp * lay.ep)])),
+              "pp": (2, group_nodes(cl, [(2, tp * cp)]))}
+
+    def coll(kind: str, nbytes: float, group: str) -> float:
+        n, nodes = groups[group]
+        return collective_seconds(kind, nbytes, n, nodes, cl, hw)
+
+    per_stage = [_stage(lay, [p for p, s in zip(ops, stages) if s == i],
+                        [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed, dp * cp,
+                        [received[c] for c in sorted(set(c for c, s in zip(chunks, stages) if s == i))
+                         if c in received])
+                 for i in range(pp)]
+    times = [s["time"] for s in per_stage]
+    pipe = pipeline_seconds(lay, times)
+    slow = max(range(pp), key=lambda i: times[i])
+    once = max(s["once_exposed"] + s["optimizer"] for s in per_stage)
+    step = pipe + once
+    m = lay.microbatches
+    worst = per_stage[slow]
+    breakdown = {"compute": m * worst["compute"], "communication": m * worst["exposed"]
+                 + max(s["once_exposed"] for s in per_stage),
+                 "bubble": pipe - m * times[slow], "optimizer": max(s["optimizer"] for s in per_stage)}
+    by_name = {p.op.name: p for p in ops}
+    mem = [_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
+    peak = max(range(pp), key=lambda i: mem[i]["total"])
+    model_flop, hardware_flop = _flop(graph, lay, ops, units)
+    peak_flops = pricer.peak_flops * lay.devices
+    tokens = lay.global_batch * _sequence(graph)
+    return Estimate(step, tokens / step, model_flop / (step * peak_flops),
+                    hardware_flop / (step * peak_flops), mem[peak]["total"],
+                    mem[peak]["total"] <= cl.device.memory_bytes, breakdown,
+                    {k: v for k, v in mem[peak].items()}, lay, cl.name, cl.device.memory_bytes,
+                    {"peak_memory_stage": peak, "stage_seconds": times})
+
+
+def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
+           mixed: bool, replicas: int, received: list[float]) -> dict[str, Any]:
+    """One stage's per-micro-batch time, its once-per-step exposure and its memory terms."""
+    fwd = bwd = exposed = 0.0
+    hw = pricer.hw
+    recompute_full = lay.recompute == "full"
+    unit_f: dict[str, float] = {}
+    unit_b: dict[str, float] = {}
+    unit_params: dict[str, float] = {}
+    for p, unit in zip(ops, units):
+        t = p.time
+        tp_f = sum(coll(k, b, "tp") for k, b in t.tp_forward)
+        tp_b = sum(coll(k, b, "tp") for k, b in t.tp_backward)
+        ep_f = sum(coll(k, b, "ep") for k, b in t.ep_forward)
+        ep_b = sum(coll(k, b, "ep") for k, b in t.ep_backward)
+        ring_f = ring_b = 0.0
+        if t.ring_bytes:  # cp - 1 ring steps, each hidden behind one attention block
+            step_send = coll("send", t.ring_bytes, "cp")
+            ring_f = (lay.cp - 1) * hw.overlapped(step_send, t.forward_s / lay.cp)
+            ring_b = (lay.cp - 1) * hw.overlapped(2 * step_send, t.backward_s / lay.cp)
+        again = (recompute_full and unit not in ("pre", "post")) or \
+            (lay.recompute == "selective" and p.attention_core)
+        f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
+        fwd, bwd = fwd + f, bwd + b
+        exposed += tp_f + tp_b + ep_f + ep_b + ring_f + ring_b + ((tp_f + ep_f) if again else 0.0)
+        unit_f[unit] = unit_f.get(unit, 0.0) + f
+        unit_b[unit] = unit_b.get(unit, 0.0) + b
+        unit_params[unit] = unit_params.get(unit, 0.0) + p.parameter_elements
+    grad_bytes = 2.0 if mixed else 4.0
+    order = list(unit_f)
+    if lay.zero == 3:
+        gathers = [coll("all-gather", unit_params[u] * grad_bytes, "dp") for u in order]
+        scatters = [coll("reduce-scatter", unit_params[u] * grad_bytes, "dp") for u in order]
+        fsdp = gathers[0] + sum(hw.overlapped(g, unit_f[u]) for g, u in zip(gathers[1:], order))
+        fsdp += sum(hw.overlapped(g + r, unit_b[u]) for g, r, u in zip(gathers, scatters, order))
+        exposed += fsdp
+    # pipeline sends: each chunk's input forward, its gradient back
+    exposed += sum(2 * coll("send", nbytes, "pp") for nbytes in received)
+    params = sum(p.parameter_elements for p in ops if not p.expert)
+    expert_params = sum(p.parameter_elements for p in ops if p.expert)
+    once = 0.0
+    if lay.zero < 3:
+        kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
+        window = bwd * (1 - 1 / max(1, len(order)))
+        sync = coll(kind, params * grad_bytes, "dp") + coll(kind, expert_params * grad_bytes, "edp")
+        once += hw.overlapped(sync, window)
+        if lay.zero in (1, 2):
+            gather = coll("all-gather", params * grad_bytes, "dp") + \
+                coll("all-gather", expert_params * grad_bytes, "edp")
+            once += hw.overlapped(gather, fwd * (1 - 1 / max(1, len(order))))
+    shards = (replicas, max(1, replicas // lay.ep))
+    updated = params / (shards[0] if lay.zero else 1) + expert_params / (shards[1] if lay.zero else 1)
+    optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
+    return {"time": fwd + bwd + exposed, "compute": fwd + bwd, "exposed": exposed,
+            "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
+            "params": params, "expert_params": expert_params, "shards": shards,
+            "unit_params": unit_params, "mixed": mixed}
+
+
+def _memory(lay: Layout, st: dict[str, Any], index: int,
+            by_name: dict[str, PricedOp]) -> dict[str, float]:
+    """Peak bytes of one stage: states, activations in flight, the recompute working set."""
+    mixed = st["mixed"]
+    w, g, o = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
+    d, de = st["shards"]
+
+    def states(params: float, shards: int) -> float:
+        if lay.zero == 0:
+            return params * (w + g + o)
+        if lay.zero == 1:
+            return params * (w + g + o / shards)
+        if lay.zero == 2:
+            return params * (w + (g + o) / shards)
+        return params * (w + g + o) / shards
+
+    state = states(st["params"], d) + states(st["expert_params"], de)
+    if lay.zero == 3 and st["unit_params"]:
+        state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
+    kept: dict[tuple, float] = {}
+    blocks: dict[str, dict[tuple, float]] = {}
+    for p, unit in zip(st["ops"], st["units"]):
+        if lay.recompute == "full" and unit not in ("pre", "post"):
+            blocks.setdefault(unit, {}).update(p.kept)
+        elif lay.recompute == "selective" and p.attention_core:
+            continue
+        else:
+            kept.update(p.kept)
+    working = 0.0
+    if blocks:
+        made = {p.op.name: u for p, u in zip(st["ops"], st["units"])}
+        for p, unit in zip(st["ops"], st["units"]):
+            if unit in blocks:
+                for port in p.op.inputs:  # the block's input, the only tensor full recompute keeps
+                    if port.source is not None and made.get(port.source[0]) != unit:
+                        key = (port.source[0], int(port.source[1]))
+                        kept[key] = _size(by_name[key[0]], key[1], lay)
+        working = max(sum(b.values()) for b in blocks.values())
+    activations = sum(kept.values()) * in_flight(lay, index)
+    return {"total": state + activations + working, "states": state, "activations": activations,
+            "recompute_working_set": working}
+
+
+def _size(producer: PricedOp, output: int, lay: Layout) -> float:
+    """Bytes of output ``output`` of ``producer`` (its per-device tile)."""
+    port = producer.op.outputs[output]
+    total = 1.0
+    for size, names in zip(port.shape, port.dims):
+        total *= math.ceil(size / math.prod(producer.splits[n] for n in names))
+    return total * (2.0 if lay.precision != "fp32" else 4.0)
+
+
+def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> tuple[float, float]:
+    """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3) and the
+    hardware FLOP (plus the recomputed forward)."""
+    per_sample = 0.0
+    again = 0.0
+    for p, unit in zip(ops, units):
+        if p.op.kind != "Einsum":
+            continue
+        full = 2.0 * math.prod(d.size for d in p.op.dims)
+        per_sample += full
+        if (lay.recompute == "full" and unit not in ("pre", "post")) or \
+                (lay.recompute == "selective" and p.attention_core):
+            again += full
+    scale = lay.global_batch / lay.micro_batch
+    return 3 * per_sample * scale, (3 * per_sample + again) * scale
+
+
+def _sequence(graph: Graph) -> int:
+    """Tokens per sample: the first sequence-role dim's size (1 for models without one)."""
+    for op in graph.ops:
+        for d in op.dims:
+            if d.role == "sequence":
+                return d.size
+    return 1
