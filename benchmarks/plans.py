@@ -58,8 +58,8 @@ Three rows per model:
   minutes; within the space listed the plan is optimal.
 
 MFU: model FLOP per step (3 x the forward FLOP of ``pase.counts``, 2 per
-multiply-add: forward and twice that backward; recomputation not counted) over simulated step time x
-devices x peak (989 TFLOP/s dense fp16 per H100).
+multiply-add: forward and twice that backward; recomputation not counted) over
+simulated step time x devices x peak (989 TFLOP/s dense fp16 per H100).
 """
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def _count_blocks(model: str) -> int:
 
 def _row(case: Case, label: str, plan, sim) -> dict[str, Any]:
     graph = api.load_graph(case.model, batch=plan.batch)
-    model_flop = 3 * counts(graph).forward_flops  # 2 FLOP per multiply-add; x3: fwd + 2 x fwd bwd
+    model_flop = 3 * counts(graph).forward_flops  # 2 FLOP per multiply-add; x3: fwd, bwd twice that
     peak = get_cluster(case.cluster, case.devices).device.peak_tflops * 1e12
     middle = plan.stages[len(plan.stages) // 2]
     return {"label": label, "plan": plan.one_line(), "splits": _splits(middle),

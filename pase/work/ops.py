@@ -136,8 +136,9 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
                  start=np.zeros(len(configs))) * bytes_per_element
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
-    return OpWork(op, configs, fwd, bwd, matmul, tuple(colls), params, params * OPTIMIZER_STATE[optimizer],
-                  acts, tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
+    return OpWork(op, configs, fwd, bwd, matmul, tuple(colls), params,
+                  params * OPTIMIZER_STATE[optimizer], acts,
+                  tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
                   float(bytes_per_element), float(OPTIMIZER_STATE[optimizer]))
 
 
