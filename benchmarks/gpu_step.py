@@ -15,9 +15,9 @@ and sets them beside pase's predictions for the same strategy on ``h100-sxm``:
 the simulator's compute time per device (``pase.sim.simulate``, busiest device)
 and step time, and the alpha-beta cost. ``--dtype bfloat16`` (the default on a
 GPU) matches the preset's peak (989 TFLOP/s dense fp16/bf16 tensor); the
-predictions then use 2 bytes per element. pase counts a multiply-add as one FLOP
-(the PaSE paper's accounting) and divides by ``peak * efficiency`` (0.5), so a
-ratio measured/simulated of 1 means compute ran at that pace.
+predictions then use 2 bytes per element. pase counts a multiply-add as two FLOP,
+as the peak does, and divides by ``peak * efficiency`` (0.5), so a ratio
+measured/simulated of 1 means compute ran at half the dense peak.
 
 Run from the repository root; pase need not be installed (its plug-in folders
 are mapped onto ``pase.*`` below):

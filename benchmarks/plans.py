@@ -32,9 +32,9 @@ Both sides are priced by the same alpha-beta model and simulated by the same
 simulator: fp16 elements (``bytes_per_element=2``), Adam state (4 copies of the
 weights, at 2 bytes: 8 bytes per parameter; real mixed-precision training keeps
 about 16, so memory here is an underestimate of states), and
-``efficiency=0.25``: pase counts a multiply-add as one FLOP while the H100's
-989 TFLOP/s counts it as two, so 0.25 is half of the device's dense fp16 peak,
-near what Megatron-LM reports on A100s (44-52%).
+``efficiency=0.5``: half of the device's dense fp16 peak (989 TFLOP/s per H100,
+a multiply-add being two FLOP there as in pase), near what Megatron-LM reports
+on A100s (44-52%).
 
 Three rows per model:
 
@@ -57,9 +57,9 @@ Three rows per model:
   left out because the memory-capped dp on such stages ran for more than nine
   minutes; within the space listed the plan is optimal.
 
-MFU: model FLOP per step (6 x the forward multiply-adds: 2 FLOP each, times 3
-for forward and backward; recomputation not counted) over simulated step time x
-devices x peak (989 TFLOP/s dense fp16 per H100).
+MFU: model FLOP per step (3 x the forward FLOP of ``pase.counts``, 2 per
+multiply-add: forward and twice that backward; recomputation not counted) over
+simulated step time x devices x peak (989 TFLOP/s dense fp16 per H100).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ from pase.sim.pipeline import simulate_pipeline
 
 RESULTS = Path(__file__).parent / "results" / "plans.md"
 # Shared by both sides (see the module docstring).
-COSTS = {"bytes_per_element": 2, "efficiency": 0.25, "optimizer": "adam"}
+COSTS = {"bytes_per_element": 2, "efficiency": 0.5, "optimizer": "adam"}
 # pase's plan may also shard the optimizer state over each op's data-parallel group
 # (ZeRO stage 1, Megatron-LM's later "distributed optimizer"; the 2021 runs did not).
 PASE_EXTRA = {"zero": "1"}
@@ -236,7 +236,7 @@ def _count_blocks(model: str) -> int:
 
 def _row(case: Case, label: str, plan, sim) -> dict[str, Any]:
     graph = api.load_graph(case.model, batch=plan.batch)
-    model_flop = 6 * counts(graph).forward_flops  # 2 FLOP per multiply-add, x3 fwd+bwd
+    model_flop = 3 * counts(graph).forward_flops  # 2 FLOP per multiply-add; x3: fwd, bwd twice that
     peak = get_cluster(case.cluster, case.devices).device.peak_tflops * 1e12
     middle = plan.stages[len(plan.stages) // 2]
     return {"label": label, "plan": plan.one_line(), "splits": _splits(middle),

@@ -2,10 +2,10 @@
 
 Per model (tests/torch_models, small default sizes): IR ops, parameters (pase's
 count and the sum of ``numel()`` over the module's unique parameters), the
-matrix-product FLOP torch's ``FlopCounterMode`` counts (halved: pase counts a
-multiply-add as one FLOP) next to pase's, the FLOP pase counts that torch does
-not (element-wise ops, norms, softmaxes, biases, the embedding as a one-hot
-product), the import seconds (``torch.export`` included), and the dp's cost and
+matrix-product FLOP torch's ``FlopCounterMode`` counts next to pase's
+``matmul_flops`` of the same ops (both 2 FLOP per multiply-add), the FLOP pase
+counts that torch does not (element-wise ops, norms, softmaxes, biases, the
+embedding as a one-hot product), the import seconds (``torch.export`` included), and the dp's cost and
 seconds at p = 8 under ``paper`` and ``alpha-beta``. Then a full-width two-layer
 GPT-2 (made on torch's meta device) against ``pase.load_graph("gpt2", layers=2)``:
 parameters, forward FLOP and the dp optimum under alpha-beta on h100-sxm.
@@ -15,7 +15,6 @@ parameters, forward FLOP and the dp optimum under alpha-beta on h100-sxm.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -54,10 +53,12 @@ def main() -> None:
         seconds = time.perf_counter() - start
         with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
             model(*example)
-        torch_products = counter.get_total_flops() / 2
-        products = sum(math.prod(d.size for d in op.dims) for op in imp.graph.ops
+        torch_products = counter.get_total_flops()
+        c = counts(imp.graph)
+        by_op = c.by_op()
+        products = sum(by_op[op.name].matmul_flops for op in imp.graph.ops
                        if imp.ops[op.name].counted)
-        total = counts(imp.graph).forward_flops
+        total = c.forward_flops
         unique = sum({id(p): p.numel() for p in model.parameters()}.values())
         solve = []
         for cost_model in ("paper", "alpha-beta"):

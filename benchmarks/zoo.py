@@ -2,7 +2,7 @@
 
 For each model (default sizes) and device count: vertices, edges and total
 configurations; parameters and forward FLOP (``pase.counts``; a multiply-add is
-one FLOP, as everywhere in pase); the dp's build and solve seconds; and the cost
+two FLOP, as device peaks count it); the dp's build and solve seconds; and the cost
 of the dp's strategy relative to data parallelism and to the megatron baseline
 under the alpha-beta model on ``dgx-a100`` and ``h100-sxm`` (nodes of 8, the
 device memory as the cap), with one line describing the dp's strategy.
@@ -217,7 +217,7 @@ bf16 activations, weights and gradients; Adam's two moments at the same size: 8 
 parameter; attention scores are kept for the backward pass, as the IR models them);
 clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baseline's (below 1:
 the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
-FLOP: pase's forward FLOP (a multiply-add is one FLOP; the embedding priced as the one-hot
+FLOP: pase's forward FLOP (a multiply-add is two FLOP; the embedding priced as the one-hot
 product). Out-of-reach rows show the dp's own prediction (`pase solve --dry-run`) instead.
 Rows that hit the first run's 60 s dp limit or were predicted over it were run again with
 180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked

@@ -3,7 +3,9 @@
 Each op's per-device work (:mod:`pase.work`) is priced on a
 :class:`~pase.cluster.Cluster`:
 
-- compute: ``FLOP / (peak_tflops * 1e12 * efficiency)``, forward plus backward;
+- compute: ``FLOP / (peak_tflops * 1e12 * efficiency)``, forward plus backward, the
+  FLOP in standard units (a multiply-add is two, as the peak counts it;
+  :mod:`pase.work.ops`), so ``efficiency`` is the achieved fraction of the dense peak;
 - collectives: the alpha-beta ring formulas, hierarchical when a group spans
   nodes (:mod:`pase.work.collectives`): ring all-reduce ``2(q-1)(a + n/(qB))``,
   all-gather and reduce-scatter ``(q-1)(a + n/(qB))``; across ``N`` nodes of
@@ -88,8 +90,8 @@ class AlphaBetaCostModel(CostModel):
         cluster: a :class:`~pase.cluster.Cluster`, a preset name (``"dgx-a100"``,
             ``"dgx-a100x2"``) or a cluster JSON path; presets grow to as many nodes
             as the ConfigSpace's device count needs (resolved in :meth:`problem`).
-        efficiency: fraction of the device's peak FLOP/s that compute reaches, in
-            ``(0, 1]`` (default 0.5).
+        efficiency: achieved fraction of the device's dense peak FLOP/s, in ``(0, 1]``
+            (default 0.5: 50% of peak; FLOP count a multiply-add as two, as the peak does).
         bytes_per_element: size of one tensor element, default 4 (fp32).
         optimizer: ``"adam"`` (weights, gradients and two moments: 4x the weight
             bytes), ``"momentum"`` (3x) or ``"sgd"`` (2x); memory vectors only.
@@ -154,7 +156,7 @@ class AlphaBetaCostModel(CostModel):
 
     @property
     def flops(self) -> float:
-        """Sustained FLOP/s of one device."""
+        """Sustained FLOP/s of one device (2 FLOP per multiply-add)."""
         return self.cluster.device.peak_tflops * 1e12 * self.efficiency
 
     def work(self, op: Op, configs: np.ndarray) -> OpWork:

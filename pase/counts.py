@@ -5,12 +5,17 @@
   weight (an op with ``tied``: its first parameter is the first parameter of the
   named op) counts once, at the op that owns it.
 - ``forward_flops``: the forward FLOP of the unsplit op as :mod:`pase.work`
-  prices it for the alpha-beta model and the simulator, in pase's convention: a
-  multiply-add is ONE FLOP (a GEMM ``m n k`` is ``m n k`` FLOP), so multiply by 2
-  for the usual "2 FLOP per multiply-add" figures. An Embedding is the product of
-  the one-hot ids with its table (``tokens x vocab x width``), as the paper
-  models it, where a lookup-based count says 0. Non-GEMM ops use the paper's
-  element counts (one third of an op's total is its forward part).
+  prices it for the alpha-beta model and the simulator, in standard units: a
+  multiply-add is TWO FLOP (a GEMM ``m n k`` is ``2 m n k`` FLOP), as device
+  peaks and MFU count them. An Embedding is the product of the one-hot ids with
+  its table (``2 x tokens x vocab x width``), as the paper models it, where a
+  lookup-based count says 0. What is not a multiply-add (a GEMM's bias and
+  point-wise tail, the other ops' element counts, one third of an op's total
+  being its forward part) is one FLOP per element operation, the paper's counts.
+- ``matmul_flops``: the part of ``forward_flops`` that is matrix products (Conv,
+  FC, Einsum, Embedding, LSTM, MoE dispatch and combine; 2 per multiply-add, no
+  bias, no point-wise tail): what ``torch.utils.flop_counter.FlopCounterMode``
+  counts, except where the two price an op differently (``docs/cost-model.md``).
 
 >>> from pase.api import load_graph
 >>> c = counts(load_graph("mlp", batch=1, width=4, layers=1, classes=2))
@@ -33,12 +38,14 @@ __all__ = ["Counts", "OpCounts", "counts", "forward_flops", "parameters"]
 
 @dataclass(frozen=True)
 class OpCounts:
-    """One op's trainable elements (tied weights at their owner) and forward FLOP."""
+    """One op's trainable elements (tied weights at their owner), forward FLOP and
+    the part of those that is matrix products."""
 
     name: str
     kind: str
     parameters: int
     forward_flops: float
+    matmul_flops: float
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Counts:
 
     parameters: int
     forward_flops: float
+    matmul_flops: float
     ops: tuple[OpCounts, ...]
 
     def by_op(self) -> dict[str, OpCounts]:
@@ -77,14 +85,16 @@ def _owned(graph: Graph, op: Op) -> list[Port]:
 def _op_counts(graph: Graph, op: Op) -> OpCounts:
     params = sum(math.prod(p.shape) for p in _owned(graph, op))
     ones = np.ones((1, len(op.dims)), dtype=np.int64)
-    flops = float(op_work(op, ones).forward_flop[0])
-    return OpCounts(op.name, op.kind, int(params), flops)
+    work = op_work(op, ones)
+    return OpCounts(op.name, op.kind, int(params), float(work.forward_flop[0]),
+                    float(work.matmul_flop[0]))
 
 
 def counts(graph: Graph) -> Counts:
-    """Parameters and forward FLOP of ``graph`` and of each op."""
+    """Parameters, forward FLOP and matrix-product FLOP of ``graph`` and of each op."""
     ops = tuple(_op_counts(graph, op) for op in graph.ops)
-    return Counts(sum(o.parameters for o in ops), float(sum(o.forward_flops for o in ops)), ops)
+    return Counts(sum(o.parameters for o in ops), float(sum(o.forward_flops for o in ops)),
+                  float(sum(o.matmul_flops for o in ops)), ops)
 
 
 def parameters(graph: Graph) -> int:
@@ -93,5 +103,5 @@ def parameters(graph: Graph) -> int:
 
 
 def forward_flops(graph: Graph) -> float:
-    """Forward FLOP of ``graph`` (a multiply-add is 1 FLOP; see the module docstring)."""
+    """Forward FLOP of ``graph`` (a multiply-add is 2 FLOP; see the module docstring)."""
     return counts(graph).forward_flops

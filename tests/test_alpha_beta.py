@@ -39,9 +39,11 @@ def mlp_data_parallel(devices, cluster):
 
 def mlp_compute(devices):
     # mlp(): batch 64, three FC 1024 -> 1024 with pw 1, a classifier 1024 -> 10, the loss.
+    # Three products each (forward, both gradients) at 2 FLOP per multiply-add; the
+    # point-wise op is 1 FLOP per element, forward and twice backward.
     m = 64 / devices
-    fc = 3 * (m * 1024 * 1024 + m * 1024)
-    classifier = 3 * m * 10 * 1024
+    fc = 3 * (2 * m * 1024 * 1024 + m * 1024)
+    classifier = 3 * 2 * m * 10 * 1024
     loss = 4 * m * 10 + 2 * m
     return 3 * fc + classifier + loss
 

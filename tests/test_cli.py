@@ -141,12 +141,19 @@ def test_inspect_reports_parameters_and_forward_flops(capsys):
     data = json.loads(out)
     assert code == 0 and data["parameters"] == 124_439_808
     assert data["forward_flops"] == pytest.approx(sum(o["forward_flops"] for o in data["ops"]))
-    # The mlp's first FC by hand: batch x in x out multiply-adds plus one point-wise op
-    # (pw=1) per output element; in x out weights.
+    assert data["matmul_flops"] == pytest.approx(sum(o["matmul_flops"] for o in data["ops"]))
+    # The mlp's first FC by hand: batch x in x out multiply-adds at 2 FLOP each plus one
+    # point-wise op (pw=1) per output element; in x out weights.
     code, out, _ = run(capsys, "inspect", "mlp", "-p", "4", "--format", "json")
     fc = json.loads(out)["ops"][0]
     b, k, n = (fc["dims"][d] for d in ("b", "k", "n"))
-    assert fc["parameters"] == k * n and fc["forward_flops"] == b * k * n + b * n
+    assert fc["parameters"] == k * n and fc["forward_flops"] == 2 * b * k * n + b * n
+    assert fc["matmul_flops"] == 2 * b * k * n
+    # The table shows both per op: fc1 is 64 x 1024 x 1024.
+    code, out, _ = run(capsys, "inspect", "mlp", "-p", "4")
+    row = next(line.split() for line in out.splitlines() if line.startswith("fc1 "))
+    assert [float(v) for v in row[-2:]] == pytest.approx(
+        [2 * 64 * 1024 * 1024 + 64 * 1024, 2 * 64 * 1024 * 1024], rel=1e-3)
 
 
 def test_models_listing_shows_options_and_defaults(capsys):

@@ -158,7 +158,7 @@ def _two_to_one():
 def test_balanced_matmul_on_a_two_to_one_cluster():
     graph, cluster = _matmul(), _two_to_one()
     op = graph.ops[0]
-    flop = 3 * 1024 ** 3  # forward b k n, backward twice that
+    flop = 3 * 2 * 1024 ** 3  # forward b k n multiply-adds at 2 FLOP each, backward twice that
     eff = 0.5
     even = (flop / 2) / (1.0e12 * eff)  # half the batch each; the slow device sets the pace
     balanced = flop / (3.0e12 * eff)    # shares 2:1, both devices finish together
@@ -232,7 +232,7 @@ def test_gradient_all_reduce_across_types_runs_on_the_slowest_nic():
     # 2 (N - 1) = 2 steps of (3 us + 4 MiB / 2 / 5 GB/s), after the even compute at the slow pace.
     c = compose([_group("fast", 2.0, inter=Link(10.0, 1.0)), _group("slow", 1.0, inter=Link(5.0, 3.0))])
     graph = _matmul()
-    want = 3 * 1024 ** 3 / 2 / (1.0e12 * 0.5) + 2 * (3e-6 + 4 * 2**20 / 2 / 5e9)
+    want = 3 * 2 * 1024 ** 3 / 2 / (1.0e12 * 0.5) + 2 * (3e-6 + 4 * 2**20 / 2 / 5e9)
     got = AlphaBetaCostModel(c).for_devices(2).work_costs(op_work(graph.ops[0], np.array([[2, 1, 1]])))
     assert got[0] == pytest.approx(want, rel=1e-12)
     assert simulate(graph, {"fc": {"b": 2}}, c, 2).step_time == pytest.approx(want, rel=1e-12)
@@ -338,7 +338,8 @@ def test_simulated_compute_follows_placement_and_speed():
     cluster, eff = _small_mixed(), 0.5
     graph = load_graph("chain", length=2, width=256, batch=4096)
     f1, f2 = graph.ops[0], graph.ops[1]
-    flop = [3 * np.prod([d.size for d in op.dims]) for op in (f1, f2)]  # b k n, fwd + 2x bwd
+    # b k n multiply-adds at 2 FLOP each, fwd + 2x bwd
+    flop = [3 * 2 * np.prod([d.size for d in op.dims]) for op in (f1, f2)]
     configs = {f1.name: {}, f2.name: {"b": 4}}
     for split in ("even", "balanced"):
         sim = simulate(graph, configs, cluster, 4, split=split, timeline=False)

@@ -2,10 +2,12 @@
 
 Expected values come from torch itself: ``numel()`` of the module's unique
 parameters, and ``torch.utils.flop_counter.FlopCounterMode`` (2 FLOP per
-multiply-add; attention through the math backend, which it counts as matrix
-products). pase counts a multiply-add as one FLOP, and also counts what torch
-does not (element-wise ops, norms, softmaxes, biases, the embedding as a
-one-hot product): those are reported separately and checked to be the rest.
+multiply-add, as pase; attention through the math backend, which it counts as
+matrix products). pase also counts what torch does not: element-wise ops,
+norms, softmaxes, biases, and two kinds of product torch's counter leaves out,
+the embedding (a one-hot product in pase, a lookup in torch) and a broadcast
+``mul`` by a tensor in another layout (an Einsum without contraction in pase,
+an ``aten.mul`` in torch); the importer marks the ops torch counts (``counted``).
 """
 import math
 import sys
@@ -82,11 +84,30 @@ def test_parameters_are_the_modules_unique_numel(imported, name):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_forward_flops_match_torchs_flop_counter(imported, name):
     model, args, imp = imported(name)
-    torch_products = torch_flops(model, args) / 2  # torch: 2 FLOP per multiply-add
+    torch_products = torch_flops(model, args)  # 2 FLOP per multiply-add, as pase
     total = counts(imp.graph).forward_flops
     products = total - uncounted(imp)
     assert torch_products > 0
     assert products == pytest.approx(torch_products, rel=0.01)
+
+
+def _contracts(op) -> bool:
+    """Whether an Einsum sums over a letter (a product, not a broadcast multiply)."""
+    lhs, out = op.attrs["eq"].split("->")
+    return bool(set(lhs.replace(",", "")) - set(out))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_matmul_flops_are_torchs_flop_counter_total(imported, name):
+    model, args, imp = imported(name)
+    by_op = counts(imp.graph).by_op()
+    counted = sum(by_op[op.name].matmul_flops for op in imp.graph.ops if imp.ops[op.name].counted)
+    assert counted > 0
+    assert counted == pytest.approx(torch_flops(model, args), rel=1e-12)
+    # The products torch leaves out are only the two of the module docstring.
+    for op in imp.graph.ops:
+        if not imp.ops[op.name].counted and by_op[op.name].matmul_flops:
+            assert op.kind == "Embedding" or (op.kind == "Einsum" and not _contracts(op)), op.name
 
 
 @pytest.mark.parametrize("name", list(MODELS))

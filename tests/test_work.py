@@ -30,13 +30,61 @@ def fc_op(batch=64, k=512, n=1024):
 
 
 @pytest.mark.parametrize("model", ["alexnet", "rnnlm", "transformer", "inception_v3"])
-def test_flop_on_one_device_equal_the_paper_compute(model):
+def test_flop_on_one_device_are_the_paper_compute_in_standard_units(model):
+    """The paper counts a multiply-add as one FLOP, pase.work as two: each of a GEMM's
+    three products (forward, both gradients) adds its ``m n k`` again, 3 x matmul / 2
+    in all; bias, point-wise tails and the other ops are the paper's counts."""
     paper = PaperCostModel()
     for op in MODELS.get(model)().ops:
         one = np.ones((1, len(op.dims)), dtype=np.int64)
         w = op_work(op, one)
-        assert w.flop[0] == pytest.approx(paper.layer_costs(op, one)[0], rel=1e-12), op.name
+        expected = paper.layer_costs(op, one)[0] + 3 * w.matmul_flop[0] / 2
+        assert w.flop[0] == pytest.approx(expected, rel=1e-12), op.name
         assert w.backward_flop[0] == pytest.approx(2 * w.forward_flop[0])
+        assert (w.matmul_flop[0] > 0) == (op.kind in ("Conv", "FC", "Einsum", "Embedding", "LSTM"))
+
+
+def test_gemm_flop_by_hand():
+    """2 FLOP per multiply-add forward, twice that backward; pw and bias 1 per element."""
+    b = GraphBuilder("fc")
+    x = b.fc(b.input((8, 16), names=("b", "k")), 32, name="fc0")
+    b.fc(x, 64, name="fc", pw=2, bias=True)
+    op = b.build().op("fc")  # b=8, n=64, k=32
+    w = op_work(op, np.array([[2, 4, 1]]))  # per device m'=4, n'=16, k'=32
+    assert w.matmul_flop[0] == 2 * 4 * 16 * 32
+    assert w.forward_flop[0] == 2 * 4 * 16 * 32 + 2 * 4 * 16 + 4 * 16  # + pw=2 + bias
+    assert w.backward_flop[0] == 4 * 4 * 16 * 32 + 2 * 2 * 4 * 16 + 2 * 4 * 16
+
+
+def test_lstm_flop_by_hand():
+    """The paper's GEMM per layer (m = s b, n = 4e, k = 2e) at 2 FLOP per multiply-add,
+    plus its 3 point-wise ops per gate element."""
+    op = MODELS.get("rnnlm")().ops[1]
+    assert op.kind == "LSTM"
+    size = dict(zip(op.dim_names, op.shape))
+    l, s, bt, e = size["l"], size["s"], size["b"], size["n"]
+    w = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
+    assert w.matmul_flop[0] == 2 * l * (s * bt) * (4 * e) * (2 * e)
+    assert w.forward_flop[0] == 2 * l * (s * bt) * (4 * e) * (2 * e) + 3 * l * (s * bt) * (4 * e)
+    assert w.backward_flop[0] == 2 * w.forward_flop[0]
+
+
+def test_moe_flop_by_hand():
+    """GShard's k-sparse einsums: ``b l k e`` multiply-adds, 2 FLOP each; dispatch has one
+    gradient (the tokens'), combine two (expert outputs and gates)."""
+    b = GraphBuilder("moe", cutoff=1)
+    x = b.fc(b.input((2, 8, 4), names=("b", "l", "k")), 4, name="x")
+    gates = b.top_k(b.fc(x, 4, name="router"), k=2, axis=2, name="gates")
+    buf = b.moe_dispatch(x, gates, capacity=4, k=2, name="dispatch")
+    b.moe_combine(buf, gates, k=2, name="combine")
+    g = b.build()
+    dispatch, combine = g.op("dispatch"), g.op("combine")
+    # b l k e = 2*8*2*4 = 128 multiply-adds; dispatch config x=2, l=2: 128/4 per device.
+    w = op_work(dispatch, np.array([[2, 1, 1, 1, 2]]))
+    assert (w.matmul_flop[0], w.forward_flop[0], w.backward_flop[0]) == (2 * 32, 2 * 32, 2 * 32)
+    # combine config x=4: 128/4 per device.
+    w = op_work(combine, np.array([[1, 1, 1, 4, 1]]))
+    assert (w.matmul_flop[0], w.forward_flop[0], w.backward_flop[0]) == (2 * 32, 2 * 32, 4 * 32)
 
 
 def test_fc_collectives_by_hand():
@@ -49,7 +97,7 @@ def test_fc_collectives_by_hand():
     assert da.nbytes[0] == 32 * 256 * 4 and da.dims == (op.dim_index("n"),)
     dw = by[("gradient", "dB (weights)")]
     assert dw.nbytes[0] == 256 * 512 * 4 and dw.dims == (op.dim_index("b"),)
-    assert w.forward_flop[0] == 32 * 512 * 256
+    assert w.forward_flop[0] == 2 * 32 * 512 * 256  # 2 FLOP per multiply-add
     assert all(w.group_size(c)[0] == 2 for c in w.collectives)
 
 

@@ -29,12 +29,14 @@ def cmd_inspect(args: argparse.Namespace) -> None:
             "dims": {d.name: d.size for d in op.dims},
             "roles": {d.name: d.role for d in op.dims},
             "pinned": sorted(op.pinned), "configs": n,
-            "parameters": c.parameters, "forward_flops": c.forward_flops}
+            "parameters": c.parameters, "forward_flops": c.forward_flops,
+            "matmul_flops": c.matmul_flops}
            for op, n, c in zip(graph.ops, sizes, totals.ops)]
     data = {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices,
             "cutoff": space.cutoff, "vertices": len(graph.ops), "edges": len(graph.vertex_pairs()),
             "total_configs": sum(sizes), "max_configs": max(sizes, default=0),
-            "parameters": totals.parameters, "forward_flops": totals.forward_flops, "ops": ops}
+            "parameters": totals.parameters, "forward_flops": totals.forward_flops,
+            "matmul_flops": totals.matmul_flops, "ops": ops}
     if args.format == "json":
         print_json(data)
         return
@@ -42,10 +44,13 @@ def cmd_inspect(args: argparse.Namespace) -> None:
           f"cutoff={space.cutoff}, configs: {data['total_configs']} in all, "
           f"{data['max_configs']} at most")
     print(f"parameters: {totals.parameters:,} (a tied weight once); forward FLOP: "
-          f"{totals.forward_flops:.4g} (a multiply-add is one FLOP)")
+          f"{totals.forward_flops:.4g}, of which matrix products {totals.matmul_flops:.4g} "
+          f"(a multiply-add is two FLOP)")
     rows = [(o["name"], o["kind"], " ".join(f"{k}={v}" for k, v in o["dims"].items()),
-             str(o["configs"])) for o in ops]
-    print(table(rows, ("op", "kind", "dims", "configs")))
+             str(o["configs"]), f"{o['forward_flops']:.4g}", f"{o['matmul_flops']:.4g}")
+            for o in ops]
+    print(table(rows, ("op", "kind", "dims", "configs", "forward FLOP", "matmul FLOP"),
+                right=(3, 4, 5)))
 
 
 def cmd_solve(args: argparse.Namespace) -> None:

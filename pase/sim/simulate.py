@@ -44,7 +44,8 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         configs: ``{op: {dim: factor}}`` (ops not named stay unsplit) or a Strategy.
         cluster: a Cluster, preset name or JSON path (presets grow to ``devices``).
         devices: device count; default the Strategy's, else the cluster's.
-        efficiency: fraction of peak FLOP/s compute reaches, in (0, 1].
+        efficiency: achieved fraction of the dense peak FLOP/s, in (0, 1] (default
+            0.5; FLOP count a multiply-add as two, as the peak does).
         bytes_per_element: tensor element size (4 = fp32).
         optimizer: ``adam``, ``momentum`` or ``sgd`` (memory only).
         timeline: record the per-task timeline (turn off to save memory).

@@ -17,7 +17,8 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
 - parameter-gradient collectives start after the backward compute and block
   nothing but the end of the step, so they overlap later backward compute.
 
-Compute durations are ``FLOP / (peak * efficiency)``; a device runs forward
+Compute durations are ``FLOP / (peak * efficiency)``, the FLOP of :mod:`pase.work`
+(a multiply-add is two, as the dense peak counts it); a device runs forward
 tasks in topological order before backward ones in reverse order.
 
 On a heterogeneous cluster (docs/heterogeneous.md) each device computes at its own

@@ -3,7 +3,8 @@
 Shared by the alpha-beta cost model and the simulator, so both price the same
 FLOP, the same collectives and the same memory.
 
-- :func:`op_work` (``pase.work.ops``): per-device forward/backward FLOP, the
+- :func:`op_work` (``pase.work.ops``): per-device forward/backward FLOP (a
+  multiply-add is two FLOP) and the forward matrix-product part of them, the
   collectives an op needs (kind, bytes per device, which op dims form the group,
   phase), parameter/optimizer and activation memory, and port tile shapes,
   vectorised over an op's ``(K, ndims)`` configs.

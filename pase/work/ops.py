@@ -1,10 +1,15 @@
 """Per-op, per-device work for every config: FLOP, collectives, memory, tiles.
 
-FLOP follow the PaSE paper's accounting (``docs/cost-model.md``):
-a GEMM of per-device sizes ``m' n' k'`` does ``m'n'k'`` forward and ``2 m'n'k'``
-backward (input and weight gradients), plus ``pw`` point-wise ops on its output
-(``pw m'n'`` forward, ``2 pw m'n'`` backward); other ops use the paper's element
-counts, one third forward and two thirds backward.
+FLOP are standard units, as device peaks and MFU count them: a multiply-add is
+TWO FLOP. A GEMM of per-device sizes ``m' n' k'`` does ``2 m'n'k'`` FLOP forward
+and ``4 m'n'k'`` backward (input and weight gradients); ``matmul_flop`` is the
+forward part of that (``2 m'n'k'``). What is not a multiply-add stays one FLOP
+per element operation, with the PaSE paper's counts (``docs/cost-model.md``): a
+GEMM's ``pw`` point-wise ops on its output (``pw m'n'`` forward, ``2 pw m'n'``
+backward) and its bias (one add per output element forward, two backward), and
+the other ops' element counts, one third forward and two thirds backward. The
+paper's own model (``cost_models/paper.py``) has its own formulas and keeps the
+paper's unit (a multiply-add is one FLOP); nothing here feeds it.
 
 Collectives follow from the GEMM view ``C[m, n] = A[m, k] B[k, n]``:
 
@@ -73,12 +78,17 @@ class Collective:
 
 @dataclass(frozen=True)
 class OpWork:
-    """What each device does for each config of ``op`` (arrays of length K)."""
+    """What each device does for each config of ``op`` (arrays of length K).
+
+    ``matmul_flop`` is the part of ``forward_flop`` that is the op's matrix
+    products (2 FLOP per multiply-add; no bias, no point-wise tail), 0 for ops
+    that are not products."""
 
     op: Op
     configs: np.ndarray
     forward_flop: np.ndarray
     backward_flop: np.ndarray
+    matmul_flop: np.ndarray
     collectives: tuple[Collective, ...]
     parameter_bytes: np.ndarray
     state_bytes: np.ndarray
@@ -121,13 +131,14 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     cfg = configs.astype(np.float64)
     flop, colls = formula(op, cfg, float(bytes_per_element))
     colls = [one for c in colls for one in _per_dim(c)]
-    fwd, bwd = flop
+    fwd, bwd, matmul = flop
     params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in owned_parameters(op)),
                  start=np.zeros(len(configs))) * bytes_per_element
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
-    return OpWork(op, configs, fwd, bwd, tuple(colls), params, params * OPTIMIZER_STATE[optimizer],
-                  acts, tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
+    return OpWork(op, configs, fwd, bwd, matmul, tuple(colls), params,
+                  params * OPTIMIZER_STATE[optimizer], acts,
+                  tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
                   float(bytes_per_element), float(OPTIMIZER_STATE[optimizer]))
 
 
@@ -194,8 +205,10 @@ def _tile_elems(op: Op, port: Port, cfg: np.ndarray) -> np.ndarray:
     return np.prod(port_tiles(op, port, cfg.astype(np.int64)), axis=1)
 
 
-def _split13(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return total / 3.0, 2.0 * total / 3.0
+def _split13(total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, backward, matmul) FLOP of an op that is no product: a third of
+    ``total`` forward, two thirds backward."""
+    return total / 3.0, 2.0 * total / 3.0, np.zeros_like(total)
 
 
 def _ar(phase: str, nbytes, dims, label: str, rounds=1.0, kind: str = "all-reduce",
@@ -210,17 +223,22 @@ def _weight_index(op: Op, port: Port | None) -> int | None:
     return next((j for j, w in enumerate(op.weights) if w is port), None)
 
 
-Formula = Callable[[Op, np.ndarray, float], tuple[tuple[np.ndarray, np.ndarray], list[Collective]]]
+# A formula returns ((forward, backward, matmul) FLOP, collectives).
+Formula = Callable[[Op, np.ndarray, float],
+                   tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[Collective]]]
 
 
 def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b: Port | None):
-    """A (batched) GEMM: FLOP and the three all-reduces of the module docstring."""
+    """A (batched) GEMM: FLOP and the three all-reduces of the module docstring.
+    Backward is twice forward: the products for dA and dB, the point-wise tail's
+    gradient twice as in the paper."""
     bt, _ = _prod(cfg, op, batch)
     mt, _ = _prod(cfg, op, m)
     nt, _ = _prod(cfg, op, n)
     kt, _ = _prod(cfg, op, k)
     pw = attr(op, "pw")
-    fwd = bt * (mt * nt * kt + pw * mt * nt)
+    matmul = 2.0 * bt * mt * nt * kt  # 2 FLOP per multiply-add
+    fwd = matmul + bt * pw * mt * nt
     colls = [_ar("forward", bt * mt * nt * dt, k, "output", port="out")]
     for port, dims, name in ((a, n, "dA"), (b, m, "dB")):
         if port is None:
@@ -231,7 +249,7 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
         elif port.source is not None:
             colls.append(_ar("backward", _tile_elems(op, port, cfg) * dt, dims, name,
                              port=next((f"in{i}" for i, q in enumerate(op.inputs) if q is port), None)))
-    return (fwd, 2.0 * fwd), colls
+    return (fwd, 2.0 * fwd, matmul), colls
 
 
 def _conv(op: Op, cfg: np.ndarray, dt: float):
@@ -240,9 +258,9 @@ def _conv(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _with_bias(op: Op, cfg: np.ndarray, dt: float, result, out_dims):
-    (fwd, bwd), colls = result
+    (fwd, bwd, matmul), colls = result
     extra, syncs = _bias(op, cfg, dt, out_dims)
-    return (fwd + extra, bwd + 2.0 * extra), colls + syncs
+    return (fwd + extra, bwd + 2.0 * extra, matmul), colls + syncs
 
 
 def _fc(op: Op, cfg: np.ndarray, dt: float):
@@ -271,7 +289,8 @@ def _einsum(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _lstm(op: Op, cfg: np.ndarray, dt: float):
-    """The paper's GEMM per layer (m = s*b, n = 4e, k = 2e, pw = 3) plus per-step traffic.
+    """The paper's GEMM per layer (m = s*b, n = 4e, k = 2e, pw = 3; 2 FLOP per
+    multiply-add, 1 per point-wise op) plus per-step traffic.
 
     Each device runs ``l/cl`` layers of ``s`` steps; per step it all-reduces its
     gate tile over the k-split devices and re-lays its cell output (split b, n)
@@ -282,7 +301,8 @@ def _lstm(op: Op, cfg: np.ndarray, dt: float):
     e = size["n"]
     bt, mt = size["l"] / c["l"], size["s"] * size["b"] / (c["s"] * c["b"])
     nt, kt = 4 * e / c["n"], 2 * e / c["k"]
-    fwd = bt * (mt * nt * kt + 3 * mt * nt)
+    matmul = 2.0 * bt * mt * nt * kt
+    fwd = matmul + 3 * bt * mt * nt
     steps = bt * size["s"] / c["s"]
     rows = size["b"] / c["b"]
     relayout = overlap_elements((size["b"], e), np.stack([c["b"], c["n"]], axis=1),
@@ -293,7 +313,7 @@ def _lstm(op: Op, cfg: np.ndarray, dt: float):
              _ar("backward", relayout * dt, _idx(op, "nk"), "cell re-layout", steps, "exchange"),
              _ar("gradient", bt * nt * kt * dt, _idx(op, "sb"), "dB (weights)",
                  weight=next((j for j, w in enumerate(op.weights) if op.is_parameter(w)), None))]
-    return (fwd, 2.0 * fwd), colls
+    return (fwd, 2.0 * fwd, matmul), colls
 
 
 def _elems(op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -337,7 +357,7 @@ def _norm(op: Op, cfg: np.ndarray, dt: float):
 
 def _reduce_mean(op: Op, cfg: np.ndarray, dt: float):
     zero = np.zeros(len(cfg))
-    return (zero, zero), [_ar("forward", _elems(op, cfg) * dt, tuple(attr(op, "axes")), "mean")]
+    return (zero, zero, zero), [_ar("forward", _elems(op, cfg) * dt, tuple(attr(op, "axes")), "mean")]
 
 
 def _softmax(op: Op, cfg: np.ndarray, dt: float):
@@ -363,10 +383,11 @@ def _top_k(op: Op, cfg: np.ndarray, dt: float):
 
 
 def _moe(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Per device, one multiply-add per token, chosen expert and width entry
-    (``b l k e`` in all, spread over every split), and each port's tile elements."""
+    """Per device, the FLOP of one multiply-add (2) per token, chosen expert and
+    width entry (``2 b l k e`` in all, spread over every split), and each port's
+    tile elements."""
     size = dict(zip(op.dim_names, op.shape))
-    dense = size["b"] * size["l"] * size["e"] * float(attr(op, "k"))
+    dense = 2.0 * size["b"] * size["l"] * size["e"] * float(attr(op, "k"))
     tiles = {"in0": _tile_elems(op, op.inputs[0], cfg), "in1": _tile_elems(op, op.inputs[1], cfg),
              "out": _tile_elems(op, op.outputs[0], cfg)}
     return dense / np.prod(cfg, axis=1), tiles
@@ -378,7 +399,7 @@ def _moe_dispatch(op: Op, cfg: np.ndarray, dt: float):
     devices splitting experts or slots. The all-to-all of expert parallelism is the
     re-distribution from this op (tokens split by batch) to the experts (split by x)."""
     fwd, t = _moe(op, cfg)
-    return (fwd, fwd), [_ar("forward", t["out"] * dt, _idx(op, "l"), "partial buffers"),
+    return (fwd, fwd, fwd), [_ar("forward", t["out"] * dt, _idx(op, "l"), "partial buffers"),
                         _ar("backward", t["in0"] * dt, _idx(op, "xc"), "dtokens")]
 
 
@@ -387,7 +408,7 @@ def _moe_combine(op: Op, cfg: np.ndarray, dt: float):
     over the devices splitting experts or slots; expert-output gradients over those
     splitting tokens, gate gradients over those splitting the width."""
     fwd, t = _moe(op, cfg)
-    return (fwd, 2.0 * fwd), [_ar("forward", t["out"] * dt, _idx(op, "xc"), "partial tokens"),
+    return (fwd, 2.0 * fwd, fwd), [_ar("forward", t["out"] * dt, _idx(op, "xc"), "partial tokens"),
                               _ar("backward", t["in0"] * dt, _idx(op, "l"), "dexperts"),
                               _ar("backward", t["in1"] * dt, _idx(op, "e"), "dgates")]
 
@@ -410,7 +431,7 @@ def _softmax_xent(op: Op, cfg: np.ndarray, dt: float):
 def _free(op: Op, cfg: np.ndarray, dt: float):
     """Layout ops compute nothing; parameter operands (a class token) sync gradients."""
     zero = np.zeros(len(cfg))
-    return (zero, zero), _weight_syncs(op, cfg, dt, op.weights)
+    return (zero, zero, zero), _weight_syncs(op, cfg, dt, op.weights)
 
 
 _KINDS: dict[str, Formula] = {
