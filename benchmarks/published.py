@@ -1,6 +1,7 @@
 """How close does pase's performance model come to published training runs?
 
     python benchmarks/published.py [--data benchmarks/data/calibration.json] [--json FILE]
+    python benchmarks/published.py --search
 
 For each published run (``benchmarks/data/calibration.json``: Megatron-LM on A100
 with tensor and pipeline parallelism, PyTorch FSDP runs by MosaicML on A100 and
@@ -11,6 +12,11 @@ memory per device and whether it fits; then the median and worst |error|.
 
 A row gives ``step_seconds`` or ``tokens_per_second``; the step time of a
 throughput row is ``global_batch * seq / tokens_per_second``.
+
+``--search`` also searches every layout of the row's model, devices, cluster and
+global batch under the same model (``pase solve --layouts``) and prints the
+published layout's MFU and the best one's, and the step of both replayed by the
+event simulation of :mod:`pase.perf.simulate` against the analytic price.
 """
 from __future__ import annotations
 
@@ -88,9 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA, help="published runs (JSON with 'rows')")
     ap.add_argument("--json", type=Path, help="also write every row's estimate here")
+    ap.add_argument("--search", action="store_true",
+                    help="also search the layouts of each row (minutes) and simulate both")
     args = ap.parse_args(argv)
     print(stamp())
     rows = json.loads(args.data.read_text())["rows"]
+    if args.search:
+        return search(rows)
     print("| run | source | measured s | predicted s | error | MFU measured | MFU predicted | "
           "memory GiB | fits | seconds to price |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -112,6 +122,39 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r['estimate']['fits_memory'] for r in results)} of {len(results)}")
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=1))
+    return 0
+
+
+def search(rows: list[dict]) -> int:
+    """Per row: the published layout and the best searched one, analytic and simulated."""
+    from pase.perf.search import search_layouts
+    from pase.perf.simulate import simulate_step
+
+    print("| run | published MFU (pase) | best MFU | best layout | layouts priced | CPU s | "
+          "simulated / analytic, published | simulated / analytic, best |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for row in rows:
+        name, options = row_model(row)
+        lay = row_layout(row)
+        graph = load_graph(name, **options)
+        cluster = CLUSTERS[row["device"]]
+        own = evaluate_layout(graph, cluster, lay)
+        options.pop("batch")
+        found = search_layouts(lambda m, name=name, o=options: load_graph(name, batch=m, **o),
+                               row["gpus"], cluster,
+                               row["global_batch"], attention=lay.attention, dropout=lay.dropout)
+        best = found.best
+        sims = [simulate_step(e) / e.step_seconds - 1 for e in (own, best)]
+        worst = max(worst, *map(abs, sims))
+        b = best.layout
+        text = (f"tp{b.tp} pp{b.pp} dp{b.dp}" + (f" cp{b.cp}" if b.cp > 1 else "") +
+                f" mb{b.micro_batch} {b.schedule}{':' + str(b.virtual) if b.virtual > 1 else ''} "
+                f"z{b.zero} {b.recompute}")
+        print(f"| {describe(row)} | {own.mfu:.1%} | {best.mfu:.1%} | {text} | {found.priced} | "
+              f"{found.seconds:.0f} | {sims[0]:+.2%} | {sims[1]:+.2%} |", flush=True)
+        assert best.step_seconds <= own.step_seconds * (1 + 1e-9), "the search missed the published layout"
+    print(f"\nworst |simulated / analytic - 1|: {worst:.2%}")
     return 0
 
 

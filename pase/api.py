@@ -333,3 +333,16 @@ def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mappi
                       **options)
     graph = load_graph(model, **opts) if isinstance(model, Graph) else load_graph(model, batch=micro_batch, **opts)
     return price(graph, cluster, lay)
+
+
+def search_layouts(model: str | Path | Graph, devices: int, *, cluster: Any, global_batch: int,
+                   model_options: Mapping[str, Any] | None = None, **options: Any):
+    """The best Megatron-LM/FSDP layout of ``model`` on ``devices`` devices for a global
+    batch, under the performance model (:func:`pase.perf.search.search_layouts`; its
+    ``options``: ``precision``, ``attention``, ``max_micro_batch``, ``progress``...)."""
+    from pase.perf.search import search_layouts as search
+
+    devices = check_devices(devices)
+    opts = dict(model_options or {})
+    return search(lambda m: load_graph(model, batch=m, **opts), devices, cluster, global_batch,
+                  **options)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pase import api
+from pase.cli import checks
 from pase.cli.args import key_values
 from pase.cli.output import emit
 from pase.errors import OptionError
@@ -82,4 +84,51 @@ def describe(d: dict) -> str:
                       f"{fits} in {cap / 2**30:.1f} GiB per device"])
 
 
-__all__ = ["Estimate", "check_strategy_flags", "cmd_evaluate_layout", "describe"]
+def cmd_search_layouts(args: argparse.Namespace) -> None:
+    """``pase solve --layouts``: the best layout of the family under the performance model."""
+    checks.refuse(args, ("pipeline", "dry_run", "solver", "option", "cost_model", "cost_option",
+                         "tflops", "bandwidth", "build_budget", "cutoff", "mesh", "batch",
+                         "powers_of_two", "microbatches", "schedule", "zero", "recompute",
+                         "time_limit", "seed"), "does not apply with --layouts")
+    for flag in ("cluster", "global_batch"):
+        if getattr(args, flag) is None:
+            raise OptionError(f"--layouts needs --{flag.replace('_', '-')}")
+    checks.output_file(args.output, "--output")
+    options = key_values(args.model_option, "--model-option")
+    if "batch" in options:
+        raise OptionError("--layouts searches the micro-batch: give --global-batch, not a batch "
+                          "model option")
+    result = api.search_layouts(args.model, args.devices, cluster=args.cluster,
+                                global_batch=args.global_batch, model_options=options,
+                                progress=progress)
+    ranked = [dict(e.to_dict(), model=args.model, devices=args.devices) for e in result.ranked]
+    data = {"version": 1, "model": args.model, "devices": args.devices, "cluster": args.cluster,
+            "global_batch": args.global_batch, "priced": result.priced, "fitting": result.fitting,
+            "search_seconds": result.seconds, "best": ranked[0] if ranked else None,
+            "ranked": ranked}
+    if not ranked:
+        emit(data, f"no layout of {args.model} on {args.devices} devices fits in memory "
+                   f"({result.priced} priced)", args.output, args.format)
+        return
+    rows = [(i + 1, _layout_text(r["layout"]), f"{r['step_seconds']:.4g}", f"{r['mfu']:.1%}",
+             f"{r['memory_bytes'] / 2**30:.1f}") for i, r in enumerate(ranked)]
+    head = (f"{args.model} on {args.devices} devices ({ranked[0]['cluster']}), global batch "
+            f"{args.global_batch}: {result.priced} layouts priced in {result.seconds:.1f} CPU s, "
+            f"{result.fitting} fit")
+    text = "\n".join([head, "", table(rows, ("rank", "layout", "step s", "MFU", "GiB"),
+                                        right=(0, 2, 3, 4)), "", describe(ranked[0])])
+    emit(data, text, args.output, args.format)
+
+
+def _layout_text(lay: dict) -> str:
+    parts = [f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if lay[k] > 1] or ["dp=1"]
+    return (" ".join(parts) + f" mb={lay['micro_batch']} {lay['schedule']} zero={lay['zero']} "
+            f"recompute={lay['recompute']}" + (" sp" if lay["sequence_parallel"] else ""))
+
+
+def progress(line: str) -> None:
+    print(f"pase: {line}", file=sys.stderr, flush=True)
+
+
+__all__ = ["Estimate", "check_strategy_flags", "cmd_evaluate_layout", "cmd_search_layouts",
+           "describe"]

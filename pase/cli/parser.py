@@ -43,10 +43,8 @@ EXAMPLES = {
                 "--plot compare.png"],
     "evaluate": ["pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
                  "pase evaluate transformer -p 8 --cluster dgx-a100 --strategy plan.json",
-                 "pase evaluate transformer -p 8 --cluster gtx1080ti --strategy plan.json",
-                 "pase evaluate gpt3 -p 8 --cluster dgx-a100-80gb --layout tp=8 --micro-batch 4 "
-                 "--global-batch 4 --recompute full --model-option layers=48 --model-option width=6144 "
-                 "--model-option heads=64 --model-option ff=24576"],
+                 "pase evaluate gpt3-175b -p 1024 --cluster dgx-a100-80gb --layout tp=8,pp=16,dp=8 "
+                 "--micro-batch 1 --global-batch 1536 --recompute full"],
     "simulate": ["pase simulate transformer -p 8 --cluster dgx-a100",
                  "pase solve transformer -p 8 --cluster dgx-a100 --output plan.json",
                  "pase simulate transformer -p 8 --cluster dgx-a100 --strategy plan.json "
@@ -190,6 +188,10 @@ def _solve(s: Parser) -> None:
                    help="with --pipeline: this many micro-batches (default: searched)")
     s.add_argument("--schedule", choices=("1f1b", "gpipe"),
                    help="with --pipeline: the pipeline schedule (default 1f1b)")
+    s.add_argument("--layouts", action="store_true",
+                   help="search Megatron/FSDP layouts under the performance model (needs --cluster "
+                        "and --global-batch; docs/performance-model.md)")
+    s.add_argument("--global-batch", type=positive_int, metavar="B", help="with --layouts: sequences per step")
 
 
 def _compare(s: Parser) -> None:

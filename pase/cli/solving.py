@@ -56,6 +56,9 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 def cmd_solve(args: argparse.Namespace) -> None:
     if args.dry_run:
         return _dry_run(args)
+    if args.layouts:
+        return layouts.cmd_search_layouts(args)
+    checks.refuse(args, ("global_batch",), "applies only with --layouts")
     if args.pipeline:
         return solve_pipeline_command(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")

@@ -117,7 +117,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         else:
             _fallback(op, splits_t, pricer, time)
         if lay.dropout:
-            _dropout_time(op, fused, out_elems, kinds, pricer, time)
+            _dropout_time(op, fused, out_elems, kinds, t, splits, pricer, time)
         _expert_exchange(op, t, splits, pricer, time, lay)
         p.parameter_elements = sum(port_elements(op, w, t, splits) for w in owned_parameters(op))
         p.expert = any(d.role == "expert" for d in op.dims) and lay.ep > 1
@@ -142,7 +142,8 @@ def _expert_exchange(op: Op, t, splits, pricer: Pricer, time: OpTime, lay: Layou
     time.ep_backward.append(("all-to-all", nbytes))
 
 
-def _dropout_time(op: Op, fused: dict, sizes: dict, kinds: dict, pricer: Pricer, time: OpTime) -> None:
+def _dropout_time(op: Op, fused: dict, sizes: dict, kinds: dict, tile: dict, splits: dict,
+                  pricer: Pricer, time: OpTime) -> None:
     """Dropout kernels: on unfused attention probabilities, and on each einsum output
     entering a residual add (read, write, a 1-byte mask; the same back)."""
     e = pricer.element_bytes
@@ -150,7 +151,7 @@ def _dropout_time(op: Op, fused: dict, sizes: dict, kinds: dict, pricer: Pricer,
     if op.kind == "Softmax" and op.name not in fused:
         tensors.append(sizes[(op.name, 0)])
     elif op.kind == "Elementwise" and len(op.inputs) == 2 and attr(op, "fn") == "add":
-        tensors += [sizes[(q.source[0], int(q.source[1]))] for q in op.inputs
+        tensors += [port_elements(op, q, tile, splits) for q in op.inputs
                     if q.source is not None and kinds[q.source[0]] == "Einsum"]
     for elems in tensors:
         time.forward_s += pricer.memory(elems * (2 * e + 1))
@@ -215,6 +216,7 @@ def _kept(op: Op, lay: Layout, fused: dict, sizes: dict, t, splits, e: float,
             keep_input(port)
     if lay.dropout and op.kind == "Elementwise" and len(op.inputs) == 2 and attr(op, "fn") == "add":
         for port in op.inputs:  # hidden dropout on the branch (an einsum's output) before the add
-            if port.source is not None and kinds[port.source[0]] == "Einsum":
-                kept[(port.source[0], "dropout mask")] = sizes[(port.source[0], int(port.source[1]))]
+            if port.source is not None and kinds[port.source[0]] == "Einsum":  # after the
+                # reduce-scatter of sequence parallelism: the add's tile, not the einsum's
+                kept[(port.source[0], "dropout mask")] = port_elements(op, port, t, splits)
     return kept

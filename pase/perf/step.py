@@ -90,9 +90,17 @@ def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
     return int(np.unique(ranks // cluster.devices_per_node).size)
 
 
-def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout) -> Estimate:
-    """Price one training step of ``graph`` (built at the micro-batch size) under ``lay``."""
-    check_graph(graph, lay)
+def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
+                    priced: list[PricedOp] | None = None) -> Estimate:
+    """Price one training step of ``graph`` (built at the micro-batch size) under ``lay``.
+
+    ``priced``: the ops already priced for this graph, tp, cp, ep, sequence parallelism,
+    precision, attention and dropout (:func:`pase.perf.ops.price_ops`; a layout search
+    shares them between layouts that differ only in pp, dp, schedule, ZeRO or
+    recomputation).
+    """
+    if priced is None:
+        check_graph(graph, lay)
     cl = get_cluster(cluster, lay.devices)
     if cl.groups:
         raise OptionError("--layout prices a homogeneous cluster; this one mixes device types "
@@ -100,7 +108,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout) -> Estima
     hw = achieved(cl.device)
     mixed = lay.precision != "fp32"
     pricer = Pricer(cl.device, hw, cl.device.peak(lay.precision) * 1e12, 2.0 if mixed else 4.0)
-    ops = price_ops(graph, lay, pricer)
+    ops = price_ops(graph, lay, pricer) if priced is None else priced
     stages, units, chunks = placement(graph, lay)
     received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
     tp, cp, pp, dp = lay.tp, lay.cp, lay.pp, lay.dp
@@ -123,13 +131,14 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout) -> Estima
     times = [s["time"] for s in per_stage]
     pipe = pipeline_seconds(lay, times)
     slow = max(range(pp), key=lambda i: times[i])
-    once = max(s["once_exposed"] + s["optimizer"] for s in per_stage)
+    last = max(per_stage, key=lambda s: s["once_exposed"] + s["optimizer"])  # once per step
+    once = last["once_exposed"] + last["optimizer"]
     step = pipe + once
     m = lay.microbatches
     worst = per_stage[slow]
-    breakdown = {"compute": m * worst["compute"], "communication": m * worst["exposed"]
-                 + max(s["once_exposed"] for s in per_stage),
-                 "bubble": pipe - m * times[slow], "optimizer": max(s["optimizer"] for s in per_stage)}
+    breakdown = {"compute": m * worst["compute"],
+                 "communication": m * worst["exposed"] + last["once_exposed"],
+                 "bubble": pipe - m * times[slow], "optimizer": last["optimizer"]}
     by_name = {p.op.name: p for p in ops}
     mem = [_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
@@ -140,13 +149,17 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout) -> Estima
                     hardware_flop / (step * peak_flops), mem[peak]["total"],
                     mem[peak]["total"] <= cl.device.memory_bytes, breakdown,
                     {k: v for k, v in mem[peak].items()}, lay, cl.name, cl.device.memory_bytes,
-                    {"peak_memory_stage": peak, "stage_seconds": times})
+                    {"peak_memory_stage": peak, "stage_seconds": times,
+                     "stage_forward_seconds": [s["forward"] for s in per_stage],
+                     "stage_backward_seconds": [s["backward"] for s in per_stage],
+                     "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
+                     "once_seconds": once})
 
 
 def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
            mixed: bool, replicas: int, received: list[float]) -> dict[str, Any]:
     """One stage's per-micro-batch time, its once-per-step exposure and its memory terms."""
-    fwd = bwd = exposed = 0.0
+    fwd = bwd = exposed_f = exposed_b = 0.0
     hw = pricer.hw
     recompute_full = lay.recompute == "full"
     unit_f: dict[str, float] = {}
@@ -167,7 +180,8 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             (lay.recompute == "selective" and p.attention_core)
         f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
         fwd, bwd = fwd + f, bwd + b
-        exposed += tp_f + tp_b + ep_f + ep_b + ring_f + ring_b + ((tp_f + ep_f) if again else 0.0)
+        exposed_f += tp_f + ep_f + ring_f
+        exposed_b += tp_b + ep_b + ring_b + ((tp_f + ep_f) if again else 0.0)
         unit_f[unit] = unit_f.get(unit, 0.0) + f
         unit_b[unit] = unit_b.get(unit, 0.0) + b
         unit_params[unit] = unit_params.get(unit, 0.0) + p.parameter_elements
@@ -176,11 +190,10 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     if lay.zero == 3:
         gathers = [coll("all-gather", unit_params[u] * grad_bytes, "dp") for u in order]
         scatters = [coll("reduce-scatter", unit_params[u] * grad_bytes, "dp") for u in order]
-        fsdp = gathers[0] + sum(hw.overlapped(g, unit_f[u]) for g, u in zip(gathers[1:], order))
-        fsdp += sum(hw.overlapped(g + r, unit_b[u]) for g, r, u in zip(gathers, scatters, order))
-        exposed += fsdp
+        exposed_f += gathers[0] + sum(hw.overlapped(g, unit_f[u]) for g, u in zip(gathers[1:], order))
+        exposed_b += sum(hw.overlapped(g + r, unit_b[u]) for g, r, u in zip(gathers, scatters, order))
     # pipeline sends: each chunk's input forward, its gradient back
-    exposed += sum(2 * coll("send", nbytes, "pp") for nbytes in received)
+    sends = [coll("send", nbytes, "pp") for nbytes in received]
     params = sum(p.parameter_elements for p in ops if not p.expert)
     expert_params = sum(p.parameter_elements for p in ops if p.expert)
     once = 0.0
@@ -196,7 +209,9 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     shards = (replicas, max(1, replicas // lay.ep))
     updated = params / (shards[0] if lay.zero else 1) + expert_params / (shards[1] if lay.zero else 1)
     optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
+    exposed = exposed_f + exposed_b + 2 * sum(sends)
     return {"time": fwd + bwd + exposed, "compute": fwd + bwd, "exposed": exposed,
+            "forward": fwd + exposed_f, "backward": bwd + exposed_b, "sends": sends,
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
             "unit_params": unit_params, "mixed": mixed}
@@ -223,13 +238,14 @@ def _memory(lay: Layout, st: dict[str, Any], index: int,
         state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
     kept: dict[tuple, float] = {}
     blocks: dict[str, dict[tuple, float]] = {}
+    # selective recomputation rebuilds the attention core's L x M tensors (the softmax's)
+    rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind == "Softmax"} \
+        if lay.recompute == "selective" else set()
     for p, unit in zip(st["ops"], st["units"]):
         if lay.recompute == "full" and unit not in ("pre", "post"):
             blocks.setdefault(unit, {}).update(p.kept)
-        elif lay.recompute == "selective" and p.attention_core:
-            continue
         else:
-            kept.update(p.kept)
+            kept.update({k: v for k, v in p.kept.items() if k[0] not in rebuilt})
     working = 0.0
     if blocks:
         made = {p.op.name: u for p, u in zip(st["ops"], st["units"])}
