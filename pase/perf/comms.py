@@ -21,9 +21,13 @@ A hop across nodes costs the network latency, inside a node the NVLink one.
 from __future__ import annotations
 
 import math
+from typing import Callable
+
+import numpy as np
 
 from pase.cluster import Cluster
 from pase.perf.hardware import Achieved
+from pase.perf.layout import Layout
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
 
@@ -60,3 +64,34 @@ def collective_seconds(kind: str, nbytes: float, n: int, nodes: int, cluster: Cl
         tree = 2 * nbytes / bw + 2 * math.ceil(math.log2(n)) * hop
         return min(ring, tree)
     return (n - 1) / n * nbytes / bw + ring_hops(1)
+
+
+def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
+    """Nodes spanned by the group of ranks ``sum_i k_i * stride_i`` (``k_i < size_i``)."""
+    ranks = np.zeros(1, dtype=np.int64)
+    for size, stride in sizes_strides:
+        ranks = (ranks[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).ravel()
+    return int(np.unique(ranks // cluster.devices_per_node).size)
+
+
+def group_collectives(cluster: Cluster, lay: Layout, hw: Achieved) -> Callable[[str, float, str], float]:
+    """``coll(kind, nbytes, group)``: seconds of a collective over one of the layout's groups.
+
+    Rank order is ``dp, pp, cp, tp`` (outermost first): ``tp`` is consecutive ranks,
+    ``cp`` strides ``tp``, ``pp`` neighbours are ``tp * cp`` apart, and the
+    data-parallel group of a parameter (``"dp"``: ``dp x cp`` ranks; ``"edp"``: an
+    expert's, ``dp x cp / ep``) spans the rest.
+    """
+    tp, cp, pp, dp, ep = lay.tp, lay.cp, lay.pp, lay.dp, lay.ep
+    groups = {"tp": (tp, group_nodes(cluster, [(tp, 1)])),
+              "cp": (cp, group_nodes(cluster, [(cp, tp)])),
+              "ep": (ep, group_nodes(cluster, [(ep, tp)])),
+              "dp": (dp * cp, group_nodes(cluster, [(cp, tp), (dp, tp * cp * pp)])),
+              "edp": (dp * cp // ep, group_nodes(cluster, [(dp * cp // ep, tp * ep)])),
+              "pp": (2, group_nodes(cluster, [(2, tp * cp)]))}
+
+    def coll(kind: str, nbytes: float, group: str) -> float:
+        n, nodes = groups[group]
+        return collective_seconds(kind, nbytes, n, nodes, cluster, hw)
+
+    return coll

@@ -31,17 +31,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from pase.cluster import Cluster, get_cluster
 from pase.errors import OptionError
 from pase.ir import Graph
-from pase.perf.comms import collective_seconds
+from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
 from pase.perf.kernels import Pricer
 from pase.perf.layout import Layout, check_graph
+from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp, price_ops
-from pase.perf.pipeline import crossing_bytes, in_flight, pipeline_seconds, placement
+from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
 
 VERSION = 1
 OPTIMIZER_BYTES = {"mixed": 30.0, "fp32": 32.0}  # Adam + clipping traffic per parameter updated
@@ -82,14 +81,6 @@ class Estimate:
                 "cluster": self.cluster, **self.details}
 
 
-def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
-    """Nodes spanned by the group of ranks ``sum_i k_i * stride_i`` (``k_i < size_i``)."""
-    ranks = np.zeros(1, dtype=np.int64)
-    for size, stride in sizes_strides:
-        ranks = (ranks[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).ravel()
-    return int(np.unique(ranks // cluster.devices_per_node).size)
-
-
 def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                     priced: list[PricedOp] | None = None) -> Estimate:
     """Price one training step of ``graph`` (built at the micro-batch size) under ``lay``.
@@ -111,20 +102,10 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     ops = price_ops(graph, lay, pricer) if priced is None else priced
     stages, units, chunks = placement(graph, lay)
     received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
-    tp, cp, pp, dp = lay.tp, lay.cp, lay.pp, lay.dp
-    groups = {"tp": (tp, group_nodes(cl, [(tp, 1)])),
-              "cp": (cp, group_nodes(cl, [(cp, tp)])),
-              "ep": (lay.ep, group_nodes(cl, [(lay.ep, tp)])),
-              "dp": (dp * cp, group_nodes(cl, [(cp, tp), (dp, tp * cp * pp)])),
-              "edp": (dp * cp // lay.ep, group_nodes(cl, [(dp * cp // lay.ep, tp * lay.ep)])),
-              "pp": (2, group_nodes(cl, [(2, tp * cp)]))}
-
-    def coll(kind: str, nbytes: float, group: str) -> float:
-        n, nodes = groups[group]
-        return collective_seconds(kind, nbytes, n, nodes, cl, hw)
-
+    pp, replicas = lay.pp, lay.dp * lay.cp
+    coll = group_collectives(cl, lay, hw)
     per_stage = [_stage(lay, [p for p, s in zip(ops, stages) if s == i],
-                        [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed, dp * cp,
+                        [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed, replicas,
                         [received[c] for c in sorted(set(c for c, s in zip(chunks, stages) if s == i))
                          if c in received])
                  for i in range(pp)]
@@ -140,7 +121,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                  "communication": m * worst["exposed"] + last["once_exposed"],
                  "bubble": pipe - m * times[slow], "optimizer": last["optimizer"]}
     by_name = {p.op.name: p for p in ops}
-    mem = [_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
+    mem = [stage_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
     model_flop, hardware_flop = _flop(graph, lay, ops, units)
     peak_flops = pricer.peak_flops * lay.devices
@@ -215,59 +196,6 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
             "unit_params": unit_params, "mixed": mixed}
-
-
-def _memory(lay: Layout, st: dict[str, Any], index: int,
-            by_name: dict[str, PricedOp]) -> dict[str, float]:
-    """Peak bytes of one stage: states, activations in flight, the recompute working set."""
-    mixed = st["mixed"]
-    w, g, o = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
-    d, de = st["shards"]
-
-    def states(params: float, shards: int) -> float:
-        if lay.zero == 0:
-            return params * (w + g + o)
-        if lay.zero == 1:
-            return params * (w + g + o / shards)
-        if lay.zero == 2:
-            return params * (w + (g + o) / shards)
-        return params * (w + g + o) / shards
-
-    state = states(st["params"], d) + states(st["expert_params"], de)
-    if lay.zero == 3 and st["unit_params"]:
-        state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
-    kept: dict[tuple, float] = {}
-    blocks: dict[str, dict[tuple, float]] = {}
-    # selective recomputation rebuilds the attention core's L x M tensors (the softmax's)
-    rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind == "Softmax"} \
-        if lay.recompute == "selective" else set()
-    for p, unit in zip(st["ops"], st["units"]):
-        if lay.recompute == "full" and unit not in ("pre", "post"):
-            blocks.setdefault(unit, {}).update(p.kept)
-        else:
-            kept.update({k: v for k, v in p.kept.items() if k[0] not in rebuilt})
-    working = 0.0
-    if blocks:
-        made = {p.op.name: u for p, u in zip(st["ops"], st["units"])}
-        for p, unit in zip(st["ops"], st["units"]):
-            if unit in blocks:
-                for port in p.op.inputs:  # the block's input, the only tensor full recompute keeps
-                    if port.source is not None and made.get(port.source[0]) != unit:
-                        key = (port.source[0], int(port.source[1]))
-                        kept[key] = _size(by_name[key[0]], key[1], lay)
-        working = max(sum(b.values()) for b in blocks.values())
-    activations = sum(kept.values()) * in_flight(lay, index)
-    return {"total": state + activations + working, "states": state, "activations": activations,
-            "recompute_working_set": working}
-
-
-def _size(producer: PricedOp, output: int, lay: Layout) -> float:
-    """Bytes of output ``output`` of ``producer`` (its per-device tile)."""
-    port = producer.op.outputs[output]
-    total = 1.0
-    for size, names in zip(port.shape, port.dims):
-        total *= math.ceil(size / math.prod(producer.splits[n] for n in names))
-    return total * (2.0 if lay.precision != "fp32" else 4.0)
 
 
 def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> tuple[float, float]:
