@@ -45,11 +45,13 @@ import math
 
 import numpy as np
 
-from pase.cluster import Cluster, get_cluster
+from pase.cluster import PRECISIONS, Cluster, get_cluster
 from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
+from pase.perf import roofline
+from pase.perf.roofline import achieved_rate
 from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
@@ -61,6 +63,7 @@ from pase.work.ops import OpWork
 from pase.work.relayout import placement_rows, relayout_matrix
 
 ZERO_CHOICES = ("0", "1", "2", "3", "auto")
+COMPUTE_CHOICES = ("flat", "roofline")
 RECOMPUTE_CHOICES = ("none", "auto", "all")
 
 
@@ -114,6 +117,12 @@ class AlphaBetaCostModel(CostModel):
         split: on a heterogeneous cluster, ``"even"`` tiles (default) or
             ``"balanced"``: batch shares proportional to device speed
             (docs/heterogeneous.md). No effect on a homogeneous cluster.
+        compute: ``"flat"`` (default): every FLOP at ``efficiency`` of the peak;
+            ``"roofline"``: the performance model's kernels (:mod:`pase.perf.roofline`:
+            each GEMM at the efficiency its per-device shape reaches, memory-bound ops at
+            HBM speed, a cost per kernel; ``efficiency`` unused), homogeneous clusters only.
+        precision: the peak ``compute="roofline"`` runs at: ``bf16`` (default), ``fp16``,
+            ``fp8`` or ``fp32``.
     """
 
     name = "alpha-beta"
@@ -121,7 +130,8 @@ class AlphaBetaCostModel(CostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", efficiency: float = 0.5,
                  bytes_per_element: float = 4, optimizer: str = "adam", reduce_scatter: bool = False,
-                 zero: str = "0", recompute: str = "none", split: str = "even"):
+                 zero: str = "0", recompute: str = "none", split: str = "even",
+                 compute: str = "flat", precision: str = "bf16"):
         if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) \
                 or not 0 < efficiency <= 1:
             raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
@@ -148,6 +158,17 @@ class AlphaBetaCostModel(CostModel):
         if split not in SPLITS:
             raise OptionError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
         self.split = split  # batch shares on a heterogeneous cluster: "even" or "balanced"
+        if compute not in COMPUTE_CHOICES:
+            raise OptionError(f"unknown compute {compute!r}; allowed: {', '.join(COMPUTE_CHOICES)}")
+        if precision not in PRECISIONS:
+            raise OptionError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        self.compute = compute
+        self.precision = precision
+        if compute == "roofline":
+            if self.cluster.groups:
+                raise OptionError("compute=roofline prices a homogeneous cluster; "
+                                  f"{self.cluster.name} mixes device types")
+            self.cluster.device.peak(precision)  # an unknown peak fails here, naming the device
         self.zero = zero  # ZeRO stage of every op, or "auto" (searched per op)
         self.recompute = recompute  # "none", "all", or "auto" (searched per op)
         self.devices: int | None = None  # set by for_devices (problem); else the cluster's
@@ -158,6 +179,15 @@ class AlphaBetaCostModel(CostModel):
     def flops(self) -> float:
         """Sustained FLOP/s of one device (2 FLOP per multiply-add)."""
         return self.cluster.device.peak_tflops * 1e12 * self.efficiency
+
+    def compute_rate(self, work: OpWork) -> float | np.ndarray:
+        """FLOP/s per config: ``efficiency`` of the peak, or the roofline's achieved rate
+        (the op's own work over its kernels' seconds; a variant's extra FLOP run at it)."""
+        if self.compute == "flat":
+            return self.flops
+        base = op_work(work.op, work.configs, self.bytes_per_element, self.optimizer)
+        return achieved_rate(work.op, work.configs, base.flop, roofline.pricer(self.cluster.device,
+                                                                               self.precision))
 
     def work(self, op: Op, configs: np.ndarray) -> OpWork:
         return op_work(op, configs, self.bytes_per_element, self.optimizer)
@@ -246,7 +276,7 @@ class AlphaBetaCostModel(CostModel):
             return self._at(work.configs).work_costs(work)
         if self.cluster.groups:
             return hetero.work_costs(self, work)
-        total = work.flop / self.flops
+        total = work.flop / self.compute_rate(work)
         moved = self.moved.get(work.op.name, frozenset())
         off = None
         for c in work.collectives:

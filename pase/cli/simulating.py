@@ -16,7 +16,7 @@ from pase.strategy import OUTPUT_VERSION, read_strategy_json, strategy_mapping, 
 _SOLVER_FLAGS = ("solver", "seed", "cost_model", "cost_option", "memory_cap", "cutoff",
                  "powers_of_two")
 # Cost-model options the simulator shares (same meaning in both).
-_SHARED_OPTIONS = ("efficiency", "bytes_per_element", "optimizer", "split")  # split: HH, heterogeneous
+_SHARED_OPTIONS = ("efficiency", "bytes_per_element", "optimizer", "split", "compute", "precision")  # split: HH, heterogeneous
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:

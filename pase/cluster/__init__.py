@@ -8,6 +8,7 @@ the spec parser, built on the model. Both are imported here in that order, so
 from pase.cluster.model import (
     LINK_CLASSES,
     MAX_DEVICES,
+    PRECISIONS,
     SCHEMA,
     SCHEMA_VERSION,
     Cluster,
@@ -19,5 +20,5 @@ from pase.cluster.model import (
 )
 from pase.cluster.presets import PRESETS, get_cluster, preset_names
 
-__all__ = ["LINK_CLASSES", "MAX_DEVICES", "SCHEMA", "SCHEMA_VERSION", "Cluster", "Device", "Group",
+__all__ = ["LINK_CLASSES", "MAX_DEVICES", "PRECISIONS", "SCHEMA", "SCHEMA_VERSION", "Cluster", "Device", "Group",
            "Link", "PRESETS", "compose", "get_cluster", "node_of", "preset_names"]

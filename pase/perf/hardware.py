@@ -15,8 +15,9 @@ model: they describe the hardware.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from pase.cluster import Device
 
@@ -52,8 +53,8 @@ class Achieved:
         return max(0.0, comm - compute) + self.overlap * min(comm, compute)
 
     def gemm_efficiency(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
-        tiles = batch * math.ceil(m / 128) * math.ceil(n / 128)
-        waves = tiles / (math.ceil(tiles / self.sms) * self.sms)
+        tiles = batch * np.ceil(m / 128) * np.ceil(n / 128)  # scalars or arrays of configs
+        waves = tiles / (np.ceil(tiles / self.sms) * self.sms)
         return self.gemm * waves * k / (k + self.gemm_half)
 
 

@@ -29,12 +29,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pase.cluster import Device
 from pase.ir import Op, Port
 from pase.perf.hardware import Achieved
 from pase.schema import attr, parse_einsum
 
-VIEWS = ("Unstack", "Stack", "Reshape", "Identity")
+VIEWS = ("Unstack", "Stack", "Ravel", "Unravel")  # free: a view of their input
+MEMORY_BOUND = ("Norm", "BatchNorm", "ReduceMean", "Softmax", "Elementwise", "Embedding",
+                "SoftmaxCrossEntropy", "TopK", "MoEDispatch", "MoECombine", "Pooling", "Concat",
+                "Slice")
 
 
 @dataclass
@@ -72,7 +77,7 @@ class Pricer:
         flop = 2.0 * batch * m * n * k
         eff = self.hw.gemm_efficiency(m, n, k, batch)
         moved = batch * (m * k + k * n + m * n) * self.element_bytes
-        return max(flop / (self.peak_flops * eff), moved / self.hbm) + self.hw.launch_s
+        return np.maximum(flop / (self.peak_flops * eff), moved / self.hbm) + self.hw.launch_s
 
     def memory(self, nbytes: float, kernels: int = 1) -> float:
         return nbytes / self.hbm + kernels * self.hw.launch_s
@@ -82,10 +87,10 @@ class Pricer:
 
 
 def port_elements(op: Op, port: Port, tile: dict[str, float], splits: dict[str, int]) -> float:
-    """Elements of ``port``'s per-device tile."""
+    """Elements of ``port``'s per-device tile (an array when the splits are arrays of configs)."""
     total = 1.0
     for size, names in zip(port.shape, port.dims):
-        total *= math.ceil(size / math.prod(splits[n] for n in names))
+        total = total * np.ceil(size / math.prod(splits[n] for n in names))
     return total
 
 
@@ -93,7 +98,10 @@ def _has_grad(op: Op, port: Port) -> bool:
     return op.is_parameter(port) or port.source is not None
 
 
-def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime) -> None:
+def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
+                collectives: bool = True) -> None:
+    """An einsum's GEMMs each way (``tile``/``splits``: scalars, or arrays over configs with
+    ``collectives=False``, as the roofline of the alpha-beta model asks)."""
     a, b, o = parse_einsum(attr(op, "eq"))
     ports = (list(op.inputs) + list(op.weights))[:2]
     batch = [c for c in o if c in a and c in b]
@@ -121,6 +129,8 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime) -> No
         out.backward_s += pr.gemm(B, K, N, M)
         out.backward_flop += flop
         out.kernels += 1
+    if not collectives:
+        return
     out_bytes = out_elems * pr.element_bytes
     if any(splits[c] > 1 for c in k):
         out.tp_forward.append(("all-reduce", out_bytes))
@@ -144,7 +154,7 @@ def attention_time(scores: Op, context: Op, causal: bool, tile_s: dict, pr: Pric
 
 
 def memory_bound_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
-                      reduce_axis_split: bool) -> None:
+                      reduce_axis_split: bool, collectives: bool = True) -> None:
     """Norms, softmax, element-wise ops, lookups and the loss: bytes at HBM speed."""
     e = pr.element_bytes
     ins = sum(port_elements(op, p, tile, splits) for p in op.inputs)
@@ -161,6 +171,8 @@ def memory_bound_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
         out.forward_s += pr.memory((ins + outs) * e)
         out.backward_s += pr.memory((2 * outs + ins) * e)
         out.kernels += 2
+    if not collectives:
+        return
     if reduce_axis_split:  # row statistics over a split axis (softmax max and sum; vocab-parallel loss)
         rows = outs / max(1.0, tile[op.dims[_axis(op)].name]) if op.outputs else 0.0
         out.tp_forward.append(("all-reduce", 2 * rows * 4))

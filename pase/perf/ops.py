@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from pase.ir import Graph, Op
 from pase.perf.kernels import (
+    MEMORY_BOUND,
     VIEWS,
     OpTime,
     Pricer,
@@ -110,8 +111,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
                 reduced.add(source)
         elif op.kind in VIEWS:
             pass
-        elif op.kind in ("Norm", "Softmax", "Elementwise", "Embedding", "SoftmaxCrossEntropy", "TopK",
-                         "MoEDispatch", "MoECombine"):
+        elif op.kind in MEMORY_BOUND:
             axis_split = op.kind in ("Softmax", "SoftmaxCrossEntropy") and _reduce_split(op, splits)
             memory_bound_time(op, t, splits, pricer, time, axis_split)
         else:

@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from pase.cluster import Cluster, get_cluster
 from pase.errors import OptionError
 from pase.ir import Graph
@@ -41,6 +43,7 @@ from pase.perf.layout import Layout, check_graph
 from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
+from pase.work.ops import op_work
 
 VERSION = 1
 OPTIMIZER_BYTES = {"mixed": 30.0, "fp32": 32.0}  # Adam + clipping traffic per parameter updated
@@ -204,9 +207,12 @@ def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> t
     per_sample = 0.0
     again = 0.0
     for p, unit in zip(ops, units):
-        if p.op.kind != "Einsum":
+        if p.op.kind == "Einsum":
+            full = 2.0 * math.prod(d.size for d in p.op.dims)
+        elif p.op.kind in ("Conv", "FC", "LSTM"):  # their matrix products, as pase.counts has them
+            full = float(op_work(p.op, np.ones((1, len(p.op.dims)), dtype=np.int64)).matmul_flop[0])
+        else:  # an embedding is a lookup, not a product (MFU formulas leave it out)
             continue
-        full = 2.0 * math.prod(d.size for d in p.op.dims)
         per_sample += full
         if (lay.recompute == "full" and unit not in ("pre", "post")) or \
                 (lay.recompute == "selective" and p.attention_core):

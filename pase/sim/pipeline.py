@@ -39,7 +39,7 @@ from pase.sim.result import Event
 from pase.work import op_work
 
 # Simulator options a plan's cost options may set (same meaning in both).
-_SHARED = ("efficiency", "bytes_per_element", "optimizer")
+_SHARED = ("efficiency", "bytes_per_element", "optimizer", "compute", "precision")
 
 
 class StageTimes(NamedTuple):

@@ -10,6 +10,7 @@ import numpy as np
 from pase.cluster import Cluster, get_cluster
 from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
+from pase.perf import roofline
 from pase.sim import tasks
 from pase.sim.engine import COMPUTE, FLOW, run
 from pase.sim.result import Event, SimResult, merge_busy, peak_memory
@@ -36,7 +37,8 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
              cluster: str | Path | Cluster = "dgx-a100", devices: int | None = None, *,
              efficiency: float = 0.5, bytes_per_element: float = 4, optimizer: str = "adam",
              timeline: bool = True, split: str = "even",
-             variants: Mapping[str, Any] | None = None) -> SimResult:
+             variants: Mapping[str, Any] | None = None, compute: str = "flat",
+             precision: str = "bf16") -> SimResult:
     """Simulate one training step (forward, backward, gradient syncs).
 
     Args:
@@ -53,6 +55,9 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
             shares proportional to device speed (docs/heterogeneous.md).
         variants: per op a variant (ZeRO stage, recompute; pase.work.variants);
             default a Strategy's own, else none.
+        compute, precision: ``"flat"`` (default, ``efficiency`` of the peak) or
+            ``"roofline"`` (the performance model's kernels at ``precision``, as the
+            alpha-beta model's option of the same name: :mod:`pase.perf.roofline`).
 
     Every device of every op is simulated (no symmetry folding): Inception-v3
     or the Transformer at p = 16 are 8-12k tasks and take well under a second.
@@ -80,10 +85,18 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
     if cl.groups and not cl.prefixes(int(devices)):
         cl = cl.view(int(devices))  # the devices lie in one group
     cfgs = config_arrays(graph, configs, int(devices))
+    rate = None
+    if compute == "roofline":
+        if cl.groups:
+            raise OptionError(f"compute=roofline simulates a homogeneous cluster; {cl.name} mixes "
+                              f"device types")
+        rate = roofline.pricer(cl.device, precision)
+    elif compute != "flat":
+        raise OptionError(f"unknown compute {compute!r}; allowed: flat, roofline")
     per_op = [variants.get(op.name) for op in graph.ops] if variants else None
     wall = time.perf_counter()
     tg, ops = tasks.build(graph, cfgs, cl, int(devices), efficiency, bytes_per_element, optimizer,
-                          split, per_op)
+                          split, per_op, rate)
     built = time.perf_counter() - wall
     trace = run(tg)
     return _result(graph, cl, int(devices), tg, ops, trace, timeline,

@@ -38,6 +38,7 @@ import numpy as np
 from pase.cluster import LINK_CLASSES, Cluster
 from pase.costing import connection_ports, graph_connections, tied_connections
 from pase.ir import Graph
+from pase.perf.roofline import achieved_rate
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
 from pase.work import Collective, collective_phases, op_work
@@ -95,8 +96,9 @@ def topological_order(graph: Graph) -> list[int]:
 class _Builder:
     def __init__(self, graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
                  efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
-                 variants=None):
+                 variants=None, roofline=None):
         self.graph = graph
+        self.roofline = roofline  # a Pricer: per-op achieved rates (pase.perf.roofline)
         self.configs = configs
         self.cluster = cluster
         self.flops = cluster.device.peak_tflops * 1e12 * efficiency
@@ -180,8 +182,13 @@ class _Builder:
                 ids: list[int], share: np.ndarray | None = None, placed: int | None = None) -> None:
         """One op's compute tasks on ``ids`` and its collectives; ``share`` (heterogeneous
         clusters) scales each device's work and activation collectives, at its own speed."""
+        rate = self.flops
+        if self.roofline is not None:  # the op's own work over its kernels' seconds
+            base = op_work(op, cfg[None, :], self.dt, self.optimizer)
+            rate = float(achieved_rate(op, cfg[None, :], base.flop, self.roofline)[0])
+
         def seconds(flop: np.ndarray, d: int) -> float:
-            return float(flop[0]) / self.flops if share is None \
+            return float(flop[0]) / rate if share is None \
                 else float(flop[0]) * share[d] / self.speed[d]
 
         fwd = [self.tg.compute(d, seconds(work.forward_flop, d), (0, position[v]), f"{op.name} fwd",
@@ -275,11 +282,12 @@ def _padded(blocks: np.ndarray, devices: int) -> np.ndarray:
 
 def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
           efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
-          variants=None) -> tuple[TaskGraph, list[OpTasks]]:
+          variants=None, roofline=None) -> tuple[TaskGraph, list[OpTasks]]:
     """The task graph of one step and per-op task ids (``configs[i]``: op i's factors;
-    ``variants[i]``: op i's variant or None, HZ's pase.work.variants)."""
+    ``variants[i]``: op i's variant or None, HZ's pase.work.variants; ``roofline``: a
+    :class:`pase.perf.kernels.Pricer` whose kernels set compute rates, else ``efficiency``)."""
     b = _Builder(graph, configs, cluster, devices, efficiency, bytes_per_element, optimizer, split,
-                 variants)
+                 variants, roofline)
     b.add_ops(topological_order(graph))
     b.add_edges()
     return b.tg, b.ops
