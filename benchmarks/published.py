@@ -84,7 +84,7 @@ def evaluate_row(row: dict) -> dict:
 
 def describe(row: dict) -> str:
     o = row.get("options", {})
-    size = f"{o.get('layers', '?')}x{o.get('width', '?')}" if o else row["model"]
+    size = f"{o['layers']}x{o['width']}" if "layers" in o else row["model"]
     lay = f"tp{row['tp']} pp{row['pp']} dp{row['dp']}" + (f" cp{row['cp']}" if row.get("cp") else "")
     return f"{size} s{o.get('seq', 2048)} {row['device']} x{row['gpus']} {lay} z{row.get('zero', 0)} " \
            f"mb{row['micro_batch']} {row.get('recompute', 'none')}"

@@ -138,21 +138,22 @@ def test_edges_price_bytes_on_the_slowest_link():
     # (an all-gather over every axis, x0 included: inter-node); backward the replicated
     # gradient is only sliced.
     assert m[src16, space.index_of("fc2", {"n": 16})] == pytest.approx(cost(128 * 128 - 8 * 128, inter))
-    # b=16 (x0 x1 x2 x3) -> b=8 (x1 x2 x3, replicated over x0): the device with x0 = 1
-    # and the rest 0 holds rows 64..71 and needs rows 0..15: 16 x 128 forward (fetched
-    # from the other node); backward it needs its 8 rows from a holder differing only in
-    # x1 x2 x3 (its own node).
-    assert m[src16, space.index_of("fc2", {"b": 8})] == pytest.approx(
-        cost(16 * 128, inter) + cost(8 * 128, intra))
-    # b=8 -> n=8: an all-gather over x1 x2 x3, inside a node; nothing back.
-    assert m[src8, space.index_of("fc2", {"n": 8})] == pytest.approx(cost(128 * 128 - 16 * 128, intra))
+    # b=16 (x0 x1 x2 x3) -> b=8 (x0 x1 x2: batch splits take the first axes, replicated over
+    # x3): a device holds 8 rows and needs the 16 of its pair, which contain them: the other
+    # 8 rows from the device differing only in x3 (its own node); backward a slice.
+    assert m[src16, space.index_of("fc2", {"b": 8})] == pytest.approx(cost(8 * 128, intra))
+    # b=8 (x0 x1 x2) -> n=8 (x1 x2 x3, model splits take the last axes): an all-gather over
+    # the data-parallel group, which spans the two nodes (x0); nothing back.
+    assert m[src8, space.index_of("fc2", {"n": 8})] == pytest.approx(cost(128 * 128 - 16 * 128, inter))
     assert m[src8, space.index_of("fc2", {"b": 8})] == 0.0
-    # n=8 -> b=8: the producer's output is split by columns, the consumer wants rows:
-    # forward each device holds a 128 x 16 column block and needs a 16 x 128 row block,
-    # sharing 16 x 16 (an all-to-all); backward the same volume.
+    # n=8 -> b=8: the producer's output is split by columns (x1 x2 x3, replicated over x0),
+    # the consumer wants rows (x0 x1 x2): each device holds a 128 x 16 column block and
+    # needs a 16 x 128 row block, sharing 16 x 16. Forward every column block is on its own
+    # node (the replicas over x0); backward the rows of the other half (x0) are only on the
+    # other node.
     n8 = space.index_of("fc1", {"n": 8})
     assert m[n8, space.index_of("fc2", {"b": 8})] == pytest.approx(
-        2 * cost(16 * 128 - 16 * 16, intra))
+        cost(16 * 128 - 16 * 16, intra) + cost(16 * 128 - 16 * 16, inter))
 
 
 def test_a_tied_table_is_an_edge_priced_like_a_re_layout():

@@ -102,13 +102,15 @@ def test_assign_axes_puts_each_tile_on_the_rank_pase_maps_it_to(p):
         assert np.array_equal(np.array(ranks), expected), config
 
 
-def test_assign_axes_batch_outermost_and_refuses_non_divisors():
+def test_assign_axes_batch_first_model_last_and_refuses_non_divisors():
     b = GraphBuilder("t")
     x = b.input((24, 24), names=("b", "k"))
     b.fc(x, 24, name="fc")
     op = b.build().ops[0]
     assert assign_axes(op, {"b": 2, "n": 4}, mesh_axes(8)) == {"b": ("x0",), "n": ("x1", "x2")}
-    assert assign_axes(op, {"n": 2, "b": 2}, mesh_axes(8)) == {"b": ("x1",), "n": ("x2",)}
+    # on fewer devices than the mesh: the batch on the first axes, the model split on the last
+    assert assign_axes(op, {"n": 2, "b": 2}, mesh_axes(8)) == {"b": ("x0",), "n": ("x2",)}
+    assert assign_axes(op, {"b": 2}, mesh_axes(8)) == {"b": ("x0",)}
     twelve = assign_axes(op, {"b": 3, "n": 4}, mesh_axes(12))
     assert sorted(twelve["b"]) == ["x2"] and sorted(twelve["n"]) == ["x0", "x1"]
     with pytest.raises(OptionError, match="'fc'.*split 3 ways.*does not divide p=8"):

@@ -106,27 +106,26 @@ def test_all_gather_all_to_all_and_permute_volumes():
     # columns over 8 -> rows over 8 (same mesh axes): all-to-all on an 8th of the tensor.
     a2a = collective_bytes("all-to-all", n / 8, 8)
     assert edge_bytes(fc1, out, {"n": 8}, fc2, inp, {"b": 8}, 8) == (a2a, a2a)
-    # rows over x1 (fc1: b=2, k=2 takes x1 for b, x2 for k; output reduced over k) ->
-    # rows over x2 (fc2: b=2): the device (x1, x2) = (0, 1) holds half 0 and needs half 1;
-    # a permute of half the tensor each way.
-    half = collective_bytes("collective-permute", n / 2, 2)
-    assert edge_bytes(fc1, out, {"b": 2, "k": 2}, fc2, inp, {"b": 2}, 8) == (half, half)
+    # rows over x0 (fc1: b=2, k=2 takes the first axis x0 for the batch, the last, x2, for
+    # k; output reduced over k) -> rows over x0 (fc2: b=2, batch on the first axis too):
+    # a batch split keeps its rows on the devices its neighbour uses, nothing moves.
+    assert edge_bytes(fc1, out, {"b": 2, "k": 2}, fc2, inp, {"b": 2}, 8) == (0.0, 0.0)
 
 
-def test_ops_on_fewer_devices_replicate_on_the_first_axes():
+def test_batch_splits_on_fewer_devices_nest():
     fc1, fc2 = chain_ops()
     out, inp = fc1.outputs[0], fc2.inputs[0]
     n = 64 * 64 * 4
-    # b=4 takes x1 x2, b=2 takes x2: the device (x0, x1, x2) = (0, 1, 0) holds rows
-    # 32..47 and needs rows 0..31: nothing in common, a whole half forward; backward it
-    # holds rows 0..31 and needs 32..47: a whole quarter. (Ranks 0..P-1 would have put
-    # every b=2 tile inside a b=4 device's reach.)
-    assert edge_bytes(fc1, out, {"b": 4}, fc2, inp, {"b": 2}, 8) == (n / 2, n / 4)
-    # b=2 -> b=4: x2 is a prefix of x1 x2? no: b=2 uses (x2), b=4 uses (x1, x2).
-    assert edge_bytes(fc1, out, {"b": 2}, fc2, inp, {"b": 4}, 8) == (n / 4, n / 2)
-    # b=8 (x0 x1 x2) -> b=4 (x1 x2): not nested either.
-    assert edge_bytes(fc1, out, {"b": 8}, fc2, inp, {"b": 4}, 8) == (n / 4, n / 8)
-    # b=4 at p=4 (x0 x1) -> b=2 (x1): not nested; at p=2 both use x0: nothing moves.
+    # Batch splits take the first mesh axes: b=2 x0, b=4 (x0, x1), b=8 (x0, x1, x2), so
+    # each tile lies inside the coarser one (replicas over the last axes, where model
+    # splits go: Megatron-LM's tensor groups inside a node, data parallelism across).
+    # b=4 -> b=2: a device holds quarter 2 x0 + x1 and needs half x0, which contains
+    # it: the other quarter forward; backward the half gradient is only sliced.
+    assert edge_bytes(fc1, out, {"b": 4}, fc2, inp, {"b": 2}, 8) == (n / 4, 0.0)
+    # b=2 -> b=4: the quarter is a slice of the half; backward, the other quarter.
+    assert edge_bytes(fc1, out, {"b": 2}, fc2, inp, {"b": 4}, 8) == (0.0, n / 4)
+    # b=8 -> b=4: one more eighth forward, a slice backward.
+    assert edge_bytes(fc1, out, {"b": 8}, fc2, inp, {"b": 4}, 8) == (n / 8, 0.0)
     assert edge_bytes(fc1, out, {"b": 2}, fc2, inp, {"b": 2}, 8) == (0.0, 0.0)
 
 
@@ -135,15 +134,16 @@ def test_p12_places_three_way_splits_on_the_last_axis():
     axes = mesh_axes(12)
     assert axes == (("x0", 2), ("x1", 2), ("x2", 3))
     assert assign_axes(fc1, {"b": 3}, axes) == {"b": ("x2",)}
-    assert assign_axes(fc1, {"b": 6}, axes) == {"b": ("x1", "x2")}
+    assert assign_axes(fc1, {"b": 6}, axes) == {"b": ("x0", "x2")}  # batch from the front
     assert assign_axes(fc1, {"b": 2, "n": 6}, axes) == {"b": ("x0",), "n": ("x1", "x2")}
     n = 96 * 96 * 4
     out, inp = fc1.outputs[0], fc2.inputs[0]
-    # rows over 3 (x2) -> rows over 6 (x1 x2): x2 is not a prefix of (x1, x2): the device
-    # (x1, x2) = (1, 0) holds rows 0..31, needs rows 48..63.
+    # rows over 3 (x2) -> rows over 6 (x0 x2): x2 is not a prefix of (x0, x2): the device
+    # (x0, x2) = (0, 1) holds rows 32..63 and needs rows 16..31; backward it holds rows
+    # 16..31 and needs 32..63.
     assert edge_bytes(fc1, out, {"b": 3}, fc2, inp, {"b": 6}, 12) == (n / 6, n / 3)
-    # rows over 12 (x0 x1 x2) -> rows over 6 (x1 x2) is not nested; rows over 2 (x1)
-    # -> rows over 6 (x1 x2) is: the 6th lies inside the half.
+    # rows over 2 (x0) -> rows over 6 (x0 x2) is nested: the 6th (3 x0 + x2) lies inside
+    # half x0.
     assert edge_bytes(fc1, out, {"b": 2}, fc2, inp, {"b": 6}, 12) == (0.0, n / 2 - n / 6)
     assert edge_bytes(fc1, out, {"b": 12}, fc2, inp, {"b": 6}, 12) == (n / 6, n / 12)
 

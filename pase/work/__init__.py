@@ -19,16 +19,17 @@ Device mapping convention
 -------------------------
 :mod:`pase.work.layout` is the one placement (the alpha-beta model, the
 simulator and the JAX exporter all use it): ``p`` devices form a mesh with one
-axis per prime factor of ``p``, ascending, the first slowest; an op split ``P``
-ways takes the last mesh axes, its dims taking them batch-role dims first, then
-the others in op order, the last fastest. Devices outside the op's ``P`` hold
+axis per prime factor of ``p``, ascending, the first slowest; an op's batch-role
+dims take the first mesh axes and its other dims the last ones, so an op split on
+fewer than ``p`` devices keeps its batch rows where its neighbours keep theirs. Devices outside the op's ``P`` hold
 replicas (the same tiles; they compute the same thing, as in JAX). Rank ``r``
 lives on node ``r // devices_per_node`` (:func:`pase.cluster.node_of`). A group
 over some dims is the set of devices differing only in those dims' mesh axes; it
 spans nodes iff its devices sit on more than one node. When ``p`` is a power of
 two the mesh's last axes are the fastest-varying ranks, so model-parallel groups
 (over non-batch dims) land inside a node first, and data-parallel groups span
-nodes first, as Megatron-LM lays out tensor x data parallelism. An op whose
+nodes first, as Megatron-LM lays out tensor x data parallelism; a norm split
+only by batch is replicated over the tensor group, not across nodes. An op whose
 ``P`` does not divide ``p`` runs on ranks ``0 .. P-1`` (the others idle).
 """
 from pase.work.collectives import Phase, collective_phases, collective_time

@@ -10,11 +10,16 @@ The global mesh
 ``p`` devices form one mesh with one axis per prime factor of ``p``, in
 ascending order, the first slowest-varying across device ids (``p = 8``: axes
 ``x0 x1 x2`` of size 2; ``p = 12``: sizes 2, 2, 3; device ``d``'s coordinate on
-axis ``i`` is ``d // stride_i % size_i``). An op split by config ``c`` on
-``P = prod(c)`` devices takes the *last* mesh axes whose sizes are the prime
-factors of ``P`` (:func:`assign_axes`); walking its dims in :func:`mesh_order`
-(batch-role dims first, then the others in op order), each dim takes the next of
-those axes (ascending) until their sizes multiply to its factor. A tensor axis
+axis ``i`` is ``d // stride_i % size_i``). An op split by config ``c`` takes,
+for its batch-role dims, the *first* mesh axes whose sizes are the prime factors
+of their split, and for its other dims the *last* such axes among the rest
+(:func:`assign_axes`); walking its dims in :func:`mesh_order` (batch-role dims
+first, then the others in op order), each dim takes the next of its group's axes
+(ascending) until their sizes multiply to its factor. So batch splits nest (b=2
+on ``x0``, b=4 on ``x0 x1``): an op split on fewer than ``p`` devices keeps its
+batch rows on the devices its neighbours keep theirs, and is replicated over the
+last axes, where model splits sit (Megatron-LM's tensor groups inside a node,
+data parallelism across nodes). A tensor axis
 split by several dims (a Ravel's flat axis) lists their mesh axes in the port's
 order, and its block index is the mixed-radix number of the device's
 coordinates on them, the first slowest (a ``PartitionSpec`` entry).
@@ -80,44 +85,54 @@ def mesh_order(op: Op) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _assign(sizes: tuple[int, ...], factors: tuple[int, ...]) -> tuple[tuple[int, ...], ...] | None:
-    """Mesh-axis indices per factor (factors in mesh order), or None when their
-    product does not divide the mesh's device count."""
+def _assign(sizes: tuple[int, ...], factors: tuple[int, ...],
+            batch: int = 0) -> tuple[tuple[int, ...], ...] | None:
+    """Mesh-axis indices per factor (factors in mesh order, the first ``batch`` of
+    them batch dims), or None when their product does not divide the mesh's device
+    count. Batch factors take the first mesh axes, the others the last ones."""
     if math.prod(sizes) % math.prod(factors):
         return None
-    need = prime_factors(math.prod(factors))
-    chosen: list[int] = []
-    for i in reversed(range(len(sizes))):
-        if sizes[i] in need:
-            need.remove(sizes[i])
-            chosen.append(i)
-    chosen.sort()
-    out = []
-    for f in factors:
-        want = prime_factors(f)
-        mine = []
-        for i in list(chosen):
-            if sizes[i] in want:
-                want.remove(sizes[i])
-                mine.append(i)
-                chosen.remove(i)
-        out.append(tuple(mine))
+    free = list(range(len(sizes)))
+    out: list[tuple[int, ...]] = [()] * len(factors)
+    for group, from_front in ((range(batch), True), (range(batch, len(factors)), False)):
+        need = prime_factors(math.prod(factors[j] for j in group))
+        chosen = []
+        for i in (list(free) if from_front else list(reversed(free))):
+            if sizes[i] in need:
+                need.remove(sizes[i])
+                chosen.append(i)
+                free.remove(i)
+        chosen.sort()
+        for j in group:
+            want = prime_factors(factors[j])
+            mine = []
+            for i in list(chosen):
+                if sizes[i] in want:
+                    want.remove(sizes[i])
+                    mine.append(i)
+                    chosen.remove(i)
+            out[j] = tuple(mine)
     return tuple(out)
+
+
+def batch_count(op: Op) -> int:
+    """How many of :func:`mesh_order`'s first dims are batch dims."""
+    return sum(1 for d in op.dims if d.role == "batch")
 
 
 def assign_axes(op: Op, config: Mapping[str, int],
                 axes: Sequence[tuple[str, int]]) -> dict[str, tuple[str, ...]]:
     """Mesh axes for each split dim of ``op`` (``{dim: (axis, ...)}``, slowest first).
 
-    The op takes the last mesh axes whose sizes are the prime factors of its device
-    count ``P = prod(config)``; walking its dims in :func:`mesh_order` (batch dims
-    first), each dim takes the next of those axes until their sizes multiply to its
-    factor. Raises OptionError when ``P`` does not divide the mesh's device count.
+    Batch dims take the first mesh axes whose sizes are the prime factors of their
+    split, the other dims the last such axes among the rest; walking its dims in
+    :func:`mesh_order` (batch dims first), each dim takes the next of its group's axes
+    until their sizes multiply to its factor. Raises OptionError when ``P`` does not divide the mesh's device count.
     """
     sizes = tuple(int(size) for _, size in axes)
     factors = {d.name: int(config.get(d.name, 1)) for d in op.dims}
     order = mesh_order(op)
-    got = _assign(sizes, tuple(factors[op.dims[d].name] for d in order))
+    got = _assign(sizes, tuple(factors[op.dims[d].name] for d in order), batch_count(op))
     if got is None:
         devices = math.prod(factors.values())
         raise OptionError(f"op {op.name!r} ({op.kind}) is split {devices} ways "
@@ -144,7 +159,7 @@ def dim_axes(op: Op, config: Sequence[int], devices: int) -> tuple[tuple[int, ..
     """Mesh-axis indices of each op dim (op order) on ``devices`` devices, or None
     when the op's device count does not divide ``devices`` (off the mesh)."""
     order = mesh_order(op)
-    got = _assign(axis_sizes(devices), tuple(int(config[d]) for d in order))
+    got = _assign(axis_sizes(devices), tuple(int(config[d]) for d in order), batch_count(op))
     if got is None:
         return None
     out: list[tuple[int, ...]] = [()] * len(op.dims)
@@ -175,8 +190,8 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
     dim ``d`` of config ``k`` takes mesh axis ``i``, and ``off[k]`` true when config
     ``k`` is off the mesh (its ``owns`` row is all false).
 
-    Per prime ``q`` of ``p``: the op takes the last ``e_q(P)`` axes of size ``q``, and
-    its dims in :func:`mesh_order` take them in ascending order, ``e_q(f)`` each.
+    Per prime ``q`` of ``p``: the batch dims take the first axes of size ``q`` and the
+    others the last ones, in :func:`mesh_order`, ``e_q(f)`` each, ascending.
     """
     configs = np.asarray(configs, dtype=np.int64)
     sizes = axis_sizes(devices)
@@ -200,7 +215,11 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
             exp += hit
             rest = np.where(hit, rest // q, rest)
         ordered = exp[:, order]
-        lo = len(where) - ordered.sum(axis=1, keepdims=True) + np.cumsum(ordered, axis=1) - ordered
+        nb = batch_count(op)  # batch dims from the first axes of size q, the rest from the last
+        before = np.cumsum(ordered, axis=1) - ordered
+        rest_total = ordered[:, nb:].sum(axis=1, keepdims=True)
+        lo = np.where(np.arange(n)[None, :] < nb, before,
+                      len(where) - rest_total + before - ordered[:, :nb].sum(axis=1, keepdims=True))
         hi = lo + ordered
         t = np.arange(len(where))
         inside = (lo[:, :, None] <= t[None, None, :]) & (t[None, None, :] < hi[:, :, None])
