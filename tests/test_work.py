@@ -62,10 +62,11 @@ def test_lstm_flop_by_hand():
     op = MODELS.get("rnnlm")().ops[1]
     assert op.kind == "LSTM"
     size = dict(zip(op.dim_names, op.shape))
-    l, s, bt, e = size["l"], size["s"], size["b"], size["n"]
+    layers, s, bt, e = size["l"], size["s"], size["b"], size["n"]
     w = op_work(op, np.ones((1, len(op.dims)), dtype=np.int64))
-    assert w.matmul_flop[0] == 2 * l * (s * bt) * (4 * e) * (2 * e)
-    assert w.forward_flop[0] == 2 * l * (s * bt) * (4 * e) * (2 * e) + 3 * l * (s * bt) * (4 * e)
+    assert w.matmul_flop[0] == 2 * layers * (s * bt) * (4 * e) * (2 * e)
+    assert w.forward_flop[0] == (2 * layers * (s * bt) * (4 * e) * (2 * e)
+                                 + 3 * layers * (s * bt) * (4 * e))
     assert w.backward_flop[0] == 2 * w.forward_flop[0]
 
 
