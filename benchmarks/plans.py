@@ -105,6 +105,10 @@ class Reference:
     source: str
     perf_options: dict[str, Any] = field(default_factory=dict)  # pase.perf: how the run ran
 
+    @property
+    def microbatches(self) -> int:
+        return self.global_batch // (self.data * self.micro_batch)
+
 
 @dataclass
 class Published:
@@ -113,10 +117,6 @@ class Published:
     devices: int
     step_seconds: float
     tflops_per_device: float
-
-    @property
-    def microbatches(self) -> int:
-        return self.global_batch // (self.data * self.micro_batch)
 
 
 @dataclass
