@@ -115,6 +115,10 @@ RULES = [
     ("pase.cost_models", "pase.solvers", "a cost model builds Problems; it never solves one"),
     ("pase.pipeline", "pase.cost_models", "the pipeline reaches its cost model through the "
                                           "registry (pase.registry.COST_MODELS)"),
+    ("pase.perf", "pase.cost_models", "the performance model sits below the cost models, "
+                                      "which price compute with its kernels"),
+    ("pase.perf", "pase.sim", "the performance model sits below the simulator"),
+    ("pase.perf", "pase.api", "the performance model sits below the API that loads models for it"),
 ]
 # Modules above the command line: the entry point that runs it.
 ABOVE_CLI = {"pase.__main__"}
