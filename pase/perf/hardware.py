@@ -73,12 +73,13 @@ A100 = Achieved(
            "(stream copies); about 6 us per kernel (launch and tail).")
 H100 = Achieved(
     gemm=0.571, gemm_half=128.0, sms=132, attention=0.175, hbm=0.80, launch_s=6e-6, nvlink=0.80,
-    network=0.264, overlap=0.15,
+    network=0.85, overlap=0.15,
     source="gemm 0.571 fitted on the MosaicML 7B row on 8 H100 (about 565 TFLOP/s on large "
            "GEMMs in that PyTorch stack); attention 0.175 on the 1.3B row at sequence 32,768 "
-           "(attention is 73% of its FLOP); network 0.264 of 50 GB/s per GPU on the 13B row on "
-           "64 H100, the only multi-node H100 row (its cluster's fabric is not published; "
-           "whatever slows its FSDP traffic is charged to the network); overlap as A100; gemm_half 128 (not fitted: larger tiles than "
+           "(attention is 73% of its FLOP); network 0.85 of 50 GB/s per GPU as on A100 "
+           "(nccl-tests), not fitted: fitted on the 13B row on 64 H100, the only multi-node "
+           "H100 row (its fabric is not published), it came out at 0.26, which would make every "
+           "DGX H100 run's exposed traffic 3x too slow; that row is -13% instead; overlap as A100; gemm_half 128 (not fitted: larger tiles than "
            "A100); 132 SMs (H100 SXM data sheet); NVLink 4 bus bandwidth about 360 of 450 GB/s "
            "(nccl-tests on HGX H100).")
 GENERIC = Achieved(

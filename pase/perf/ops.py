@@ -98,8 +98,9 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
             if op.name == triple[0]:
                 attention_time(op, graph.op(triple[2]), bool(attr(graph.op(triple[1]), "causal")),
                                t, pricer, time)
-                if lay.cp > 1:  # keys and values go round the ring
-                    time.ring_bytes = sum(port_elements(op, q, t, splits) for q in op.inputs[1:]) * e * 2
+                if lay.cp > 1:  # each ring step passes one rank's chunk of the keys and values
+                    keys = sum(port_elements(op, q, t, splits) for q in op.inputs[1:])
+                    time.ring_bytes = 2 * keys * e / lay.cp
         elif op.kind == "Einsum":
             einsum_time(op, t, splits, pricer, time)
             source = op.inputs[0].source if op.inputs else None
