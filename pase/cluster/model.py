@@ -110,7 +110,7 @@ class Device:
             return float(known[precision])
         if precision in self.precision or (precision in ("bf16", "fp16") and "16" in self.precision):
             return float(self.peak_tflops)
-        have = [k for k, v in known.items() if v > 0] or [self.precision]
+        have = list(dict.fromkeys([k for k, v in known.items() if v > 0] + [self.precision]))
         raise OptionError(f"device {self.name!r} has no {precision} peak; it has: {', '.join(have)}")
 
 
