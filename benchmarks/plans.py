@@ -241,13 +241,11 @@ def perf_section(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-PERF_READING = """The alpha-beta rows above are the solver's model and stay as they are. Their
-low MFU for the literal Megatron-LM layout comes from the alpha-beta placement: a
-stage's sub-mesh puts the tensor-parallel group of 8 across nodes, so every
-tensor-parallel all-reduce is priced at the inter-node link's speed. The performance
-model has no such placement: it orders ranks as Megatron-LM does (dp, pp, tp,
-outermost first), so each tensor-parallel group is 8 consecutive ranks inside one node
-on NVLink, and prices the same layout near what Megatron-LM reports.
+PERF_READING = """The alpha-beta rows above are the solver's model and stay as they are. Both models
+keep each tensor-parallel group of the literal Megatron-LM layout inside a node on
+NVLink: the performance model orders ranks as Megatron-LM does (dp, pp, tp, outermost
+first), and the alpha-beta placement puts an op's batch splits on the first mesh axes
+and its model splits on the last.
 """
 
 
@@ -372,22 +370,19 @@ READING = """## Reading the tables
 - **pase against the published degrees.** Given the same pipeline depth, m,
   schedule and recomputation ("reference degrees, pase splits"), pase's plan
   differs in two ways: the optimizer state sharded over each op's data-parallel
-  group (ZeRO stage 1), and inside each stage a split of batch x sequence (no
-  tensor parallelism: weights replicated in the stage, their gradients synced
-  once per step) instead of batch x tensor. The freed memory is what allows that
+  group (ZeRO stage 1), and inside each stage splits of batch x sequence, with
+  at most 4-way tensor parallelism at the reference degrees and none in the
+  searched plan (weights replicated in the stage, their gradients synced once per
+  step), instead of batch x 8-way tensor. The freed memory is what allows that
   split; the search over depth and m picked the published values themselves
   (16 stages and m = 192 for GPT-3, 4 stages and m = 56 for Llama 2). The gain is
   a few percent, in the bubble and in the stage time.
-- **The literal Megatron-LM split is priced far too high here.** Megatron-LM
-  reports about 44% of peak for its GPT-3 175B layout on A100s; pase's model
-  gives its literal split a fraction of that. Most of the gap is the alpha-beta
-  model's price of the tensor-parallel boundaries: the gradient all-reduce of a
-  layer's input over the 8 tensor-parallel devices (and the forward all-reduce of
-  its output) is charged as an edge re-layout at the inter-node link's speed
-  (about 1.1 ms for 50 MB per GPT-3 layer boundary, against about 0.2 ms for a ring
-  over the node's NVLink), four times per layer; the event simulator prices the
-  same transfers higher still. So pase's "better" against that row is a
-  cost-model artefact, not a finding; the fair comparison is the middle row.
+- **The literal Megatron-LM split.** Its tensor-parallel groups of 8 sit inside
+  a node (batch splits take the first mesh axes, model splits the last), so the
+  alpha-beta model prices the all-reduces at its tensor-parallel boundaries on
+  NVLink, and its priced and simulated steps agree within a few percent. pase's
+  splits of the same degrees (the middle row) are faster still; Megatron-LM
+  reports about 44% of peak for its GPT-3 175B layout on A100s.
 - **Memory.** States are counted at 8 bytes per parameter (fp16 weights and
   Adam state at `bytes_per_element=2`), half of what mixed-precision training
   keeps, so every memory figure here is low for the states; the 80 GiB cap binds
