@@ -50,8 +50,7 @@ from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
-from pase.perf import roofline
-from pase.perf.roofline import achieved_rate
+from pase.perf.roofline import achieved_rate, pricer
 from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
@@ -186,8 +185,8 @@ class AlphaBetaCostModel(CostModel):
         if self.compute == "flat":
             return self.flops
         base = op_work(work.op, work.configs, self.bytes_per_element, self.optimizer)
-        return achieved_rate(work.op, work.configs, base.flop, roofline.pricer(self.cluster.device,
-                                                                               self.precision))
+        return achieved_rate(work.op, work.configs, base.flop,
+                             pricer(self.cluster.device, self.precision))
 
     def work(self, op: Op, configs: np.ndarray) -> OpWork:
         return op_work(op, configs, self.bytes_per_element, self.optimizer)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pase.ir import Graph, Op
 from pase.perf.kernels import (
     MEMORY_BOUND,
@@ -38,6 +40,7 @@ from pase.perf.kernels import (
 )
 from pase.perf.layout import Layout, op_splits, tile
 from pase.schema import attr
+from pase.work.ops import op_work, owned_parameters  # owned: who holds a tied matrix
 
 
 @dataclass
@@ -84,7 +87,6 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
     reduced: set = set()  # tensors whose input gradient is all-reduced over tp already
     priced = []
     e = pricer.element_bytes
-    from pase.work.ops import owned_parameters  # the one rule for which op holds a tied matrix
     for op in graph.ops:
         splits_t = op_splits(op, lay)
         splits = {d.name: s for d, s in zip(op.dims, splits_t)}
@@ -162,9 +164,6 @@ def _dropout_time(op: Op, fused: dict, sizes: dict, kinds: dict, tile: dict, spl
 
 def _fallback(op: Op, splits: tuple[int, ...], pricer: Pricer, time: OpTime) -> None:
     """Kinds without a kernel model: pase.work's FLOP at large-GEMM efficiency."""
-    import numpy as np
-
-    from pase.work.ops import op_work
     work = op_work(op, np.asarray([splits]), pricer.element_bytes)
     rate = pricer.peak_flops * pricer.hw.gemm
     time.forward_flop += float(work.forward_flop[0])

@@ -69,7 +69,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     found: list[Estimate] = []
     priced = 0
     for micro in [m for m in divisors(global_batch) if m <= max_micro_batch]:
-        graph = build(micro)
+        graph = graph1 if micro == 1 else build(micro)
         for tp in tps:
             for cp in (divisors(devices // tp) if context and seq >= LONG else [1]):
                 base = dict(tp=tp, cp=cp)
