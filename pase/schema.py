@@ -391,8 +391,9 @@ def _broadcast_weights(op: Op, where: str, what: str) -> list[PortAxis]:
     """Weights added to the output, aligned with its trailing axes as numpy broadcasts.
 
     Weight axis j of a rank-r weight stands for op axis ``n - r + j``: mapped to that
-    dim, or unmapped with extent 1 (broadcast) or at least the dim's size (its
-    leading entries are used: a position table longer than the sequence).
+    dim, or unmapped (never split) with extent 1 (broadcast) or any other: the rows of
+    a table read at constant indices (a position table longer than the sequence, two
+    token types, T5's position buckets).
     """
     n = len(op.dims)
     exempt = []
@@ -403,10 +404,6 @@ def _broadcast_weights(op: Op, where: str, what: str) -> list[PortAxis]:
         for a, (axis, extent) in enumerate(zip(port.dims, port.shape)):
             dim = op.dims[n - r + a]
             if axis == ():
-                if extent != 1 and extent < dim.size:
-                    raise GraphError(f"{where} weight {j} axis {a} is unmapped with extent {extent}; "
-                                     f"an unmapped axis has extent 1 (broadcast) or at least the "
-                                     f"size of dim {dim.name!r} ({dim.size})")
                 exempt.append(("weight", j, a))
             elif axis != (dim.name,):
                 raise GraphError(f"{where} weight {j} maps axis {a} to {_axes_text((axis,))}; "
@@ -672,7 +669,7 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              (1, None), (1, 1), (0, None), _elementwise_rule,
              _POINTWISE + "; weights (an add only: learned positions, biases) align with the "
              "output's last axes as numpy broadcasts, each axis mapped to that dim or unmapped "
-             "(extent 1, or at least the dim's size: its leading entries are used); `rotary` "
+             "(extent 1 to broadcast, or any other: the rows of a table read at constant indices); `rotary` "
              "reads one input of rank >= 2 (positions second-last, features last) and pins the "
              "last dim, of even size"),
     OpSchema("Norm", "layer normalisation over one axis (RMSNorm with rms)",

@@ -529,7 +529,6 @@ def test_expert_role_and_new_kinds_round_trip():
     (lambda b, x: b.softmax(x, axis=0, causal=True), "a causal softmax runs along its last axis"),
     (lambda b, x: b.slice(x, axis=1, start=2, stop=9), "allowed: 0 <= start < stop <= 4"),
     (lambda b, x: b.norm(x, weights=2, rms=True), "an RMSNorm has a scale and no shift"),
-    (lambda b, x: b.elementwise(x, weights=[(1, 3)]), "an unmapped axis has extent 1"),
 ])
 def test_zoo_structure_rules(build, words):
     b = GraphBuilder("g", cutoff=1)

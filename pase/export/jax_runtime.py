@@ -39,9 +39,11 @@ def _bias(y, bias, letters, out):
 
 
 def add_weight(x, w):
-    """Add a parameter aligned with the trailing axes of ``x`` (leading entries of longer axes)."""
+    """Add a parameter aligned with the trailing axes of ``x``: the leading entries of a
+    longer axis, the first of a shorter one (the rows a table's reader takes)."""
     lead = x.ndim - w.ndim
-    w = w[tuple(slice(0, min(ws, xs)) for ws, xs in zip(w.shape, x.shape[lead:]))]
+    w = w[tuple(slice(0, min(ws, xs) if ws >= xs else 1)
+                for ws, xs in zip(w.shape, x.shape[lead:]))]
     return x + w
 
 

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from pase.errors import PaseError
+from pase.frontends.torch_flops import check_flops
 from pase.frontends.torch_ir import Conflict
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Imported, ModelImportError, Walk, source_line, target_name
@@ -123,7 +124,9 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
                 walk.module_calls.setdefault(path, set()).add(key.split("@")[0] + "@" +
                                                               key.partition("@")[2])
     graph_name = name or type(module).__name__
-    return walk.finish(graph_name, params)
+    imported = walk.finish(graph_name, params)
+    check_flops(imported, walk)
+    return imported
 
 
 def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
@@ -275,6 +278,7 @@ def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") ->
     """An op pase cannot model, as an element-wise op of its first tensor input."""
     from pase.frontends.torch_layout import ravel_unravel, unary
 
+    walk.approximated_nodes.add(node)
     first = next((v for v in args.values() if isinstance(v, TV) and v.kind == "act"), None)
     val = node.meta.get("val")
     if first is None or not hasattr(val, "shape"):

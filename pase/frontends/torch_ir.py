@@ -221,6 +221,7 @@ class Pending:
     counted: bool = False  # a product torch's FlopCounterMode counts
     dead: bool = False
     names: dict[int, str] = field(default_factory=dict)  # leaf -> dim name, set by emit
+    node: Any = None  # the FX node it was made from (the FLOP check compares per node)
 
 
 def _leaf_map(atoms: Atoms, port: PortSpec) -> dict[int, int]:

@@ -69,7 +69,7 @@ def ravel_unravel(w: Walk, tv: TV, shape: tuple[int, ...]) -> TV:
     unravel = w.add("Unravel", [PortSpec([flat], (ravel, 0))], [PortSpec(list(data))],
                     order="output")
     unravel.contiguous = True
-    w.approximate(f"{w.node.name}: a reshape the IR cannot follow became Ravel + Unravel")
+    w.relayouts.append(f"{w.node.name}: a reshape the IR cannot follow became Ravel + Unravel")
     return out_tv(w, view, data, unravel)
 
 
@@ -77,7 +77,7 @@ def materialize(w: Walk, tv: TV, reason: str) -> TV:
     """``tv`` as a new tensor whose layout is its view, one atom per axis."""
     shape = tv.shape(w.atoms)
     out = ravel_unravel(w, tv, shape)
-    w.approximated[-1] = f"{w.node.name}: {reason}"
+    w.relayouts[-1] = f"{w.node.name}: {reason}"
     return out
 
 
@@ -283,19 +283,25 @@ def _broadcast(w: Walk, x: TV, y: TV) -> list[list[int]]:
 
 
 def _trailing(w: Walk, x: TV, y: TV) -> list[tuple[int, int | None]] | None:
-    """A parameter ``y`` as an Elementwise weight of op dims ``x``'s layout: each axis the
-    same atom as the matching trailing axis, or of extent 1. None when it does not align."""
+    """A parameter ``y`` as an Elementwise weight over op dims ``x``'s layout: one axis per
+    op dim, the dim where ``y`` holds its atom, else extent 1 (broadcast). Atoms of ``y``
+    that are no dim of the op (the rows of a table read at constant indices: positions
+    fewer than the table's rows, token types, T5's buckets) are one unmapped axis in the
+    last free place, so the weight holds the whole table and its count stays exact.
+    Leading broadcast axes are dropped. None when the rows have no free place."""
     atoms = w.atoms
     dims = x.leaves(atoms)
-    leaves = y.leaves(atoms)
-    if len(leaves) > len(dims):
-        return None
-    raw = []
-    for leaf, dim in zip(leaves, dims[len(dims) - len(leaves):]):
-        if atoms.find(leaf) == atoms.find(dim):
-            raw.append((atoms.size[leaf], leaf))
-        elif atoms.size[leaf] == 1:
-            raw.append((1, None))
-        else:
+    own = y.leaves(atoms)
+    roots = {atoms.find(d): d for d in dims}
+    rows = math.prod(atoms.size[q] for q in own if atoms.find(q) not in roots)
+    held = {atoms.find(q) for q in own}
+    raw: list[tuple[int, int | None]] = [
+        (atoms.size[d], d) if atoms.find(d) in held else (1, None) for d in dims]
+    if rows > 1:
+        free = [i for i, (_, d) in enumerate(raw) if d is None]
+        if not free:
             return None
+        raw[free[-1]] = (rows, None)
+    while raw and raw[0] == (1, None):
+        raw.pop(0)
     return raw

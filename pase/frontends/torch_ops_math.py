@@ -342,6 +342,9 @@ def _sdpa(w: Walk, node: Any, a: dict) -> Any:
     else:
         klead = lead
     scores = contract(w, q, k, f"{lead}XZ,{klead}YZ->{lead}XY", suffix=".scores")
+    bias = a.get("attn_mask")
+    if isinstance(bias, TV) and bias.kind == "param":  # a learned bias (T5's buckets)
+        scores = binary(w, scores, bias, "add")
     probs = _softmax_op(w, scores, -1, causal=bool(a.get("is_causal")))
     out = contract(w, probs, v, f"{lead}XY,{klead}YZ->{lead}XZ", suffix=".context")
     if qv is not None and q.rank != a["query"].rank:
@@ -379,9 +382,19 @@ def _binary(w: Walk, node: Any, a: dict) -> Any:
         x = a.get("self") if name == "where" else a.get("self")
         others = [v for k, v in a.items() if isinstance(v, TV) and v.kind == "act"]
         x = others[-1] if name == "where" and others else a.get("self")
+        if isinstance(x, TV) and x.kind != "act":  # a masked parameter: broadcast, no op
+            return _broadcast_view(w, x, node_shape(node))
         return unary(w, x, 1) if isinstance(x, TV) else x
     fn = {"rsub": "sub", "true_divide": "div", "maximum": "add", "minimum": "add"}.get(name, name)
     return binary(w, a["self"], a["other"], fn)
+
+
+def _broadcast_view(w: Walk, x: TV, shape: tuple[int, ...]) -> TV:
+    """``x`` viewed at the broadcast ``shape``: new atoms, not in its data, where it grows."""
+    view = w.fresh(shape[:len(shape) - x.rank])
+    for axis, s in zip(x.view, shape[len(shape) - x.rank:]):
+        view.append(axis if math.prod(w.atoms.size[q] for q in axis) == s else [w.atoms.new(s)])
+    return x.with_view(view)
 
 
 @handles("mean", "sum")
@@ -414,8 +427,12 @@ def _embedding(w: Walk, node: Any, a: dict) -> Any:
     vocab, width = table.view[0], table.view[1]
     atoms.set_role(width[0], "channel")
     if ids.kind != "act":  # rows of a table picked by constants (positions): a parameter
+        # Only ``arange(rows)`` reads the table row for row, so only then is the row axis
+        # the index's axis; any other constant index (fewer positions, token types, buckets)
+        # reads a part of the table, which stays whole in its reader's weight port.
         shape = ids.shape(atoms)
-        last = max((i for i, s in enumerate(shape) if s == atoms.size[vocab[0]]), default=None)
+        whole = _arange_length(a_node(node, "indices")) == atoms.size[vocab[0]]
+        last = len(shape) - 1 if whole and shape and shape[-1] == atoms.size[vocab[0]] else None
         view = [vocab if i == last else [atoms.new(s, "sequence" if i == len(shape) - 1 else
                                                    "other")]
                 for i, s in enumerate(shape)] + [width]
@@ -432,6 +449,38 @@ def _embedding(w: Walk, node: Any, a: dict) -> Any:
         raise Conflict("a table used twice where it cannot be tied")
     w.claim(op)
     return out_tv(w, list(ids.view) + [width], out, op)
+
+
+def a_node(node: Any, name: str) -> Any:
+    """The FX node bound to argument ``name`` of ``node`` (positional or keyword)."""
+    schema = getattr(node.target, "_schema", None)
+    names = [arg.name for arg in schema.arguments] if schema is not None else []
+    if name in node.kwargs:
+        return node.kwargs[name]
+    i = names.index(name) if name in names else -1
+    return node.args[i] if 0 <= i < len(node.args) else None
+
+
+# Ops that keep an index tensor's values in order (an arange stays an arange).
+_SAME_VALUES = {"unsqueeze", "view", "reshape", "_unsafe_view", "expand", "_to_copy", "to",
+                "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "flatten"}
+
+
+def _arange_length(node: Any) -> int | None:
+    """``n`` when the FX ``node`` is ``arange(n)`` (start 0, step 1) seen through views."""
+    import torch.fx
+
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if name in _SAME_VALUES:
+            node = node.args[0]
+            continue
+        if name != "arange":
+            return None
+        nums = [a for a in node.args if isinstance(a, int)]
+        start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums + [1])[:3]
+        return end if start == 0 and step == 1 else None
+    return None
 
 
 @handles("cross_entropy_loss", "nll_loss", "nll_loss_nd", "nll_loss_forward", "nll_loss2d")

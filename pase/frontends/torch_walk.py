@@ -55,6 +55,9 @@ class Imported:
     ops: dict[str, OpInfo] = field(default_factory=dict)
     parameters: dict[str, int] = field(default_factory=dict)  # unique parameter -> numel
     approximated: list[str] = field(default_factory=list)
+    # Real reshapes the IR holds as Ravel + Unravel (exact, with their re-layout's cost):
+    # the class token's concatenation onto a ViT's flattened patches, say. No warning.
+    relayouts: list[str] = field(default_factory=list)
     # Where tensors the user can name live in the graph, per torch axis the IR dims
     # (op, [[(dim name or None, extent), ...] per torch axis]): parameters at the op
     # holding them, module outputs at the op making them, inputs at their first reader.
@@ -102,6 +105,8 @@ class Walk:
         self.param_numel: dict[str, int] = {}
         self.param_alias: dict[str, str] = {}  # placeholder -> canonical parameter name
         self.approximated: list[str] = []
+        self.approximated_nodes: set[Any] = set()  # unsupported FX nodes approximated
+        self.relayouts: list[str] = []
         self.batch_atoms: list[int] = []
         self.inputs: list[Any] = []  # the model's tensor inputs (TVs), in order
         self.param_tvs: dict[str, Any] = {}  # parameter -> its placeholder's TV
@@ -130,6 +135,7 @@ class Walk:
         p = Pending(self.op_name(suffix), kind, inputs, outputs, weights or [], attrs, order=order,
                     counted=counted)
         p.aten.append(_target_name(self.node))
+        p.node = self.node
         p.module = module_path(self.node)[0]
         self.ops.append(p)
         return p
@@ -216,7 +222,8 @@ class Walk:
         if self.approximated:
             warnings.warn("pase.from_torch approximated " + "; ".join(self.approximated),
                           stacklevel=3)
-        result = Imported(graph, infos, params, list(self.approximated))
+        result = Imported(graph, infos, params, list(self.approximated),
+                          relayouts=list(self.relayouts))
         self._axes(result, {p.name: op for p, op in zip(live, ops)})
         return result
 
