@@ -1,0 +1,85 @@
+"""Real models from transformers, torchvision and timm (and two written here) import
+without flags and match torch's own counts.
+
+Per model (tests/real_models/catalogue.py, random weights, small configs):
+
+- parameters equal the sum of ``numel()`` over the module's unique parameters;
+- the matrix-product FLOP of the ops torch counts equal
+  ``torch.utils.flop_counter.FlopCounterMode``'s total for one forward call, within
+  1% (2 FLOP per multiply-add in both; attention on the math backend, as torch's
+  counter counts it);
+- the dp solves the graph at p = 8 under the alpha-beta model;
+- the DTensor plan of that strategy places every parameter, each layout DTensor
+  cannot hold marked as such with a reason.
+"""
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+pytest.importorskip("timm")
+
+import pase  # noqa: E402
+from pase.counts import counts  # noqa: E402
+from pase.export.dtensor import to_dtensor  # noqa: E402
+from pase.frontends.torch import import_torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from real_models.catalogue import MODELS  # noqa: E402
+
+# Models whose export takes over ~10 CPU seconds here: the slow suite runs them.
+SLOW = {"swin_t", "densenet121", "fcn_resnet50"}
+NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in MODELS]
+
+
+def torch_flops(model, args) -> float:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(*args)
+    return float(counter.get_total_flops())
+
+
+@pytest.fixture(scope="module")
+def imported():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model, args = MODELS[name]()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no approximation: an import without flags
+                imp = import_torch(model, args, name=name)
+            cache.clear()  # one model at a time: they are big
+            cache[name] = (model, args, imp)
+        return cache[name]
+    return get
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_real_model(imported, name):
+    model, args, imp = imported(name)
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert pase.counts.parameters(imp.graph) == sum(unique.values())
+
+    by_op = counts(imp.graph).by_op()
+    ours = sum(by_op[op.name].matmul_flops for op in imp.graph.ops if imp.ops[op.name].counted)
+    theirs = torch_flops(model, args)
+    assert theirs > 0
+    assert ours == pytest.approx(theirs, rel=0.01)
+
+    strategy = pase.solve(imp.graph, devices=8, cost_model="alpha-beta")
+    assert strategy.solution.status.value == "optimal"
+    assert math.isfinite(strategy.total_cost) and strategy.total_cost > 0
+
+    plan = to_dtensor(model, imp, strategy, devices=8)
+    assert set(plan.parameters) == set(imp.parameters)
+    for tensor in plan.parameters.values():
+        assert len(tensor.placements) == len(plan.mesh_shape)
+        assert tensor.exact or tensor.note
