@@ -118,6 +118,29 @@ def _cat(w: Walk, node: Any, a: dict) -> Any:
     if not acts:
         return TV(w.fresh(node_shape(node)), [], "const")
     dim = wrap_dim(a.get("dim", 0), parts[0].rank)
+    sources = tuple(node.args[0]) if node.args and isinstance(node.args[0], (list, tuple)) else ()
+    parts = _grown(w, dim, sources, parts)
+    acts = [t for t in parts if t.kind == "act"]
+    out = _concat(w, node, parts, acts, dim)
+    if len(sources) == len(a["tensors"]):
+        w.cats.append((dim, sources, out))
+    return out
+
+
+def _grown(w: Walk, dim: int, sources: tuple, parts: list[TV]) -> list[TV]:
+    """A concatenation of an earlier one's inputs and more (DenseNet's growing feature
+    lists) as that concatenation's output and the rest: the same tensor, the same bytes
+    copied, but each feature map read by one concatenation instead of every later one,
+    which keeps the graph's dependent sets small."""
+    best = None
+    for d, seen, out in w.cats:
+        if d == dim and 1 < len(seen) < len(sources) and sources[:len(seen)] == seen and \
+                len(parts) == len(sources) and (best is None or len(seen) > len(best[0])):
+            best = (seen, out)
+    return parts if best is None else [best[1]] + parts[len(best[0]):]
+
+
+def _concat(w: Walk, node: Any, parts: list[TV], acts: list[TV], dim: int) -> TV:
     atoms = w.atoms
     for i, t in enumerate(acts):  # the concatenated axis must be one atom
         if len(atoms.leaf_list(t.view[dim])) != 1:

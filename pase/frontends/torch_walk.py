@@ -116,6 +116,7 @@ class Walk:
         self.param_site: dict[str, Pending] = {}
         self.module_calls: dict[str, set[str]] = {}  # module path -> its calls' keys
         self.module_in: dict[str, Any] = {}  # module path -> (input TV, first op, its port)
+        self.cats: list[tuple[int, tuple, Any]] = []  # (dim, input FX nodes, output TV)
 
     # -- naming -------------------------------------------------------------------------
     def op_name(self, suffix: str = "") -> str:
