@@ -14,11 +14,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# The example inputs' sizes, read when a builder runs (benchmarks/real_models.py sets
+# larger ones).
 BATCH, SEQ = 2, 32
 
 
-def _ids(vocab: int, batch: int = BATCH, seq: int = SEQ) -> torch.Tensor:
-    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
+def _ids(vocab: int, batch: int | None = None, seq: int | None = None) -> torch.Tensor:
+    shape = (batch or BATCH, seq or SEQ)
+    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(0))
 
 
 class Call(nn.Module):
@@ -124,6 +127,7 @@ def hf_vit():
 
 def _image(size: int = 64) -> tuple:
     return (torch.randn(BATCH, 3, size, size, generator=torch.Generator().manual_seed(0)),)
+
 
 
 def _tv(name: str, size: int = 64, **kwargs):
