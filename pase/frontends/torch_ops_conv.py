@@ -196,11 +196,9 @@ _RESIZE_MODES = {"nearest": "nearest", "_nearest_exact": "nearest", "linear": "l
 @handles("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
          "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
          "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
-         "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa")
+         "upsample_bicubic2d")  # not the antialiased *_aa: wider filters than these taps
 def _resize(w: Walk, node: Any, a: dict) -> Any:
     name = target_name(node)
-    if name.endswith("_aa"):
-        raise Conflict(f"{name} (antialiased resizing: a filter wider than the taps pase prices)")
     mode = _RESIZE_MODES[name.replace("upsample_", "")[:-2]]
     x = a.get("input", a.get("self"))
     rank = x.rank - 2
