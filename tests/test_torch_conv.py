@@ -218,3 +218,19 @@ def test_unsupported_forms_are_refused_up_front():
     with pytest.raises(Exception) as info:
         import_torch(AA(), (torch.randn(2, 3, 8, 8),), name="aa")
     assert "_upsample_bilinear2d_aa" in str(info.value)
+
+
+def test_jax_export_refuses_the_new_forms_clearly():
+    from pase.export import to_jax
+    b = GraphBuilder("g")
+    b.conv(b.input((2, 8, 16, 16)), (16, 2, 3, 3), pad=2, dilation=2, groups=4, name="conv")
+    with pytest.raises(GraphError, match=r"op 'conv' \(Conv\) is grouped, dilated; the JAX "
+                                         r"exporter writes 2-D convolutions with no groups"):
+        to_jax(b.build(), {}, 1)
+
+
+def test_same_padding_of_an_even_window_is_refused_in_one_line():
+    from pase.frontends.torch import ModelImportError
+    with pytest.raises(ModelImportError, match=r"cannot import conv2d at .*padding='same' with "
+                                               r"an effective window of 4"):
+        import_torch(nn.Conv2d(4, 8, 4, padding="same"), (torch.randn(2, 4, 16, 16),), name="e")
