@@ -10,7 +10,7 @@ models.
 All formulas are vectorised over an op's configs: ``cfg`` is a ``(K, ndims)``
 float array and each function returns a ``(K,)`` array. Attributes are read
 through :func:`pase.schema.attr`, and each formula relies on the structure the
-op's schema guarantees (``docs/ops.md``): a Conv's dims are ``b c h w r s n``, an
+op's schema guarantees (``docs/ops.md``): a Conv's dims are ``b [g] c h w r s n``, an
 Einsum's dims are the letters of its ``eq``, an axis is in range.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pase.costing import CostModel, array_key, op_signature, pairwise
 from pase.errors import GraphError, OptionError
 from pase.ir import Graph, Op, Port
 from pase.registry import COST_MODELS
-from pase.schema import attr, parse_einsum
+from pase.schema import attr, conv_form, parse_einsum
+from pase.work.ops import RESIZE_TAPS, resize_halo
 from pase.work.tiles import overlap_elements, port_factors
 
 
@@ -55,10 +56,17 @@ def _cols(op: Op, cfg: np.ndarray, names: str | list[str]) -> tuple[np.ndarray, 
 # -- layer costs, one function per op kind ---------------------------------------
 
 def conv_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
-    cm, m = _cols(op, cfg, "bhw")
+    """The paper's GEMM (m = b h w, n, k = c r s), one per group when grouped; a
+    transposed Conv's multiply-adds run per input pixel (``pase.work.ops._conv``)."""
+    f = conv_form(op)
+    cm, m = _cols(op, cfg, "b" + f.out)
     cn, n = _cols(op, cfg, "n")
-    ck, k = _cols(op, cfg, "crs")
-    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"))
+    ck, k = _cols(op, cfg, "c" + f.kernel)
+    cg, g = _cols(op, cfg, "g" if f.grouped else "")
+    if f.transposed:  # the input's pixels stand for the output's in m (spatial dims are pinned)
+        m = m * math.prod(op.inputs[0].shape[2:]) / math.prod(op.shape[op.dim_index(c)]
+                                                             for c in f.out)
+    return gemm(r, m, n, k, cm, cn, ck, attr(op, "pw"), batch=g / cg)
 
 
 def _weight_allreduce(r: float, op: Op, cfg: np.ndarray, port: Port) -> np.ndarray:
@@ -128,6 +136,15 @@ def pooling_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
     w_grown = w_tile + np.where(cw > 1, kw, 0)
     halo = (h_grown * w_grown - h_tile * w_tile) * b_tile * c_tile
     return elems + r * halo
+
+
+def resize_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
+    """Pooling in reverse: output elements times the mode's weight (1 per tap, the paper's
+    unit: a multiply-add is one FLOP; nearest copies one), plus the halo."""
+    elems = np.prod(np.asarray(op.shape, dtype=np.float64) / cfg, axis=1)
+    mode = attr(op, "mode")
+    weight = 1.0 if mode == "nearest" else RESIZE_TAPS[mode] ** (len(op.dims) - 2)
+    return weight * elems + r * resize_halo(op, cfg)
 
 
 def _tile(op: Op, cfg: np.ndarray) -> np.ndarray:
@@ -226,7 +243,8 @@ def free_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 
 LAYER_COSTS = {
     "Conv": conv_cost, "FC": fc_cost, "Einsum": einsum_cost, "Embedding": einsum_cost,
-    "LSTM": lstm_cost, "Pooling": pooling_cost, "Elementwise": elementwise_cost,
+    "LSTM": lstm_cost, "Pooling": pooling_cost, "Resize": resize_cost,
+    "Elementwise": elementwise_cost,
     "Norm": norm_cost, "BatchNorm": norm_cost, "ReduceMean": reduce_mean_cost,
     "Softmax": softmax_cost, "SoftmaxCrossEntropy": softmax_xent_cost, "TopK": top_k_cost,
     "MoEDispatch": moe_dispatch_cost, "MoECombine": moe_combine_cost,

@@ -187,26 +187,50 @@ class GraphBuilder:
 
     # -- convolution and pooling ------------------------------------------------
     def conv(self, x: Value, filters: Sequence[int], stride: int | Sequence[int] = 1,
-             pad: int | Sequence[int] = 0, pw: int = 0, name: str | None = None) -> Value:
-        """Conv2d of ``x (b, c, h, w)`` with ``filters (n, c, r, s)``; output dims never split."""
+             pad: int | Sequence[int] = 0, pw: int = 0, name: str | None = None,
+             groups: int = 1, dilation: int | Sequence[int] = 1) -> Value:
+        """Conv2d of ``x (b, c, h, w)`` with ``filters (n, c/groups, r, s)`` as torch stores
+        them; output dims never split. ``groups > 1`` adds the dim ``g`` (depthwise:
+        ``groups = c``)."""
         b, c, h, w = _rank(x, 4, "Conv")
         if isinstance(filters, (str, bytes)) or len(filters) != 4:
             raise GraphError(f"Conv: filters must be (n, c, r, s), got {filters!r}")
         n, fc, r, s = (int(f) for f in filters)
-        if fc != c:
-            raise GraphError(f"Conv: filter expects {fc} input channels, input has {c}")
+        if not isinstance(groups, int) or groups < 1 or n % groups or fc * groups != c:
+            raise GraphError(f"Conv: {groups!r} groups of filters {tuple(filters)} on {c} input "
+                             f"channels; allowed: groups >= 1 dividing n, with c = groups x "
+                             f"the filter's channels")
         (sh, sw), (ph, pw_) = _pair(stride, "Conv stride", 1), _pair(pad, "Conv pad", 0)
-        ho, wo = _out_size(h, r, sh, ph), _out_size(w, s, sw, pw_)
-        dims = (Dim("b", b, "batch"), Dim("c", c, "channel"), Dim("h", ho, "spatial"),
-                Dim("w", wo, "spatial"), Dim("r", r, "window"), Dim("s", s, "window"),
-                Dim("n", n, "parameter"))
+        dh, dw = _pair(dilation, "Conv dilation", 1)
+        ho, wo = _out_size(h, dh * (r - 1) + 1, sh, ph), _out_size(w, dw * (s - 1) + 1, sw, pw_)
+        g, n = (("g",), n // groups) if groups > 1 else ((), n)
+        dims = (Dim("b", b, "batch"),) + (Dim("g", groups, "channel"),) * len(g) + (
+            Dim("c", fc, "channel"), Dim("h", ho, "spatial"), Dim("w", wo, "spatial"),
+            Dim("r", r, "window"), Dim("s", s, "window"), Dim("n", n, "parameter"))
+        attrs: dict = {"stride": (sh, sw), "pad": (ph, pw_), "pw": pw}
+        if (dh, dw) != (1, 1):
+            attrs["dilation"] = (dh, dw)
         op = Op(self._name("Conv", name), "Conv", dims,
-                inputs=(Port(x.shape, (("b",), ("c",), ("h",), ("w",)), x.source),),
-                outputs=(Port((b, n, ho, wo), (("b",), ("n",), ("h",), ("w",))),),
-                weights=(Port((n, c, r, s), (("n",), ("c",), ("r",), ("s",))),),
-                pinned=frozenset({"h", "w"}),
-                attrs={"stride": (sh, sw), "pad": (ph, pw_), "pw": pw})
+                inputs=(Port(x.shape, (("b",), g + ("c",), ("h",), ("w",)), x.source),),
+                outputs=(Port((b, n * groups, ho, wo), (("b",), g + ("n",), ("h",), ("w",))),),
+                weights=(Port((n * groups, fc, r, s), (g + ("n",), ("c",), ("r",), ("s",))),),
+                pinned=frozenset({"h", "w"}), attrs=attrs)
         return self._add(op, [(("b", "c", "h", "w"), ("batch", "channel", "spatial", "spatial"))])[0]
+
+    def resize(self, x: Value, size: Sequence[int], mode: str = "nearest",
+               name: str | None = None) -> Value:
+        """Resize ``x (b, c, spatial...)`` to spatial extents ``size`` (nearest, linear or
+        cubic interpolation); the domain is the output, as for pooling."""
+        if len(x.shape) < 3 or len(size) != len(x.shape) - 2:
+            raise GraphError(f"Resize: size {tuple(size)!r} for an input of shape {x.shape}; "
+                             f"allowed: one extent per spatial axis (the axes after b, c)")
+        shape = tuple(x.shape[:2]) + tuple(int(v) for v in size)
+        dims = tuple(Dim(n, v, r) for n, v, r in zip(x.names, shape, x.roles))
+        axes = tuple((n,) for n in x.names)
+        op = Op(self._name("Resize", name), "Resize", dims,
+                inputs=(Port(x.shape, axes, x.source),), outputs=(Port(shape, axes),),
+                attrs={"mode": mode})
+        return self._add(op, [(x.names, x.roles)])[0]
 
     def pool(self, x: Value, window: int | Sequence[int], stride: int | Sequence[int] | None = None,
              pad: int | Sequence[int] = 0, name: str | None = None) -> Value:

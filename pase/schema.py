@@ -9,7 +9,7 @@ Three places lean on it:
   at the call that made it);
 - cost models read attributes through :func:`attr` (the stored value, or the
   kind's default) and may rely on the structure checked here: an Einsum's letters
-  are its dims, a Conv's dims are ``b c h w r s n``, an axis is in range...;
+  are its dims, a Conv's dims are ``b [g] c h w r s n`` (:func:`conv_form`), an axis is in range...;
 - ``docs/ops.md`` documents each kind with the ``allowed`` texts of this table
   (``tests/test_schema.py`` checks that they agree).
 
@@ -111,8 +111,20 @@ COUNT = AttrType("number", "a finite number >= 0", _check_count)
 AXIS = AttrType("integer", "an integer axis in 0..{n-1}", _check_axis)
 AXES = AttrType("list of integers", "a non-empty list of distinct integer axes in 0..{n-1}",
                 _check_axes)
+def _spatial_check(low: int) -> Callable[[Any, int], str | None]:
+    def check(value: Any, n: int) -> str | None:
+        ok = isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+            _is_int(v) and low <= v <= MAX_SIZE for v in value)
+        return None if ok else ""
+    return check
+
+
 POSITIVE_PAIR = AttrType("[int, int]", "a pair [h, w] of integers >= 1", _pair_check(1))
 NATURAL_PAIR = AttrType("[int, int]", "a pair [h, w] of integers >= 0", _pair_check(0))
+POSITIVE_SPATIAL = AttrType("list of integers", "a list of integers >= 1, one per spatial axis "
+                            "(1 to 3)", _spatial_check(1))
+NATURAL_SPATIAL = AttrType("list of integers", "a list of integers >= 0, one per spatial axis "
+                           "(1 to 3)", _spatial_check(0))
 BOOL = AttrType("boolean", "true or false", _check_bool)
 POSITIVE_INT = AttrType("integer", "an integer >= 1",
                         lambda v, n: None if _is_int(v) and 1 <= v <= MAX_SIZE else "")
@@ -129,6 +141,7 @@ def _choice(*values: str) -> AttrType:
 
 ACTIVATION = _choice("relu", "gelu", "silu", "tanh", "none")
 ELEMENTWISE_FN = _choice("add", "mul", "rotary")
+RESIZE_MODE = _choice("nearest", "linear", "cubic")
 EINSUM = AttrType("string", "a two-operand einsum such as \"bhlk,bhmk->bhlm\": ASCII letters, "
                             "no letter twice in one operand or in the output", _check_eq)
 
@@ -268,18 +281,116 @@ def _window_fits(op: Op, where: str, axis: int, size_in: int, window: int, strid
                          f"gives an output {label} of {out}")
 
 
+# A Conv's spatial letters by rank: the output's, then the filter's.
+CONV_SPATIAL = {1: ("w", "s"), 2: ("hw", "rs"), 3: ("dhw", "qrs")}
+
+
+@dataclass(frozen=True)
+class ConvForm:
+    """A Conv's shape of dims: grouped (a ``g`` dim), its output's spatial letters and its
+    filter's, and its per-axis geometry (each a tuple of one int per spatial axis)."""
+
+    grouped: bool
+    out: str
+    kernel: str
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    dilation: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    transposed: bool
+
+    @property
+    def channels_in(self) -> str:
+        """The dims of the image's channel axis (``g c`` or ``c``)."""
+        return "gc" if self.grouped else "c"
+
+    @property
+    def channels_out(self) -> str:
+        return "gn" if self.grouped else "n"
+
+
+def _conv_names(rank: int, grouped: bool) -> tuple[str, ...]:
+    out, kernel = CONV_SPATIAL[rank]
+    return ("b",) + ("g",) * grouped + ("c",) + tuple(out) + tuple(kernel) + ("n",)
+
+
+_CONV_DIMS = ("exactly the dims b, c, h, w, r, s, n (2-D; 1-D: b, c, w, s, n; 3-D: b, c, d, h, w, "
+              "q, r, s, n), with g after b when grouped")
+
+
+def conv_form(op: Op, where: str | None = None) -> ConvForm:
+    """The form of Conv ``op`` (checked: its dims, and one geometry entry per spatial axis)."""
+    names = op.dim_names
+    grouped = "g" in names
+    rank = (len(names) - 3 - grouped) // 2
+    if rank not in CONV_SPATIAL or names != _conv_names(rank, grouped):
+        raise GraphError(f"{where or where_op(op)} has dims {_names(names)}; a Conv has "
+                         f"{_CONV_DIMS}, in that order")
+    geometry = []
+    for name, fill in (("stride", 1), ("pad", 0), ("dilation", 1), ("output_padding", 0)):
+        value = attr(op, name)
+        value = (fill,) * rank if value is None else tuple(value)
+        if len(value) != rank:
+            raise GraphError(f"{where or where_op(op)} attribute {name!r} is {list(value)}; a "
+                             f"{rank}-D Conv takes one entry per spatial axis ({rank})")
+        geometry.append(value)
+    out, kernel = CONV_SPATIAL[rank]
+    return ConvForm(grouped, out, kernel, *geometry, transposed=bool(attr(op, "transposed")))
+
+
+def conv_output_size(size_in: int, kernel: int, stride: int, pad: int, dilation: int,
+                     output_padding: int, transposed: bool) -> int:
+    """An output extent along one spatial axis, as torch computes it."""
+    if transposed:
+        return (size_in - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1
+    return (size_in + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
 def _conv_rule(op: Op, where: str) -> list[PortAxis]:
-    _expect_dims(op, where, ("b", "c", "h", "w", "r", "s", "n"))
-    _expect_pinned(op, where, "hw", "spatial conv dims are never split in this model")
-    rule = "a Conv maps image (b, c, h, w), output (b, n, h, w) and filter (n, c, r, s)"
-    _expect_map(op, where, "input", 0, _one_each("bchw"), rule)
-    _expect_map(op, where, "output", 0, _one_each("bnhw"), rule)
-    _expect_map(op, where, "weight", 0, _one_each("ncrs"), rule)
-    (sh, sw), (ph, pw) = attr(op, "stride"), attr(op, "pad")
-    _, _, h, w = op.inputs[0].shape
-    _window_fits(op, where, 2, h, op.dims[4].size, sh, ph, "height")
-    _window_fits(op, where, 3, w, op.dims[5].size, sw, pw, "width")
-    return [("input", 0, 2), ("input", 0, 3)]
+    f = conv_form(op, where)
+    _expect_pinned(op, where, f.out, "spatial conv dims are never split in this model")
+    ci, co, sp = f.channels_in, f.channels_out, tuple((c,) for c in f.out)
+    filt = ((tuple(ci), ("n",)) if f.transposed else (tuple(co), ("c",))) \
+        + tuple((c,) for c in f.kernel)
+    rule = (f"a {len(f.out)}-D{' transposed' if f.transposed else ''} Conv maps image "
+            f"{_axes_text(((('b',), tuple(ci)) + sp))}, output "
+            f"{_axes_text(((('b',), tuple(co)) + sp))} and filter {_axes_text(filt)}")
+    _expect_map(op, where, "input", 0, (("b",), tuple(ci)) + sp, rule)
+    _expect_map(op, where, "output", 0, (("b",), tuple(co)) + sp, rule)
+    _expect_map(op, where, "weight", 0, filt, rule)
+    if any(f.output_padding) and not f.transposed:
+        raise GraphError(f"{where} has output_padding {list(f.output_padding)}; only a "
+                         f"transposed Conv (transposed: true) takes output padding")
+    for i, (o, k) in enumerate(zip(f.out, f.kernel)):
+        size_in, dim, kernel = op.inputs[0].shape[2 + i], op.dims[op.dim_index(o)], \
+            op.dims[op.dim_index(k)].size
+        want = conv_output_size(size_in, kernel, f.stride[i], f.pad[i], f.dilation[i],
+                                f.output_padding[i], f.transposed)
+        if want != dim.size:
+            raise GraphError(
+                f"{where} input 0 axis {2 + i} has size {size_in} but dim {dim.name!r} has size "
+                f"{dim.size}; a{' transposed' if f.transposed else ''} window of {kernel} with "
+                f"stride {f.stride[i]} and pad {f.pad[i]}"
+                + (f", dilation {f.dilation[i]}" if f.dilation[i] != 1 else "")
+                + (f", output padding {f.output_padding[i]}" if f.output_padding[i] else "")
+                + f" gives an output {_SPATIAL_LABEL[o]} of {want}")
+    return [("input", 0, 2 + i) for i in range(len(f.out))]
+
+
+_SPATIAL_LABEL = {"d": "depth", "h": "height", "w": "width"}
+
+
+def _resize_rule(op: Op, where: str) -> list[PortAxis]:
+    if len(op.dims) not in (3, 4, 5):
+        raise GraphError(f"{where} has {len(op.dims)} dims ({_names(op.dim_names)}); a Resize has "
+                         f"3 to 5: batch, channel, then 1 to 3 output spatial dims")
+    rule = "a Resize maps input and output axis i to dim i"
+    _expect_map(op, where, "input", 0, _one_each(op.dim_names), rule)
+    _expect_map(op, where, "output", 0, _one_each(op.dim_names), rule)
+    if op.inputs[0].shape[:2] != op.shape[:2]:
+        raise GraphError(f"{where} input 0 has shape {op.inputs[0].shape}; a Resize keeps the "
+                         f"batch and channel extents {op.shape[:2]}")
+    return [("input", 0, i) for i in range(2, len(op.dims))]
 
 
 def _pooling_rule(op: Op, where: str) -> list[PortAxis]:
@@ -616,16 +727,30 @@ _TIED = Attr("tied", OP_NAME, "the op whose first weight is this op's matrix (a 
 _MOE_K = Attr("k", POSITIVE_INT, "experts per token (top-k)", required=True)
 
 OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
-    OpSchema("Conv", "2-D convolution of an image (b, c, h, w) with filters (n, c, r, s)",
-             "conv(x, (n, c, r, s), stride, pad, pw)",
-             (Attr("stride", POSITIVE_PAIR, "stride along height and width", default=(1, 1)),
-              Attr("pad", NATURAL_PAIR, "zero padding along height and width", default=(0, 0)),
+    OpSchema("Conv", "convolution (1-D, 2-D or 3-D; grouped, dilated or transposed) of an "
+             "image (b, c, h, w) with filters (n, c, r, s)",
+             "conv(x, (n, c, r, s), stride, pad, pw, groups=..., dilation=...)",
+             (Attr("stride", POSITIVE_SPATIAL, "stride along each spatial axis (absent: 1 each)"),
+              Attr("pad", NATURAL_SPATIAL, "zero padding along each spatial axis (absent: 0 "
+                   "each)"),
+              Attr("dilation", POSITIVE_SPATIAL, "spacing of the filter taps along each spatial "
+                   "axis (absent: 1 each)"),
+              Attr("transposed", BOOL, "a transposed convolution (the gradient of a convolution "
+                   "with respect to its input)", default=False),
+              Attr("output_padding", NATURAL_SPATIAL, "a transposed Conv's extra output rows at "
+                   "the end of each spatial axis (absent: 0 each)"),
               _PW),
              (1, 1), (1, 1), (1, 1), _conv_rule,
              "dims exactly `b c h w r s n` (h, w: the output's height and width; r, s: the "
-             "filter's); h and w pinned; image maps to `[b] [c] [h] [w]`, output to "
-             "`[b] [n] [h] [w]`, filter to `[n] [c] [r] [s]`; the image's height and width give "
-             "the output's: `h = (H - r + 2 pad_h) // stride_h + 1`"),
+             "filter's), `b c w s n` for 1-D, `b c d h w q r s n` for 3-D, with `g` (groups) "
+             "after `b` when grouped (then c and n count channels per group; depthwise: c = 1); "
+             "the output's spatial dims pinned; image maps to `[b] [c] [h] [w]` (grouped: "
+             "`[b] [g c] [h] [w]`), output to `[b] [n] [h] [w]` (`[b] [g n] [h] [w]`), filter to "
+             "`[n] [c] [r] [s]` (`[g n] [c] [r] [s]`; transposed: `[c] [n] [r] [s]`, "
+             "`[g c] [n] [r] [s]`, as torch stores it); the image's spatial extents give the "
+             "output's: `h = (H + 2 pad - dilation (r - 1) - 1) // stride + 1`, transposed "
+             "`h = (H - 1) stride - 2 pad + dilation (r - 1) + output_padding + 1`; the geometry "
+             "attributes have one entry per spatial axis"),
     OpSchema("Pooling", "max or average pooling of an image (b, c, h, w)",
              "pool(x, window, stride, pad)",
              (Attr("window", POSITIVE_PAIR, "pooling window (height, width)", required=True),
@@ -756,6 +881,16 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              "reshape(x, shape)", (), (1, 1), (1, 1), (0, 0), _reshape_rule("input"),
              "one dim per output axis; contiguous; the flat input's one axis maps to all dims, "
              "in order; the output maps axis i to dim i"),
+    OpSchema("Resize", "resizing (upsampling) of an image (b, c, h, w) by interpolation, "
+             "1-D to 3-D", "resize(x, size, mode)",
+             (Attr("mode", RESIZE_MODE, "interpolation: nearest (a copy), linear (linear, "
+                   "bilinear, trilinear) or cubic (bicubic)", required=True),
+              Attr("align_corners", BOOL, "torch's align_corners: corner pixels aligned "
+                   "(else half-pixel centres)", default=False)),
+             (1, 1), (1, 1), (0, 0), _resize_rule,
+             "3 to 5 dims (batch, channel, then the output's 1 to 3 spatial dims); input and "
+             "output map axis i to dim i; the input keeps the batch and channel extents, its "
+             "spatial extents are free"),
 )}
 KINDS = tuple(OP_SCHEMAS)
 
@@ -766,21 +901,22 @@ KINDS = tuple(OP_SCHEMAS)
 DIM_LETTERS: dict[str, str] = {
     "a": "batch (Embedding)",
     "b": "batch (Embedding: tokens)",
-    "c": "channels (MoE: capacity slots, Embedding: vocabulary)",
-    "d": "embedding width (Embedding)",
+    "c": "channels (Conv: per group; MoE: capacity slots, Embedding: vocabulary)",
+    "d": "embedding width (Embedding; Conv: output depth)",
     "e": "model width",
     "f": "feed-forward features",
-    "g": "key-value heads",
-    "h": "attention heads (Conv, Pooling: height)",
+    "g": "key-value heads (Conv: groups)",
+    "h": "attention heads (Conv, Pooling, Resize: height)",
     "i": "input features",
     "k": "input features (attention: head width)",
     "l": "tokens (LSTM: layers)",
     "m": "key tokens",
-    "n": "output features or classes",
+    "n": "output features or classes (Conv: filters, per group when grouped)",
+    "q": "Conv: filter depth",
     "r": "query heads per key-value head (Conv: filter height)",
     "s": "q/k/v (Conv: filter width, LSTM and FC: steps)",
     "v": "vocabulary",
-    "w": "width (Conv, Pooling)",
+    "w": "width (Conv, Pooling, Resize)",
     "x": "experts",
 }
 

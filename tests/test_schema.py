@@ -163,7 +163,8 @@ BAD_GRAPHS = [
      ["op 'conv' (Conv)", "input 0 axis 2 has size 16 but dim 'h' has size 16",
       "stride 2 and pad 1 gives an output height of 8"]),
     ("conv pad negative", "cnn", attrs("conv", pad=[-1, 0]),
-     ["op 'conv' (Conv)", "attribute 'pad' is (-1, 0)", "allowed: a pair [h, w] of integers >= 0"]),
+     ["op 'conv' (Conv)", "attribute 'pad' is (-1, 0)",
+      "allowed: a list of integers >= 0, one per spatial axis"]),
     ("conv spatial dims not pinned", "cnn", op_field("conv", "pinned", []),
      ["op 'conv' (Conv)", "must pin dim 'h'"]),
     ("conv dims in another order", "cnn",
@@ -358,12 +359,13 @@ def test_cost_models_know_exactly_the_schema_kinds():
 
 
 def test_builtin_models_follow_the_schema():
-    # Every kind appears in some built-in model, so each schema meets a real op.
+    # Every kind appears in some built-in model, so each schema meets a real op; Resize
+    # only in imported models (a U-Net, FCN), met in tests/test_torch_conv.py.
     seen = set()
     for name in MODELS.names():
         for op in MODELS.get(name)().ops:
             seen.add(op.kind)
-    assert seen == set(OP_SCHEMAS)
+    assert seen | {"Resize"} == set(OP_SCHEMAS)
 
 
 # -- the docs agree with the table -----------------------------------------------------------

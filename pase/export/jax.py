@@ -61,6 +61,7 @@ from pase.export.configs import fan_in, strategy_configs, strategy_variants_of, 
 from pase.export.jax_relayout import RELAYOUT
 from pase.export.mesh import assign_axes, mesh_axes, port_spec
 from pase.ir import Graph, Op, Port
+from pase.schema import conv_form
 from pase.space import check_devices
 from pase.work.variants import DEFAULT, Variant
 
@@ -257,6 +258,13 @@ class _Writer:
                 f"{self.weight(op, table[0])}, {shape[-1]}, {spec!r}, pin)")
 
     def kind_Conv(self, op: Op, outs):
+        f = conv_form(op)
+        extra = [why for why, on in (("grouped", f.grouped), ("transposed", f.transposed),
+                                     (f"{len(f.out)}-D", len(f.out) != 2),
+                                     ("dilated", any(d != 1 for d in f.dilation))) if on]
+        if extra:
+            raise GraphError(f"op {op.name!r} (Conv) is {', '.join(extra)}; the JAX exporter "
+                             f"writes 2-D convolutions with no groups, dilation 1, not transposed")
         out = self.shape(op, op.outputs[0])[2:]
         return (f"conv({self.input(op, 0)}, {self.weight(op, 0)}, stride={self.attr(op, 'stride', (1, 1))!r}, "
                 f"pad={self.attr(op, 'pad', (0, 0))!r}, out={out!r}, pw={self.attr(op, 'pw', 0)!r})")

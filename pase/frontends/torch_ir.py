@@ -189,6 +189,8 @@ class PortSpec:
     param: str | None = None
     raw: list[tuple[int, int | None]] | None = None
     user: int | None = None  # the model's input this port reads (its index)
+    # An atom read as several op dims, major first (a grouped conv's channels: [g c]).
+    multi: list[tuple[int, list[int]]] = field(default_factory=list)
 
 
 @dataclass
@@ -204,7 +206,7 @@ class Pending:
 
     ``order`` says how its dims are ordered: ``einsum`` (output axes, then the
     contracted ones), ``input`` (the first input's axes), ``output`` (the first
-    output's) or ``conv`` (``b c h w r s n``).
+    output's) or ``conv`` (``b [g] c h w r s n``: the handler names the dims in ``names``).
     """
 
     name: str
@@ -234,10 +236,17 @@ def _leaf_map(atoms: Atoms, port: PortSpec) -> dict[int, int]:
     return out
 
 
+def mapped_axes(atoms: Atoms, port: PortSpec) -> list[tuple[int, ...]]:
+    """Per axis of ``port``, the op dims (leaves) it maps to, in layout order."""
+    m = _leaf_map(atoms, port)
+    multi = {atoms.leaves(src)[0]: tuple(atoms.leaves(d)[0] for d in dims)
+             for src, dims in port.multi}
+    return [multi.get(leaf) or (m.get(leaf, leaf),) for leaf in atoms.leaf_list(port.atoms)]
+
+
 def mapped(atoms: Atoms, port: PortSpec) -> list[int]:
     """The op dims (leaves) ``port``'s axes map to, in layout order."""
-    m = _leaf_map(atoms, port)
-    return [m.get(leaf, leaf) for leaf in atoms.leaf_list(port.atoms)]
+    return [d for axis in mapped_axes(atoms, port) for d in axis]
 
 
 def emit(atoms: Atoms, p: Pending) -> Op:
@@ -253,9 +262,9 @@ def emit(atoms: Atoms, p: Pending) -> Op:
                 dims += [d for d in mapped(atoms, port) if d not in dims]
     if len(set(dims)) != len(dims):
         raise Conflict(f"op {p.name!r} reads one axis twice")
-    if p.order == "conv":  # dims found as b n h w c r s
-        names = dict(zip(dims, "bnhwcrs"))
-        dims = sorted(dims, key=lambda d: "bchwrsn".index(names[d]))
+    if p.order == "conv":  # the handler named every dim atom (pase.schema's Conv letters)
+        names = {atoms.leaves(a)[0]: n for a, n in p.names.items()}
+        dims = sorted(dims, key=lambda d: "bgcdhwqrsn".index(names[d]))
     else:
         names = {d: LETTERS[i] if i < len(LETTERS) else f"d{i}" for i, d in enumerate(dims)}
 
@@ -266,7 +275,8 @@ def emit(atoms: Atoms, p: Pending) -> Op:
                               for _, a in spec.raw))
         leaves = atoms.leaf_list(spec.atoms)
         return Port(tuple(atoms.size[x] for x in leaves),
-                    tuple((names[d],) for d in mapped(atoms, spec)), source)
+                    tuple(tuple(names[d] for d in axis) for axis in mapped_axes(atoms, spec)),
+                    source)
 
     def flat(spec: PortSpec, source: tuple[str, int] | None = None) -> Port:
         """The 1-D side of a reshape: its one axis split by every dim, in order."""

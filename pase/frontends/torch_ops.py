@@ -1,13 +1,14 @@
 """Every ATen op pase models, by name: :data:`HANDLERS` (op name -> handler).
 
-The handlers live in :mod:`pase.frontends.torch_ops_math` (products, convolutions,
-norms, attention, element-wise ops, embeddings, losses) and
+The handlers live in :mod:`pase.frontends.torch_ops_math` (products, norms, attention,
+element-wise ops, embeddings, losses), :mod:`pase.frontends.torch_ops_conv`
+(convolutions, pooling, resizing) and
 :mod:`pase.frontends.torch_ops_shape` (views, joins and splits, constants);
 importing this module registers them all.
 """
 from __future__ import annotations
 
-from pase.frontends import torch_ops_math, torch_ops_shape  # noqa: F401  (they register)
+from pase.frontends import torch_ops_conv, torch_ops_math, torch_ops_shape  # noqa: F401
 from pase.frontends.torch_handlers import HANDLERS
 
 __all__ = ["HANDLERS"]

@@ -1,5 +1,5 @@
-"""ATen handlers that compute: products, convolutions and pooling, norms, attention,
-element-wise ops, embeddings and losses."""
+"""ATen handlers that compute: products, norms, attention, element-wise ops, embeddings
+and losses (convolutions, pooling and resizing: :mod:`pase.frontends.torch_ops_conv`)."""
 from __future__ import annotations
 
 import math
@@ -7,10 +7,8 @@ from typing import Any
 
 from pase.frontends.torch_handlers import (
     as_list,
-    as_pair,
     dim_letters,
     handles,
-    node_shape,
     split_at,
     wrap_dim,
 )
@@ -131,104 +129,7 @@ def _one_operand_einsum(w: Walk, x: TV, letters: str, out: str) -> Any:
     raise Conflict(f"a one-operand einsum that reduces ({letters}->{out})")
 
 
-# -- convolution, pooling, norms ------------------------------------------------------------
-
-@handles("conv2d", "convolution")
-def _conv2d(w: Walk, node: Any, a: dict) -> Any:
-    x, weight, bias = a["input"], a["weight"], a.get("bias")
-    stride = as_pair(a.get("stride", 1))
-    pad = as_pair(a.get("padding", 0))
-    if as_pair(a.get("dilation", 1)) != (1, 1) or a.get("groups", 1) != 1 or x.rank != 4 \
-            or isinstance(a.get("padding"), str) or a.get("transposed"):
-        raise Conflict("only 2-D convolutions with groups=1 and dilation 1 are supported")
-    atoms = w.atoms
-    if len(x.leaves(atoms)) != 4 or x.leaves(atoms) != atoms.leaf_list(sum(x.view, [])):
-        x = materialize(w, x, "a convolution input in another layout was re-laid out")
-    b, c, hh, ww = (axis[0] for axis in x.view)
-    n, c2, r, s = (axis[0] for axis in weight.view)
-    atoms.lock([b, c, hh, ww, n, r, s])
-    shape = node_shape(node)
-    h_out, w_out = atoms.new(shape[2], "spatial"), atoms.new(shape[3], "spatial")
-    atoms.lock([h_out, w_out])
-    for atom, role in ((c, "channel"), (hh, "spatial"), (ww, "spatial"), (n, "parameter"),
-                       (r, "window"), (s, "window")):
-        atoms.set_role(atom, role)
-    atoms.unify([c2], [c])
-    port, tie = w.weight_port(weight, "Conv")
-    out = [b, n, h_out, w_out]
-    op = w.add("Conv", [w.port(x, [(hh, h_out), (ww, w_out)])], [PortSpec(out)],
-               weights=[port] if port else [], order="conv", counted=True,
-               stride=list(stride), pad=list(pad), pw=0)
-    op.pinned += [h_out, w_out]
-    w.claim(op)
-    y = out_tv(w, [[q] for q in out], out, op)
-    if bias is not None and isinstance(bias, TV) and bias.kind == "param":
-        y = _channel_bias(w, y, bias, n)
-        if bias.param:
-            w.param_site[bias.param] = op
-    return y
-
-
-def _channel_bias(w: Walk, y: TV, bias: TV, channel: int) -> TV:
-    """A per-channel bias of a (b, c, h, w) output: an add of a (c, 1, 1) parameter."""
-    port, _ = w.weight_port(bias, "Elementwise")
-    w.atoms.unify(bias.view[0], [channel])
-    weights = [] if port is None else [
-        PortSpec(port.atoms, param=bias.param, raw=[(w.atoms.size[channel], channel), (1, None),
-                                                    (1, None)])]
-    op = w.add("Elementwise", [w.port(y)], [PortSpec(list(y.data))], weights=weights,
-               order="input", suffix=".bias", fn="add")
-    w.claim(op)
-    return out_tv(w, list(y.view), list(y.data), op)
-
-
-
-
-def _pool(w: Walk, node: Any, x: TV, window, stride, pad) -> TV:
-    atoms = w.atoms
-    if x.rank != 4:
-        raise Conflict("pooling of a tensor that is not (b, c, h, w)")
-    if len(x.leaves(atoms)) != 4 or x.leaves(atoms) != atoms.leaf_list(sum(x.view, [])):
-        x = materialize(w, x, "a pooling input in another layout was re-laid out")
-    b, c, hh, ww = (axis[0] for axis in x.view)
-    shape = node_shape(node)
-    h_out, w_out = atoms.new(shape[2], "spatial"), atoms.new(shape[3], "spatial")
-    atoms.lock([b, c, hh, ww, h_out, w_out])
-    out = [b, c, h_out, w_out]
-    op = w.add("Pooling", [w.port(x, [(hh, h_out), (ww, w_out)])], [PortSpec(out)],
-               order="output", window=list(window), stride=list(stride), pad=list(pad))
-    return out_tv(w, [[q] for q in out], out, op)
-
-
-@handles("max_pool2d", "max_pool2d_with_indices")
-def _max_pool(w: Walk, node: Any, a: dict) -> Any:
-    if as_pair(a.get("dilation", 1)) != (1, 1) or a.get("ceil_mode"):
-        raise Conflict("max pooling with dilation or ceil_mode")
-    k = as_pair(a["kernel_size"])
-    s = as_pair(a.get("stride") or k)
-    out = _pool(w, node, a["self"], k, s, as_pair(a.get("padding", 0)))
-    return (out, None) if "indices" in str(node.target) else out
-
-
-@handles("avg_pool2d")
-def _avg_pool(w: Walk, node: Any, a: dict) -> Any:
-    if a.get("ceil_mode"):
-        raise Conflict("average pooling with ceil_mode")
-    k = as_pair(a["kernel_size"])
-    return _pool(w, node, a["self"], k, as_pair(a.get("stride") or k), as_pair(a.get("padding", 0)))
-
-
-@handles("adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool2d")
-def _adaptive_pool(w: Walk, node: Any, a: dict) -> Any:
-    x = a["self"]
-    h, wd = x.shape(w.atoms)[2:]
-    oh, ow = node_shape(node)[2:]
-    if h % oh or wd % ow:
-        raise Conflict(f"adaptive pooling from {h}x{wd} to {oh}x{ow} (sizes that do not divide)")
-    k = (h // oh, wd // ow)
-    out = _pool(w, node, x, k, k, (0, 0))
-    return (out, None) if "max" in str(node.target) else out
-
+# -- norms ---------------------------------------------------------------------------------
 
 @handles("batch_norm", "_native_batch_norm_legit_functional", "_native_batch_norm_legit",
          "native_batch_norm", "_native_batch_norm_legit_no_training")

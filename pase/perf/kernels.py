@@ -38,8 +38,8 @@ from pase.schema import attr, parse_einsum
 
 VIEWS = ("Unstack", "Stack", "Ravel", "Unravel")  # free: a view of their input
 MEMORY_BOUND = ("Norm", "BatchNorm", "ReduceMean", "Softmax", "Elementwise", "Embedding",
-                "SoftmaxCrossEntropy", "TopK", "MoEDispatch", "MoECombine", "Pooling", "Concat",
-                "Slice")
+                "SoftmaxCrossEntropy", "TopK", "MoEDispatch", "MoECombine", "Pooling", "Resize",
+                "Concat", "Slice")
 
 
 @dataclass

@@ -36,6 +36,7 @@ structure each kind's schema guarantees (``docs/ops.md``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,7 +44,7 @@ import numpy as np
 
 from pase.errors import GraphError, OptionError
 from pase.ir import Op, Port
-from pase.schema import attr, parse_einsum
+from pase.schema import attr, conv_form, parse_einsum
 from pase.work.tiles import overlap_elements, port_tiles
 
 PHASES = ("forward", "backward", "gradient")
@@ -253,8 +254,19 @@ def _gemm(op: Op, cfg: np.ndarray, dt: float, batch, m, n, k, a: Port | None, b:
 
 
 def _conv(op: Op, cfg: np.ndarray, dt: float):
-    return _gemm(op, cfg, dt, (), _idx(op, "bhw"), _idx(op, "n"), _idx(op, "crs"),
-                 op.inputs[0], op.weights[0])
+    """A GEMM per group (``g`` batches it, sharding the filters with no reduction, like n):
+    m = b and the output pixels, n = filters, k = channels and filter taps. Dilation
+    spaces the taps and costs nothing more. A transposed Conv does its multiply-adds per
+    *input* pixel (each scatters a filter-sized patch), as torch's FlopCounterMode counts."""
+    f = conv_form(op)
+    gemm = _gemm(op, cfg, dt, _idx(op, "g" if f.grouped else ""), _idx(op, "b" + f.out),
+                 _idx(op, "n"), _idx(op, "c" + f.kernel), op.inputs[0], op.weights[0])
+    if not f.transposed:
+        return gemm
+    (fwd, _, matmul), colls = gemm
+    ratio = math.prod(op.inputs[0].shape[2:]) / math.prod(op.shape[op.dim_index(c)] for c in f.out)
+    fwd = fwd + (ratio - 1.0) * matmul
+    return (fwd, 2.0 * fwd, ratio * matmul), colls
 
 
 def _with_bias(op: Op, cfg: np.ndarray, dt: float, result, out_dims):
@@ -330,6 +342,38 @@ def _pooling(op: Op, cfg: np.ndarray, dt: float):
     hw = _idx(op, op.dim_names[2:4])
     return _split13(_elems(op, cfg)), [_ar("forward", halo * dt, hw, "halo", kind="exchange"),
                                        _ar("backward", halo * dt, hw, "halo", kind="exchange")]
+
+
+# FLOP per output element of a Resize, and the input rows a split spatial axis needs from
+# its neighbours (both sides together): a copy; 2 taps per axis; 4 taps per axis.
+RESIZE_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
+RESIZE_HALO = {"nearest": 0, "linear": 2, "cubic": 4}
+
+
+def resize_weight(op: Op) -> float:
+    """FLOP per output element: 1 for nearest (a copy), else a multiply-add per tap."""
+    mode, rank = attr(op, "mode"), len(op.dims) - 2
+    return 1.0 if mode == "nearest" else 2.0 * RESIZE_TAPS[mode] ** rank
+
+
+def resize_halo(op: Op, cfg: np.ndarray) -> np.ndarray:
+    """Input elements a device receives from its spatial neighbours, per config."""
+    grow = RESIZE_HALO[attr(op, "mode")]
+    tiles = np.asarray(op.inputs[0].shape, dtype=np.float64) / cfg
+    grown = tiles.copy()
+    grown[:, 2:] += np.where(cfg[:, 2:] > 1, grow, 0)
+    spatial = np.prod(grown[:, 2:], axis=1) - np.prod(tiles[:, 2:], axis=1)
+    return spatial * tiles[:, 0] * tiles[:, 1]
+
+
+def _resize(op: Op, cfg: np.ndarray, dt: float):
+    """Pooling in reverse: output elements times the mode's weight; a halo exchange with
+    the spatial neighbours (linear and cubic modes), forward and backward."""
+    halo = resize_halo(op, cfg)
+    sp = tuple(range(2, len(op.dims)))
+    return _split13(resize_weight(op) * _elems(op, cfg)), [
+        _ar("forward", halo * dt, sp, "halo", kind="exchange"),
+        _ar("backward", halo * dt, sp, "halo", kind="exchange")]
 
 
 def _elementwise(op: Op, cfg: np.ndarray, dt: float):
@@ -436,7 +480,8 @@ def _free(op: Op, cfg: np.ndarray, dt: float):
 
 _KINDS: dict[str, Formula] = {
     "Conv": _conv, "FC": _fc, "Einsum": _einsum, "Embedding": _einsum, "LSTM": _lstm,
-    "Pooling": _pooling, "Elementwise": _elementwise, "Norm": _norm, "BatchNorm": _norm,
+    "Pooling": _pooling, "Resize": _resize, "Elementwise": _elementwise, "Norm": _norm,
+    "BatchNorm": _norm,
     "ReduceMean": _reduce_mean, "Softmax": _softmax, "SoftmaxCrossEntropy": _softmax_xent,
     "TopK": _top_k, "MoEDispatch": _moe_dispatch, "MoECombine": _moe_combine,
     "Concat": _free, "Slice": _free, "Stack": _free, "Unstack": _free, "Ravel": _free,
