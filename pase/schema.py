@@ -512,7 +512,7 @@ def _broadcast_weights(op: Op, where: str, what: str) -> list[PortAxis]:
         r = len(port.shape)
         if r > n:
             raise GraphError(f"{where} weight {j} has {r} axes; {what} has at most the op's {n}")
-        for a, (axis, extent) in enumerate(zip(port.dims, port.shape)):
+        for a, axis in enumerate(port.dims):
             dim = op.dims[n - r + a]
             if axis == ():
                 exempt.append(("weight", j, a))

@@ -9,6 +9,7 @@ from pase.frontends.torch_handlers import (
     as_list,
     dim_letters,
     handles,
+    node_shape,
     split_at,
     wrap_dim,
 )
