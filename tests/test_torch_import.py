@@ -208,6 +208,30 @@ def test_unsupported_ops_are_listed_with_their_lines():
     assert "aten.cumsum at test_torch_import.py:" in text and "aten.flip at" in text
 
 
+class Refused(torch.nn.Module):
+    """An op pase does not know (flip), then one it knows but not as called here
+    (ceil_mode pooling), then another unknown one: all in one refusal."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = torch.flip(self.conv(x), [3])
+        y = torch.nn.functional.max_pool2d(y, 2, ceil_mode=True)
+        return torch.flip(y, [2]).cumsum(1)
+
+
+def test_every_refused_op_is_listed_in_one_line_before_any_graph():
+    with pytest.raises(ModelImportError) as err:
+        from_torch(Refused(), (torch.randn(2, 3, 9, 9),))
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith("3 unsupported ATen op(s): aten.flip at test_torch_import.py:")
+    assert "(2 calls); aten.cumsum at" in text
+    assert "; cannot import max_pool2d at test_torch_import.py:" in text and "ceil_mode" in text
+
+
 def test_unsupported_ops_can_be_approximated_with_a_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

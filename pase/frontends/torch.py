@@ -107,26 +107,52 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
     missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"
                and not _integral(n)]
-    if missing and unsupported == "error":
-        listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
-        raise ModelImportError(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
-                           f"unsupported=\"elementwise\" to approximate them)")
     walk = Walk(fuse_elementwise, unsupported)
     params = _placeholders(walk, program, module)
     for node in nodes:
         walk.node = node
         before = len(walk.ops)
-        walk.values[node] = value = _run(walk, node, HANDLERS)
+        try:
+            walk.values[node] = value = _run(walk, node, HANDLERS)
+        except Exception:
+            if missing or walk.refused:  # a walk past refused ops: what was found is the error
+                break
+            raise
         _module_inputs(walk, node, before)
         if isinstance(value, TV) and value.kind == "act":
             for key, path in _paths(node):
                 walk.module_out[path] = value
                 walk.module_calls.setdefault(path, set()).add(key.split("@")[0] + "@" +
                                                               key.partition("@")[2])
+    if unsupported == "error" and (missing or walk.refused):
+        raise ModelImportError(_refusal(missing, walk.refused))
     graph_name = name or type(module).__name__
     imported = walk.finish(graph_name, params)
     check_flops(imported, walk)
     return imported
+
+
+def _refusal(missing: list, refused: list[tuple[Any, str]]) -> str:
+    """One line for every op the walk could not import: unknown ATen ops, then ops
+    known but called in a way pase cannot model (with why)."""
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} unsupported ATen op(s): {_listed(missing)}")
+    parts += [f"cannot import {target_name(n)} at {source_line(n)}: {why}" for n, why in refused]
+    return "; ".join(parts) + " (pass unsupported=\"elementwise\" to approximate them)"
+
+
+def _listed(nodes: list) -> str:
+    """Each unsupported op once, with its distinct source lines and how many calls."""
+    lines: dict[str, dict[str, None]] = {}
+    calls: dict[str, int] = {}
+    for n in nodes:
+        name = target_name(n)
+        lines.setdefault(name, {})[source_line(n)] = None
+        calls[name] = calls.get(name, 0) + 1
+    return "; ".join(f"aten.{name} at {', '.join(where)}" +
+                     (f" ({calls[name]} calls)" if calls[name] > 1 else "")
+                     for name, where in lines.items())
 
 
 def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
@@ -249,13 +275,14 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
     try:
         if handler is None and _integral(node):  # indices, masks, positions: no gradient
             return _constant(walk, node)
-        if handler is None:
-            return _approximate(walk, node, args)
+        if handler is None:  # refused up front unless approximating: the walk goes on
+            return _approximate(walk, node, args, quiet=walk.unsupported == "error")
         return handler(walk, node, args)
     except Conflict as exc:
         if walk.unsupported == "elementwise":
             return _approximate(walk, node, args, str(exc))
-        raise walk.conflict(exc) from None
+        walk.refused.append((node, str(exc)))  # listed with every other at the end
+        return _approximate(walk, node, args, str(exc), quiet=True)
 
 
 def _integral(node: Any) -> bool:
@@ -267,6 +294,12 @@ def _integral(node: Any) -> bool:
                                      for v in tensors)
 
 
+def _constant_like(walk: Walk, node: Any) -> Any:
+    val = node.meta.get("val")
+    return _constant(walk, node) if hasattr(val, "shape") or isinstance(val, (tuple, list)) \
+        else None
+
+
 def _constant(walk: Walk, node: Any) -> Any:
     val = node.meta.get("val")
     if isinstance(val, (tuple, list)):
@@ -274,11 +307,19 @@ def _constant(walk: Walk, node: Any) -> Any:
     return TV(walk.fresh(tuple(val.shape)), [], "const")
 
 
-def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") -> Any:
-    """An op pase cannot model, as an element-wise op of its first tensor input."""
+def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported",
+                 quiet: bool = False) -> Any:
+    """An op pase cannot model, as an element-wise op of its first tensor input.
+    ``quiet``: only so the walk can go on to find every other refused op (the import
+    then fails); one that cannot be approximated is left out."""
     from pase.frontends.torch_layout import ravel_unravel, unary
 
     walk.approximated_nodes.add(node)
+    if quiet:
+        try:
+            return _approximate(walk, node, args, why)
+        except ModelImportError:
+            return _constant_like(walk, node)
     first = next((v for v in args.values() if isinstance(v, TV) and v.kind == "act"), None)
     val = node.meta.get("val")
     if first is None or not hasattr(val, "shape"):

@@ -107,6 +107,7 @@ class Walk:
         self.approximated: list[str] = []
         self.approximated_nodes: set[Any] = set()  # unsupported FX nodes approximated
         self.relayouts: list[str] = []
+        self.refused: list[tuple[Any, str]] = []  # (FX node, why) of ops known but refused
         self.batch_atoms: list[int] = []
         self.inputs: list[Any] = []  # the model's tensor inputs (TVs), in order
         self.param_tvs: dict[str, Any] = {}  # parameter -> its placeholder's TV
@@ -192,10 +193,6 @@ class Walk:
 
     def approximate(self, why: str) -> None:
         self.approximated.append(why)
-
-    def conflict(self, exc: Conflict) -> ModelImportError:
-        return ModelImportError(f"cannot import {_target_name(self.node)} at {source_line(self.node)}: "
-                            f"{exc}")
 
     # -- the result ---------------------------------------------------------------------
     def finish(self, name: str, params: dict[str, int]) -> Imported:
