@@ -17,6 +17,7 @@ from typing import Any
 
 from pase.errors import PaseError
 from pase.frontends.torch_ir import Conflict
+from pase.frontends.torch_moe import find_moe
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Imported, ModelImportError, Walk, source_line, target_name
 
@@ -104,18 +105,23 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     program = export_program(module, args, strict=strict)
     module.train(was_training)
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"
-               and not _integral(n)]
+    moe = find_moe(nodes, unsupported)  # experts layers, imported whole (torch_moe)
+    missing = [n for n in nodes if n in moe.unknown or (
+        n not in moe and target_name(n) not in HANDLERS and target_name(n) != "getitem"
+        and not _integral(n))]
     if missing and unsupported == "error":
-        listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
+        listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}{moe.where(n)}"
+                           for n in missing)
         raise ModelImportError(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
                            f"unsupported=\"elementwise\" to approximate them)")
+    moe.check()
     walk = Walk(fuse_elementwise, unsupported)
     params = _placeholders(walk, program, module)
     for node in nodes:
         walk.node = node
         before = len(walk.ops)
-        walk.values[node] = value = _run(walk, node, HANDLERS)
+        walk.values[node] = value = moe.run(walk, node) if node in moe else \
+            _run(walk, node, HANDLERS)
         _module_inputs(walk, node, before)
         if isinstance(value, TV) and value.kind == "act":
             for key, path in _paths(node):
