@@ -83,10 +83,7 @@ def test_matmul_flops_are_torchs_per_token_expert_count(mixtral):
 
 
 def test_capacity_rounds_up_when_experts_do_not_divide_the_routed_tokens():
-    model, args = catalogue._hf("MixtralConfig", "MixtralForCausalLM", num_hidden_layers=1,
-                                num_key_value_heads=2, num_local_experts=3,
-                                num_experts_per_tok=2, vocab_size=1000,
-                                **catalogue.SMALL), (catalogue._ids(1000),)
+    model, args = _one_layer("MixtralConfig", "MixtralForCausalLM", num_local_experts=3)
     imp = _import(model, args)
     experts_off, _ = _torch_flops(model, args, "grouped_mm")  # everything but the experts
     eager, _ = _torch_flops(model, args)
@@ -157,3 +154,29 @@ def test_an_unknown_op_in_the_experts_is_refused_up_front_listing_every_one():
         assert text.count(where) == 2
     assert text.count("aten.special_i0 at ") == 2
     assert text.count("aten.cos at ") == 2
+
+
+def _one_layer(config_cls, model_cls, batch=catalogue.BATCH, **config):
+    model = catalogue._hf(config_cls, model_cls, num_hidden_layers=1, num_key_value_heads=2,
+                          num_experts_per_tok=2, vocab_size=1000, **catalogue.SMALL, **config)
+    return model, (catalogue._ids(1000, batch=batch),)
+
+
+@pytest.mark.parametrize("config_cls, model_cls, experts", [
+    ("OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4}),
+    ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", {"num_experts": 4, "moe_intermediate_size": 64}),
+])
+def test_other_grouped_mm_experts_import_exactly(config_cls, model_cls, experts):
+    model, args = _one_layer(config_cls, model_cls, **experts)
+    imp = _import(model, args)
+    assert pase.counts.parameters(imp.graph) == \
+        sum({id(p): p.numel() for p in model.parameters()}.values())
+    assert _counted(imp) == _torch_flops(model, args)[0]
+    assert [op.kind for op in imp.graph.ops if ".mlp." in op.name] == MOE_KINDS
+
+
+def test_a_batch_of_one_is_refused_in_one_line():
+    model, args = _one_layer("MixtralConfig", "MixtralForCausalLM", batch=1, num_local_experts=4)
+    with pytest.raises(ModelImportError, match=r"^cannot import the experts model\.model\.layers"
+                       r"\.0\.mlp\.experts at .*: give the example input a batch of at least 2"):
+        import_torch(model, args)

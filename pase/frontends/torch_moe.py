@@ -117,7 +117,10 @@ def _region(nodes: list, path: str) -> Region:
     r.topk, r.tokens = tops[0], tokens[0]
     r.chain = [n for n in nodes if n in set(r.chain) and n is not r.topk]
     r.normalize = any(target_name(n) in ("div", "div_") for n in r.chain)
-    r.nodes = [n for n in nodes if n in members or n is r.topk or n in set(r.chain)]
+    taken = members | {r.topk} | set(r.chain)
+    # dtype checks torch.export adds on the gates outside the experts: no-ops, taken in
+    taken |= {u for n in taken for u in n.users if target_name(u) == "_assert_tensor_metadata"}
+    r.nodes = [n for n in nodes if n in taken]
     _check_outputs(r)
     _check_products(r, inner)
     return r

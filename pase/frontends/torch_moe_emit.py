@@ -71,8 +71,10 @@ def _emit(walk: Walk, r: Region) -> None:
     b, l_, e = _leaves(walk, tokens, "tokens' width", r)
     pb, pl, x = _leaves(walk, probs, "router's experts", r)
     if [atoms.find(pb), atoms.find(pl)] != [atoms.find(b), atoms.find(l_)]:
-        raise ModelImportError(f"cannot import the experts {r.path} at {source_line(r.up)}: the "
-                               f"router's tokens are not the experts' tokens")
+        why = ("give the example input a batch of at least 2 (a batch of 1 leaves the router's "
+               "scores without a batch axis)" if 1 in (atoms.size[b], atoms.size[l_]) else
+               "the router's tokens are not the experts' tokens")
+        raise ModelImportError(f"cannot import the experts {r.path} at {source_line(r.up)}: {why}")
     k = int(r.topk.args[1])
     experts, seq = atoms.size[x], atoms.size[l_]
     atoms.set_role(x, "expert")
