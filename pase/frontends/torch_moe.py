@@ -104,7 +104,7 @@ def _region(nodes: list, path: str) -> Region:
     for a in outside:
         if a.op != "call_function":
             continue
-        found = _trace(a, members)
+        found = _trace(a)
         if found is None:
             tokens.append(a)
         else:
@@ -116,7 +116,10 @@ def _region(nodes: list, path: str) -> Region:
         return r
     r.topk, r.tokens = tops[0], tokens[0]
     r.chain = [n for n in nodes if n in set(r.chain) and n is not r.topk]
-    r.normalize = any(target_name(n) in ("div", "div_") for n in r.chain)
+    # Mixtral renormalises the kept gates: values / values.sum(-1) (Switch, OLMoE do not)
+    r.normalize = any(target_name(n) in ("div", "div_") and len(n.args) > 1
+                      and hasattr(n.args[1], "op") and target_name(_through(n.args[1], CASTS))
+                      == "sum" for n in r.chain)
     taken = members | {r.topk} | set(r.chain)
     # dtype checks torch.export adds on the gates outside the experts: no-ops, taken in
     taken |= {u for n in taken for u in n.users if target_name(u) == "_assert_tensor_metadata"}
@@ -126,7 +129,7 @@ def _region(nodes: list, path: str) -> Region:
     return r
 
 
-def _trace(node: Any, members: set) -> list | None:
+def _trace(node: Any) -> list | None:
     """The nodes from a ``topk`` to ``node`` when ``node`` derives from one through
     :data:`GATE_CHAIN` ops only, else None."""
     if node.op != "call_function":
@@ -138,7 +141,7 @@ def _trace(node: Any, members: set) -> list | None:
         return None
     out = [node]
     for arg in node.all_input_nodes:
-        found = _trace(arg, members)
+        found = _trace(arg)
         if found is None:
             return None
         out += found

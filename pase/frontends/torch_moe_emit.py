@@ -56,20 +56,21 @@ def emit_region(walk: Walk, r: Region) -> None:
                                f"{exc}") from None
 
 
-def _leaves(walk: Walk, tv: Any, what: str, r: Region) -> list[int]:
+def _leaves(walk: Walk, tv: Any, what: str, last: str, r: Region) -> list[int]:
+    """The (batch, sequence, ``last``) leaves of the tokens or the router's scores."""
     leaves = walk.atoms.leaf_list(tv.data) if isinstance(tv, TV) and tv.kind == "act" else []
     if len(leaves) != 3:
         raise ModelImportError(f"cannot import the experts {r.path} at {source_line(r.up)}: its "
-                               f"{what} must be a (batch, sequence, {what.split()[-1]}) tensor "
-                               f"viewed as (tokens, {what.split()[-1]})")
+                               f"{what} must be a (batch, sequence, {last}) tensor, viewed as "
+                               f"(tokens, {last})")
     return leaves
 
 
 def _emit(walk: Walk, r: Region) -> None:
     atoms = walk.atoms
     tokens, probs = walk.values.get(r.tokens), walk.values.get(r.topk.args[0])
-    b, l_, e = _leaves(walk, tokens, "tokens' width", r)
-    pb, pl, x = _leaves(walk, probs, "router's experts", r)
+    b, l_, e = _leaves(walk, tokens, "tokens", "width", r)
+    pb, pl, x = _leaves(walk, probs, "router's scores", "experts", r)
     if [atoms.find(pb), atoms.find(pl)] != [atoms.find(b), atoms.find(l_)]:
         why = ("give the example input a batch of at least 2 (a batch of 1 leaves the router's "
                "scores without a batch axis)" if 1 in (atoms.size[b], atoms.size[l_]) else
