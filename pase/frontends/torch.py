@@ -18,6 +18,7 @@ from typing import Any
 from pase.errors import PaseError
 from pase.frontends.torch_flops import check_flops
 from pase.frontends.torch_ir import Conflict
+from pase.frontends.torch_moe import find_moe
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Imported, ModelImportError, Walk, source_line, target_name
 
@@ -105,15 +106,20 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     program = export_program(module, args, strict=strict)
     module.train(was_training)
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"
-               and not _integral(n)]
+    moe = find_moe(nodes, unsupported)  # experts layers, imported whole (torch_moe)
+    missing = [n for n in nodes if n in moe.unknown or (
+        n not in moe and target_name(n) not in HANDLERS and target_name(n) != "getitem"
+        and not _integral(n))]
+    if not missing:
+        moe.check()
     walk = Walk(fuse_elementwise, unsupported)
     params = _placeholders(walk, program, module)
     for node in nodes:
         walk.node = node
         before = len(walk.ops)
         try:
-            walk.values[node] = value = _run(walk, node, HANDLERS)
+            walk.values[node] = value = moe.run(walk, node) if node in moe else \
+                _run(walk, node, HANDLERS)
         except Exception:
             if missing or walk.refused:  # a walk past refused ops: what was found is the error
                 break
@@ -125,30 +131,30 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
                 walk.module_calls.setdefault(path, set()).add(key.split("@")[0] + "@" +
                                                               key.partition("@")[2])
     if unsupported == "error" and (missing or walk.refused):
-        raise ModelImportError(_refusal(missing, walk.refused))
+        raise ModelImportError(_refusal(missing, walk.refused, moe))
     graph_name = name or type(module).__name__
     imported = walk.finish(graph_name, params)
     check_flops(imported, walk)
     return imported
 
 
-def _refusal(missing: list, refused: list[tuple[Any, str]]) -> str:
+def _refusal(missing: list, refused: list[tuple[Any, str]], moe: Any) -> str:
     """One line for every op the walk could not import: unknown ATen ops, then ops
     known but called in a way pase cannot model (with why)."""
     parts = []
     if missing:
-        parts.append(f"{len(missing)} unsupported ATen op(s): {_listed(missing)}")
+        parts.append(f"{len(missing)} unsupported ATen op(s): {_listed(missing, moe)}")
     parts += [f"cannot import {target_name(n)} at {source_line(n)}: {why}" for n, why in refused]
     return "; ".join(parts) + " (pass unsupported=\"elementwise\" to approximate them)"
 
 
-def _listed(nodes: list) -> str:
+def _listed(nodes: list, moe: Any) -> str:
     """Each unsupported op once, with its distinct source lines and how many calls."""
     lines: dict[str, dict[str, None]] = {}
     calls: dict[str, int] = {}
     for n in nodes:
         name = target_name(n)
-        lines.setdefault(name, {})[source_line(n)] = None
+        lines.setdefault(name, {})[source_line(n) + moe.where(n)] = None
         calls[name] = calls.get(name, 0) + 1
     return "; ".join(f"aten.{name} at {', '.join(where)}" +
                      (f" ({calls[name]} calls)" if calls[name] > 1 else "")

@@ -224,6 +224,9 @@ class Pending:
     dead: bool = False
     names: dict[int, str] = field(default_factory=dict)  # leaf -> dim name, set by emit
     node: Any = None  # the FX node it was made from (the FLOP check compares per node)
+    # (atom, dim name) in dim order, for kinds whose schema names their dims (MoEDispatch's
+    # ``x b c e l``); each atom must still be one leaf when the op is emitted.
+    fixed: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _leaf_map(atoms: Atoms, port: PortSpec) -> dict[int, int]:
@@ -249,9 +252,19 @@ def mapped(atoms: Atoms, port: PortSpec) -> list[int]:
     return [d for axis in mapped_axes(atoms, port) for d in axis]
 
 
+def _one_leaf(atoms: Atoms, a: int, op: str) -> int:
+    leaves = atoms.leaves(a)
+    if len(leaves) != 1:
+        raise Conflict(f"op {op!r} needs its axis of size {atoms.size[atoms.find(a)]} whole, but "
+                       f"a view cut it")
+    return leaves[0]
+
+
 def emit(atoms: Atoms, p: Pending) -> Op:
     """The IR op of ``p`` with its dims at the atoms' final leaves."""
-    if p.order == "input":
+    if p.fixed:
+        dims = [_one_leaf(atoms, a, p.name) for a, _ in p.fixed]
+    elif p.order == "input":
         dims = mapped(atoms, p.inputs[0])
     elif p.order == "output":
         dims = mapped(atoms, p.outputs[0])
@@ -262,7 +275,9 @@ def emit(atoms: Atoms, p: Pending) -> Op:
                 dims += [d for d in mapped(atoms, port) if d not in dims]
     if len(set(dims)) != len(dims):
         raise Conflict(f"op {p.name!r} reads one axis twice")
-    if p.order == "conv":  # the handler named every dim atom (pase.schema's Conv letters)
+    if p.fixed:
+        names = {d: n for d, (_, n) in zip(dims, p.fixed)}
+    elif p.order == "conv":  # the handler named every dim atom (pase.schema's Conv letters)
         names = {atoms.leaves(a)[0]: n for a, n in p.names.items()}
         dims = sorted(dims, key=lambda d: "bgcdhwqrsn".index(names[d]))
     else:
