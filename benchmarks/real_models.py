@@ -74,6 +74,7 @@ def extra_models() -> dict:
 def measure(name: str, build, devices: int) -> tuple[str, bool]:
     """The model's table row, and whether its counts match torch's."""
     import torch
+    from real_models.catalogue import eager_experts
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -82,7 +83,8 @@ def measure(name: str, build, devices: int) -> tuple[str, bool]:
     from pase.frontends.torch import import_torch
 
     model, args = build()
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    with sdpa_kernel(SDPBackend.MATH), eager_experts(model), \
+            FlopCounterMode(display=False) as counter:
         model(*args)
     theirs = counter.get_total_flops()
     unique = sum({id(p): p.numel() for p in model.parameters()}.values())

@@ -11,6 +11,8 @@ the example sequence, as real checkpoints have them.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 
@@ -220,6 +222,22 @@ def dlrm():
     sparse = torch.randint(0, 10**6, (BATCH * 4, len(model.tables), 3),
                            generator=torch.Generator().manual_seed(1)) % rows
     return model.eval(), (dense, sparse)
+
+
+@contextlib.contextmanager
+def eager_experts(model: nn.Module):
+    """Hugging Face experts run one ``linear`` per expert inside: torch's FlopCounterMode
+    counts 0 for the grouped custom op transformers runs by default."""
+    configs = [m.config for m in model.modules()
+               if hasattr(getattr(m, "config", None), "_experts_implementation")]
+    was = [c._experts_implementation for c in configs]
+    for c in configs:
+        c._experts_implementation = "eager"
+    try:
+        yield
+    finally:
+        for c, w in zip(configs, was):
+            c._experts_implementation = w
 
 
 MODELS = {

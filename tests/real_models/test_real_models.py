@@ -6,8 +6,8 @@ Per model (tests/real_models/catalogue.py, random weights, small configs):
 - parameters equal the sum of ``numel()`` over the module's unique parameters;
 - the matrix-product FLOP of the ops torch counts equal
   ``torch.utils.flop_counter.FlopCounterMode``'s total for one forward call, within
-  1% (2 FLOP per multiply-add in both; attention on the math backend, as torch's
-  counter counts it);
+  1% (2 FLOP per multiply-add in both; attention on the math backend and Hugging
+  Face experts one product per expert, as torch's counter sees them);
 - the dp solves the graph at p = 8 under the alpha-beta model;
 - the DTensor plan of that strategy places every parameter, each layout DTensor
   cannot hold marked as such with a reason.
@@ -30,7 +30,7 @@ from pase.export.dtensor import to_dtensor  # noqa: E402
 from pase.frontends.torch import import_torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from real_models.catalogue import MODELS  # noqa: E402
+from real_models.catalogue import MODELS, eager_experts  # noqa: E402
 
 # Models whose export takes over ~10 CPU seconds here: the slow suite runs them.
 SLOW = {"swin_t", "densenet121", "fcn_resnet50"}
@@ -41,7 +41,8 @@ def torch_flops(model, args) -> float:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    with sdpa_kernel(SDPBackend.MATH), eager_experts(model), \
+            FlopCounterMode(display=False) as counter:
         model(*args)
     return float(counter.get_total_flops())
 
