@@ -104,8 +104,8 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     program = export_program(module, args, strict=strict)
     module.train(was_training)
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    missing = [n for n in nodes if target_name(n) not in HANDLERS and target_name(n) != "getitem"
-               and not _integral(n)]
+    missing = [n for n in nodes if _handler(HANDLERS, target_name(n)) is None
+               and target_name(n) != "getitem" and not _integral(n)]
     if missing and unsupported == "error":
         listed = "; ".join(f"aten.{target_name(n)} at {source_line(n)}" for n in missing)
         raise ModelImportError(f"{len(missing)} unsupported ATen op(s): {listed} (pass "
@@ -242,7 +242,7 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
         seq, i = _resolve(walk, node.args[0]), node.args[1]
         return seq[i] if isinstance(seq, (tuple, list)) else seq
     args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
-    handler = handlers.get(name)
+    handler = _handler(handlers, name)
     try:
         if handler is None and _integral(node):  # indices, masks, positions: no gradient
             return _constant(walk, node)
@@ -253,6 +253,11 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
         if walk.unsupported == "elementwise":
             return _approximate(walk, node, args, str(exc))
         raise walk.conflict(exc) from None
+
+
+def _handler(handlers: dict, name: str) -> Any:
+    """The handler of ``name``; an in-place ``op_`` without one of its own is ``op``'s."""
+    return handlers.get(name) or (handlers.get(name[:-1]) if name.endswith("_") else None)
 
 
 def _integral(node: Any) -> bool:
