@@ -24,6 +24,7 @@ from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
 from pase.frontends.torch_layout import (
     _broadcast,
     _trailing,
+    binary,
     materialize,
     out_tv,
     reshape,
@@ -228,9 +229,7 @@ def _scatter(w: Walk, node: Any, a: dict) -> Any:
                        f"a source of the target's sizes on the other axes, at most as long")
     spread = pad_along(w, src, dim, 0, shape[dim] - have[dim]) if have[dim] < shape[dim] \
         else pinned_elementwise(w, src, [dim])
-    if x.kind != "act":
-        return spread
-    return _binary(w, node, {"self": x, "other": spread})
+    return spread if x.kind != "act" else binary(w, x, spread, "add")
 
 
 # -- embedding_bag -------------------------------------------------------------------------
