@@ -281,6 +281,21 @@ def test_embedding_bag_is_a_lookup_then_a_sum_over_each_bag(mode):
     assert imp.graph.ops[1].outputs[0].shape == (8, 16)
 
 
+def test_embedding_bags_of_columns_of_an_integer_input_read_the_input():
+    class Tables(nn.Module):  # DLRM's sparse features: table i reads sparse[:, i]
+        def __init__(self):
+            super().__init__()
+            self.tables = nn.ModuleList(nn.EmbeddingBag(n, 8) for n in (50, 30))
+            self.fc = nn.Linear(16, 1)
+
+        def forward(self, sparse):
+            return self.fc(torch.cat([t(sparse[:, i]) for i, t in enumerate(self.tables)], 1))
+    imp = check(Tables(), (torch.randint(0, 30, (4, 2, 3)),))
+    # no Slice of the integer ids is left hanging: the one-hot weights read them
+    assert kinds(imp) == ["Embedding", "ReduceMean", "Embedding", "ReduceMean", "Concat",
+                          "Einsum"]
+
+
 def test_embedding_bag_with_bags_of_several_sizes_is_refused_in_one_line():
     class Ragged(nn.Module):
         def __init__(self):

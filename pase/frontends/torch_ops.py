@@ -1,7 +1,7 @@
 """Every ATen op pase models, by name: :data:`HANDLERS` (op name -> handler).
 
 The handlers live in :mod:`pase.frontends.torch_ops_math` (products, convolutions,
-norms, attention, element-wise ops, embeddings, losses) and
+norms, attention, element-wise ops, embeddings, losses),
 :mod:`pase.frontends.torch_ops_shape` (views, joins and splits, constants) and
 :mod:`pase.frontends.torch_ops_index` (indexing, gathers, pads, rolls, scans);
 importing this module registers them all.

@@ -256,6 +256,7 @@ def _embedding_bag(w: Walk, node: Any, a: dict) -> Any:
     port, tie = w.weight_port(table, "Embedding")
     if port is None:
         raise Conflict("a table used twice where it cannot be tied")
+    _drop_id_slice(w, ids)
     bag, inside = atoms.leaf_list(ids.view[0]), atoms.leaf_list(ids.view[1])
     rows = bag + inside + width
     op = w.add("Embedding", [], [PortSpec(rows)], weights=[PortSpec(bag + inside + vocab), port],
@@ -265,6 +266,15 @@ def _embedding_bag(w: Walk, node: Any, a: dict) -> Any:
     reduce = w.add("ReduceMean", [PortSpec(rows, (op, 0))], [PortSpec(out)], order="input",
                    suffix=".bags", axes=[AxisOf(q) for q in inside], keepdims=False)
     return (out_tv(w, [bag, width], out, reduce), *rest)
+
+
+def _drop_id_slice(w: Walk, ids: TV) -> None:
+    """The Slice that picked these ids out of an integer input (DLRM's ``sparse[:, i]``):
+    the one-hot weight reads the ids, so that Slice would be an op nothing reads."""
+    made, node = ids.source[0] if ids.source else None, ids.extra.get("node")
+    if made is not None and made.kind == "Slice" and node is not None and _integer(node) \
+            and w.real_users(node) == 1:
+        made.dead = True
 
 
 def _bags(node: Any, n: int, last: bool) -> tuple[int, int]:
