@@ -108,8 +108,8 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
     moe = find_moe(nodes, unsupported)  # experts layers, imported whole (torch_moe)
     missing = [n for n in nodes if n in moe.unknown or (
-        n not in moe and target_name(n) not in HANDLERS and target_name(n) != "getitem"
-        and not _integral(n))]
+        n not in moe and _handler(HANDLERS, target_name(n)) is None
+        and target_name(n) != "getitem" and not _integral(n))]
     if not missing:
         moe.check()
     walk = Walk(fuse_elementwise, unsupported)
@@ -144,7 +144,11 @@ def _refusal(missing: list, refused: list[tuple[Any, str]], moe: Any) -> str:
     parts = []
     if missing:
         parts.append(f"{len(missing)} unsupported ATen op(s): {_listed(missing, moe)}")
-    parts += [f"cannot import {target_name(n)} at {source_line(n)}: {why}" for n, why in refused]
+    lines: dict[tuple[str, str], dict[str, None]] = {}
+    for n, why in refused:
+        lines.setdefault((target_name(n), why), {})[source_line(n)] = None
+    parts += [f"cannot import {name} at {', '.join(where)}: {why}"
+              for (name, why), where in lines.items()]
     return "; ".join(parts) + " (pass unsupported=\"elementwise\" to approximate them)"
 
 
@@ -277,7 +281,7 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
         seq, i = _resolve(walk, node.args[0]), node.args[1]
         return seq[i] if isinstance(seq, (tuple, list)) else seq
     args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
-    handler = handlers.get(name)
+    handler = _handler(handlers, name)
     try:
         if handler is None and _integral(node):  # indices, masks, positions: no gradient
             return _constant(walk, node)
@@ -289,6 +293,11 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
             return _approximate(walk, node, args, str(exc))
         walk.refused.append((node, str(exc)))  # listed with every other at the end
         return _approximate(walk, node, args, str(exc), quiet=True)
+
+
+def _handler(handlers: dict, name: str) -> Any:
+    """The handler of ``name``; an in-place ``op_`` without one of its own is ``op``'s."""
+    return handlers.get(name) or (handlers.get(name[:-1]) if name.endswith("_") else None)
 
 
 def _integral(node: Any) -> bool:

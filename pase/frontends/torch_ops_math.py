@@ -258,26 +258,30 @@ def _sdpa(w: Walk, node: Any, a: dict) -> Any:
 
 # -- element-wise ----------------------------------------------------------------------------
 
-@handles("gelu", "relu", "silu", "tanh", "relu_", "silu_", "gelu_")
+# Activations with no IR ``act`` of their own: the FLOP weight of the one they resemble
+# (hardswish and mish gate x as silu does, hardsigmoid is piecewise linear as relu).
+_LIKE = {"hardswish": "silu", "mish": "silu", "hardsigmoid": "relu"}
+
+
+@handles("gelu", "relu", "silu", "tanh", "hardswish", "hardsigmoid", "mish")
 def _activation(w: Walk, node: Any, a: dict) -> Any:
     name = node.target.__name__.split(".")[0].rstrip("_")
-    return unary(w, a["self"], 3 * ACT_PW[name], act=name)
+    like = _LIKE.get(name)
+    return unary(w, a["self"], 3 * ACT_PW[like or name], act=None if like else name)
 
 
 @handles("sigmoid", "exp", "neg", "rsqrt", "sqrt", "reciprocal", "abs", "log", "square",
-         "cos", "sin", "erf", "hardtanh", "leaky_relu", "elu", "pow", "clamp", "mish",
-         "hardswish", "hardsigmoid", "softplus", "logical_not", "tril", "triu", "clamp_min",
+         "cos", "sin", "erf", "hardtanh", "leaky_relu", "elu", "pow", "clamp", "softplus", "logical_not", "tril", "triu", "clamp_min",
          "clamp_max", "sign", "floor", "ceil", "round", "log1p", "expm1", "gelu_backward")
 def _pointwise(w: Walk, node: Any, a: dict) -> Any:
     x = a.get("self", a.get("input"))
     if not isinstance(x, TV):
         return x
-    heavy = node.target.__name__.split(".")[0] in ("sigmoid", "erf", "softplus", "mish")
+    heavy = node.target.__name__.split(".")[0] in ("sigmoid", "erf", "softplus")
     return unary(w, x, 3 * ACT_PW["silu"] if heavy else 1)
 
 
-@handles("add", "sub", "mul", "div", "add_", "mul_", "sub_", "div_", "rsub", "true_divide",
-         "maximum", "minimum", "where", "masked_fill")
+@handles("add", "sub", "mul", "div", "rsub", "true_divide", "maximum", "minimum", "where", "masked_fill")
 def _binary(w: Walk, node: Any, a: dict) -> Any:
     name = node.target.__name__.split(".")[0].rstrip("_")
     if name in ("where", "masked_fill"):

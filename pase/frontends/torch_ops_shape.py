@@ -374,15 +374,6 @@ def _topk(w: Walk, node: Any, a: dict) -> Any:
     return (values, indices)
 
 
-@handles("scatter", "scatter_")
-def _scatter(w: Walk, node: Any, a: dict) -> Any:
-    src = a.get("src")
-    if isinstance(src, TV) and "dense" in src.extra:  # zeros.scatter(d, topk idx, topk values)
-        dense = src.extra["dense"]
-        return dense.with_view(list(dense.view))
-    raise Conflict("scatter (other than of top-k values back to their places)")
-
-
 @handles("zeros_like", "ones_like", "full_like", "empty_like", "arange", "zeros", "ones", "full",
          "empty", "tensor", "scalar_tensor", "tril", "triu", "new_zeros", "new_ones", "new_full",
          "rand", "randn", "rand_like", "randn_like", "bernoulli", "eq", "ne", "lt", "gt", "le",
