@@ -149,11 +149,11 @@ def test_an_unknown_op_in_the_experts_is_refused_up_front_listing_every_one():
     text = str(err.value)
     assert "\n" not in text
     assert text.startswith("4 unsupported ATen op(s): ")
-    for layer in (0, 1):
+    for layer in (0, 1):  # each op once, with the experts it sits in
         where = f"(in the experts model.model.layers.{layer}.mlp.experts)"
         assert text.count(where) == 2
-    assert text.count("aten.special_i0 at ") == 2
-    assert text.count("aten.cos at ") == 2
+    assert text.count("aten.special_i0 at ") == 1 and text.count("aten.cos at ") == 1
+    assert text.count("(2 calls)") == 2
 
 
 def _one_layer(config_cls, model_cls, batch=catalogue.BATCH, **config):
