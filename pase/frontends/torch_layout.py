@@ -99,6 +99,7 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
     if a.kind != "act" and b.kind != "act":  # parameters and constants only: no op
         view = [(a.view[la.index(c)] if c in la else b.view[lb.index(c)]) for c in out_letters]
         return TV(view, [], "const")
+    a, b = _whole_where_locked(w, a, b, la, lb), _whole_where_locked(w, b, a, lb, la)
     va = dict(zip(la, a.view))
     vb = dict(zip(lb, b.view))
     alias_b: list[tuple[int, int]] = []
@@ -165,6 +166,25 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
                suffix=suffix, pw=0, **op_attrs)
     w.claim(op)
     return out_tv(w, out_view, out_data, op)
+
+
+def _whole_where_locked(w: Walk, x: TV, other: TV, lx: str, lo: str) -> TV:
+    """``x`` re-laid out when an axis it shares with ``other`` (the same einsum letter)
+    is several atoms where ``other`` has one locked atom that cannot be cut to match (a
+    Swin window's 7 x 7 tokens against a softmax's 49, its 8 x 7 rows against a rolled
+    56)."""
+    atoms = w.atoms
+    if x.kind != "act":
+        return x
+    for c, axis in zip(lx, x.view):
+        if c not in lo:
+            continue
+        mine, theirs = atoms.leaf_list(axis), atoms.leaf_list(other.view[lo.index(c)])
+        if len(mine) > 1 and len(theirs) == 1 and atoms.locked[theirs[0]] and \
+                math.prod(atoms.size[q] for q in mine) == atoms.size[theirs[0]]:
+            return materialize(w, x, "an operand cut otherwise than a locked axis it meets "
+                                     "was re-laid out")
+    return x
 
 
 def _user(tv: TV) -> int | None:
@@ -237,6 +257,9 @@ def binary(w: Walk, x: Any, y: Any, fn: str) -> TV:
     if x.kind != "act":  # parameters only
         return x.with_view(list(x.view), kind="const", data=[])
     atoms = w.atoms
+    letters = _letters(max(x.rank, y.rank))
+    lx, ly = letters[len(letters) - x.rank:], letters[len(letters) - y.rank:]
+    x, y = _whole_where_locked(w, x, y, lx, ly), _whole_where_locked(w, y, x, ly, lx)
     view = _broadcast(w, x, y)
     same = x.leaves(atoms) == y.leaves(atoms)
     if y.kind == "act" and same:

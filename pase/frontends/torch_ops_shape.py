@@ -151,6 +151,11 @@ def _concat(w: Walk, node: Any, parts: list[TV], acts: list[TV], dim: int) -> TV
         for i in range(first.rank):
             if i != dim:
                 atoms.unify(first.view[i], t.view[i])
+        lf, lt = first.leaves(atoms), t.leaves(atoms)
+        if len(lf) == len(lt):  # size-1 atoms no view holds (what a strided slice picked)
+            for p, q in zip(lf, lt):
+                if atoms.size[p] == atoms.size[q] == 1:
+                    atoms.unify([p], [q])
     shape = node_shape(node)
     new = atoms.new(shape[dim])
     if atoms.leaf_list(first.view[dim]):
@@ -339,9 +344,24 @@ def _slice(w: Walk, node: Any, a: dict) -> Any:
         stop = a.get("end")
         stop = size if stop is None or stop > size else stop
         start, stop = start % size if start < 0 else start, stop % size if stop < 0 else stop
-    if a.get("step", 1) not in (1, None):
-        raise Conflict("a strided slice")
+    step = a.get("step") or 1
+    if step != 1:
+        return _strided(w, x, dim, int(start), int(stop), int(step))
     return _slice_tv(w, x, dim, int(start), int(stop))
+
+
+def _strided(w: Walk, x: TV, dim: int, start: int, stop: int, step: int) -> TV:
+    """``x[start::step]`` along ``dim`` (Swin's patch merging, ``x[:, 0::2]``): the axis
+    viewed as (n / step, step) and entry ``start`` of the second picked, a Slice."""
+    size = x.shape(w.atoms)[dim]
+    if size % step or start >= step or stop != size:
+        raise Conflict(f"a strided slice {start}:{stop}:{step} of an axis of {size} (allowed: "
+                       f"start < step, to the end, a step that divides the axis)")
+    shape = list(x.shape(w.atoms))
+    shape[dim:dim + 1] = [size // step, step]
+    y = reshape(w, x, tuple(shape))
+    picked = _slice_tv(w, y, dim + 1, start, start + 1)
+    return picked.with_view(picked.view[:dim + 1] + picked.view[dim + 2:])
 
 
 @handles("select")

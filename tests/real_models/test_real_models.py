@@ -32,9 +32,6 @@ from pase.frontends.torch import import_torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from real_models.catalogue import MODELS, eager_experts  # noqa: E402
 
-# Models whose export takes over ~10 CPU seconds here: the slow suite runs them.
-SLOW = {"swin_t", "densenet121", "fcn_resnet50"}
-NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in MODELS]
 
 
 def torch_flops(model, args) -> float:
@@ -63,7 +60,7 @@ def imported():
     return get
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", list(MODELS))
 def test_real_model(imported, name):
     model, args, imp = imported(name)
     unique = {id(p): p.numel() for p in model.parameters()}
