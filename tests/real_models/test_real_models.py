@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from real_models.catalogue import MODELS, eager_experts  # noqa: E402
 
 
-
 def torch_flops(model, args) -> float:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
