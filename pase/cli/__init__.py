@@ -87,7 +87,10 @@ def _run(argv: Sequence[str] | None) -> int:
                          "sweep, report, replan")
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
         return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    return args.run(args) or EXIT_OK
+    from pase.frontends import cache  # FILE.py:FUNCTION models: graphs kept on disk
+
+    with cache.enabled(not getattr(args, "no_cache", False)):
+        return args.run(args) or EXIT_OK
 
 
 def _one_line(text: str) -> str:
