@@ -42,8 +42,13 @@ print(json.dumps(report))
 def probe(commands, env=None):
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), json.dumps(commands)],
                          cwd=ROOT, capture_output=True, text=True, check=True, timeout=600,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                         env={**os.environ, "PYTHONPATH": _pythonpath(), **(env or {})})
     return json.loads(out.stdout)
+
+
+def _pythonpath():
+    """This checkout first, then what the caller had (so these are the files tested)."""
+    return os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
 
 def test_commands_without_pytorch_import_no_heavy_package():
@@ -196,3 +201,19 @@ def test_the_python_api_does_not_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("PASE_CACHE_DIR", str(tmp_path / "cache"))
     assert pase.load_graph(f"{MLP}:build").ops
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_command_spares_the_shutdown_after_torch(tmp_path):
+    """`pase ...` (main() reading sys.argv) freezes the collector once torch is loaded, so the
+    interpreter's exit does not traverse torch's objects; main(argv) in a test does not."""
+    pytest.importorskip("torch")
+    code = ("import gc, io, contextlib, sys\nfrom pase.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['models'])\n    frozen = gc.get_freeze_count()\n"
+            f"    sys.argv = ['pase', 'import', {str(MLP) + ':build'!r}, '--no-cache']\n"
+            "    main()\nprint(frozen, gc.get_freeze_count())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": _pythonpath()}).stdout
+    before, after = map(int, out.split())
+    assert before == 0 and after > 0
