@@ -7,10 +7,12 @@ Every figure is the CPU seconds (user + system) of fresh interpreters, the media
 ``--repeat`` runs, so a loaded machine inflates them little. First the phases of one
 cold `pase solve tests/torch_models/gpt2.py:small -p 8` (GPT-2 small's sizes, two
 layers, on torch's meta device), each timed in one interpreter in the order the
-command runs them. Then whole command-line calls: cold (``--no-cache``) and warm
-(a cache hit, in a fresh cache folder primed once), and their ratio; and ``import
-pase`` alone against ``import pase`` + ``import torch``, both as ratios to an empty
-interpreter's start measured in the same run.
+command runs them, and the interpreter's exit (``pase`` itself freezes the collector
+before it; this script does not). Then whole command-line calls: cold
+(``--no-cache``), the first call with the cache (a miss that writes the entry) and
+warm (a hit), and warm / cold; and ``import pase`` alone against ``import pase`` +
+``import torch``, both also as ratios to an empty interpreter's start measured in the
+same run.
 """
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ built = api.build_problem(graph, 8)
 mark("configuration space and costs (p = 8)")
 api.to_strategy(built, api.run_solver("dp", built.problem))
 mark("solve (dp)")
-print(json.dumps([(n, t - marks[i][1]) for i, (n, t) in enumerate(marks[1:])]))
+print(json.dumps([[(n, t - marks[i][1]) for i, (n, t) in enumerate(marks[1:])],
+                  time.process_time()]))
 """
 
 
@@ -80,13 +83,19 @@ def main() -> None:
     py, n = sys.executable, args.repeat
     start = median_cpu([py, "-c", "pass"], n)
 
-    runs = [json.loads(cpu_run([py, "-c", f"REFERENCE = {REFERENCE!r}\n{PHASES}"])[1])
-            for _ in range(n)]
+    runs, exits = [], []
+    for _ in range(n):
+        total, out = cpu_run([py, "-c", f"REFERENCE = {REFERENCE!r}\n{PHASES}"])
+        marks, end = json.loads(out)
+        runs.append(marks)
+        exits.append(total - end)  # what the process spent after its last line
     print(f"\nOne cold `pase solve {REFERENCE} -p 8`, phase by phase (CPU s, median of {n}):\n")
     print("| phase | CPU s |\n|---|---|")
     print(f"| interpreter start (`python -c pass`) | {start:.2f} |")
     for i, (name, _) in enumerate(runs[0]):
         print(f"| {name} | {statistics.median(r[i][1] for r in runs):.2f} |")
+    print(f"| interpreter exit (its collection over torch's objects) "
+          f"| {statistics.median(exits):.2f} |")
 
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "gpt2.json")
