@@ -217,3 +217,12 @@ def test_the_command_spares_the_shutdown_after_torch(tmp_path):
                          env={**os.environ, "PYTHONPATH": _pythonpath()}).stdout
     before, after = map(int, out.split())
     assert before == 0 and after > 0
+
+
+def test_a_cache_that_cannot_be_written_is_no_error(cached, capsys, tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("PASE_CACHE_DIR", str(blocked))
+    out, built, err = cached(capsys, f"{MLP}:build")
+    again, built_again, _ = cached(capsys, f"{MLP}:build")
+    assert built and built_again and out == again and json.loads(out)["ops"] and err == ""

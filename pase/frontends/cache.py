@@ -87,12 +87,12 @@ def cached_graph(path: Path, function: str, options: dict[str, Any],
 # -- the key ----------------------------------------------------------------------------
 
 def _key(path: Path, function: str, options: dict[str, Any]) -> str | None:
-    if importlib.util.find_spec("torch") is None:
-        return None  # the build says torch is missing, one line
     try:
+        if importlib.util.find_spec("torch") is None:
+            return None  # the build says torch is missing, one line
         torch_version = metadata.version("torch")
-        source = _digest(path.resolve())
-    except (OSError, metadata.PackageNotFoundError):
+        source, cwd = _digest(path.resolve()), os.getcwd()
+    except (OSError, ValueError, metadata.PackageNotFoundError):  # a vanished working folder
         return None
     if source is None or not all(isinstance(v, _PLAIN) for v in options.values()):
         return None
@@ -100,7 +100,7 @@ def _key(path: Path, function: str, options: dict[str, Any]) -> str | None:
 
     parts = [FORMAT, str(path.resolve()), function, source,
              sorted((k, type(v).__name__, repr(v)) for k, v in options.items()),
-             __version__, _pase_sources(), sys.version, torch_version, os.getcwd(), sys.path]
+             __version__, _pase_sources(), sys.version, torch_version, cwd, [str(p) for p in sys.path]]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
@@ -134,18 +134,25 @@ def _digest(path: str | Path) -> str | None:
 # -- what a build read ------------------------------------------------------------------
 
 def _audit(event: str, args: tuple) -> None:
-    if _opened and event == "open":
+    if not (_opened and event == "open"):
+        return
+    try:  # a hook that raises would fail the open itself
         path, mode, flags = args
         reads = "r" in mode if isinstance(mode, str) else not flags & (os.O_WRONLY | os.O_RDWR)
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
         if isinstance(path, str) and reads:
             _opened[-1].add(os.path.abspath(path))
+    except Exception:
+        pass
 
 
 _hooked = False
 
 
-def _recorded(build: Callable[[], Any]) -> tuple[Any, dict[str, Any], list]:
-    """``build()``'s graph, what it read (files and distributions) and its warnings."""
+def _recorded(build: Callable[[], Any]) -> tuple[Any, dict[str, Any] | None, list]:
+    """``build()``'s graph, what it read (files and distributions; None when that could
+    not be told) and its warnings."""
     global _hooked
     if not _hooked:  # an audit hook stays for the process; it is idle outside builds
         sys.addaudithook(_audit)
@@ -160,7 +167,11 @@ def _recorded(build: Callable[[], Any]) -> tuple[Any, dict[str, Any], list]:
         opened = _opened.pop()
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return graph, _dependencies(opened), caught
+    try:
+        deps = _dependencies(opened)
+    except Exception:  # unreadable package metadata...: this graph is not cached, not an error
+        deps = None
+    return graph, deps, caught
 
 
 def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -249,11 +260,14 @@ def _category(name: str) -> type[Warning]:
     return obj
 
 
-def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any], caught: list) -> None:
+def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any] | None,
+           caught: list) -> None:
     """Store the entry, atomically; skipped when the graph would not read back equal or a
     warning's class is not a built-in or pase's. A cache that cannot be written is no error."""
     from pase.ir import Graph
 
+    if deps is None:
+        return
     data = graph.to_dict()
     warned = [[f"{w.category.__module__}.{w.category.__qualname__}", str(w.message),
                w.filename, w.lineno] for w in caught]
