@@ -236,7 +236,7 @@ def _read(entry_path: Path, key: str) -> Any:
             return None
         graph = Graph.from_dict(entry["graph"])
         categories = [_category(name) for name, *_ in entry["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
         return None  # unreadable or half-written: a miss, overwritten below
     with contextlib.suppress(OSError):
         os.utime(entry_path)  # recently used: kept when old entries are pruned
