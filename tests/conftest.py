@@ -19,6 +19,14 @@ def tiny_problem():
     )
 
 
+def pytest_configure(config):
+    """The command line's graph cache in a folder of this run's own, so tests neither
+    read a user's entries nor leave any behind."""
+    import tempfile
+
+    os.environ["PASE_CACHE_DIR"] = tempfile.mkdtemp(prefix="pase-test-cache-")
+
+
 # Under CI every optional extra is installed (`pip install -e ".[all]"`), so a test
 # skipped because a package or backend is missing is a broken install: fail it.
 MISSING_EXTRA_WORDS = ("not installed", "could not import", "backend missing", "No module named")

@@ -95,6 +95,13 @@ MODEL_HELP = ("a registered model name (`pase models`), a graph JSON file, or FI
               "(a function returning a PyTorch module and its example inputs)")
 
 
+def cache_flag(s: argparse.ArgumentParser) -> None:
+    """``--no-cache``, for commands whose MODEL may be a FILE.py:FUNCTION reference."""
+    s.add_argument("--no-cache", action="store_true",
+                   help="import a FILE.py:FUNCTION model afresh, neither reading nor writing "
+                        "the import cache (also PASE_NO_CACHE=1; docs/pytorch.md)")
+
+
 # -- from flags to the API ------------------------------------------------------------
 
 # Flags that are shorthands for a cost-model option of the same name.

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 from pase.cli import checks
-from pase.cli.args import key_values
+from pase.cli.args import cache_flag, key_values
 from pase.cli.output import wrote
 from pase.errors import OptionError
 
@@ -26,6 +26,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--unsupported", choices=("error", "elementwise"), default=None,
                    help="an ATen op pase cannot model: refuse the model (error, default) or "
                         "approximate it as an element-wise op (elementwise)")
+    cache_flag(s)
 
 
 def cmd_import(args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 from pase.cli.args import (
     MODEL_HELP,
     byte_size,
+    cache_flag,
     memory_size,
     options_help,
     positive_int,
@@ -129,6 +130,7 @@ def _model(s: Parser) -> None:
     s.add_argument("--mesh", metavar="AxBxC",
                    help="a mesh-shaped configuration space: each dim is split by a product of "
                         "mesh axes and every device is used (the product must equal -p)")
+    cache_flag(s)
     _format(s)
 
 
@@ -267,6 +269,7 @@ def _engine_args(s: Parser) -> None:
                         "collectives pase prices; xla leaves it to XLA's partitioner")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
                    help=options_help("model", "An option of a registered model, e.g. layers=1."))
+    cache_flag(s)
 
 
 def _export(s: Parser) -> None:

@@ -9,6 +9,7 @@ from pase.cli import checks
 from pase.cli.args import (
     MODEL_HELP,
     byte_size,
+    cache_flag,
     key_values,
     memory_size,
     options_help,
@@ -62,6 +63,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--batch", type=positive_int, help="batch size of the new model")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
                    help=options_help("model", "An option of the new model, e.g. seq=1024."))
+    cache_flag(s)
     s.add_argument("--cutoff", type=positive_int, help="smallest per-device extent of a split dim")
     s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",

@@ -150,7 +150,18 @@ def load_module(text: str, **model_options: Any) -> tuple[Any, tuple, dict[str, 
 
 
 def load_reference(text: str, **model_options: Any) -> Any:
-    """The pase Graph of the module ``FILE.py:FUNCTION`` returns."""
+    """The pase Graph of the module ``FILE.py:FUNCTION`` returns; read from the import cache
+    (:mod:`pase.frontends.cache`) when the command line turned it on."""
+    from pase.frontends import cache
+
+    if not cache.active():
+        return _import(text, model_options)
+    path, function = split_reference(text)
+    return cache.cached_graph(path, function, model_options,
+                              lambda: _import(text, dict(model_options)))
+
+
+def _import(text: str, model_options: dict[str, Any]) -> Any:
     model, args, importer, function = load_module(text, **model_options)
     unsupported = importer.get("unsupported", "error")
     if unsupported not in ("error", "elementwise"):
