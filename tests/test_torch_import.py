@@ -240,6 +240,27 @@ def test_unsupported_ops_can_be_approximated_with_a_warning():
     assert [op.kind for op in graph.ops] == ["Einsum", "Elementwise"]  # fmod, flip: one op
 
 
+class Unfolds(torch.nn.Module):
+    """An unsupported op whose output has more elements than its input (unfold)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.head = torch.nn.Linear(8, 8), torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return self.head(self.fc(x).unfold(1, 3, 1)) + 0 * x.sum()
+
+
+def test_an_op_that_cannot_be_approximated_is_left_out_with_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = from_torch(Unfolds(), (torch.randn(2, 8),), unsupported="elementwise")
+    text = " ".join(str(w.message) for w in caught)
+    assert "aten.unfold at test_torch_import.py:" in text and "left out, its output (2, 6, 3) " \
+        "has not the elements of its input (2, 8)" in text
+    assert "fc" in [op.name for op in graph.ops]
+
+
 def test_bad_arguments_are_one_line_errors():
     with pytest.raises(ModelImportError, match="torch.nn.Module"):
         from_torch("not a module", (torch.randn(2, 8),))

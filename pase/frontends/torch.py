@@ -17,8 +17,10 @@ from typing import Any
 
 from pase.errors import PaseError
 from pase.frontends.torch_flops import check_flops
+from pase.frontends.torch_handlers import constant, integral
 from pase.frontends.torch_ir import Conflict
 from pase.frontends.torch_moe import find_moe
+from pase.frontends.torch_moe_emit import emit_region
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Imported, ModelImportError, Walk, source_line, target_name
 
@@ -109,7 +111,7 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     moe = find_moe(nodes, unsupported)  # experts layers, imported whole (torch_moe)
     missing = [n for n in nodes if n in moe.unknown or (
         n not in moe and _handler(HANDLERS, target_name(n)) is None
-        and target_name(n) != "getitem" and not _integral(n))]
+        and target_name(n) != "getitem" and not integral(n))]
     if not missing:
         moe.check()
     walk = Walk(fuse_elementwise, unsupported)
@@ -118,7 +120,7 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
         walk.node = node
         before = len(walk.ops)
         try:
-            walk.values[node] = value = moe.run(walk, node) if node in moe else \
+            walk.values[node] = value = moe.run(walk, node, emit_region) if node in moe else \
                 _run(walk, node, HANDLERS)
         except Exception:
             if missing or walk.refused:  # a walk past refused ops: what was found is the error
@@ -283,16 +285,15 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
     args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
     handler = _handler(handlers, name)
     try:
-        if handler is None and _integral(node):  # indices, masks, positions: no gradient
-            return _constant(walk, node)
+        if handler is None and integral(node):  # indices, masks, positions: no gradient
+            return constant(walk, node)
         if handler is None:  # refused up front unless approximating: the walk goes on
-            return _approximate(walk, node, args, quiet=walk.unsupported == "error")
+            return _approximate(walk, node, args)
         return handler(walk, node, args)
     except Conflict as exc:
-        if walk.unsupported == "elementwise":
-            return _approximate(walk, node, args, str(exc))
-        walk.refused.append((node, str(exc)))  # listed with every other at the end
-        return _approximate(walk, node, args, str(exc), quiet=True)
+        if walk.unsupported == "error":
+            walk.refused.append((node, str(exc)))  # listed with every other at the end
+        return _approximate(walk, node, args, str(exc))
 
 
 def _handler(handlers: dict, name: str) -> Any:
@@ -300,41 +301,13 @@ def _handler(handlers: dict, name: str) -> Any:
     return handlers.get(name) or (handlers.get(name[:-1]) if name.endswith("_") else None)
 
 
-def _integral(node: Any) -> bool:
-    """Whether every tensor ``node`` makes is of an integer or boolean type."""
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (tuple, list)) else [val]
-    tensors = [v for v in vals if hasattr(v, "dtype")]
-    return bool(tensors) and not any(v.dtype.is_floating_point or v.dtype.is_complex
-                                     for v in tensors)
-
-
-def _constant_like(walk: Walk, node: Any) -> Any:
-    val = node.meta.get("val")
-    return _constant(walk, node) if hasattr(val, "shape") or isinstance(val, (tuple, list)) \
-        else None
-
-
-def _constant(walk: Walk, node: Any) -> Any:
-    val = node.meta.get("val")
-    if isinstance(val, (tuple, list)):
-        return tuple(TV(walk.fresh(tuple(v.shape)), [], "const") for v in val)
-    return TV(walk.fresh(tuple(val.shape)), [], "const")
-
-
-def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported",
-                 quiet: bool = False) -> Any:
-    """An op pase cannot model, as an element-wise op of its first tensor input.
-    ``quiet``: only so the walk can go on to find every other refused op (the import
-    then fails); one that cannot be approximated is left out."""
+def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported") -> Any:
+    """An op pase cannot model, as an element-wise op of its first tensor input (left
+    out where the shapes do not allow it). In an import that refuses such ops this only
+    lets the walk go on to find every other one; the import then fails."""
     from pase.frontends.torch_layout import ravel_unravel, unary
 
     walk.approximated_nodes.add(node)
-    if quiet:
-        try:
-            return _approximate(walk, node, args, why)
-        except ModelImportError:
-            return _constant_like(walk, node)
     first = next((v for v in args.values() if isinstance(v, TV) and v.kind == "act"), None)
     val = node.meta.get("val")
     if first is None or not hasattr(val, "shape"):
@@ -347,6 +320,7 @@ def _approximate(walk: Walk, node: Any, args: dict, why: str = "unsupported",
         return unary(walk, first, 1)
     if math.prod(shape) == math.prod(first.shape(walk.atoms)):
         return ravel_unravel(walk, unary(walk, first, 1), shape)
-    raise ModelImportError(f"cannot approximate aten.{target_name(node)} at {source_line(node)}: "
-                       f"its output {shape} has not the elements of its input "
-                       f"{first.shape(walk.atoms)}")
+    walk.approximated[-1] = (f"aten.{target_name(node)} at {source_line(node)} ({why}): left "
+                             f"out, its output {shape} has not the elements of its input "
+                             f"{first.shape(walk.atoms)}")  # what reads it reads a constant
+    return constant(walk, node)

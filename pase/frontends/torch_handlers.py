@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Walk
 
 Handler = Callable[[Walk, Any, dict], Any]
@@ -52,3 +53,22 @@ def split_at(atoms, leaves: list[int], size: int) -> tuple[list[int], list[int]]
         p *= atoms.size[leaves[i]]
         i += 1
     return leaves[:i], leaves[i:]
+
+
+def integral(node: Any) -> bool:
+    """Whether every tensor ``node`` makes is of an integer or boolean type (indices,
+    masks, positions: no gradient, constants to pase)."""
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    tensors = [v for v in vals if hasattr(v, "dtype")]
+    return bool(tensors) and not any(v.dtype.is_floating_point or v.dtype.is_complex
+                                     for v in tensors)
+
+
+def constant(w: Walk, node: Any) -> Any:
+    """``node``'s value as constants (one per tensor it makes), in no op's data."""
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return tuple(TV(w.fresh(tuple(v.shape)), [], "const") if hasattr(v, "shape") else None
+                     for v in val)
+    return TV(w.fresh(tuple(getattr(val, "shape", ()))), [], "const")

@@ -211,11 +211,10 @@ class MoE:
                                        f"{source_line(r.up or r.nodes[0])} as a mixture of "
                                        f"experts: {r.problem}")
 
-    def run(self, walk: Walk, node: Any) -> Any:
-        """The value of ``node``: the layer's ops are emitted at its last node."""
+    def run(self, walk: Walk, node: Any, emit: Any) -> Any:
+        """The value of ``node``: ``emit(walk, region)`` (torch_moe_emit's) makes the
+        layer's ops at its last node."""
         r = self.of[node]
         if node is r.nodes[-1]:
-            from pase.frontends.torch_moe_emit import emit_region
-
-            emit_region(walk, r)
+            emit(walk, r)
         return walk.values.get(node)

@@ -19,7 +19,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pase.frontends.torch_handlers import as_list, handles, node_shape, wrap_dim
+from pase.frontends.torch_handlers import (
+    as_list,
+    constant,
+    handles,
+    integral,
+    node_shape,
+    wrap_dim,
+)
 from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
 from pase.frontends.torch_layout import (
     binary,
@@ -32,22 +39,6 @@ from pase.frontends.torch_ops_math import _embedding
 from pase.frontends.torch_ops_shape import _slice_tv
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Walk, target_name
-
-
-def _integer(node: Any) -> bool:
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (tuple, list)) else [val]
-    tensors = [v for v in vals if hasattr(v, "dtype")]
-    return bool(tensors) and not any(v.dtype.is_floating_point or v.dtype.is_complex
-                                     for v in tensors)
-
-
-def _const(w: Walk, node: Any) -> Any:
-    val = node.meta.get("val")
-    if isinstance(val, (tuple, list)):
-        return tuple(TV(w.fresh(tuple(v.shape)), [], "const") if hasattr(v, "shape") else None
-                     for v in val)
-    return TV(w.fresh(tuple(getattr(val, "shape", ()))), [], "const")
 
 
 def _size(w: Walk, x: TV, dim: int) -> int:
@@ -139,8 +130,8 @@ def gathered(w: Walk, table: TV, dims: list[int], shape: tuple[int, ...]) -> TV:
 @handles("index", "_unsafe_index")
 def _index(w: Walk, node: Any, a: dict) -> Any:
     x, indices = a["self"], list(a["indices"])
-    if _integer(node) or not isinstance(x, TV) or x.kind == "const":
-        return _const(w, node)
+    if integral(node) or not isinstance(x, TV) or x.kind == "const":
+        return constant(w, node)
     where = [i for i, t in enumerate(indices) if t is not None]
     if not where or where != list(range(where[0], where[-1] + 1)):
         raise Conflict("an index whose index tensors are not on adjacent axes")
@@ -179,8 +170,8 @@ def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> list[int]:
 @handles("index_select")
 def _index_select(w: Walk, node: Any, a: dict) -> Any:
     x, index = a["self"], a["index"]
-    if _integer(node) or not isinstance(x, TV) or x.kind == "const":
-        return _const(w, node)
+    if integral(node) or not isinstance(x, TV) or x.kind == "const":
+        return constant(w, node)
     dim = wrap_dim(a["dim"], x.rank)
     k = node_shape(node)[dim] if x.rank else 1
     if x.kind == "param":
@@ -193,8 +184,8 @@ def _index_select(w: Walk, node: Any, a: dict) -> Any:
 @handles("gather")
 def _gather(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    if _integer(node) or not isinstance(x, TV) or x.kind == "const":
-        return _const(w, node)
+    if integral(node) or not isinstance(x, TV) or x.kind == "const":
+        return constant(w, node)
     dim = wrap_dim(a["dim"], x.rank)
     shape, want = x.shape(w.atoms), node_shape(node)
     if any(s != t for i, (s, t) in enumerate(zip(shape, want)) if i != dim):
@@ -213,8 +204,8 @@ def _scatter(w: Walk, node: Any, a: dict) -> Any:
     if isinstance(src, TV) and "dense" in src.extra:  # zeros.scatter(d, topk idx, topk values)
         dense = src.extra["dense"]
         return dense.with_view(list(dense.view))
-    if _integer(node) or not isinstance(x, TV):
-        return _const(w, node)
+    if integral(node) or not isinstance(x, TV):
+        return constant(w, node)
     if not isinstance(src, TV) or src.kind == "const":  # a scatter of a value
         return unary(w, x, 1) if x.kind == "act" else x
     if src.kind != "act":
@@ -244,7 +235,7 @@ def _embedding_bag(w: Walk, node: Any, a: dict) -> Any:
     elif ids.rank != 2:
         raise Conflict(f"embedding_bag of ids of rank {ids.rank}; allowed: 1 (with offsets) "
                        f"or 2")
-    rest = _const(w, node)[1:]
+    rest = constant(w, node)[1:]
     vocab, width = table.view[0], table.view[1]
     atoms.set_role(width[0], "channel")
     if ids.kind != "act":  # bags of constant rows: the whole table, as a gathered parameter
@@ -270,7 +261,7 @@ def _drop_id_slice(w: Walk, ids: TV) -> None:
     """The Slice that picked these ids out of an integer input (DLRM's ``sparse[:, i]``):
     the one-hot weight reads the ids, so that Slice would be an op nothing reads."""
     made, node = ids.source[0] if ids.source else None, ids.extra.get("node")
-    if made is not None and made.kind == "Slice" and node is not None and _integer(node) \
+    if made is not None and made.kind == "Slice" and node is not None and integral(node) \
             and w.real_users(node) == 1:
         made.dead = True
 
@@ -299,8 +290,8 @@ def _bags(node: Any, n: int, last: bool) -> tuple[int, int]:
 def _pad(w: Walk, node: Any, a: dict) -> Any:
     x = a.get("self", a.get("input"))
     amounts = [int(v) for v in as_list(a.get("pad", a.get("padding")))]
-    if _integer(node) or not isinstance(x, TV) or x.kind != "act":
-        return _const(w, node) if not isinstance(x, TV) or x.kind == "const" else \
+    if integral(node) or not isinstance(x, TV) or x.kind != "act":
+        return constant(w, node) if not isinstance(x, TV) or x.kind == "const" else \
             x.with_view(w.fresh(node_shape(node)), kind="const", data=[])
     for i in range(len(amounts) // 2):  # pairs from the last axis backwards
         before, after = amounts[2 * i], amounts[2 * i + 1]
@@ -312,8 +303,8 @@ def _pad(w: Walk, node: Any, a: dict) -> Any:
 @handles("roll")
 def _roll(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    if _integer(node) or not isinstance(x, TV) or x.kind != "act":
-        return x if isinstance(x, TV) and x.kind == "param" else _const(w, node)
+    if integral(node) or not isinstance(x, TV) or x.kind != "act":
+        return x if isinstance(x, TV) and x.kind == "param" else constant(w, node)
     dims = as_list(a.get("dims") or [])
     shifts = as_list(a["shifts"])
     moved = [wrap_dim(d, x.rank) for d, s in zip(dims, shifts) if s % _size(w, x, d)]
@@ -325,8 +316,8 @@ def _roll(w: Walk, node: Any, a: dict) -> Any:
 @handles("cumsum", "cumprod", "logcumsumexp")
 def _cumsum(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
-    if _integer(node) or not isinstance(x, TV) or x.kind == "const":
-        return _const(w, node)
+    if integral(node) or not isinstance(x, TV) or x.kind == "const":
+        return constant(w, node)
     if x.kind == "param":
         return x.with_view(list(x.view), kind="const", data=[])
     return pinned_elementwise(w, x, [wrap_dim(a["dim"], x.rank)])
@@ -335,4 +326,4 @@ def _cumsum(w: Walk, node: Any, a: dict) -> Any:
 @handles("fill", "fill_", "zero", "zero_")
 def _fill(w: Walk, node: Any, a: dict) -> Any:
     """A tensor of one value: a constant whatever it was made from (no gradient flows)."""
-    return _const(w, node)
+    return constant(w, node)
