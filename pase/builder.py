@@ -196,6 +196,8 @@ class GraphBuilder:
         if isinstance(filters, (str, bytes)) or len(filters) != 4:
             raise GraphError(f"Conv: filters must be (n, c, r, s), got {filters!r}")
         n, fc, r, s = (int(f) for f in filters)
+        if groups == 1 and fc != c:
+            raise GraphError(f"Conv: filter expects {fc} input channels, input has {c}")
         if not isinstance(groups, int) or groups < 1 or n % groups or fc * groups != c:
             raise GraphError(f"Conv: {groups!r} groups of filters {tuple(filters)} on {c} input "
                              f"channels; allowed: groups >= 1 dividing n, with c = groups x "

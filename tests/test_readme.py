@@ -126,8 +126,9 @@ def test_concrete_readme_commands_run(command, tmp_path, monkeypatch, capsys):
     argv = shlex.split(command)[1:]
     for i, arg in enumerate(argv):
         writes = i > 0 and argv[i - 1] in ("--plot", "--output", "-o", "--out")
-        if not writes and (ROOT / arg).is_file():  # an input file the repository ships
-            argv[i] = str(ROOT / arg)
+        path, colon, function = arg.partition(":")  # a FILE.py:FUNCTION model reference too
+        if not writes and (ROOT / path).is_file():  # an input file the repository ships
+            argv[i] = str(ROOT / path) + colon + function
         elif "/" in arg or arg.endswith(".png"):
             argv[i] = Path(arg).name
     if argv[0] == "reproduce":
