@@ -272,13 +272,15 @@ def _expect_pinned(op: Op, where: str, names: Iterable[str], why: str) -> None:
 
 
 def _window_fits(op: Op, where: str, axis: int, size_in: int, window: int, stride: int,
-                 pad: int, label: str) -> None:
+                 pad: int, label: str, ceil: bool = False) -> None:
     dim = op.dims[axis]
-    out = (size_in - window + 2 * pad) // stride + 1
+    out = (size_in - window + 2 * pad + (stride - 1 if ceil else 0)) // stride + 1
+    if ceil and (out - 1) * stride >= size_in + pad:  # torch: the last window starts inside
+        out -= 1
     if out != dim.size:
         raise GraphError(f"{where} input 0 axis {axis} has size {size_in} but dim {dim.name!r} has "
                          f"size {dim.size}; a window of {window} with stride {stride} and pad {pad} "
-                         f"gives an output {label} of {out}")
+                         f"gives an output {label} of {out}{' (rounded up)' if ceil else ''}")
 
 
 # A Conv's spatial letters by rank: the output's, then the filter's.
@@ -402,8 +404,9 @@ def _pooling_rule(op: Op, where: str) -> list[PortAxis]:
     _expect_map(op, where, "output", 0, _one_each(op.dim_names), rule)
     (kh, kw), (sh, sw), (ph, pw) = attr(op, "window"), attr(op, "stride"), attr(op, "pad")
     _, _, h, w = op.inputs[0].shape
-    _window_fits(op, where, 2, h, kh, sh, ph, "height")
-    _window_fits(op, where, 3, w, kw, sw, pw, "width")
+    ceil = bool(attr(op, "ceil_mode"))
+    _window_fits(op, where, 2, h, kh, sh, ph, "height", ceil)
+    _window_fits(op, where, 3, w, kw, sw, pw, "width", ceil)
     return [("input", 0, 2), ("input", 0, 3)]
 
 
@@ -739,7 +742,7 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
                    "with respect to its input)", default=False),
               Attr("output_padding", NATURAL_SPATIAL, "a transposed Conv's extra output rows at "
                    "the end of each spatial axis (absent: 0 each)"),
-              _PW),
+              _PW, _TIED),
              (1, 1), (1, 1), (1, 1), _conv_rule,
              "dims exactly `b c h w r s n` (h, w: the output's height and width; r, s: the "
              "filter's), `b c w s n` for 1-D, `b c d h w q r s n` for 3-D, with `g` (groups) "
@@ -756,7 +759,9 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              (Attr("window", POSITIVE_PAIR, "pooling window (height, width)", required=True),
               Attr("stride", POSITIVE_PAIR, "stride (the builder's default: the window)",
                    required=True),
-              Attr("pad", NATURAL_PAIR, "zero padding", default=(0, 0))),
+              Attr("pad", NATURAL_PAIR, "zero padding", default=(0, 0)),
+              Attr("ceil_mode", BOOL, "output sizes rounded up (torch's ceil_mode): a last, "
+                   "partial window", default=False)),
              (1, 1), (1, 1), (0, 0), _pooling_rule,
              "4 dims (batch, channel, output height, output width); input and output map axis "
              "i to dim i; the input's height and width give the output's as for Conv"),

@@ -210,7 +210,7 @@ def test_unsupported_ops_are_listed_with_their_lines():
 
 class Refused(torch.nn.Module):
     """An op pase does not know (flip), then one it knows but not as called here
-    (ceil_mode pooling), then another unknown one: all in one refusal."""
+    (dilated pooling), then another unknown one: all in one refusal."""
 
     def __init__(self):
         super().__init__()
@@ -218,7 +218,7 @@ class Refused(torch.nn.Module):
 
     def forward(self, x):
         y = torch.flip(self.conv(x), [3])
-        y = torch.nn.functional.max_pool2d(y, 2, ceil_mode=True)
+        y = torch.nn.functional.max_pool2d(y, 2, dilation=2)
         return torch.fmod(torch.flip(y, [2]), 2.0)
 
 
@@ -229,7 +229,7 @@ def test_every_refused_op_is_listed_in_one_line_before_any_graph():
     assert "\n" not in text
     assert text.startswith("3 unsupported ATen op(s): aten.flip at test_torch_import.py:")
     assert "(2 calls); aten.fmod at" in text
-    assert "; cannot import max_pool2d at test_torch_import.py:" in text and "ceil_mode" in text
+    assert "; cannot import max_pool2d at test_torch_import.py:" in text and "dilation" in text
 
 
 def test_unsupported_ops_can_be_approximated_with_a_warning():

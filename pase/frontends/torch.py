@@ -282,7 +282,7 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
     if name == "getitem":
         seq, i = _resolve(walk, node.args[0]), node.args[1]
         return seq[i] if isinstance(seq, (tuple, list)) else seq
-    args = {k: _resolve(walk, v) for k, v in _bind(node).items()}
+    args = {k: _own_atoms(walk, _resolve(walk, v)) for k, v in _bind(node).items()}
     handler = _handler(handlers, name)
     try:
         if handler is None and integral(node):  # indices, masks, positions: no gradient
@@ -294,6 +294,21 @@ def _run(walk: Walk, node: Any, handlers: dict) -> Any:
         if walk.unsupported == "error":
             walk.refused.append((node, str(exc)))  # listed with every other at the end
         return _approximate(walk, node, args, str(exc))
+
+
+def _own_atoms(walk: Walk, value: Any) -> Any:
+    """A parameter another op already holds, read again (a layer applied twice, ALBERT's
+    shared layers, a tied LM head), with atoms of its own: its axes meet this op's
+    tensors, not the first reader's (a square weight's rows would meet its columns)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_own_atoms(walk, v) for v in value)
+    if not isinstance(value, TV) or value.kind != "param" or value.param not in walk.owner:
+        return value
+    atoms = walk.atoms
+    fresh = {leaf: atoms.new(atoms.size[leaf], atoms.role[leaf])
+             for leaf in atoms.leaf_list([a for axis in value.view for a in axis] + value.data)}
+    return value.with_view([[fresh[q] for q in atoms.leaf_list(axis)] for axis in value.view],
+                           data=[fresh[q] for q in atoms.leaf_list(value.data)])
 
 
 def _handler(handlers: dict, name: str) -> Any:

@@ -104,12 +104,14 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
     vb = dict(zip(lb, b.view))
     alias_b: list[tuple[int, int]] = []
     alias_a: list[tuple[int, int]] = []
+    ones: dict[str, list[int]] = {}  # per broadcast letter, the size-1 side's atoms
     for c in dict.fromkeys(la):
         if c not in lb:
             continue
         sa = math.prod(atoms.size[x] for x in va[c])
         sb = math.prod(atoms.size[x] for x in vb[c])
         if sa != sb and 1 in (sa, sb):
+            ones[c] = atoms.leaf_list(va[c] if sa == 1 else vb[c])
             continue  # broadcast
         if c in out_letters:
             atoms.unify(va[c], vb[c])
@@ -138,7 +140,10 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
         for src, dst in spec.alias:
             amap.update(zip(atoms.leaves(src), atoms.leaves(dst)))
         mapped |= {amap.get(x, x) for x in atoms.leaf_list(spec.atoms)}
-    out_data = [x for axis in out_view for x in axis if x in mapped]
+    # A broadcast size-1 atom (Falcon's one key head) sits by its letter's axis, so the
+    # output keeps the order of its axes (a causal softmax's queries then keys, last).
+    out_data = [x for c, axis in zip(out_letters, out_view)
+                for x in [q for q in ones.get(c, []) if q not in axis] + axis if x in mapped]
     # An axis of one operand that torch's view dropped (a size-1 axis) stays in the output.
     in_both = _in_both(atoms, pa, pb)
     out_data += [x for x in sorted(mapped - set(out_data)) if x not in in_both]
@@ -155,7 +160,9 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
     op_attrs = dict(attrs or {})
     if bias is not None and bias.kind == "param":
         atoms.unify(bias.view[-1], out_view[-1])
-        port, _ = w.weight_port(bias, "Einsum")
+        # A bias another op holds already (ALBERT's layers share theirs) is left out here:
+        # a tie names only a first weight, so it would be counted twice.
+        port, _ = w.weight_port(bias, "Elementwise")
         if port is not None:
             weights.append(port)
             op_attrs["bias"] = True

@@ -98,7 +98,7 @@ def _conv(w: Walk, node: Any, a: dict) -> Any:
     for atom, role in ((c, "channel"), (n, "parameter"), *((s, "spatial") for s in spatial),
                        *((t, "window") for t in taps)):
         atoms.set_role(atom, role)
-    port, _ = w.weight_port(weight, "Conv")
+    port, tie = w.weight_port(weight, "Conv")
     image = w.port(x, list(zip(spatial, outs)))
     out_spec = PortSpec([b, out_chan, *outs])
     if g is not None:
@@ -107,6 +107,8 @@ def _conv(w: Walk, node: Any, a: dict) -> Any:
         if port is not None:
             port.multi = [(w0, [g, c] if transposed else [g, n])]
     attrs: dict[str, Any] = {"stride": stride, "pad": pad}
+    if tie:  # a filter bank applied twice: counted once, at its first conv
+        attrs["tied"] = tie
     if any(d != 1 for d in dilation):
         attrs["dilation"] = dilation
     if transposed:
@@ -142,7 +144,7 @@ def _channel_bias(w: Walk, y: TV, bias: TV, channel: int) -> TV:
 
 # -- pooling -------------------------------------------------------------------------------
 
-def _pool(w: Walk, node: Any, x: TV, window, stride, pad) -> TV:
+def _pool(w: Walk, node: Any, x: TV, window, stride, pad, ceil_mode: bool = False) -> TV:
     atoms = w.atoms
     if x.rank != 4:
         raise Conflict("pooling of a tensor that is not (b, c, h, w)")
@@ -152,27 +154,28 @@ def _pool(w: Walk, node: Any, x: TV, window, stride, pad) -> TV:
     h_out, w_out = atoms.new(shape[2], "spatial"), atoms.new(shape[3], "spatial")
     atoms.lock([b, c, hh, ww, h_out, w_out])
     out = [b, c, h_out, w_out]
+    rounding = {"ceil_mode": True} if ceil_mode else {}
     op = w.add("Pooling", [w.port(x, [(hh, h_out), (ww, w_out)])], [PortSpec(out)],
-               order="output", window=list(window), stride=list(stride), pad=list(pad))
+               order="output", window=list(window), stride=list(stride), pad=list(pad),
+               **rounding)
     return out_tv(w, [[q] for q in out], out, op)
 
 
 @handles("max_pool2d", "max_pool2d_with_indices")
 def _max_pool(w: Walk, node: Any, a: dict) -> Any:
-    if as_pair(a.get("dilation", 1)) != (1, 1) or a.get("ceil_mode"):
-        raise Conflict("max pooling with dilation or ceil_mode")
+    if as_pair(a.get("dilation", 1)) != (1, 1):
+        raise Conflict("max pooling with dilation")
     k = as_pair(a["kernel_size"])
     s = as_pair(a.get("stride") or k)
-    out = _pool(w, node, a["self"], k, s, as_pair(a.get("padding", 0)))
+    out = _pool(w, node, a["self"], k, s, as_pair(a.get("padding", 0)), bool(a.get("ceil_mode")))
     return (out, None) if "indices" in str(node.target) else out
 
 
 @handles("avg_pool2d")
 def _avg_pool(w: Walk, node: Any, a: dict) -> Any:
-    if a.get("ceil_mode"):
-        raise Conflict("average pooling with ceil_mode")
     k = as_pair(a["kernel_size"])
-    return _pool(w, node, a["self"], k, as_pair(a.get("stride") or k), as_pair(a.get("padding", 0)))
+    return _pool(w, node, a["self"], k, as_pair(a.get("stride") or k), as_pair(a.get("padding", 0)),
+                 bool(a.get("ceil_mode")))
 
 
 @handles("adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool2d")

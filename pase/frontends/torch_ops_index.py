@@ -76,6 +76,7 @@ def concat_along(w: Walk, parts: list[TV], dim: int) -> TV:
         atoms.lock(t.view[dim])
         inputs.append(w.port(t, [(t.view[dim][0], one)]))
     data = [new if q == axis_leaf else q for q in first.leaves(atoms)]
+    atoms.lock([new])  # aliased to its size-1 dim: a later view re-lays it out
     op = w.add("Concat", inputs, [PortSpec(data, alias=[(new, one)])], order="input",
                axis=AxisOf(one))
     op.pinned.append(one)

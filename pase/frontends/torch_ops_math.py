@@ -221,7 +221,7 @@ def _sdpa(w: Walk, node: Any, a: dict) -> Any:
     hq = math.prod(atoms.size[x] for x in heads_q)
     hk = math.prod(atoms.size[x] for x in heads_k)
     qv = list(q.view)
-    if q.rank >= 4 and hq != hk and hk > 0 and hq % hk == 0:  # grouped-query attention
+    if q.rank >= 4 and hq != hk and hk > 1 and hq % hk == 0:  # GQA (1 kv head: broadcast)
         leaves = atoms.cut(heads_q, [hk])
         group = [x for x in leaves if True]
         g_part, r_part = split_at(atoms, group, hk)

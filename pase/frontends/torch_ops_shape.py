@@ -54,7 +54,7 @@ def _transpose(w: Walk, node: Any, a: dict) -> Any:
     return permute(x, order)
 
 
-@handles("t")
+@handles("t", "numpy_T")
 def _t(w: Walk, node: Any, a: dict) -> Any:
     x = a["self"]
     return permute(x, list(range(x.rank))[::-1])
@@ -181,6 +181,7 @@ def _concat(w: Walk, node: Any, parts: list[TV], acts: list[TV], dim: int) -> TV
         w.approximate(f"{node.name}: a constant part of a concatenation is left out")
     if len(lead) + len(acts) < len(parts):
         w.approximate(f"{node.name}: parts of a concatenation after its inputs are left out")
+    atoms.lock([new])  # aliased to its size-1 dim: a later view re-lays it out
     op = w.add("Concat", inputs, [PortSpec(data, alias=[(new, one)])], weights=weights,
                order="input", axis=AxisOf(one))
     op.pinned.append(one)
@@ -245,6 +246,7 @@ def _stack(w: Walk, node: Any, a: dict) -> Any:
     at = len(atoms.leaf_list(sum(first.view[:dim], [])))
     at = min(at, len(leaves))
     data = leaves[:at] + [new] + leaves[at:]
+    atoms.lock([new])  # aliased to its size-1 dim: a later view re-lays it out
     op = w.add("Stack", [w.port(t) for t in xs], [PortSpec(data, alias=[(new, one)])],
                order="output", axis=at)
     op.pinned.append(one)
@@ -295,6 +297,7 @@ def _slice_tv(w: Walk, x: TV, dim: int, start: int, stop: int) -> TV:
     atoms.lock(axis)
     new, one = atoms.new(stop - start, atoms.role[atoms.leaf_list(axis)[0]]), atoms.new(1)
     data = [new if q == axis[0] else q for q in x.leaves(atoms)]
+    atoms.lock([new])  # aliased to its size-1 dim: a later view re-lays it out
     op = w.add("Slice", [w.port(x, [(axis[0], one)])], [PortSpec(data, alias=[(new, one)])],
                order="input", axis=AxisOf(one), start=start, stop=stop)
     op.pinned.append(one)

@@ -149,14 +149,14 @@ class Walk:
 
     def weight_port(self, tv: TV, op_kind: str) -> tuple[PortSpec | None, str | None]:
         """A weight port for parameter ``tv`` and, when it is already held elsewhere,
-        the op to tie to (Einsum/Embedding only); None when it must be left out."""
+        the op to tie to (Einsum/Embedding/Conv only); None when it must be left out."""
         name = tv.param
         if name is None:
             return PortSpec(list(tv.data)), None
         owner = self.owner.get(name)
         if owner is None:
             return PortSpec(list(tv.data), param=name), None
-        if op_kind in ("Einsum", "Embedding") and not owner.dead:
+        if op_kind in ("Einsum", "Embedding", "Conv") and not owner.dead:
             return PortSpec(list(tv.data), param=name), owner.name
         return None, None
 
