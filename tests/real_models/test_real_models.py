@@ -8,7 +8,8 @@ Per model (tests/real_models/catalogue.py, random weights, small configs):
   ``torch.utils.flop_counter.FlopCounterMode``'s total for one forward call, within
   1% (2 FLOP per multiply-add in both; attention on the math backend and Hugging
   Face experts one product per expert, as torch's counter sees them);
-- the dp solves the graph at p = 8 under the alpha-beta model;
+- the dp solves the graph at p = 8 under the alpha-beta model, and the simulator
+  prices it (on one device its step equals the alpha-beta cost);
 - the DTensor plan of that strategy places every parameter, each layout DTensor
   cannot hold marked as such with a reason.
 """
@@ -28,6 +29,7 @@ import pase  # noqa: E402
 from pase.counts import counts  # noqa: E402
 from pase.export.dtensor import to_dtensor  # noqa: E402
 from pase.frontends.torch import import_torch  # noqa: E402
+from pase.sim.simulate import simulate  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from real_models.catalogue import MODELS, eager_experts  # noqa: E402
@@ -74,6 +76,12 @@ def test_real_model(imported, name):
     strategy = pase.solve(imp.graph, devices=8, cost_model="alpha-beta")
     assert strategy.solution.status.value == "optimal"
     assert math.isfinite(strategy.total_cost) and strategy.total_cost > 0
+
+    # The simulator prices every op too: on one device, its step is the alpha-beta cost.
+    alone = pase.solve(imp.graph, devices=1, cost_model="alpha-beta", cluster="h100-sxm")
+    step = simulate(imp.graph, {}, "h100-sxm", devices=1, timeline=False).step_time
+    assert step == pytest.approx(alone.total_cost, rel=1e-9)
+    assert simulate(imp.graph, strategy, devices=8, timeline=False).step_time > 0
 
     plan = to_dtensor(model, imp, strategy, devices=8)
     assert set(plan.parameters) == set(imp.parameters)
