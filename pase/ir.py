@@ -29,6 +29,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pase import schema
 from pase.errors import GraphError
+from pase.strictjson import DuplicateKeyError, name_problem
+from pase.strictjson import loads as strict_loads
 
 SCHEMA = "pase.graph"
 SCHEMA_VERSION = 1
@@ -270,6 +272,8 @@ class Graph:
         (GraphBuilder checks each op as it is added); the graph-level checks always run."""
         if not isinstance(name, str):
             raise GraphError(f"a graph's name must be a string, got {name!r}")
+        if name_problem(name):
+            raise GraphError(f"the graph name {name!r} {name_problem(name)}")
         ops = tuple(ops)
         if not ops:
             raise GraphError(f"graph {name!r} has no ops; a graph needs at least one op")
@@ -498,7 +502,9 @@ def read_graph_file(path: str | Path) -> Graph:
 
 def _parse_json(text: str, label: str) -> Any:
     try:
-        return json.loads(text)
+        return strict_loads(text)
+    except DuplicateKeyError as exc:
+        raise GraphError(f"{label}: {exc}") from None
     except RecursionError:
         raise GraphError(f"{label} nests lists or objects too deeply for the JSON reader; "
                          f"a graph needs at most a few levels") from None
@@ -520,6 +526,8 @@ def check_op(op: Op) -> None:
     the schema of its kind (:func:`pase.schema.check_op`). GraphError otherwise."""
     if not isinstance(op.name, str) or not op.name:
         raise GraphError(f"an op has name {op.name!r}; op names must be non-empty strings")
+    if name_problem(op.name):
+        raise GraphError(f"the op name {op.name!r} {name_problem(op.name)}")
     schema.schema_of(op)  # a known kind, so messages may quote it
     where = f"op {op.name!r} ({op.kind})"
     for d in op.dims:

@@ -14,6 +14,8 @@ from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.problem import Problem, Solution
 from pase.space import ConfigSpace
+from pase.strictjson import DuplicateKeyError
+from pase.strictjson import loads as strict_loads
 from pase.work.variants import DEFAULT, Variant, variant_from_json
 
 # Version of the JSON that `pase solve/evaluate --format json` print; bump on a breaking change.
@@ -197,9 +199,11 @@ def read_strategy_json(path: str | Path) -> Any:
     one-line StrategyErrors for unreadable, non-UTF-8 or invalid JSON; validate it with
     :func:`strategy_mapping` and :func:`strategy_variants`."""
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        data = strict_loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
         raise StrategyError(f"cannot read strategy file {path}: {exc.strerror}") from exc
+    except DuplicateKeyError as exc:
+        raise StrategyError(f"strategy file {path}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise StrategyError(f"strategy file {path} is not UTF-8 text: {exc.reason} at byte "
                             f"{exc.start}") from exc

@@ -8,7 +8,8 @@ Exit statuses, each failure one line on stderr:
 - 1: an internal error, i.e. a bug in pase or in a plug-in (``pase: error:
   internal error: TYPE: message; rerun with --debug for the traceback``).
   It differs from 2 so scripts and bug reports can tell "fix your input"
-  from "pase failed";
+  from "pase failed". A child process killed by a signal or out of memory (a JAX
+  compile under ``ulimit -v``) also exits 1, its line naming the signal and any limit.
 - 130: interrupted (Ctrl-C).
 
 Output the reader no longer wants (``pase solve ... | head``) is not an error.
@@ -21,6 +22,7 @@ import sys
 import traceback
 from typing import Sequence
 
+from pase.children import ChildDiedError
 from pase.claims import ClaimError
 from pase.errors import PaseError
 
@@ -49,6 +51,8 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stdout = open(os.devnull, "w")
         return EXIT_OK
     except ClaimError as exc:  # a solver contradicted its Problem: a bug, not bad input
+        return _fail(str(exc), EXIT_INTERNAL, debug)
+    except ChildDiedError as exc:  # the machine failed (memory, a kill), not the input
         return _fail(str(exc), EXIT_INTERNAL, debug)
     except PaseError as exc:
         return _fail(str(exc), EXIT_BAD_INPUT, debug)

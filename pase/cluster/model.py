@@ -35,6 +35,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
+from pase.strictjson import DuplicateKeyError, name_problem
+from pase.strictjson import loads as strict_loads
 
 SCHEMA = "pase.cluster"
 SCHEMA_VERSION = 1
@@ -270,11 +272,15 @@ class Cluster:
             raise OptionError(f"cluster schema version {data.get('version')!r} is not supported; "
                               f"this pase reads version {SCHEMA_VERSION}")
         if "groups" in data:
+            _only_fields(data, _GROUPS_FIELDS, "the cluster")
             return _groups_from_dict(data)
+        _only_fields(data, _CLUSTER_FIELDS, "the cluster")
         try:
-            return cls(name=str(data["name"]), nodes=data["nodes"],
-                       devices_per_node=data["devices_per_node"], device=Device(**data["device"]),
-                       intra=Link(**data["intra"]), inter=Link(**data["inter"]),
+            return cls(name=_name(data["name"], "the cluster"), nodes=data["nodes"],
+                       devices_per_node=data["devices_per_node"],
+                       device=_device(data["device"], "the cluster"),
+                       intra=_link(data["intra"], "the cluster", "intra"),
+                       inter=_link(data["inter"], "the cluster", "inter"),
                        source=str(data.get("source", "")))
         except (KeyError, TypeError) as exc:
             raise OptionError(f"malformed cluster JSON: {type(exc).__name__}: {exc}; fields: name, "
@@ -284,15 +290,62 @@ class Cluster:
     @classmethod
     def from_json(cls, path: str | Path) -> "Cluster":
         try:
-            data = json.loads(Path(path).read_text())
+            data = strict_loads(Path(path).read_bytes().decode("utf-8"))
         except OSError as exc:
             raise OptionError(f"cannot read cluster file {path}: {exc.strerror}") from exc
+        except DuplicateKeyError as exc:
+            raise OptionError(f"cluster file {path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise OptionError(f"cluster file {path} is not valid JSON: {exc}") from exc
-        except (UnicodeDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # not UTF-8, an integer of 5000 digits...
             raise OptionError(f"cluster file {path} is not valid UTF-8 JSON "
                               f"({type(exc).__name__})") from exc
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except OptionError as exc:
+            raise OptionError(f"cluster file {path}: {exc}") from None
+
+
+# The fields of cluster JSON, as Cluster.to_dict writes them: anything else is a typo that
+# would otherwise be ignored (a "memory_gb" leaving the device's memory unset).
+_CLUSTER_FIELDS = ("schema", "version", "name", "nodes", "devices_per_node", "device", "intra",
+                   "inter", "source")
+_GROUPS_FIELDS = ("schema", "version", "name", "source", "groups")
+_GROUP_FIELDS = ("name", "nodes", "devices_per_node", "device", "intra", "inter")
+_DEVICE_FIELDS = tuple(Device.__dataclass_fields__)
+_LINK_FIELDS = tuple(Link.__dataclass_fields__)
+
+
+def _only_fields(data: Any, allowed: tuple[str, ...], where: str) -> None:
+    if not isinstance(data, Mapping):
+        raise OptionError(f"malformed cluster JSON: {where} must be an object with fields "
+                          f"{', '.join(allowed)}; got {type(data).__name__}")
+    for key in data:
+        if key not in allowed:
+            shown = json.dumps(key) if len(json.dumps(key)) <= 60 else json.dumps(key)[:57] + "..."
+            raise OptionError(f"{where} has unknown field {shown}; allowed: {', '.join(allowed)}")
+
+
+def _name(value: Any, where: str) -> str:
+    """A cluster, group or device name: printed in tables, so a string without control
+    characters (a number is taken as its text, as before)."""
+    name = str(value)
+    problem = name_problem(name)
+    if problem:
+        raise OptionError(f"{where} has the name {name!r}, which {problem}")
+    return name
+
+
+def _device(data: Any, where: str) -> Device:
+    _only_fields(data, _DEVICE_FIELDS, f"{where}'s \"device\"")
+    if "name" in data:
+        data = {**data, "name": _name(data["name"], f"{where}'s \"device\"")}
+    return Device(**data)
+
+
+def _link(data: Any, where: str, kind: str) -> Link:
+    _only_fields(data, _LINK_FIELDS, f"{where}'s \"{kind}\"")
+    return Link(**data)
 
 
 # -- heterogeneous clusters -----------------------------------------------------
@@ -355,13 +408,18 @@ def _groups_from_dict(data: Mapping[str, Any]) -> Cluster:
         raise OptionError("malformed cluster JSON: \"groups\" must be a non-empty list")
     parts = []
     for i, g in enumerate(groups):
+        where = f"group {i}"
+        _only_fields(g, _GROUP_FIELDS, where)
         try:
-            one = Cluster(name=str(g["name"]), nodes=g["nodes"], devices_per_node=g["devices_per_node"],
-                          device=Device(**g["device"]), intra=Link(**g["intra"]), inter=Link(**g["inter"]))
+            one = Cluster(name=_name(g["name"], where), nodes=g["nodes"],
+                          devices_per_node=g["devices_per_node"], device=_device(g["device"], where),
+                          intra=_link(g["intra"], where, "intra"),
+                          inter=_link(g["inter"], where, "inter"))
         except (KeyError, TypeError) as exc:
             raise OptionError(f"malformed cluster JSON: group {i}: {type(exc).__name__}: {exc}; fields: "
                               f"name, nodes, devices_per_node, device{{name, peak_tflops, memory_gib, "
                               f"precision}}, intra{{bandwidth_gbps, latency_us}}, inter{{...}}") from exc
         parts.append(one)
-    return compose(parts, str(data.get("name", "")) or None, str(data.get("source", "")))
+    name = _name(data.get("name", ""), "the cluster") or None
+    return compose(parts, name, str(data.get("source", "")))
 

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from pase.children import check_child
 from pase.errors import OptionError, PaseError
 from pase.ir import Graph
 from pase.space import check_devices
@@ -137,6 +138,8 @@ def _run_programs(script: str, programs: Sequence[str], devices: int, timeout: f
                                  timeout=timeout, cwd=tmp)
         except subprocess.TimeoutExpired:
             raise PaseError(f"{doing}the exported programs did not finish within {timeout} s") from None
+        # A signal or a failed allocation is the machine's doing, not the input's: exit 1.
+        check_child("the JAX compile" if doing else "the JAX run", run.returncode, run.stderr)
         if run.returncode != 0:
             last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PaseError(f"{doing}an exported program failed (exit {run.returncode}): {last}")

@@ -23,13 +23,10 @@ import sys
 import time
 from typing import Any
 
+from pase.children import OUT_OF_MEMORY, killed_by
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMEXPR_NUM_THREADS")
-# What a process that ran out of address space writes on its way out (lower case):
-# Python, C++ backends, the dynamic loader, OpenBLAS, the C library (a thread's
-# stack or thread-local data).
-OUT_OF_MEMORY = ("memoryerror", "std::bad_alloc", "cannot allocate memory",
-                 "failed to map segment", "memory allocation still failed", "out of memory")
 # The child's first lines, before numpy or pase is imported: the memory limit, death
 # with the parent (Linux prctl PR_SET_PDEATHSIG = 1), then the run. Set here rather
 # than in a preexec_fn, which is unsafe in a threaded process such as a Dask worker.
@@ -93,8 +90,9 @@ def _run_child(job: dict[str, Any]) -> dict[str, Any]:
     if proc.returncode == -signal.SIGKILL:
         return {"status": "out_of_memory",
                 "error": "killed by the system (SIGKILL), most likely for memory"}
-    why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-    return {"status": "error", "error": f"the run's process ended with {why}: {last}"[:500]}
+    why = f"was {killed_by(proc.returncode)}" if proc.returncode < 0 else \
+        f"ended with exit {proc.returncode}"
+    return {"status": "error", "error": f"the run's process {why}: {last}"[:500]}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
