@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
+from pase.api import load_graph
 from pase.children import ChildDiedError, killed_by
+from pase.cli import main
 from pase.cluster.model import Cluster
 from pase.errors import GraphError, OptionError, PaseError, StrategyError
-from pase.api import load_graph
-from pase.cli import main
 from pase.ir import Graph, read_graph_file
 from pase.strategy import read_strategy_file
 
@@ -218,3 +218,12 @@ def test_a_sweep_run_killed_by_sigabrt_names_the_signal(monkeypatch):
     result = runner._run_child({"wall_limit": 60, "memory_limit": None})
     assert result["status"] == "error"
     assert "killed by SIGABRT; out of memory?" in result["error"]
+
+
+def test_duplicate_key_in_a_pipeline_plan_is_refused(tmp_path):
+    from pase.pipeline.plan import read_pipeline_plan
+
+    path = tmp_path / "plan.json"
+    path.write_text('{"kind": "pipeline", "devices": 4, "devices": 8}')
+    with pytest.raises(StrategyError, match=r"plan\.json: the key \"devices\" appears twice"):
+        read_pipeline_plan(path)

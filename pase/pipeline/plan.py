@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from pase.errors import StrategyError
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
+from pase.strictjson import loads as strict_loads
 from pase.text import table
 
 
@@ -182,7 +183,7 @@ def _check(plan: PipelinePlan) -> None:
 def read_pipeline_plan(path: str | Path) -> PipelinePlan:
     """A plan written by ``pase solve --pipeline --format json`` (or ``--output``)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = strict_loads(Path(path).read_text())  # a key given twice: refused, not the last kept
     except (OSError, ValueError) as exc:
         raise StrategyError(f"cannot read pipeline plan {path}: {exc}") from None
     if not isinstance(data, dict):
