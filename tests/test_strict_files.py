@@ -227,3 +227,12 @@ def test_duplicate_key_in_a_pipeline_plan_is_refused(tmp_path):
     path.write_text('{"kind": "pipeline", "devices": 4, "devices": 8}')
     with pytest.raises(StrategyError, match=r"plan\.json: the key \"devices\" appears twice"):
         read_pipeline_plan(path)
+
+
+def test_a_cluster_of_groups_refuses_top_level_nodes():
+    data = _cluster_dict()
+    group = {k: data[k] for k in ("nodes", "devices_per_node", "device", "intra", "inter")}
+    data["groups"] = [{"name": "a", **group}]  # the top-level fields would be ignored
+    with pytest.raises(OptionError, match=r"unknown field \"nodes\".*takes its nodes, devices and "
+                                          r"links from them"):
+        Cluster.from_dict(data)

@@ -272,7 +272,8 @@ class Cluster:
             raise OptionError(f"cluster schema version {data.get('version')!r} is not supported; "
                               f"this pase reads version {SCHEMA_VERSION}")
         if "groups" in data:
-            _only_fields(data, _GROUPS_FIELDS, "the cluster")
+            _only_fields(data, _GROUPS_FIELDS, "the cluster",
+                         " (a cluster of \"groups\" takes its nodes, devices and links from them)")
             return _groups_from_dict(data)
         _only_fields(data, _CLUSTER_FIELDS, "the cluster")
         try:
@@ -316,14 +317,15 @@ _DEVICE_FIELDS = tuple(Device.__dataclass_fields__)
 _LINK_FIELDS = tuple(Link.__dataclass_fields__)
 
 
-def _only_fields(data: Any, allowed: tuple[str, ...], where: str) -> None:
+def _only_fields(data: Any, allowed: tuple[str, ...], where: str, why: str = "") -> None:
     if not isinstance(data, Mapping):
         raise OptionError(f"malformed cluster JSON: {where} must be an object with fields "
                           f"{', '.join(allowed)}; got {type(data).__name__}")
     for key in data:
         if key not in allowed:
             shown = json.dumps(key) if len(json.dumps(key)) <= 60 else json.dumps(key)[:57] + "..."
-            raise OptionError(f"{where} has unknown field {shown}; allowed: {', '.join(allowed)}")
+            raise OptionError(f"{where} has unknown field {shown}; allowed: "
+                              f"{', '.join(allowed)}{why}")
 
 
 def _name(value: Any, where: str) -> str:
