@@ -178,18 +178,13 @@ def finish(descendants: bool = False) -> None:
 
 
 def _reap(pids: list[int]) -> None:
-    """Collect the killed children (no zombies) and wait, briefly, for the others to go,
-    so nothing writes into a folder after it is removed."""
+    """Wait, briefly, for the killed processes to go (a zombie has: its files are closed),
+    so nothing writes into a folder after it is removed. Not reaped here: a Popen that
+    still owns one reads its status itself."""
     deadline = time.monotonic() + REAP_WAIT
     waiting = set(pids)
     while waiting and time.monotonic() < deadline:
-        for pid in list(waiting):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not ours to reap (a grandchild): is it gone?
-                done = pid if not _exists(pid) else 0
-            if done:
-                waiting.discard(pid)
+        waiting = {pid for pid in waiting if _exists(pid)}
         if waiting:
             time.sleep(0.02)
 
@@ -198,9 +193,7 @@ def _exists(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-    except IndexError:
+    except (OSError, IndexError):
         return False
 
 
