@@ -6,7 +6,6 @@ in one line; a child process killed by a signal is reported as such, never as ba
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -166,14 +165,14 @@ def _abort_instead_of_compiling(monkeypatch):
     """The export child replaced by one that dies of SIGABRT, as XLA does under ulimit -v."""
     import pase.export.equivalence as equivalence
 
-    real_run = subprocess.run
+    real_run = equivalence._run_child
 
     def run(cmd, *args, **kwargs):
         script = "import os, signal, sys; sys.stderr.write('PyObject_Vectorcall\\n'); " \
                  "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGABRT)"
         return real_run([sys.executable, "-c", script], *args, **kwargs)
 
-    monkeypatch.setattr(equivalence.subprocess, "run", run)
+    monkeypatch.setattr(equivalence, "_run_child", run)
     monkeypatch.setattr(equivalence, "_need_jax", lambda: None)
 
 
@@ -201,9 +200,9 @@ def test_verify_reports_a_killed_compile_with_exit_1(monkeypatch, capsys, tmp_pa
 def test_a_child_that_fails_plainly_is_still_reported_as_before(monkeypatch):
     import pase.export.equivalence as equivalence
 
-    real_run = subprocess.run
+    real_run = equivalence._run_child
     monkeypatch.setattr(equivalence, "_need_jax", lambda: None)
-    monkeypatch.setattr(equivalence.subprocess, "run", lambda cmd, *a, **k: real_run(
+    monkeypatch.setattr(equivalence, "_run_child", lambda cmd, *a, **k: real_run(
         [sys.executable, "-c", "raise SystemExit('no such thing')"], *a, **k))
     with pytest.raises(PaseError, match=r"failed \(exit 1\): no such thing") as info:
         equivalence.compile_programs(["x = 1\n"], 2, timeout=60)

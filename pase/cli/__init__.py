@@ -10,18 +10,26 @@ Exit statuses, each failure one line on stderr:
   It differs from 2 so scripts and bug reports can tell "fix your input"
   from "pase failed". A child process killed by a signal or out of memory (a JAX
   compile under ``ulimit -v``) also exits 1, its line naming the signal and any limit.
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C), 143: terminated (SIGTERM: ``kill``, ``timeout``, a batch
+  scheduler), 129: hung up (SIGHUP). Each ends the command's child processes and removes
+  its temporary folders first (:mod:`pase.cleanup`), as a normal exit and an error do.
+
+Warnings from dependencies (Dask's ports, numpy) are not shown unless ``--debug``.
 
 Output the reader no longer wants (``pase solve ... | head``) is not an error.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
 import traceback
-from typing import Sequence
+import warnings
+from pathlib import Path
+from typing import Iterator, Sequence
 
+from pase import cleanup
 from pase.children import ChildDiedError
 from pase.claims import ClaimError
 from pase.errors import PaseError
@@ -31,22 +39,31 @@ EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pase`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    restore = cleanup.install()
     try:
-        return _main(argv)
+        with _quiet(not debug):
+            return _main(argv, debug)
+    except KeyboardInterrupt as exc:  # a signal while an error was being reported
+        return cleanup.exit_status(exc)
     finally:
+        try:  # a signal here is held off once the final sweep starts; it still runs
+            cleanup.finish(descendants=argv is None)
+        except KeyboardInterrupt:
+            cleanup.finish(descendants=argv is None)
+        restore()
         if argv is None and "torch" in sys.modules:  # `pase ...`: the process ends now
             # Python's shutdown collects cycles over every object torch made, about 1.9 CPU
             # s on a 2-core machine; frozen, it only frees them (atexit handlers still run).
             gc.freeze()
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+def _main(argv: Sequence[str] | None, debug: bool) -> int:
     try:
         return _run(argv)
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (cleanup.Terminated)
+        _say(str(exc) if isinstance(exc, cleanup.Terminated) else "interrupted")
+        return cleanup.exit_status(exc)
     except BrokenPipeError:  # the reader left, not an error; silence the final flush
         sys.stdout = open(os.devnull, "w")
         return EXIT_OK
@@ -106,6 +123,38 @@ def _run(argv: Sequence[str] | None) -> int:
 
     with cache.enabled(not getattr(args, "no_cache", False)):
         return args.run(args) or EXIT_OK
+
+
+# pase's own source folders: a warning raised from code under them is pase's and shown.
+_OURS = tuple(str(Path(__file__).resolve().parents[2] / name) + os.sep
+              for name in ("pase", "solvers", "cost_models", "graphs"))
+
+
+@contextlib.contextmanager
+def _quiet(on: bool) -> Iterator[None]:
+    """Hide the warnings of dependencies (Dask's "Port 8787 is already in use", numpy's)
+    here and, through PYTHONWARNINGS, in every child (Dask workers, runs, JAX compiles);
+    pase's own warnings still show."""
+    if not on:
+        yield
+        return
+    shown = warnings.showwarning
+    had = os.environ.get("PYTHONWARNINGS")
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # numpy's floating-point warnings name the pase line that called numpy
+        if os.path.abspath(filename).startswith(_OURS) and " encountered in " not in str(message):
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    if had is None:
+        os.environ["PYTHONWARNINGS"] = "ignore"
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        if had is None:
+            os.environ.pop("PYTHONWARNINGS", None)
 
 
 def _one_line(text: str) -> str:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
-from typing import Any
 
 SWEEP_HELP = "run a grid of solves (models x devices x solvers x ...) on Dask, kept in SQLite"
 REPORT_HELP = "tables and plots of a sweep's results"
@@ -51,17 +49,10 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)  # a bad spec fails before any worker starts
     db = args.db or str(Path(args.spec).with_suffix(".sqlite"))
     checks.output_file(db, "--db")
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a terminated sweep shuts its workers
-    try:
-        frame = sweep(spec, db, workers=args.workers, scheduler=args.scheduler, quiet=args.quiet)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # SIGTERM/SIGHUP unwind like Ctrl-C (pase.cleanup): the sweep shuts its workers
+    frame = sweep(spec, db, workers=args.workers, scheduler=args.scheduler, quiet=args.quiet)
     counts = frame["status"].value_counts()
     print(f"{len(frame)} runs in {db}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from pase import cleanup
 from pase.children import check_child
 from pase.errors import OptionError, PaseError
 from pase.ir import Graph
@@ -126,24 +126,41 @@ def _run_programs(script: str, programs: Sequence[str], devices: int, timeout: f
     _need_jax()
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise OptionError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    with tempfile.TemporaryDirectory(prefix="pase-export-") as tmp:
+    with cleanup.temp_dir("pase-export-") as tmp:  # removed however the command ends
         paths = []
         for i, text in enumerate(programs):
             path = Path(tmp) / f"program{i}.py"
             path.write_text(text)
             paths.append(str(path))
-        try:
-            run = subprocess.run([sys.executable, "-c", script, tmp, *paths], capture_output=True,
-                                 text=True, env=_environment(devices, fast_compile),
-                                 timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            raise PaseError(f"{doing}the exported programs did not finish within {timeout} s") from None
+        run = _run_child([sys.executable, "-c", script, tmp, *paths],
+                         _environment(devices, fast_compile), timeout, tmp, doing)
         # A signal or a failed allocation is the machine's doing, not the input's: exit 1.
         check_child("the JAX compile" if doing else "the JAX run", run.returncode, run.stderr)
         if run.returncode != 0:
             last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PaseError(f"{doing}an exported program failed (exit {run.returncode}): {last}")
         return read(run, Path(tmp))
+
+
+def _run_child(args: list[str], env: dict[str, str], timeout: float, cwd: str,
+               doing: str) -> subprocess.CompletedProcess:
+    """Run the JAX child in a process group of its own, recorded with :mod:`pase.cleanup`
+    and dying with this process (Linux): a timeout, Ctrl-C, SIGTERM or an error kills the
+    group (JAX's compile threads and any helper it started) before the folder goes."""
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            start_new_session=True, preexec_fn=cleanup.die_with_parent())
+    cleanup.register_group(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PaseError(f"{doing}the exported programs did not finish within {timeout} s") from None
+    finally:
+        if proc.returncode is None:
+            cleanup.kill_group(proc.pid)
+            proc.communicate()
+        cleanup.forget_group(proc.pid)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def _environment(devices: int, fast_compile: bool) -> dict[str, str]:

@@ -9,9 +9,14 @@ the scheduler at ``scheduler`` (``tcp://host:8786``), whose workers need pase
 installed. Each run is :func:`pase.sweeps.runner.run_point`: a child process
 under the spec's time and memory limits, so an overrun is a row with status
 ``time_limit`` or ``out_of_memory`` and the sweep goes on.
+
+A local cluster keeps everything it writes (Dask's ``dask-scratch-space``, each
+run's temporary files such as CBC's model) in one ``pase-sweep-*`` folder, removed
+when the sweep ends, however it ends (:mod:`pase.cleanup`).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,6 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from pase import cleanup
 from pase.errors import OptionError, SolverUnavailableError
 from pase.sweeps.spec import Spec, load_spec, point_key
 from pase.sweeps.store import Store, load_results
@@ -88,17 +94,20 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
     counts = {"done": 0, "failed": 0, "running": 0, "remaining": len(todo), "skipped": skipped}
     bar = None if quiet else _bar(len(todo), skipped)
     cluster = None
+    scratch = contextlib.ExitStack()
     if scheduler:
         client = _connect(Client, scheduler)
     else:
         _check_not_bootstrapping()
         try:
-            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                                   processes=True, dashboard_address=None,
-                                   silence_logs=logging.ERROR)
+            cluster = _local_cluster(LocalCluster, workers or os.cpu_count() or 1, scratch)
         except RuntimeError as exc:  # a worker process did not start
+            scratch.close()
             raise OptionError(f"Dask could not start its local workers ({exc}); in a script, call "
                               "pase.sweep under `if __name__ == \"__main__\":`") from exc
+        except BaseException:
+            scratch.close()
+            raise
         client = Client(cluster)
     try:
         slots = max(1, sum(client.nthreads().values()))
@@ -132,9 +141,27 @@ def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, worke
     finally:
         if bar is not None:
             bar.close()
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        try:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        finally:
+            scratch.close()  # the pase-sweep folder, once its workers are gone
+
+
+def _local_cluster(cluster_cls: Any, workers: int, scratch: contextlib.ExitStack) -> Any:
+    """A LocalCluster of ``workers`` one-thread processes writing only under a pase-sweep
+    folder that ``scratch`` removes: Dask's scratch space (``local_directory`` and its
+    ``temporary-directory``), and each run's TMPDIR (the workers' environment). Its HTTP
+    server takes a free port, so another cluster on 8787 is not warned about."""
+    import dask
+
+    folder = scratch.enter_context(cleanup.temp_dir("pase-sweep-"))
+    scratch.enter_context(dask.config.set({"temporary-directory": folder}))
+    return cluster_cls(n_workers=workers, threads_per_worker=1, processes=True,
+                       dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                       silence_logs=logging.ERROR, local_directory=folder,
+                       env={"TMPDIR": folder})
 
 
 def _check_not_bootstrapping() -> None:

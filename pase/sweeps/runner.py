@@ -10,16 +10,21 @@ This is the function a Dask worker executes (:func:`run_point`). The child
   wall-clock limit (``kill_after``) passes: status ``time_limit``;
 - on Linux, death with its parent (``PR_SET_PDEATHSIG``), so a sweep whose
   worker is killed leaves no run behind;
-- ``threads`` BLAS threads (``OMP_NUM_THREADS`` and the like).
+- ``threads`` BLAS threads (``OMP_NUM_THREADS`` and the like);
+- a ``TMPDIR`` of its own (under the worker's, which a local sweep points at its
+  pase-sweep folder), removed once the child and its group are gone: a run killed
+  mid-solve leaves no ``pase-cbc-*`` folder behind.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -64,6 +69,16 @@ def _run_child(job: dict[str, Any]) -> dict[str, Any]:
     for name in THREAD_VARIABLES:
         env[name] = str(job.get("threads") or 1)
     limit = "None" if memory_limit is None else str(int(memory_limit))
+    # Read TMPDIR now: tempfile caches its folder before Dask sets the worker's environment.
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="pase-run-", dir=os.environ.get("TMPDIR") or None)
+    try:
+        return _watch(job, env, limit, wall)
+    finally:
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+
+
+def _watch(job: dict[str, Any], env: dict[str, str], limit: str,
+           wall: float | None) -> dict[str, Any]:
     proc = subprocess.Popen([sys.executable, "-c", BOOT.format(limit=limit)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
@@ -77,6 +92,7 @@ def _run_child(job: dict[str, Any]) -> dict[str, Any]:
                          f"{job.get('time_limit')} s)"}
     except BaseException:  # Ctrl-C, a worker shutting down: the child goes with us
         _kill_group(proc)
+        proc.wait()  # gone before its TMPDIR is removed
         raise
     lines = out.strip().splitlines()
     if proc.returncode == 0 and lines:

@@ -4,8 +4,8 @@ PuLP is used only to find the binary: a ``cbc`` on the PATH (``COIN_CMD``) if
 there is one, else the one bundled with PuLP (``PULP_CBC_CMD``, which PuLP 3
 marks deprecated; its warning is silenced because pase, not the user, chose it).
 pase writes the model itself (``lpfile.py``) into a private temporary directory
-and runs CBC in its own process group (``limits.run_process``): Ctrl-C, an
-error or an overrun deadline kill CBC and the directory is removed, where PuLP
+and runs CBC in its own process group (``limits.run_process``): Ctrl-C, SIGTERM,
+SIGHUP, an error or an overrun deadline kill CBC and the directory is removed, where PuLP
 left CBC running and hundreds of MB of files behind.
 
 CBC's ``-sec`` limit is honoured only during branch and bound (a 10 s limit ran
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 import warnings
 from types import ModuleType
 
 import numpy as np
 
+from pase import cleanup
 from pase.errors import SolverUnavailableError, check_int
 from pase.problem import Problem, Solution
 from pase.registry import SOLVERS
@@ -121,7 +121,7 @@ def _run(form: Formulation, *, conservative: bool, start: np.ndarray | None,
          deadline: Deadline, path: str, threads: int | None) -> BackendResult:
     began = deadline.elapsed()
     model = float_model(form, conservative)
-    with tempfile.TemporaryDirectory(prefix="pase-cbc-") as tmp:
+    with cleanup.temp_dir("pase-cbc-") as tmp:  # removed however the command ends
         files = {k: os.path.join(tmp, f"pase.{k}") for k in ("lp", "mst", "sol", "log")}
         lpfile.write_lp(files["lp"], form, model, deadline)
         args = [path, files["lp"]]

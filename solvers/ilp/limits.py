@@ -11,20 +11,19 @@ under a watchdog here:
   backend that has not stopped :data:`ABANDON_AFTER` seconds later is left to
   finish in its daemon thread (it dies with the process) while the caller goes on.
 * :func:`run_process` runs a solver binary (CBC) in its own process group, which
-  is killed on Ctrl-C, on any exception, or when it overruns the deadline. On
-  Linux the child also gets SIGKILL if the Python process dies first.
+  is killed on Ctrl-C, SIGTERM or SIGHUP (:mod:`pase.cleanup`), on any exception,
+  or when it overruns the deadline. On Linux the child also gets SIGKILL if the
+  Python process dies first.
 """
 from __future__ import annotations
 
-import ctypes
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Callable, TypeVar
 
+from pase import cleanup
 from pase.errors import TimeLimitError
 
 T = TypeVar("T")
@@ -116,7 +115,8 @@ def run_process(args: list[str], deadline: Deadline, *, log_path: str,
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                                preexec_fn=_die_with_parent())
+                                preexec_fn=cleanup.die_with_parent())
+    cleanup.register_group(proc.pid)  # killed by the command's final sweep if need be
     stopped_at = None
     try:
         while True:
@@ -135,36 +135,13 @@ def run_process(args: list[str], deadline: Deadline, *, log_path: str,
         _signal_group(proc, signal.SIGKILL)
         proc.wait()
         raise
+    finally:
+        cleanup.forget_group(proc.pid)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    cleanup.kill_group(proc.pid, sig)
 
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGKILL the child when its parent dies.
-
-    The libc function is looked up here, before the fork, so the child only makes
-    one foreign call. None on other systems (the child is then killed only by the
-    handlers above).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    kill = int(signal.SIGKILL)
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, kill)
-
-    return preexec
+# Kept for callers of the old name.
+_die_with_parent = cleanup.die_with_parent
