@@ -327,6 +327,18 @@ class Problem:
                 f"max {int(self.sizes.max()) if self.num_vertices else 0} candidates, unit={self.unit})")
 
 
+def check_problem(problem: Any, where: str) -> Problem:
+    """``problem`` when it is a :class:`Problem`; else a ProblemError naming ``where`` (a solver
+    handed a string or a graph would fail deep inside with an AttributeError)."""
+    if not isinstance(problem, Problem):
+        hint = (" (build one with pase.build_problem(model, devices).problem)"
+                if not hasattr(problem, "problem") else "; pass its .problem")
+        shown = " ".join(repr(problem).split())
+        raise ProblemError(f"{where} needs a pase.problem.Problem, got "
+                           f"{type(problem).__name__} {shown:.60}{hint}")
+    return problem
+
+
 def _as_index(x: Any) -> int | None:
     """An integer (not a bool) or an integral finite float as an int, else None."""
     if isinstance(x, (bool, np.bool_)):

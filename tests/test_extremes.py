@@ -1,0 +1,82 @@
+"""Issue 27, "no internal error on bad input": numbers that overflow, odd arguments, odd exits.
+
+Each test names the defect of the issue it reproduces. Bad input is exit 2 and one line
+``pase: error: ...`` on the command line, a :class:`pase.errors.PaseError` in Python.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pase.api import build_problem, run_solver
+from pase.cli import main
+from pase.errors import PaseError, UnknownNameError
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pase: error: "), err
+    return lines[0][len("pase: error: "):]
+
+
+# -- defect 6: exhaustive's refusal formatted an int above 1e308 with :.3g --------------------
+def test_exhaustive_refusal_of_an_astronomical_count_is_one_line(capsys):
+    assert main(["solve", "transformer", "-p", "8", "--solver", "exhaustive"]) == 2
+    line = one_error_line(capsys)
+    assert "internal error" not in line
+    assert "exhaustive search over 5.89e+313 strategies exceeds max_strategies=1.00e+07" in line
+
+
+def test_exhaustive_counts_are_formatted_without_floats():
+    from pase.solvers.exhaustive import _count
+
+    assert [_count(n) for n in (7, 999_999, 1_234_567, 9_995_000, 10**400)] == \
+        ["7", "999999", "1.23e+06", "1.00e+07", "1.00e+400"]
+    assert _count(7**20000) == "9.14e+16901"  # over the 4300 digits str() converts
+
+
+def test_compare_row_of_exhaustive_is_refused_not_an_error(capsys):
+    assert main(["compare", "transformer", "-p", "8", "--solvers", "exhaustive,greedy"]) == 0
+    out = capsys.readouterr().out
+    assert "OverflowError" not in out and "5.89e+313 strategies" in out
+
+
+# -- defect 12: --solver '' silently ran dp ---------------------------------------------------
+@pytest.mark.parametrize("command", ["solve", "simulate"])
+def test_empty_solver_name_is_unknown(capsys, command):
+    extra = ["--cluster", "dgx-a100"] if command == "simulate" else []
+    assert main([command, "mlp", "-p", "4", "--solver", "", *extra]) == 2
+    assert one_error_line(capsys).startswith("unknown solver ''; known: data-parallel, dp, ")
+
+
+# -- defect 11: a model function calling sys.exit(0) ended pase with 0, no output, no file ----
+@pytest.mark.parametrize("body, expected", [
+    ("def f():\n    sys.exit(0)\n", r"f\(\) in .*bad\.py called sys\.exit\(0\); it must return"),
+    ("def f():\n    raise SystemExit\n", r"f\(\) in .*bad\.py called sys\.exit\(\)"),
+    ("sys.exit(3)\ndef f():\n    pass\n", r"bad\.py called sys\.exit\(3\) while being imported"),
+])
+def test_a_model_function_that_exits_is_an_import_error(capsys, tmp_path, body, expected):
+    pytest.importorskip("torch")
+    import re
+
+    (tmp_path / "bad.py").write_text("import sys\n" + body)
+    out = tmp_path / "out.json"
+    assert main(["import", f"{tmp_path}/bad.py:f", "-o", str(out)]) == 2
+    assert re.search(expected, one_error_line(capsys))
+    assert not out.exists()
+
+
+# -- defect 9: run_solver('dp', 'problem') raised AttributeError ------------------------------
+def test_run_solver_checks_its_problem():
+    with pytest.raises(PaseError, match=r"run_solver\('dp', \.\.\.\) needs a pase\.problem\.Problem, "
+                                        r"got str 'problem'"):
+        run_solver("dp", "problem")
+    with pytest.raises(PaseError, match=r"got Built .*; pass its \.problem$"):
+        run_solver("dp", build_problem("mlp", 4))
+
+
+@pytest.mark.parametrize("name", [["dp"], None, 3])
+def test_run_solver_checks_its_solver_name(name):
+    with pytest.raises(UnknownNameError, match="a solver name must be a string"):
+        run_solver(name, build_problem("mlp", 4).problem)
