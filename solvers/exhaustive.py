@@ -86,7 +86,8 @@ def _count(n: int) -> str:
     lead = (n // 10 ** (exponent - 3) + 5) // 10  # three digits, rounded half up
     if lead >= 1000:
         lead, exponent = lead // 10, exponent + 1
-    return f"{lead // 100}.{lead % 100:02d}e+{exponent:02d}"
+    mantissa = f"{lead // 100}.{lead % 100:02d}".rstrip("0").rstrip(".")  # as :.3g writes it
+    return f"{mantissa}e+{exponent:02d}"
 
 
 def _batches(sizes: np.ndarray, rows: int) -> Iterator[np.ndarray]:

@@ -25,14 +25,14 @@ def test_exhaustive_refusal_of_an_astronomical_count_is_one_line(capsys):
     assert main(["solve", "transformer", "-p", "8", "--solver", "exhaustive"]) == 2
     line = one_error_line(capsys)
     assert "internal error" not in line
-    assert "exhaustive search over 5.89e+313 strategies exceeds max_strategies=1.00e+07" in line
+    assert "exhaustive search over 5.89e+313 strategies exceeds max_strategies=1e+07" in line
 
 
 def test_exhaustive_counts_are_formatted_without_floats():
     from pase.solvers.exhaustive import _count
 
     assert [_count(n) for n in (7, 999_999, 1_234_567, 9_995_000, 10**400)] == \
-        ["7", "999999", "1.23e+06", "1.00e+07", "1.00e+400"]
+        ["7", "999999", "1.23e+06", "1e+07", "1e+400"]
     assert _count(7**20000) == "9.14e+16901"  # over the 4300 digits str() converts
 
 
@@ -80,3 +80,62 @@ def test_run_solver_checks_its_problem():
 def test_run_solver_checks_its_solver_name(name):
     with pytest.raises(UnknownNameError, match="a solver name must be a string"):
         run_solver(name, build_problem("mlp", 4).problem)
+
+
+# -- defect 7: an attribute pw of 1e308 (finite) broke inspect's JSON and made solve "infeasible"
+def _chain_with_pw(tmp_path, pw: float):
+    import json
+
+    from pase.registry import MODELS
+
+    data = MODELS.get("chain")().to_dict()
+    next(o for o in data["ops"] if o["name"] == "fc2")["attrs"]["pw"] = pw
+    path = tmp_path / f"pw-{pw:g}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "-p", "4", "--format", "json"],
+    ["inspect", "-p", "4"],
+])
+def test_an_overflowing_attribute_is_refused_by_inspect(capsys, tmp_path, argv):
+    graph = _chain_with_pw(tmp_path, 1e308)
+    assert main([argv[0], graph, *argv[1:]]) == 2
+    assert one_error_line(capsys) == ("op 'fc2' (FC): its FLOP count overflows float64; its sizes "
+                                      "or attributes are too large (pw=1e+308)")
+
+
+@pytest.mark.parametrize("pw, expected", [
+    (1e308, r"every cost of vertex 'fc2' is \+inf, so no strategy has a finite cost"),
+    # only the unsplit config overflows: the solver must not quietly pick a split one
+    (1e305, r"cost model '(paper|alpha-beta)': op 'fc2' has an infinite cost"),
+])
+@pytest.mark.parametrize("costs", [[], ["--cost-model", "alpha-beta", "--cluster", "dgx-a100",
+                                        "--memory-cap", "none"]])
+def test_an_overflowing_attribute_is_refused_by_solve_not_infeasible(capsys, tmp_path, pw,
+                                                                     expected, costs):
+    import re
+
+    assert main(["solve", _chain_with_pw(tmp_path, pw), "-p", "4", *costs]) == 2
+    assert re.search(expected, one_error_line(capsys))
+
+
+def test_an_uncapped_problem_whose_costs_overflow_is_refused_naming_the_vertex():
+    import numpy as np
+
+    from pase.problem import Problem
+
+    with pytest.raises(PaseError, match=r"every cost of vertex 'b' is \+inf"):
+        Problem([np.ones(2), np.full(2, np.inf)], [], [], names=["a", "b"])
+    with pytest.raises(PaseError, match=r"the costs overflow float64 when a strategy adds them up: "
+                                        r"with the largest of vertex 'b' \(1e\+308\)"):
+        Problem([np.full(2, 1e308), np.full(3, 1e308)], [], [], names=["a", "b"])
+    with pytest.raises(PaseError, match=r"memory footprints overflow .* of vertex 'b'"):
+        Problem([np.ones(2), np.ones(2)], [], [], names=["a", "b"],
+                memory=[np.full(2, 1e308), np.full(2, 1e308)])
+    with pytest.raises(PaseError, match=r"largest of edge 'a -> b'"):
+        Problem([np.full(2, 1e308), np.ones(2)], [(0, 1)], [np.full((2, 2), 1e308)],
+                names=["a", "b"])
+    # a forbidden (+inf) candidate next to finite ones is still fine, and so is 1e308 alone
+    assert Problem([np.array([1.0, np.inf]), np.array([1e308])], [], []).evaluate([0, 0]) > 1e307
