@@ -146,8 +146,8 @@ class Problem:
 
         Each entry is finite, but a strategy paying the largest of every vertex and edge
         must stay below ``FLOAT_MAX`` too: past it totals turn into +inf (a solver would
-        call every strategy infeasible) and ``math.fsum`` raises OverflowError. A vertex
-        or edge whose every entry is +inf leaves no strategy a finite cost: refused too.
+        call every strategy infeasible) and ``math.fsum`` raises OverflowError. (+inf
+        entries forbid candidates; a cost model's Problem refuses them: :meth:`check_finite`.)
         """
         self._check_terms("cost", list(zip(self.names, self.vertex_costs))
                           + [(f"{self.names[u]} -> {self.names[v]}", m)
@@ -163,10 +163,7 @@ class Problem:
                 seen[id(a)] = _largest_finite(a)
             largest = seen[id(a)]
             if largest is None:
-                if what == "memory":
-                    continue  # +inf memory forbids a candidate under a cap; uncapped it is moot
-                raise ProblemError(f"every {what} of {kind} {label!r} is +inf, so no strategy has a "
-                                   f"finite cost (an overflow upstream?)")
+                continue  # all +inf: forbidden, so the Problem is infeasible, not overflowing
             worst += largest
             if worst > FLOAT_MAX:
                 plural = "costs" if what == "cost" else "memory footprints"
