@@ -24,7 +24,7 @@ from pase.costing import CostModel, problem_shape
 from pase.errors import OptionError, SolverUnavailableError, UnknownNameError
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
-from pase.problem import Problem, Solution
+from pase.problem import Problem, Solution, check_problem
 from pase.registry import COST_MODELS, MODELS, SOLVERS
 from pase.space import ConfigSpace, check_devices
 from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping, strategy_variants
@@ -169,6 +169,7 @@ def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None
     claim raises :class:`pase.claims.ClaimError` (a bug in the solver).
     """
     entry = SOLVERS.entry(solver)
+    check_problem(problem, f"run_solver({solver!r}, ...)")
     time_limit, seed = check_time_limit(time_limit), check_seed(seed)
     options = coerce_options(entry.obj, options, f"solver {solver!r}", reserved=("time_limit", "seed"))
     available = entry.info.get("available")

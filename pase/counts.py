@@ -85,14 +85,26 @@ def _owned(graph: Graph, op: Op) -> list[Port]:
 def _op_counts(graph: Graph, op: Op) -> OpCounts:
     params = sum(math.prod(p.shape) for p in _owned(graph, op))
     ones = np.ones((1, len(op.dims)), dtype=np.int64)
-    work = op_work(op, ones)
-    return OpCounts(op.name, op.kind, int(params), float(work.forward_flop[0]),
-                    float(work.matmul_flop[0]))
+    with np.errstate(over="ignore"):  # an overflow is refused below, naming the op
+        work = op_work(op, ones)
+    forward, matmul = float(work.forward_flop[0]), float(work.matmul_flop[0])
+    if not (math.isfinite(forward) and math.isfinite(matmul)):
+        raise GraphError(f"op {op.name!r} ({op.kind}): its FLOP count overflows float64; its "
+                         f"sizes or attributes are too large ({_attrs(op)})")
+    return OpCounts(op.name, op.kind, int(params), forward, matmul)
+
+
+def _attrs(op: Op) -> str:
+    shown = ", ".join(f"{k}={v:.3g}" for k, v in op.attrs.items()
+                      if isinstance(v, float) and abs(v) > 1e15)
+    return shown or "dims " + ", ".join(f"{d.name}={d.size}" for d in op.dims)
 
 
 def counts(graph: Graph) -> Counts:
     """Parameters, forward FLOP and matrix-product FLOP of ``graph`` and of each op."""
     ops = tuple(_op_counts(graph, op) for op in graph.ops)
+    if not math.isfinite(sum(o.forward_flops for o in ops)):
+        raise GraphError(f"graph {graph.name!r}: its total FLOP count overflows float64")
     return Counts(sum(o.parameters for o in ops), float(sum(o.forward_flops for o in ops)),
                   float(sum(o.matmul_flops for o in ops)), ops)
 

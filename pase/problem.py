@@ -23,6 +23,8 @@ from pase.errors import ProblemError
 # Relative tolerance when a solver's reported cost is compared with a re-evaluation;
 # sums of ~1e13-sized floats in different orders differ in the last few bits.
 COST_RTOL = 1e-9
+# The largest finite float64: no strategy's total cost or memory may pass it.
+FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Problem:
         if memory_cap is not None and self.memory is None:
             raise ProblemError("memory_cap given without per-vertex memory vectors")
         self.memory_cap = _as_cap(memory_cap)
+        self._check_sums()
         self.unit = unit
         self.devices = devices
         self.candidates = None if candidates is None else list(candidates)
@@ -137,6 +140,50 @@ class Problem:
                 if not len(vm.config) == len(vm.zero) == len(vm.recompute) == self.vertex_costs[v].size:
                     raise ProblemError(f"vertex {v} ({self.names[v]}) maps {len(vm.config)} "
                                        f"variants for {self.vertex_costs[v].size} costs")
+
+    def _check_sums(self) -> None:
+        """Refuse costs (and memory) that overflow float64 once a strategy adds them up.
+
+        Each entry is finite, but a strategy paying the largest of every vertex and edge
+        must stay below ``FLOAT_MAX`` too: past it totals turn into +inf (a solver would
+        call every strategy infeasible) and ``math.fsum`` raises OverflowError. (+inf
+        entries forbid candidates; a cost model's Problem refuses them: :meth:`check_finite`.)
+        """
+        self._check_terms("cost", list(zip(self.names, self.vertex_costs))
+                          + [(f"{self.names[u]} -> {self.names[v]}", m)
+                             for (u, v), m in zip(self.edges, self.edge_costs)])
+        if self.memory is not None:
+            self._check_terms("memory", list(zip(self.names, self.memory)))
+
+    def _check_terms(self, what: str, terms: list[tuple[str, np.ndarray]]) -> None:
+        worst, seen = 0.0, {}
+        for label, a in terms:
+            kind = "edge" if " -> " in label else "vertex"
+            if id(a) not in seen:
+                seen[id(a)] = _largest_finite(a)
+            largest = seen[id(a)]
+            if largest is None:
+                continue  # all +inf: forbidden, so the Problem is infeasible, not overflowing
+            worst += largest
+            if worst > FLOAT_MAX:
+                plural = "costs" if what == "cost" else "memory footprints"
+                raise ProblemError(
+                    f"the {plural} overflow float64 when a strategy adds them up: with the largest "
+                    f"of {kind} {label!r} ({largest:.3g}) the largest possible total passes "
+                    f"{FLOAT_MAX:.3g}; rescale them to a larger unit")
+
+    def check_finite(self, where: str) -> None:
+        """Refuse any +inf cost or memory: what a cost model builds is finite unless an
+        attribute or a size overflowed float64 (``pw`` of 1e308); names the op."""
+        for label, arrays in (("cost", self.vertex_costs), ("memory", self.memory or [])):
+            for v, a in enumerate(arrays):
+                if not np.isfinite(a).all():
+                    raise ProblemError(f"{where}: op {self.names[v]!r} has an infinite {label} "
+                                       f"(its attributes or sizes overflow float64)")
+        for (u, v), m in zip(self.edges, self.edge_costs):
+            if not np.isfinite(m).all():
+                raise ProblemError(f"{where}: the edge {self.names[u]!r} -> {self.names[v]!r} "
+                                   f"has an infinite cost (the tensor sizes overflow float64)")
 
     def _merge_edges(self, edges, edge_costs):
         n = len(self.vertex_costs)
@@ -325,6 +372,27 @@ class Problem:
     def __repr__(self) -> str:
         return (f"Problem({self.num_vertices} vertices, {len(self.edges)} edges, "
                 f"max {int(self.sizes.max()) if self.num_vertices else 0} candidates, unit={self.unit})")
+
+
+def _largest_finite(a: np.ndarray) -> float | None:
+    """The largest finite |entry| of ``a`` (no copy when all are finite); None if none is."""
+    top, bottom = float(a.max()), float(a.min())
+    if top != math.inf:
+        return max(top, -bottom)
+    finite = a[np.isfinite(a)]
+    return float(np.abs(finite).max()) if finite.size else None
+
+
+def check_problem(problem: Any, where: str) -> Problem:
+    """``problem`` when it is a :class:`Problem`; else a ProblemError naming ``where`` (a solver
+    handed a string or a graph would fail deep inside with an AttributeError)."""
+    if not isinstance(problem, Problem):
+        hint = (" (build one with pase.build_problem(model, devices).problem)"
+                if not hasattr(problem, "problem") else "; pass its .problem")
+        shown = " ".join(repr(problem).split())
+        raise ProblemError(f"{where} needs a pase.problem.Problem, got "
+                           f"{type(problem).__name__} {shown:.60}{hint}")
+    return problem
 
 
 def _as_index(x: Any) -> int | None:

@@ -120,6 +120,9 @@ class Registry:
 
     # -- lookups -------------------------------------------------------------
     def entry(self, name: str) -> Entry:
+        if not isinstance(name, str):  # a list would be unhashable, a number a confusing miss
+            raise UnknownNameError(f"a {self.kind} name must be a string, got "
+                                   f"{type(name).__name__} {name!r:.60}")
         self._load()
         if name in self._entries:
             return self._entries[name]

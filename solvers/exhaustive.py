@@ -42,8 +42,8 @@ def solve(problem: Problem, *, max_strategies: int = DEFAULT_MAX_STRATEGIES,
     total = problem.num_strategies()
     if total > max_strategies:
         raise TooLargeError(
-            f"exhaustive search over {total:.3g} strategies exceeds max_strategies="
-            f"{max_strategies:.3g}; use solver 'dp' or raise max_strategies")
+            f"exhaustive search over {_count(total)} strategies exceeds max_strategies="
+            f"{_count(max_strategies)}; use solver 'dp' or raise max_strategies")
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     cap = problem.memory_cap
     best_cost, best_choice, feasible, seen = math.inf, None, 0, 0
@@ -72,6 +72,22 @@ def solve(problem: Problem, *, max_strategies: int = DEFAULT_MAX_STRATEGIES,
         return Solution(None, math.inf, Status.INFEASIBLE, "exhaustive", stats=stats)
     return Solution(best_choice, best_cost, Status.OPTIMAL, "exhaustive", lower_bound=best_cost,
                     stats=stats)
+
+
+def _count(n: int) -> str:
+    """An integer in three significant digits, by integer arithmetic: ``:.3g`` converts
+    to a float, which overflows above 1e308 (the Transformer at p=8 has more strategies),
+    and ``str`` refuses ints of over 4300 digits."""
+    if n < 10**6:
+        return str(n)
+    exponent = int((n.bit_length() - 1) * 0.30102999566398120)  # log10(2): at most log10(n)
+    while 10 ** (exponent + 1) <= n:
+        exponent += 1
+    lead = (n // 10 ** (exponent - 3) + 5) // 10  # three digits, rounded half up
+    if lead >= 1000:
+        lead, exponent = lead // 10, exponent + 1
+    mantissa = f"{lead // 100}.{lead % 100:02d}".rstrip("0").rstrip(".")  # as :.3g writes it
+    return f"{mantissa}e+{exponent:02d}"
 
 
 def _batches(sizes: np.ndarray, rows: int) -> Iterator[np.ndarray]:

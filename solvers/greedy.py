@@ -56,6 +56,10 @@ def _repair(problem: Problem, choice: np.ndarray) -> np.ndarray | None:
     lowest = np.array([int(np.argmin(m)) for m in mem], dtype=np.int64)
     if not problem.fits(lowest):
         return None  # even the least memory per vertex exceeds the cap
+    # Costs and bytes in units of their largest entry, so the ratio keeps its order at any
+    # scale: 1e300 s per 1e-300 bytes would overflow to inf and tie with every other inf.
+    mem_unit = max(float(np.abs(m).max()) for m in mem) or 1.0
+    cost_unit = max(_largest(c) for c in problem.vertex_costs + problem.edge_costs) or 1.0
     while not problem.fits(choice):
         best_key, best_v = np.inf, -1
         for v in range(problem.num_vertices):
@@ -65,11 +69,17 @@ def _repair(problem: Problem, choice: np.ndarray) -> np.ndarray | None:
             local = _local_costs(problem, choice, v)
             now, then = local[choice[v]], local[lowest[v]]
             increase = 0.0 if now == then else then - now  # inf == inf: no change
-            key = increase / saving  # cost per byte saved; negative is a free win
+            with np.errstate(over="ignore"):  # an inf key still orders below nothing
+                key = (increase / cost_unit) / (saving / mem_unit)  # cost per byte saved
             if best_v < 0 or key < best_key:
                 best_key, best_v = key, v
         choice[best_v] = lowest[best_v]  # best_v exists: the lowest choice fits
     return choice
+
+
+def _largest(a: np.ndarray) -> float:
+    finite = np.abs(a[np.isfinite(a)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def _sweep(problem: Problem, choice: np.ndarray) -> bool:

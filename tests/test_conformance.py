@@ -98,8 +98,8 @@ def test_registry_tags_choose_the_checks():
         spec = solver_spec("student-chain")
         assert (spec.exact, spec.scope, spec.memory_cap) == (True, "chain", False)
         assert [c.id for c in pase.testing.checks_for(spec)] == [
-            "valid_choices", "honest_cost", "honest_claims", "big_m_claims", "exact_optimum",
-            "never_beats_optimum", "deterministic", "time_limit"]
+            "valid_choices", "honest_cost", "honest_claims", "big_m_claims", "extreme_scales",
+            "exact_optimum", "never_beats_optimum", "deterministic", "time_limit"]
         check_solver("student-chain")
     finally:
         SOLVERS.remove("student-chain")
@@ -139,10 +139,35 @@ def test_every_failing_check_is_reported_not_just_the_first():
         check_solver(liar_and_dice, memory_cap=False)
     failed = info.value.report.failed
     assert set(failed) == {"honest cost", "determinism", "optimality claims", "time limit",
-                           "optimality claims next to a big-M entry"}
+                           "optimality claims next to a big-M entry", EXTREME}
     assert "valid choices" in info.value.report.passed
     for name in failed:
         assert f"- {name}:" in str(info.value)
+
+
+EXTREME = "costs and memory from 1e-300 to near float64's max"
+
+
+def test_the_battery_catches_a_solver_that_overflows_at_extreme_scales():
+    """Issue 27: a raw OverflowError (CP-SAT's scaling at 1e-300, fsum near 1e308) fails the
+    extreme-scale check; a PaseError refusal there is allowed, even from an exact solver."""
+    import math
+
+    def overflows(problem, *, time_limit=None, seed=None):
+        top = max(float(np.abs(c).max()) for c in problem.vertex_costs)
+        math.ldexp(1.0, int(40 - math.log2(top or 1.0)))  # OverflowError below ~1e-296
+        return tree_dp(problem)
+
+    with pytest.raises(ConformanceError, match=r"x1e-300: raised OverflowError") as info:
+        check_solver(overflows, exact=True, scope="tree", memory_cap=False)
+    assert set(info.value.report.failed) == {EXTREME}
+
+    def refuses(problem, *, time_limit=None, seed=None):
+        if max(float(np.abs(c).max()) for c in problem.vertex_costs) < 1e-200:
+            raise ProblemError("costs below 1e-200 are out of range")
+        return tree_dp(problem)
+
+    assert EXTREME in check_solver(refuses, exact=True, scope="tree", memory_cap=False).passed
 
 
 def test_the_battery_catches_a_wrong_cost_claim():
@@ -176,7 +201,9 @@ def test_the_battery_catches_an_absolute_tolerance_at_seconds_scale():
     with pytest.raises(ConformanceError, match=r"x1e-9: claims OPTIMAL") as info:
         check_solver(sloppy, exact=True, scope="chain", memory_cap=False)
     messages = [m for ms in info.value.report.failed.values() for m in ms]
-    assert messages and all(" x1e-9: " in m for m in messages)
+    # the small extreme scales (issue 27) catch it too; scale 1 and 1e15 do not
+    assert messages and all(any(f" x{t}: " in m for t in ("1e-9", "1e-150", "1e-300"))
+                            for m in messages)
 
 
 def test_the_battery_catches_a_tolerance_relative_to_a_big_m_entry():
@@ -241,7 +268,7 @@ def test_a_crash_is_reported_in_every_check_with_its_message():
         check_solver(todo, scope="chain", memory_cap=False)
     assert set(info.value.report.failed) == {
         "valid choices", "honest cost", "optimality claims", "never beats the optimum",
-        "determinism", "time limit", "optimality claims next to a big-M entry"}
+        "determinism", "time limit", "optimality claims next to a big-M entry", EXTREME}
 
 
 def test_a_heuristic_may_refuse_random_problems_but_not_graph_derived_ones():

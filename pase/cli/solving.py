@@ -62,7 +62,7 @@ def cmd_solve(args: argparse.Namespace) -> None:
     if args.pipeline:
         return solve_pipeline_command(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
-    solver = args.solver or "dp"
+    solver = "dp" if args.solver is None else args.solver  # "" is an unknown name, not dp
     checks.output_file(args.output, "--output")
     options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build

@@ -115,9 +115,11 @@ class CostModel(abc.ABC):
                    for i in range(len(graph.ops))]
         candidates = [Candidates(op.kind, op.dim_names, tuple(d.role for d in op.dims), configs[i])
                       for i, op in enumerate(graph.ops)]
-        return Problem(vertex, shape.edges, matrices, names=shape.names,
-                       unit=self.unit, candidates=candidates, devices=space.devices,
-                       memory=None if any(m is None for m in memory) else memory, variants=maps)
+        problem = Problem(vertex, shape.edges, matrices, names=shape.names,
+                          unit=self.unit, candidates=candidates, devices=space.devices,
+                          memory=None if any(m is None for m in memory) else memory, variants=maps)
+        problem.check_finite(f"cost model {self.name!r}")  # +inf here is an overflow, never meant
+        return problem
 
     def with_variants(self, variants: Mapping[str, Any]) -> "CostModel":
         """A copy that prices every op at one variant: ``variants[op]`` (a

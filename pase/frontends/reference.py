@@ -66,6 +66,8 @@ def _load_file(path: Path) -> Any:
         raise ModelReferenceError(f"{path} could not be imported: {_line(exc)}") from exc
     except Exception as exc:
         raise ModelReferenceError(f"{path} could not be imported: {_line(exc)}") from exc
+    except SystemExit as exc:  # the file's own exit must not end pase quietly with its status
+        raise ModelReferenceError(f"{path} called {_exit(exc)} while being imported") from exc
     finally:
         if added and folder in sys.path:
             sys.path.remove(folder)
@@ -76,6 +78,11 @@ def _line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     text = text if len(text) <= 300 else text[:297] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _exit(exc: SystemExit) -> str:
+    code = repr(exc.code) if exc.code is not None else ""
+    return f"sys.exit({code if len(code) <= 60 else code[:57] + '...'})"
 
 
 def _functions(module: Any) -> list[str]:
@@ -127,6 +134,9 @@ def load_module(text: str, **model_options: Any) -> tuple[Any, tuple, dict[str, 
         raise
     except Exception as exc:
         raise ModelReferenceError(f"{function}() in {path} raised {_line(exc)}") from exc
+    except SystemExit as exc:  # sys.exit(0) would end pase with status 0, no output, no file
+        raise ModelReferenceError(f"{function}() in {path} called {_exit(exc)}; it must return "
+                                  f"(module, example_args)") from exc
     torch = sys.modules.get("torch") or need_torch()
     if not (isinstance(result, tuple) and len(result) == 2):
         raise ModelReferenceError(f"{function}() in {path} returned a {type(result).__name__}; it "

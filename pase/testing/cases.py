@@ -174,3 +174,35 @@ def big_problems(scope: str, seed: int = 0) -> list[tuple[str, Problem]]:
         base = random_dag(40, 20, 20, seed)
     return [(f"a {base.num_vertices}-vertex {scope} Problem {tag}", scale_costs(base, s))
             for tag, s, _ in SCALES]
+
+
+# Extreme scales (issue 27): (label, cost scale, memory scale or None for uncapped only).
+# None as the cost scale puts the largest possible total at NEAR_MAX_SHARE of float64's
+# max, where a solver that adds up more than one strategy's terms overflows.
+EXTREME_SCALES = (("x1e-300", 1e-300, 1e300), ("x1e-150", 1e-150, None),
+                  ("x1e150", 1e150, None), ("x1e300", 1e300, 1e-300), ("near the float max", None, 0.0))
+NEAR_MAX_SHARE = 0.25
+
+
+@functools.lru_cache(maxsize=6)
+def extreme_cases(scope: str, memory_cap: bool, seed: int = 0) -> tuple[Case, ...]:
+    """The random Problems of ``scope`` with costs from 1e-300 to near float64's max, and
+    memory from 1e-300 to near it under a cap (``memory_cap``): every solver must answer
+    them honestly or refuse them with a PaseError, never raise anything else."""
+    from pase.problem import FLOAT_MAX
+
+    cases = []
+    for i, (label, base, graph) in enumerate(_bases(scope, seed)):
+        if graph:
+            continue
+        worst = sum(float(np.abs(a).max()) for a in base.vertex_costs + base.edge_costs) or 1.0
+        for tag, cost_scale, memory_scale in EXTREME_SCALES:
+            factor = NEAR_MAX_SHARE * FLOAT_MAX / worst if cost_scale is None else cost_scale
+            problem = scale_costs(base, factor)
+            cases.append(Case(f"{label} {tag}", problem, False))
+            if memory_cap and memory_scale is not None:
+                # footprints are 1..49 units: near the max, their total is a quarter of it
+                units = memory_scale or NEAR_MAX_SHARE * FLOAT_MAX / (49 * base.num_vertices)
+                capped = cap_memory(add_memory(problem, seed + i, units), CAP_FRACTION)
+                cases.append(Case(f"{label} {tag} capped", capped, False))
+    return tuple(cases)

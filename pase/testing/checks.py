@@ -14,7 +14,7 @@ from typing import Callable
 
 from pase.errors import PaseError
 from pase.problem import COST_RTOL, Solution, Status
-from pase.testing.cases import big_m_cases, big_problems
+from pase.testing.cases import big_m_cases, big_problems, extreme_cases
 from pase.testing.runner import (
     Answer,
     ConformanceError,
@@ -149,6 +149,32 @@ def big_m_claims(spec: SolverSpec) -> list[str]:
     return failures
 
 
+def extreme_scales(spec: SolverSpec) -> list[str]:
+    """Costs from 1e-300 to near float64's max, memory as small or as large under a cap:
+    an answer must be valid, honest in its claims and never below the optimum; a refusal
+    must be a PaseError (naming the range the solver supports). Anything else fails."""
+    failures = []
+    for case in extreme_cases(spec.scope, spec.memory_cap, spec.seed):
+        try:
+            sol = spec.call(case.problem)
+        except PaseError:
+            continue
+        except Exception as exc:  # OverflowError, a math domain error...
+            failures.append(f"{case.label}: raised {describe(exc)}")
+            continue
+        a = Answer(case, sol)
+        why = _valid(a, sol)
+        if why:
+            failures.append(f"{case.label}: {why}")
+            continue
+        failures += _claim_failures(spec, a, sol)
+        best, cost = case.optimum, _true_cost(a, sol)
+        if case.feasible and cost is not None and \
+                cost < best.cost - tolerance(cost, best.cost, case.scale(sol.choice)):
+            failures.append(f"{case.label}: cost {cost!r} is below the true optimum {best.cost!r}")
+    return failures
+
+
 def reaches_optimum(spec: SolverSpec) -> list[str]:
     failures, solved = _examined(spec)
     for a, sol in solved:
@@ -258,6 +284,7 @@ CHECKS = (
     Check("honest_cost", "honest cost", honest_cost),
     Check("honest_claims", "optimality claims", honest_claims),
     Check("big_m_claims", "optimality claims next to a big-M entry", big_m_claims),
+    Check("extreme_scales", "costs and memory from 1e-300 to near float64's max", extreme_scales),
     Check("exact_optimum", "exact optimum", reaches_optimum, lambda s: s.exact),
     Check("never_beats_optimum", "never beats the optimum", never_beats_optimum),
     Check("deterministic", "determinism", deterministic),

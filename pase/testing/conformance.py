@@ -17,6 +17,9 @@ under a cap some strategies fit and one none fits:
 - ``big_m_claims``: the same claims stay honest on random Problems with one
   entry 1e6, 1e9 or 1e13 times the others (a solver that scales by the largest entry
   may return a worse answer there, but must not call it optimal);
+- ``extreme_scales``: on random Problems with costs from 1e-300 to near float64's
+  max (and memory as small or as large under a cap), an answer is valid, honest and
+  never below the optimum, or the solver raises a PaseError; nothing else;
 - ``exact_optimum`` (``exact=True``): the optimum, always;
 - ``never_beats_optimum``: no cost below the optimum;
 - ``deterministic``: the same seed gives the same choice;

@@ -70,6 +70,10 @@ OBJECTIVE_SUM_LIMIT = 2.0 ** 60
 # value an integer if the total then stays below MEMORY_EXACT_LIMIT; otherwise
 # the total is scaled to MEMORY_TARGET and rounded (2**-40 relative is plenty).
 MEMORY_EXACT_LIMIT = 2.0 ** 40
+# Scales are powers of two up to 2**1023 (math.ldexp(1.0, 1024) overflows): costs of
+# 1e-300 then reach ~2**26, coarser than 2**40 but with the rounding bound kept honest.
+MAX_EXPONENT = 1023
+FLOAT_MAX = float(np.finfo(np.float64).max)
 MEMORY_TARGET = 2.0 ** 40
 # Measured on a 2-core machine: 2 workers found optima they could not prove in
 # 120 s, 8 workers proved them in about a second (portfolio diversity wins).
@@ -126,8 +130,9 @@ def scale_objective(form: Formulation) -> tuple[np.ndarray, float, float]:
     top = float(cost.max()) if cost.size else 0.0
     if top <= 0:
         return np.zeros(cost.size, dtype=np.int64), 1.0, 0.0
-    k = min(math.floor(math.log2(OBJECTIVE_TARGET / top)),
-            math.floor(math.log2(OBJECTIVE_SUM_LIMIT / float(cost.sum()))), 1000)
+    # Logarithms, not quotients: OBJECTIVE_TARGET / 1e-300 overflows, and so may the sum.
+    k = min(math.floor(math.log2(OBJECTIVE_TARGET) - math.log2(top)),
+            math.floor(math.log2(OBJECTIVE_SUM_LIMIT) - _log2_sum(cost)), MAX_EXPONENT)
     scaled = np.ldexp(cost, k)
     coef = np.round(scaled)
     error = math.fsum(group_max(np.abs(coef - scaled), form.group, form.num_groups))
@@ -137,7 +142,8 @@ def scale_objective(form: Formulation) -> tuple[np.ndarray, float, float]:
 def scale_memory(form: Formulation, conservative: bool) -> tuple[np.ndarray, int]:
     """Integer memory coefficients and cap (see the module docstring)."""
     mem, cap = form.memory, form.memory_cap
-    total = max(float(np.abs(mem).sum()), abs(cap))
+    log_total = max(_log2_sum(mem), math.log2(abs(cap)) if cap else -math.inf)
+    total = 2.0 ** log_total if log_total < 1024 else FLOAT_MAX  # memory near 1e308 adds to inf
     integral = bool(np.all(mem == np.round(mem))) and cap == math.floor(cap)
     if integral and total < 2.0 ** 53:
         return mem.astype(np.int64), int(cap)  # exact, and so are Problem.fits' float sums
@@ -146,11 +152,20 @@ def scale_memory(form: Formulation, conservative: bool) -> tuple[np.ndarray, int
     cap = cap - slack if conservative else cap + slack
     k = _exact_exponent(np.append(mem, cap))
     if k is None or total * 2.0 ** k >= MEMORY_EXACT_LIMIT:
-        k = min(math.floor(math.log2(MEMORY_TARGET / total)), 1000) if total > 0 else 0
+        k = min(math.floor(math.log2(MEMORY_TARGET) - log_total), MAX_EXPONENT) if total > 0 else 0
     scaled, cap_scaled = np.ldexp(mem, k), math.ldexp(cap, k)
     if conservative:  # every solution truly fits
         return np.ceil(scaled).astype(np.int64), math.floor(cap_scaled)
     return np.floor(scaled).astype(np.int64), math.ceil(cap_scaled)  # a relaxation
+
+
+def _log2_sum(values: np.ndarray) -> float:
+    """``log2(sum(|values|))`` without overflow (a sum of entries near 1e308 is inf) or
+    underflow; -inf for an empty or all-zero array."""
+    top = float(np.abs(values).max(initial=0.0))
+    if top == 0:
+        return -math.inf
+    return math.log2(top) + math.log2(float(np.abs(values / top).sum()))
 
 
 def _exact_exponent(values: np.ndarray) -> int | None:
