@@ -49,8 +49,8 @@ class Deadline:
     def check(self, doing: str) -> None:
         """Raise :class:`~pase.errors.TimeLimitError` naming ``doing`` once past the deadline."""
         if self.expired():
-            raise TimeLimitError(f"the time limit of {_seconds(self.limit)} passed while "
-                                 f"{doing} (after {self.elapsed():.1f} s)")
+            raise TimeLimitError(f"the time limit of {_seconds(self.limit)} passed after "
+                                 f"{self.elapsed():.1f} s while {doing}")
 
 
 _ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("pase_deadline",

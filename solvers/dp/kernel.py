@@ -180,7 +180,7 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     value_rows, arg_rows = value.reshape(lead), arg.reshape(lead)
     for r0, r1, block in row_blocks(bases, lead + (kv,), step.chunk_rows, buffer):
         # A step can hold most of the dp's work: the deadline is checked per block of rows.
-        check_deadline(f"the dp eliminated vertex {v} (the dp has no partial answer)")
+        check_deadline(f"the dp eliminated vertex {v}; the dp has no partial answer")
         e = (r1 - r0) * row_entries
         ix = index[:e]
         np.argmin(block.reshape(e, kv), axis=1, out=ix)

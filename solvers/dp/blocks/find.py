@@ -295,7 +295,7 @@ def find_one(problem: Problem | IdGraph, usable: int | None = None) -> BlockChai
             visits += period
             if visits > MAX_VISITS:
                 return best
-            check_deadline("the dp looked for repeated blocks (it has no partial answer)")
+            check_deadline("the dp looked for repeated blocks; the dp has no partial answer")
             chain = _chain_at(g, a, period, usable)
             if chain is None:
                 continue

@@ -154,8 +154,8 @@ def min_plus_product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, n
     rows = max(1, PRODUCT_CHUNK // max(1, kc * kb))
     for g in range(kg):
         for r0 in range(0, ka, rows):
-            check_deadline("the dp raised a block's transfer matrix to its power "
-                           "(the dp has no partial answer)")
+            check_deadline("the dp raised a block's transfer matrix to its power; "
+                           "the dp has no partial answer")
             r1 = min(ka, r0 + rows)
             s = left[g, r0:r1, :, None] + right[g, None, :, :]
             arg[g, r0:r1] = np.argmin(s, axis=1)
