@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from pase.claims import check_answer
 from pase.costing import CostModel, problem_shape
-from pase.deadline import Deadline, active, share
+from pase.deadline import Deadline, active, current, share
 from pase.deadline import check as check_deadline
 from pase.errors import OptionError, SolverUnavailableError, TimeLimitError, UnknownNameError
 from pase.ir import Graph, read_graph_file
@@ -207,9 +207,11 @@ def _solver_share(solver: str, time_limit: float | None) -> float | None:
     """The solver's time limit: its own, cut to what a command's deadline has left (the
     build counts); a deadline already past is a TimeLimitError before the solver starts."""
     limit = share(time_limit)
-    if limit is not None and limit <= 0:
-        raise TimeLimitError(f"the time limit passed before solver {solver!r} started "
-                             f"(building the Problem took it all); raise --time-limit")
+    command = current()
+    if limit is not None and limit <= 0 and command is not None and command.limit is not None:
+        raise TimeLimitError(f"the time limit of {command.limit:g} s passed after "
+                             f"{command.elapsed():.1f} s, before solver {solver!r} started "
+                             f"(building the Problem took it all)")
     return limit
 
 
