@@ -21,7 +21,9 @@ from typing import Any, Mapping, Sequence
 
 from pase.claims import check_answer
 from pase.costing import CostModel, problem_shape
-from pase.errors import OptionError, SolverUnavailableError, UnknownNameError
+from pase.deadline import Deadline, active, current, share
+from pase.deadline import check as check_deadline
+from pase.errors import OptionError, SolverUnavailableError, TimeLimitError, UnknownNameError
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
 from pase.problem import Problem, Solution, check_problem
@@ -112,7 +114,8 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
                   model_options: Mapping[str, Any] | None = None,
                   cost_options: Mapping[str, Any] | None = None,
                   build_budget: float | str | None = None,
-                  variants: Mapping[str, Any] | None = None) -> Built:
+                  variants: Mapping[str, Any] | None = None,
+                  deadline: Deadline | None = None) -> Built:
     """Graph -> ConfigSpace -> Problem, timed.
 
     ``cluster`` goes to cost models that take one (``alpha-beta``).
@@ -123,7 +126,19 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     any allocation (default :data:`pase.costing.DEFAULT_BUILD_BUDGET`).
     ``variants`` (``{op: {"zero": 3, "recompute": true}}``) fixes ops' ZeRO stage and
     recomputation, as a strategy file records them (alpha-beta).
+    ``deadline`` (a :class:`pase.deadline.Deadline`, as :func:`solve` starts one for its
+    ``time_limit``) stops the build with a TimeLimitError once it passes; the cost
+    loops check it between ops and edges.
     """
+    with active(deadline):
+        return _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two,
+                              max_configs, mesh, cluster, memory_cap, model_options,
+                              cost_options, build_budget, variants)
+
+
+def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max_configs, mesh,
+                   cluster, memory_cap, model_options, cost_options, build_budget,
+                   variants) -> Built:
     start = time.perf_counter()
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, max_configs=max_configs,
@@ -134,6 +149,7 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
             raise OptionError("cluster given twice: as an argument and as a cost option")
         cost_kwargs["cluster"] = cluster
     model_obj = make_cost_model(cost_model, **cost_kwargs)
+    check_deadline("building the graph and its configuration space")
     if variants is not None:
         model_obj = model_obj.with_variants(variants)
     if build_budget is None:
@@ -177,13 +193,27 @@ def run_solver(solver: str, problem: Problem, *, time_limit: float | None = None
         extra = entry.info.get("extra", "all")
         raise SolverUnavailableError(f"solver {solver!r} needs an optional backend: "
                                      f'pip install "pase[{extra}]"')
+    limit = _solver_share(solver, time_limit)
     start = time.perf_counter()
-    solution = entry.obj(problem, time_limit=time_limit, seed=seed, **options)
+    with active(Deadline(limit, start=start)):
+        solution = entry.obj(problem, time_limit=limit, seed=seed, **options)
     elapsed = time.perf_counter() - start
     check_answer(problem, solution, solver)
     solution.wall_time = elapsed
     solution.solver = solver
     return solution
+
+
+def _solver_share(solver: str, time_limit: float | None) -> float | None:
+    """The solver's time limit: its own, cut to what a command's deadline has left (the
+    build counts); a deadline already past is a TimeLimitError before the solver starts."""
+    limit = share(time_limit)
+    command = current()
+    if limit is not None and limit <= 0 and command is not None and command.limit is not None:
+        raise TimeLimitError(f"the time limit of {command.limit:g} s passed after "
+                             f"{command.elapsed():.1f} s, before solver {solver!r} started "
+                             f"(building the Problem took it all)")
+    return limit
 
 
 def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
@@ -201,15 +231,19 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
     ``model`` is a registered name (``pase models``), a graph JSON path, or a
     Graph. Extra keyword arguments go to the solver, except a registered model's
     declared options (``info["options"]``: ``layers=2`` for ``gpt2``), which go to
-    the model.
+    the model. ``time_limit`` (seconds of wall time) covers the whole call: building the
+    Problem, then the solver, which gets what is left.
     """
+    deadline = Deadline(check_time_limit(time_limit))  # the build counts against the limit
     SOLVERS.entry(solver)  # an unknown name fails before the build
     solver_options, model_options = _model_keywords(model, solver, solver_options, model_options)
-    built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
-                          powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
-                          memory_cap=memory_cap, model_options=model_options,
-                          cost_options=cost_options, build_budget=build_budget)
-    solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed, **solver_options)
+    with active(deadline):
+        built = build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
+                              powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
+                              memory_cap=memory_cap, model_options=model_options,
+                              cost_options=cost_options, build_budget=build_budget)
+        solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed,
+                              **solver_options)
     return to_strategy(built, solution)
 
 

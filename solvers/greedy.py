@@ -7,6 +7,8 @@ for MCMC.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from pase.errors import check_common, check_int
@@ -22,7 +24,8 @@ def _local_costs(problem: Problem, choice: np.ndarray, v: int) -> np.ndarray:
     return local
 
 
-def greedy_choice(problem: Problem, improve: int = 0) -> tuple[int, ...] | None:
+def greedy_choice(problem: Problem, improve: int = 0, time_limit: float | None = None
+                  ) -> tuple[int, ...] | None:
     """The greedy choice, repaired to fit the memory cap; None if nothing can fit.
 
     Each vertex in index order takes the candidate minimising its own cost plus
@@ -30,9 +33,11 @@ def greedy_choice(problem: Problem, improve: int = 0) -> tuple[int, ...] | None:
     choice is repaired by moving vertices to their lowest-memory candidate, best
     memory saving per cost increase first. Then up to ``improve`` sweeps move
     one vertex at a time to its best candidate given all neighbours, keeping only
-    strict improvements that fit, until a sweep changes nothing.
+    strict improvements that fit, until a sweep changes nothing or ``time_limit``
+    seconds have passed.
     """
     improve = check_int("improve", improve, 0)
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     n = problem.num_vertices
     choice = np.zeros(n, dtype=np.int64)
     for v in range(n):
@@ -46,6 +51,8 @@ def greedy_choice(problem: Problem, improve: int = 0) -> tuple[int, ...] | None:
         if choice is None:
             return None
     for _ in range(improve):
+        if deadline is not None and time.perf_counter() > deadline:
+            break  # the choice so far stands: greedy claims no more than feasible
         if not _sweep(problem, choice):
             break
     return tuple(int(c) for c in choice)
@@ -122,7 +129,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int | None
     """
     check_common(time_limit, seed)
     improve = check_int("improve", improve, 0)
-    choice = greedy_choice(problem, improve)
+    choice = greedy_choice(problem, improve, time_limit)
     if choice is None:
         return Solution(None, float("inf"), Status.INFEASIBLE, "greedy")
     return Solution(choice, problem.evaluate(choice), Status.FEASIBLE, "greedy",

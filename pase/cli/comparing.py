@@ -8,6 +8,7 @@ from pase import api
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, key_values, space_kwargs
 from pase.cli.output import print_json, wrote
+from pase.deadline import Deadline
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION
@@ -46,10 +47,13 @@ def solver_options(pairs: list[str] | None, solvers: list[str]) -> dict[str, dic
 def cmd_compare(args: argparse.Namespace) -> None:
     from pase.comparison import compare_problem, plot_comparison
 
+    deadline = Deadline(args.time_limit)  # the command's clock starts here
     checks.plot_file(args.plot)
     solvers = solver_names(args.solvers)
     options = solver_options(getattr(args, "option", None), solvers)
-    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
+    # --time-limit is each solver's, and bounds the build too (it cannot run unbounded).
+    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args),
+                              deadline=deadline)
     progress = None if args.format == "json" else (lambda m: print(m, file=sys.stderr, flush=True))
     rows = compare_problem(built, solvers, time_limit=args.time_limit, seed=args.seed,
                            progress=progress, solver_options=options)

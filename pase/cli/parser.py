@@ -164,7 +164,10 @@ def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
 
 
 def _search(s: Parser, each: str = "") -> None:
-    s.add_argument("--time-limit", type=seconds, help=f"seconds {each}solver may use (> 0)")
+    # solve: the whole command's wall seconds; compare: each solver's, bounding the build too.
+    what = "seconds the command may use, build and solve (> 0)" if each == "the " else \
+        f"seconds {each}solver may use, and the build (> 0)"
+    s.add_argument("--time-limit", type=seconds, help=what)
     s.add_argument("--seed", type=seed, help="seed (integer >= 0) for randomised solvers")
 
 

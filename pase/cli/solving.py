@@ -9,6 +9,7 @@ from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, solver_options, s
 from pase.cli.output import describe, emit, print_json
 from pase.cli.pipelining import solve_pipeline_command
 from pase.counts import counts
+from pase.deadline import Deadline, active
 from pase.errors import OptionError
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
@@ -54,6 +55,7 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> None:
+    deadline = Deadline(args.time_limit)  # the command's clock starts here
     if args.dry_run:
         return _dry_run(args)
     if args.layouts:
@@ -66,9 +68,12 @@ def cmd_solve(args: argparse.Namespace) -> None:
     checks.output_file(args.output, "--output")
     options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
-    built = api.build_problem(args.model, args.devices, **space_kwargs(args), **cost_kwargs(args))
-    solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,
-                              seed=args.seed, **options)
+    # --time-limit covers the whole command: the build, then the solver with what is left.
+    with active(deadline):
+        built = api.build_problem(args.model, args.devices, **space_kwargs(args),
+                                  **cost_kwargs(args))
+        solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,
+                                  seed=args.seed, **options)
     _emit(api.to_strategy(built, solution), args)
 
 

@@ -27,6 +27,7 @@ from pase.costing.shape import (
     graph_connections,
     plan_problem,
 )
+from pase.deadline import check as check_deadline
 from pase.ir import Graph, Op, Port
 from pase.problem import Candidates, Problem, VariantMap
 from pase.space import ConfigSpace
@@ -137,6 +138,7 @@ class CostModel(abc.ABC):
             if first != i:
                 terms.append(terms[first])
                 continue
+            check_deadline(f"costing op {op.name!r} ({i + 1} of {len(graph.ops)})")
             cost, mem = self.vertex_terms(op, space.configs[i])
             terms.append((np.asarray(cost, dtype=np.float64),
                           None if mem is None else np.asarray(mem, dtype=np.float64)))
@@ -160,6 +162,7 @@ class CostModel(abc.ABC):
                 continue
             key = shape.base_shared_with[e] if shape.base_shared_with else e
             if key not in base:
+                check_deadline(f"costing edge {e + 1} of {len(plan)}")
                 base[key] = self._edge_sum(graph, space, conns)
             m = base[key]
             if maps is not None:

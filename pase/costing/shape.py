@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Hashable
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
 from pase.errors import OptionError, TooLargeError, check_float
 from pase.ir import Graph, Op, Port
 from pase.space import ConfigSpace
@@ -166,6 +167,7 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
         if cost_model is not None and len(conns) == 1 and conns[0][0] < conns[0][2]:
             u, _, v, _ = conns[0]
             pu, port_u, pv, port_v = connection_ports(graph, conns[0])
+            check_deadline(f"keying edge {e + 1} of {len(edges)}")
             key = cost_model.edge_key(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
         shared_with.append(e if key is None else first_with_key.setdefault(key, e))
     vertex_shared_with: list[int] = []

@@ -24,6 +24,7 @@ import numpy as np
 
 from pase.costing.keys import array_key
 from pase.costing.shape import ProblemShape
+from pase.deadline import check as check_deadline
 from pase.errors import OptionError
 from pase.ir import Graph, Op
 from pase.problem import VariantMap
@@ -178,6 +179,7 @@ def all_variant_terms(model: Any, graph: Graph, space: Any, shape: ProblemShape,
             maps.append(maps[j])
             continue
         seen[key] = i
+        check_deadline(f"costing op {op.name!r} ({i + 1} of {len(graph.ops)})")
         cost, mem, config_of, variant_of = variant_terms(model, op, space.configs[i], mine)
         terms.append((cost, mem))
         maps.append(VariantMap(config_of.astype(np.int64),

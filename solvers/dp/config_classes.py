@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
 from pase.solvers.dp.kernel import argmin_dtype, expand
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ def class_min_plus(step: Step, terms: Sequence[np.ndarray], sizes: Sequence[int]
         for j in range(1, len(parts)):
             coarse = coarse + parts[j][at[j]]
         for r0 in range(0, x_size, per):
+            check_deadline(f"the dp eliminated vertex {v}; the dp has no partial answer")
             r1 = min(x_size, r0 + per)
             total = buffer[:(r1 - r0) * (c1 - c0) * n_k].reshape(r1 - r0, c1 - c0, n_k)
             np.add(best[r0:r1, None, :], coarse[None, :, :], out=total)

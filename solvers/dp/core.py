@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.deadline import Deadline, active
 from pase.errors import (
     OptionError,
     PaseError,
@@ -143,13 +144,19 @@ def solve(problem: Problem, *, ordering: str = "auto",
             capped dp (exact) when its plan fits ``memory_budget``, and is
             otherwise returned as ``feasible`` with the dual bound as lower bound.
         time_limit: seconds; the DP has no partial answer, so exceeding it
-            raises TimeLimitError.
+            raises TimeLimitError. Checked inside a step (per block of rows), in block
+            detection, the block powers and pruning, so the call ends soon after it.
         seed: unused (the DP is deterministic); accepted like every solver.
     """
     start = time.perf_counter()
     options = _checked(ordering, memory_budget, max_states, prune, blocks, time_limit, seed)
+    with active(Deadline(options.time_limit, start=start)):
+        return _solve(problem, start, options)
+
+
+def _solve(problem: Problem, start: float, options: _Options) -> Solution:
     # Planning stops at a table over the budget: the answer is a refusal anyway.
-    chosen, predicted = choose(problem, ordering, options.memory_budget,
+    chosen, predicted = choose(problem, options.ordering, options.memory_budget,
                                limit_bytes=options.memory_budget)
     fell_back: dict[str, Any] = {}
     if options.blocks and not (chosen.fits(options.memory_budget)
@@ -167,8 +174,8 @@ def solve_blocks(problem: Problem, *, time_limit: float | None = None,
     None also under a memory cap (the folding does not carry memory): the caller
     then runs the ordinary dp. ``dp_options`` (ordering, memory_budget,
     max_states, prune, seed) are :func:`solve`'s for the reduced Problem;
-    ``time_limit`` covers the whole call, but detection and the powers are not
-    interrupted (the reduced dp gets what is left). Stats: the dp's on the
+    ``time_limit`` covers the whole call: detection and the powers check it too (the
+    reduced dp gets what is left). Stats: the dp's on the
     reduced Problem, plus the folding's (:meth:`~pase.solvers.dp.blocks.fold.Folding.stats`).
 
     Examples:
@@ -177,7 +184,8 @@ def solve_blocks(problem: Problem, *, time_limit: float | None = None,
         True
     """
     options = _checked(time_limit=time_limit, **dp_options)
-    return _fold_solve(problem, options)
+    with active(Deadline(options.time_limit)):
+        return _fold_solve(problem, options)
 
 
 def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | None = None,
@@ -187,8 +195,10 @@ def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | N
     (:func:`~pase.solvers.dp.blocks.capped.lagrangian_route`, each multiplier's
     Problem folded and solved as :func:`solve_blocks` does, with ``dp_options``)."""
     options = _checked(**dp_options)
-    return blocks_capped.lagrangian_route(problem, free, partial(_fold_solve_within, options),
-                                          deadline=deadline, fallback=fallback)
+    now = time.perf_counter()
+    with active(Deadline(None if deadline is None else deadline - now, start=now)):
+        return blocks_capped.lagrangian_route(problem, free, partial(_fold_solve_within, options),
+                                              deadline=deadline, fallback=fallback)
 
 
 def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict[str, Any]:

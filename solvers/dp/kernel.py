@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
+
 if TYPE_CHECKING:
     from pase.solvers.dp.plan import Step
 
@@ -160,7 +162,8 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     ``terms`` are in the order of ``step.term_axes``; the first ``owned`` may be
     overwritten. Returns the value and argmin tables over ``D(i)``.
     """
-    full = step.dependent + (step.vertex,)
+    v = step.vertex
+    full = step.dependent + (v,)
     bases = folded(terms, step.term_axes, step.groups, full, owned, ledger)
     *dep_shape, kv = step.shape
     lead = tuple(dep_shape) or (1,)  # a root gets a one-row leading axis
@@ -176,6 +179,8 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     ledger.alloc(value, arg, index, offsets, buffer)
     value_rows, arg_rows = value.reshape(lead), arg.reshape(lead)
     for r0, r1, block in row_blocks(bases, lead + (kv,), step.chunk_rows, buffer):
+        # A step can hold most of the dp's work: the deadline is checked per block of rows.
+        check_deadline(f"the dp eliminated vertex {v}; the dp has no partial answer")
         e = (r1 - r0) * row_entries
         ix = index[:e]
         np.argmin(block.reshape(e, kv), axis=1, out=ix)

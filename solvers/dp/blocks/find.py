@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
 from pase.problem import Problem
 
 __all__ = ["BlockChain", "IdGraph", "MAX_POWER_WORK", "find_one"]
@@ -294,6 +295,7 @@ def find_one(problem: Problem | IdGraph, usable: int | None = None) -> BlockChai
             visits += period
             if visits > MAX_VISITS:
                 return best
+            check_deadline("the dp looked for repeated blocks; the dp has no partial answer")
             chain = _chain_at(g, a, period, usable)
             if chain is None:
                 continue

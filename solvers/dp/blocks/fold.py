@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
 from pase.problem import Problem
 from pase.solvers.dp.blocks.find import BlockChain, find_one
 from pase.solvers.dp.config_classes import class_min_plus
@@ -153,6 +154,8 @@ def min_plus_product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, n
     rows = max(1, PRODUCT_CHUNK // max(1, kc * kb))
     for g in range(kg):
         for r0 in range(0, ka, rows):
+            check_deadline("the dp raised a block's transfer matrix to its power; "
+                           "the dp has no partial answer")
             r1 = min(ka, r0 + rows)
             s = left[g, r0:r1, :, None] + right[g, None, :, :]
             arg[g, r0:r1] = np.argmin(s, axis=1)
