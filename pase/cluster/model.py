@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
+from pase.files import regular_file
 
 SCHEMA = "pase.cluster"
 SCHEMA_VERSION = 1
@@ -283,6 +284,7 @@ class Cluster:
 
     @classmethod
     def from_json(cls, path: str | Path) -> "Cluster":
+        regular_file(path, "cluster file")  # a FIFO would block the read
         try:
             data = json.loads(Path(path).read_text())
         except OSError as exc:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from pase.errors import OptionError, PaseError, UnknownNameError
+from pase.files import regular_file
 from pase.options import check_time_limit, coerce_options, parse_bytes
 
 # Axes of a point, in the order of the store's columns and of the grid's expansion.
@@ -154,6 +155,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    regular_file(path, "sweep spec", SpecError)  # a FIFO would block the read
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
