@@ -32,19 +32,21 @@ WORKERS_PER_CPU = 4
 
 def check_model_size(name: str, builder: Callable[..., Any], options: Mapping[str, Any]) -> None:
     """TooLargeError when ``builder(**options)`` would have more than MAX_GRAPH_OPS ops."""
-    defaults = _int_defaults(builder)
-    grown = {k: v for k, v in options.items() if k in defaults and _is_int(v)
-             and v > max(defaults[k], PROBE_FROM)}
+    defaults = _size_defaults(builder)
+    grown = {k: _measure(v) for k, v in options.items() if k in defaults}
+    grown = {k: n for k, n in grown.items()
+             if n is not None and n > max(_measure(defaults[k]) or 0, PROBE_FROM)}
     if not grown:
         return
     base = _ops_at(builder, ())
     if base is None:
         return
     slopes = {k: _slope(builder, k, defaults[k], base) for k in grown}
-    predicted = base + sum(slopes[k] * (v - defaults[k]) for k, v in grown.items())
+    predicted = base + sum(slopes[k] * (n - (_measure(defaults[k]) or 0))
+                           for k, n in grown.items())
     if predicted <= MAX_GRAPH_OPS:
         return
-    given = ", ".join(f"{k}={v}" for k, v in grown.items())
+    given = ", ".join(f"{k}={_shown(options[k])}" for k in grown)
     each = ", ".join(f"{k} adds about {slopes[k]:.3g}" for k in grown if slopes[k] > 0)
     raise TooLargeError(
         f"model {name!r} with {given} would have about {int(predicted):,} ops ({each} each); "
@@ -55,27 +57,44 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int_defaults(builder: Callable[..., Any]) -> dict[str, int]:
+def _measure(value: Any) -> int | None:
+    """The size of an option value: an integer, or the sum of a list of them (resnet's
+    blocks per stage); None for anything else."""
+    if _is_int(value):
+        return value
+    if isinstance(value, (list, tuple)) and value and all(_is_int(v) for v in value):
+        return sum(value)
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = str(list(value)) if isinstance(value, (list, tuple)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _size_defaults(builder: Callable[..., Any]) -> dict[str, Any]:
     try:
         params = inspect.signature(builder).parameters
     except (TypeError, ValueError):
         return {}
-    return {n: p.default for n, p in params.items() if _is_int(p.default) and p.default >= 1}
+    return {n: p.default for n, p in params.items() if (_measure(p.default) or 0) >= 1}
 
 
 # Keyed on the builder: a registered function lives as long as the process.
 @lru_cache(maxsize=256)
-def _ops_at(builder: Callable[..., Any], options: tuple[tuple[str, int], ...]) -> int | None:
+def _ops_at(builder: Callable[..., Any], options: tuple[tuple[str, Any], ...]) -> int | None:
     try:
         return len(builder(**dict(options)).ops)
     except (PaseError, TypeError, ValueError):  # an invalid probe predicts nothing
         return None
 
 
-def _slope(builder: Callable[..., Any], option: str, default: int, base: int) -> float:
+def _slope(builder: Callable[..., Any], option: str, default: Any, base: int) -> float:
     """Ops each unit of ``option`` adds, from its default to twice it (0 if unknown)."""
-    doubled = _ops_at(builder, ((option, 2 * default),))
-    return 0.0 if doubled is None else max(0.0, (doubled - base) / default)
+    doubled = 2 * default if _is_int(default) else tuple(2 * v for v in default)
+    ops = _ops_at(builder, ((option, doubled),))
+    units = _measure(default) or 1
+    return 0.0 if ops is None else max(0.0, (ops - base) / units)
 
 
 def check_workers(workers: int | None, flag: str = "--workers") -> None:

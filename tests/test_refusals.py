@@ -79,6 +79,11 @@ def test_the_api_refuses_the_size_with_a_too_large_error():
         pase.load_graph("densenet121", block3=1_000_000)
 
 
+def test_a_list_of_block_counts_is_measured_by_its_sum(capsys):
+    refused(["inspect", "resnet101", "-p", "4", "--model-option", "blocks=[3,4,100000,3]"], capsys,
+            "model 'resnet101' with blocks=[3, 4, 100000, 3] would have about 700,")
+
+
 def test_sizes_that_fit_are_built():
     assert len(pase.load_graph("chain", length=300).ops) == 300
     assert len(pase.load_graph("gpt2", layers=2, batch=4096).ops) == 2 * 12 + 5
