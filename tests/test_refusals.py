@@ -103,6 +103,13 @@ def test_a_million_sweep_workers_is_refused_before_the_sweep(tmp_path, capsys, m
     assert not (tmp_path / "tiny.sqlite").exists()
 
 
+def test_the_sweep_api_refuses_a_million_workers_before_any_run(tmp_path):
+    spec = {"grid": {"model": ["chain"], "devices": [2], "solver": ["dp"]}}
+    with no_hang(), pytest.raises(OptionError, match="workers 1000000: this machine has"):
+        pase.sweep(spec, tmp_path / "s.sqlite", workers=10**6)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def test_a_worker_count_the_machine_holds_is_accepted():
     from pase.sizes import check_workers
 
