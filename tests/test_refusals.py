@@ -182,6 +182,7 @@ def _cyclic_graph(path: Path) -> Path:
      "would have about 12,000,"),
     ({"batch": [8], "model": ["{cyclic}"]}, "apply only to registered models"),
     ({"model": ["{cyclic}"]}, "cycle"),
+    ({"batch": [8], "model_options": {"chain": {"batch": [4]}}}, "batch given twice"),
 ])
 def test_a_sweep_mistake_is_refused_before_any_run(grid, message, tmp_path):
     from pase.sweeps import SpecError, load_spec

@@ -240,12 +240,19 @@ def _check_values(out: dict[str, Any]) -> None:
     for model in out["model"]:
         for options in _option_points(out["model_options"].get(model, {})):
             for batch in out["batch"]:
-                extra = {} if batch is None else {"batch": batch}
-                _user_mistake(_where("model", model, {**options, **extra}), load_graph, model,
-                              **options, **extra)
+                where = _where("model", model, options)
+                if batch is not None and "batch" in options:
+                    raise SpecError(f"{where}: batch given twice, as an option and on the batch "
+                                    f"axis")
+                both = {**options, **({} if batch is None else {"batch": batch})}
+                _user_mistake(_where("model", model, both), load_graph, model, **both)
     for cm in out["cost_model"]:
-        for options in _option_points(out["cost_options"].get(cm, {})):
-            _user_mistake(_where("cost_model", cm, options), make_cost_model, cm, **options)
+        takes_cluster = "cluster" in _cost_takes(cm) and "cluster" in out
+        for cluster in out["cluster"] if takes_cluster else (None,):
+            on = {} if cluster is None else {"cluster": cluster}  # an option may need the device
+            for options in _option_points(out["cost_options"].get(cm, {})):
+                _user_mistake(_where("cost_model", cm, {**options, **on}), make_cost_model, cm,
+                              **options, **on)
     tried = [(s, o) for s in out["solver"] for o in _option_points(out["solver_options"].get(s, {}))
              if o]
     if tried:  # solver options are checked by solving a two-op chain with them
