@@ -252,6 +252,14 @@ def test_a_database_without_a_runs_table_is_not_written_into(tmp_path, capsys):
     assert tables == [("people",)]
 
 
+def test_a_store_path_that_is_a_fifo_is_refused(fifo, tmp_path, capsys):
+    refused(["report", str(fifo)], capsys, f"sweep store '{fifo}' is a FIFO")
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('[grid]\nmodel = ["chain"]\ndevices = [2]\nsolver = ["dp"]\n')
+    refused(["sweep", str(spec), "--db", str(fifo), "--workers", "1"], capsys,
+            f"sweep store '{fifo}' is a FIFO")
+
+
 def test_an_empty_file_still_becomes_a_store(tmp_path):
     from pase.sweeps.store import Store
 

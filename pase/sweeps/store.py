@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pase.errors import OptionError, SolverUnavailableError
+from pase.files import regular_file
 
 # Columns after ``key``: name and SQL type. Options are JSON text; so are
 # strategy and stats, in the order the run gave them (ops in graph order).
@@ -39,7 +40,7 @@ class Store:
     """An open result store; use as a context manager or call :meth:`close`."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = regular_file(path, "sweep store")  # or missing: a new store
         try:
             self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT)
         except sqlite3.DatabaseError as exc:
@@ -120,7 +121,7 @@ def load_results(path: str | Path, *, decode: bool = False) -> Any:
     except ImportError as exc:
         raise SolverUnavailableError('sweep results load into pandas: pip install '
                                      '"pase[sweep]"') from exc
-    path = Path(path)
+    path = regular_file(path, "sweep store")
     if not path.is_file():
         raise OptionError(f"no sweep store at {path}")
     with Store(path) as store:
