@@ -23,11 +23,19 @@ from pase.claims import check_answer
 from pase.costing import CostModel, problem_shape
 from pase.deadline import Deadline, active, current, share
 from pase.deadline import check as check_deadline
-from pase.errors import OptionError, SolverUnavailableError, TimeLimitError, UnknownNameError
+from pase.errors import (
+    GraphError,
+    OptionError,
+    SolverUnavailableError,
+    TimeLimitError,
+    UnknownNameError,
+)
+from pase.files import regular_file
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
 from pase.problem import Problem, Solution, check_problem
 from pase.registry import COST_MODELS, MODELS, SOLVERS
+from pase.sizes import check_model_size
 from pase.space import ConfigSpace, check_devices
 from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping, strategy_variants
 
@@ -47,11 +55,13 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
         return load_reference(name, **model_options)
     if name in MODELS:
         builder = MODELS.get(name)
-        return builder(**coerce_options(builder, model_options, f"model {name!r}"))
-    if name.endswith(".json") or Path(name).is_file():
+        options = coerce_options(builder, model_options, f"model {name!r}")
+        check_model_size(name, builder, options)  # before building: layers=10**6 is refused
+        return builder(**options)
+    if name.endswith(".json") or Path(name).exists():
         if model_options:
             raise OptionError(f"model options {sorted(model_options)} apply only to registered models")
-        return read_graph_file(Path(name))
+        return read_graph_file(regular_file(name, "graph file", GraphError))  # a FIFO never opened
     raise UnknownNameError(f"unknown model {name!r} (not a registered name or a graph JSON file); "
                            f"known: {', '.join(MODELS.names())}")
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from pase import text
 from pase.errors import OptionError, StrategyError
+from pase.files import regular_file
 from pase.ir import Graph
 from pase.problem import Problem, Solution
 from pase.space import ConfigSpace
@@ -198,6 +199,7 @@ def read_strategy_json(path: str | Path) -> Any:
     """The parsed JSON of a strategy file (a mapping or a ``pase solve`` output), with
     one-line StrategyErrors for unreadable, non-UTF-8 or invalid JSON; validate it with
     :func:`strategy_mapping` and :func:`strategy_variants`."""
+    regular_file(path, "strategy file", StrategyError)  # a FIFO would block the read
     try:
         data = strict_loads(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:

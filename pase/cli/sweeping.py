@@ -44,8 +44,10 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from pase.cli import checks
+    from pase.sizes import check_workers
     from pase.sweeps import load_spec, sweep
 
+    check_workers(args.workers)  # a million local workers would start for minutes
     spec = load_spec(args.spec)  # a bad spec fails before any worker starts
     db = args.db or str(Path(args.spec).with_suffix(".sqlite"))
     checks.output_file(db, "--db")

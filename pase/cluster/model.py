@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
+from pase.files import regular_file
 from pase.strictjson import DuplicateKeyError, name_problem
 from pase.strictjson import loads as strict_loads
 
@@ -290,6 +291,7 @@ class Cluster:
 
     @classmethod
     def from_json(cls, path: str | Path) -> "Cluster":
+        regular_file(path, "cluster file")  # a FIFO would block the read
         try:
             data = strict_loads(Path(path).read_bytes().decode("utf-8"))
         except OSError as exc:

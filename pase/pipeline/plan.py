@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pase.errors import StrategyError
+from pase.files import regular_file
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
 from pase.strictjson import loads as strict_loads
 from pase.text import table
@@ -182,6 +183,7 @@ def _check(plan: PipelinePlan) -> None:
 
 def read_pipeline_plan(path: str | Path) -> PipelinePlan:
     """A plan written by ``pase solve --pipeline --format json`` (or ``--output``)."""
+    regular_file(path, "pipeline plan", StrategyError)  # a FIFO would block the read
     try:
         data = strict_loads(Path(path).read_text())  # a key given twice: refused, not the last kept
     except (OSError, ValueError) as exc:
@@ -193,6 +195,7 @@ def read_pipeline_plan(path: str | Path) -> PipelinePlan:
 
 def is_pipeline_file(path: str | Path) -> bool:
     """Whether ``path`` holds a pipeline plan (a JSON object with ``"kind": "pipeline"``)."""
+    regular_file(path, "strategy file", StrategyError)  # a FIFO would block the read
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pase.errors import OptionError, StrategyError
+from pase.files import regular_file
 from pase.ir import Graph
 from pase.strategy import (
     Strategy,
@@ -81,6 +82,7 @@ def _refuse_zero(old: Any, label: str) -> None:
 
 def _refuse_pipeline(path: str | Path, label: str) -> None:
     """A ``pase solve --pipeline`` plan is refused by name, not as a malformed strategy."""
+    regular_file(path, label, StrategyError)  # a FIFO would block the read
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError):

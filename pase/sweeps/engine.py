@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 from pase import cleanup
 from pase.errors import OptionError, SolverUnavailableError
+from pase.sizes import check_workers
 from pase.sweeps.spec import Spec, load_spec, point_key
 from pase.sweeps.store import Store, load_results
 
@@ -54,6 +55,7 @@ def sweep(spec: "str | Path | Mapping[str, Any] | Spec", db: str | Path | None =
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise OptionError(f"workers must be an integer >= 1, got {workers!r}")
+    check_workers(workers, "workers")  # more than the machine runs would start for minutes
     if workers is not None and scheduler:
         raise OptionError("give workers (a local cluster) or scheduler (an existing one), not both")
     points = checked.points()

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from pase.errors import OptionError, PaseError, UnknownNameError
+from pase.errors import GraphError, OptionError, PaseError, TooLargeError, UnknownNameError
+from pase.files import regular_file
 from pase.options import check_time_limit, coerce_options, parse_bytes
 
 # Axes of a point, in the order of the store's columns and of the grid's expansion.
@@ -52,6 +53,8 @@ RUN_KEYS = ("time_limit", "memory_limit", "kill_after", "seed", "repeats", "buil
 # answer) before it is killed, when [run] kill_after is not given: twice the
 # limit plus this.
 KILL_GRACE = 10.0
+# Seconds each solver option is given on a two-op chain when the spec is checked.
+PROBE_SECONDS = 2.0
 
 
 class SpecError(OptionError):
@@ -154,6 +157,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    regular_file(path, "sweep spec", SpecError)  # a FIFO would block the read
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -183,6 +187,7 @@ def _values(axis: str, value: Any) -> tuple:
 
 def _check_grid(grid: Any) -> dict[str, Any]:
     from pase.registry import COST_MODELS, MODELS, SOLVERS
+    from pase.space import check_devices
 
     if not isinstance(grid, Mapping) or not grid:
         raise SpecError("the spec has no [grid] (or it is empty); it needs at least "
@@ -205,6 +210,7 @@ def _check_grid(grid: Any) -> dict[str, Any]:
     for p in out["devices"]:
         if isinstance(p, bool) or not isinstance(p, int) or p < 1:
             raise SpecError(f"grid devices {p!r} must be integers >= 1")
+        _user_mistake(f"grid devices {p}", check_devices, p)
     for solver in out["solver"]:
         _known(SOLVERS, "solver", solver)
     for cm in out["cost_model"]:
@@ -221,7 +227,63 @@ def _check_grid(grid: Any) -> dict[str, Any]:
                             f"{list(out['cost_model'])} has one (use e.g. 'alpha-beta')")
     for axis, owner in OPTION_AXES.items():
         out[axis] = _check_options(axis, grid.get(axis, {}), out[owner])
+    _check_values(out)
     return out
+
+
+def _check_values(out: dict[str, Any]) -> None:
+    """Try every value the way a run uses it, so that a mistake (a cyclic graph file, an
+    ordering no solver knows, heads not dividing the width) is refused before the first
+    run instead of being stored as a grid of ``refused`` runs."""
+    from pase.api import build_problem, load_graph, make_cost_model, run_solver
+
+    for model in out["model"]:
+        for options in _option_points(out["model_options"].get(model, {})):
+            for batch in out["batch"]:
+                where = _where("model", model, options)
+                if batch is not None and "batch" in options:
+                    raise SpecError(f"{where}: batch given twice, as an option and on the batch "
+                                    f"axis")
+                both = {**options, **({} if batch is None else {"batch": batch})}
+                _user_mistake(_where("model", model, both), load_graph, model, **both)
+    for cm in out["cost_model"]:
+        takes_cluster = "cluster" in _cost_takes(cm) and "cluster" in out
+        for cluster in out["cluster"] if takes_cluster else (None,):
+            on = {} if cluster is None else {"cluster": cluster}  # an option may need the device
+            for options in _option_points(out["cost_options"].get(cm, {})):
+                _user_mistake(_where("cost_model", cm, {**options, **on}), make_cost_model, cm,
+                              **options, **on)
+    tried = [(s, o) for s in out["solver"] for o in _option_points(out["solver_options"].get(s, {}))
+             if o]
+    if tried:  # solver options are checked by solving a two-op chain with them
+        tiny = build_problem("chain", 2, model_options={"length": 2}).problem
+        for solver, options in tried:
+            _user_mistake(_where("solver", solver, options), _probe, run_solver, solver, tiny,
+                          options)
+
+
+def _probe(run_solver: Any, solver: str, problem: Any, options: Mapping[str, Any]) -> None:
+    try:
+        run_solver(solver, problem, time_limit=PROBE_SECONDS, **options)
+    except (OptionError, UnknownNameError):
+        raise
+    except Exception:  # nothing to say about the option: a real run reports it (a bug, a backend)
+        pass
+
+
+def _where(axis: str, name: str, options: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+    return f"grid {axis} {name!r}" + (f" with {shown}" if shown else "")
+
+
+def _user_mistake(where: str, check: Any, *args: Any, **kwargs: Any) -> None:
+    """Run ``check``; a refusal that is the spec's fault becomes a SpecError naming ``where``."""
+    try:
+        check(*args, **kwargs)
+    except SpecError:
+        raise
+    except (OptionError, UnknownNameError, GraphError, TooLargeError) as exc:
+        raise SpecError(f"{where}: {exc}") from None
 
 
 def _known(registry: Any, axis: str, name: Any) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pase.errors import OptionError, SolverUnavailableError
+from pase.files import regular_file
 
 # Columns after ``key``: name and SQL type. Options are JSON text; so are
 # strategy and stats, in the order the run gave them (ops in graph order).
@@ -39,14 +40,21 @@ class Store:
     """An open result store; use as a context manager or call :meth:`close`."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = regular_file(path, "sweep store")  # or missing: a new store
         try:
             self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT)
+        except sqlite3.DatabaseError as exc:
+            raise OptionError(f"cannot use {path} as a sweep store: {exc}") from None
+        try:
+            _check_schema(self.db, path)  # before WAL mode, which would change a foreign file
             self.db.execute("PRAGMA journal_mode=WAL")
             columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
             self.db.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {columns})")
             self.db.commit()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OptionError) as exc:
+            self.db.close()
+            if isinstance(exc, OptionError):
+                raise
             raise OptionError(f"cannot use {path} as a sweep store: {exc}") from None
 
     def keys(self) -> set[str]:
@@ -74,6 +82,26 @@ class Store:
         self.close()
 
 
+def _check_schema(db: sqlite3.Connection, path: str | Path) -> None:
+    """OptionError unless the file is empty or its ``runs`` table has every store column:
+    a SQLite file of another program is refused, never written into."""
+    tables = [name for (name,) in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    if not tables:
+        return
+    if "runs" not in tables:
+        raise OptionError(f"{path} is not a pase results store (it has tables "
+                          f"{', '.join(tables[:10])}{' ...' if len(tables) > 10 else ''} "
+                          f"and no runs table)")
+    columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+    missing = [name for name in NAMES if name not in columns]
+    if missing:
+        shown = ", ".join(columns[:10]) + (" ..." if len(columns) > 10 else "")
+        raise OptionError(f"{path} is not a pase results store (its runs table has columns "
+                          f"{shown}; a store's also has {', '.join(missing[:5])}"
+                          f"{' ...' if len(missing) > 5 else ''})")
+
+
 def _cell(name: str, value: Any) -> Any:
     if name in JSON_COLUMNS:
         return None if value is None else json.dumps(value, allow_nan=False)
@@ -93,7 +121,7 @@ def load_results(path: str | Path, *, decode: bool = False) -> Any:
     except ImportError as exc:
         raise SolverUnavailableError('sweep results load into pandas: pip install '
                                      '"pase[sweep]"') from exc
-    path = Path(path)
+    path = regular_file(path, "sweep store")
     if not path.is_file():
         raise OptionError(f"no sweep store at {path}")
     with Store(path) as store:
