@@ -49,7 +49,7 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-needs_cbc = pytest.mark.skipif(not _has_cbc(), reason="no CBC binary")
+needs_cbc = pytest.mark.skipif(not _has_cbc(), reason="backend missing: no CBC binary")
 
 
 def _processes_with(tmp: Path) -> dict[int, str]:
@@ -166,7 +166,7 @@ def test_compare_with_cbc_under_sigterm(tmp_path):
 
 
 @pytest.mark.slow  # a JAX start-up and compile: about 10 CPU s
-@pytest.mark.skipif(not _has("jax"), reason="needs jax")
+@pytest.mark.skipif(not _has("jax"), reason="jax not installed")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_verify_with_jax_under_a_signal(tmp_path, sig):
     """Defect 2: on main SIGTERM left the JAX compile child running and pase-export-XXXX/."""
@@ -201,7 +201,7 @@ memory_limit = "4GiB"
 
 @pytest.mark.slow  # a Dask cluster of two workers, each building the Transformer: ~20 CPU s
 @needs_cbc
-@pytest.mark.skipif(not _has("distributed"), reason="needs Dask")
+@pytest.mark.skipif(not _has("distributed"), reason="Dask not installed")
 @pytest.mark.parametrize("sig,group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
                          ids=["SIGINT", "SIGTERM"])
 def test_sweep_with_two_workers_under_a_signal(tmp_path, sig, group):
@@ -306,7 +306,7 @@ def test_dependency_warnings_are_hidden_unless_debug(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.skipif(not _has("distributed"), reason="needs Dask")
+@pytest.mark.skipif(not _has("distributed"), reason="Dask not installed")
 def test_local_cluster_asks_for_a_free_port_and_a_pase_scratch_folder(tmp_path, monkeypatch):
     """Defect 15 at its source: the scheduler's HTTP server took 8787 even with the
     dashboard off; now port 0, and Dask writes under the pase-sweep folder."""
