@@ -12,8 +12,13 @@ the example sequence, as real checkpoints have them.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
+
+# Every model is built from its config: nothing may reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from torch import nn
 
 # The example inputs' sizes, read when a builder runs (benchmarks/real_models.py sets
