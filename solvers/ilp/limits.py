@@ -24,6 +24,7 @@ import time
 from typing import Callable, TypeVar
 
 from pase import cleanup
+from pase.deadline import Deadline as CommandDeadline
 from pase.errors import TimeLimitError
 
 T = TypeVar("T")
@@ -42,20 +43,11 @@ class OutOfTime(TimeLimitError):
     """Raised inside a solve when the deadline passes while a model is being built."""
 
 
-class Deadline:
-    """A wall-clock deadline ``seconds`` from now (``None``: no limit)."""
+class Deadline(CommandDeadline):
+    """A wall-clock deadline ``seconds`` from now (``None``: no limit) that a solve's
+    watchdog can overrun by some slack; past it a model build raises :class:`OutOfTime`."""
 
-    def __init__(self, seconds: float | None):
-        self.start = time.perf_counter()
-        self.limit = seconds
-        self.at = None if seconds is None else self.start + seconds
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def remaining(self) -> float | None:
-        """Seconds left (never negative), or None without a limit."""
-        return None if self.at is None else max(0.0, self.at - time.perf_counter())
+    __slots__ = ()
 
     def overdue(self, slack: float = 0.0) -> bool:
         return self.at is not None and time.perf_counter() > self.at + slack
