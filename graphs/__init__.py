@@ -1,7 +1,7 @@
 """Built-in model graphs. Importing this package registers them in pase.registry.MODELS.
 
 The paper's five (alexnet, inception, resnet, rnnlm, transformer), the small test
-graphs, and the model zoo of today's workloads (bert, densenet, gpt, llama, moe, vit).
+graphs, and the model zoo of today's workloads (bert, densenet, gpt, llama, moe, unet, vit).
 """
 from pase.graphs import (  # noqa: F401
     alexnet,
@@ -15,5 +15,6 @@ from pase.graphs import (  # noqa: F401
     rnnlm,
     small,
     transformer,
+    unet,
     vit,
 )

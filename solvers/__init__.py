@@ -1,2 +1,2 @@
 """Built-in solvers. Importing this package registers them in pase.registry.SOLVERS."""
-from pase.solvers import baselines, dp, exhaustive, greedy, ilp, mcmc  # noqa: F401
+from pase.solvers import auto, baselines, dp, exhaustive, greedy, ilp, mcmc  # noqa: F401

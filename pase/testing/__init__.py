@@ -16,6 +16,7 @@ from pase.testing.random_problems import (
     cap_memory,
     random_chain,
     random_dag,
+    random_dense,
     random_problem,
     random_tree,
     scale_costs,
@@ -25,6 +26,7 @@ from pase.testing.runner import ConformanceError, Report, SolverSpec, solver_spe
 
 __all__ = [
     "CHECKS", "Check", "ConformanceError", "Report", "SolverSpec", "add_memory", "cap_memory",
-    "check_solver", "checks_for", "random_chain", "random_dag", "random_problem", "random_tree",
+    "check_solver", "checks_for", "random_chain", "random_dag", "random_dense",
+    "random_problem", "random_tree",
     "reference_chain_dp", "reference_tree_dp", "scale_costs", "solver_checks", "solver_spec",
 ]

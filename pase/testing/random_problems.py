@@ -1,4 +1,4 @@
-"""Seeded random Problems: chains, trees and DAGs with random costs and memory.
+"""Seeded random Problems: chains, trees, DAGs and dense blocks with random costs and memory.
 
 Every generator takes a ``seed`` (the same seed gives the same Problem) and a
 ``scale`` that multiplies every cost: ``scale=1e-9`` gives costs the size of
@@ -100,6 +100,22 @@ def random_dag(num_vertices: int, max_candidates: int = 6, extra_edges: int = 2,
         u, v = sorted(rng.choice(num_vertices, size=2, replace=False).tolist())
         edges.add((u, v))
     return _problem(rng, num_vertices, sorted(edges), max_candidates, scale,
+                    with_memory, memory_scale, cap, tie_prob, zero_prob)
+
+
+def random_dense(blocks: int, block_size: int, max_candidates: int = 4, seed: int = 0, *,
+                 scale: float = 1.0, with_memory: bool = False, memory_scale: float = 1.0,
+                 cap: float | None = None, tie_prob: float = 0.2,
+                 zero_prob: float = 0.1) -> Problem:
+    """Dense blocks in a chain, as in DenseNet: within a block every vertex reads every
+    earlier one (the block's input included), and a block's last vertex is the next
+    block's input. ``blocks * block_size + 1`` vertices; each block is a clique."""
+    edges, start = [], 0
+    for _ in range(blocks):
+        members = range(start, start + block_size + 1)
+        edges += [(u, v) for v in members for u in members if u < v]
+        start += block_size
+    return _problem(np.random.default_rng(seed), start + 1, edges, max_candidates, scale,
                     with_memory, memory_scale, cap, tie_prob, zero_prob)
 
 
