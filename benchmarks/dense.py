@@ -7,7 +7,7 @@ relaxation, no re-choice of the kept edges), ``dp`` (``method=dp``: the plain dp
 which refuses these graphs). ``--check`` re-solves each ``auto`` row with an ILP
 backend where the ILP fits and prints whether both optima agree to 1e-9.
 
-    nice -n 10 python benchmarks/dense.py [--models densenet121,unet,inception_v3,tv-densenet121]
+    nice -n 10 python benchmarks/dense.py [--models densenet121,unet,unet:depth=5,inception_v3,tv-densenet121]
         [--devices 8,64,256] [--cost-models paper,alpha-beta] [--cluster h100-sxm]
         [--variants auto,rounds=1,dp] [--check ilp-highs] [--time-limit 120]
 """
@@ -28,8 +28,12 @@ TORCHVISION = "tv-densenet121"  # torchvision's DenseNet-121, imported (benchmar
 
 
 def load(model: str):
+    """A zoo name (``unet:depth=5`` sets an option) or torchvision's DenseNet imported."""
     if model != TORCHVISION:
-        return model
+        import pase
+
+        name, *opts = model.split(":")
+        return pase.load_graph(name, **{k: int(v) for k, v in (o.split("=") for o in opts)})
     sys.path.insert(0, str(HERE / "data"))
     from torchvision_densenet import densenet121
 
@@ -45,6 +49,7 @@ def worker(model: str, devices: int, cost_model: str, cluster: str, variant: str
     from pase.errors import PaseError
 
     graph = load(model)
+    dry = pase.dry_run(graph, devices)["auto"]
     kwargs = {"cluster": cluster} if cost_model == "alpha-beta" else {}
     start = time.process_time()
     built = pase.build_problem(graph, devices, cost_model, **kwargs)
@@ -52,7 +57,7 @@ def worker(model: str, devices: int, cost_model: str, cluster: str, variant: str
     options = {"method": "dp"} if variant == "dp" else dict(
         (k, int(v)) for k, v in (o.split("=") for o in variant.split(",") if "=" in o))
     row = {"vertices": built.problem.num_vertices, "edges": len(built.problem.edges),
-           "build": build}
+           "build": build, "dry": f"{dry['method']} {dry['estimated_seconds']:.2g}"}
     start = time.process_time()
     try:
         s = pase.run_solver("auto", built.problem, time_limit=time_limit, **options)
@@ -61,7 +66,8 @@ def worker(model: str, devices: int, cost_model: str, cluster: str, variant: str
                    solve=time.process_time() - start)
         return row
     row.update(solve=time.process_time() - start, status=str(s.status), cost=s.cost,
-               gap=s.gap, method=s.stats.get("method"), steps=s.stats.get("steps", "-"))
+               gap=s.gap, method=s.stats.get("method"), steps=s.stats.get("steps", "-"),
+               rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # before any check
     if check and variant == "auto" and s.choice is not None:
         size = built.problem.sizes.sum() + sum(m.size for m in built.problem.edge_costs)
         if size > 2_000_000:
@@ -88,7 +94,7 @@ def run(model, devices, cost_model, cluster, variant, check, time_limit) -> dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=f"densenet121,unet,inception_v3,{TORCHVISION}")
+    ap.add_argument("--models", default=f"densenet121,unet,unet:depth=5,inception_v3,{TORCHVISION}")
     ap.add_argument("--devices", default="8,64,256")
     ap.add_argument("--cost-models", default="paper,alpha-beta")
     ap.add_argument("--cluster", default="h100-sxm")
@@ -99,13 +105,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         row = worker(*json.loads(args.worker))
-        row["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        row.setdefault("rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         print(json.dumps(row))
         return
     print(f"# {stamp()}")
     print("| model | p | cost model | variant | V | E | method | status | gap | build s | "
-          "solve s | steps | peak RSS MiB | cost | check |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "solve s | dry run: method s | steps | peak RSS MiB | cost | check |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.models.split(","):
         for p in map(int, args.devices.split(",")):
             for cm in args.cost_models.split(","):
@@ -116,13 +122,14 @@ def main() -> None:
                           f"{r.get('edges', '-')} | {r.get('method') or '-'} | "
                           f"{r['status']}{': ' + r['why'] if 'why' in r else ''} | "
                           f"{'-' if gap is None else f'{gap:.2g}'} | {r.get('build', 0):.2f} | "
-                          f"{r.get('solve', 0):.2f} | {r.get('steps', '-')} | "
+                          f"{r.get('solve', 0):.2f} | {r.get('dry', '-')} | {r.get('steps', '-')} | "
                           f"{r.get('rss', 0):.0f} | {r.get('cost', '-'):.6g} | "
                           f"{r.get('check', '-')} |" if 'cost' in r else
                           f"| {model} | {p} | {cm} | {variant} | {r.get('vertices', '-')} | "
                           f"{r.get('edges', '-')} | - | {r['status']}"
                           f"{': ' + r['why'] if 'why' in r else ''} | - | {r.get('build', 0):.2f} | "
-                          f"{r.get('solve', 0):.2f} | - | {r.get('rss', 0):.0f} | - | - |", flush=True)
+                          f"{r.get('solve', 0):.2f} | {r.get('dry', '-')} | - | {r.get('rss', 0):.0f} | - | - |",
+                          flush=True)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ def _solver_share(solver: str, time_limit: float | None) -> float | None:
     return limit
 
 
-def solve(model: str | Path | Graph, devices: int = 8, solver: str = "dp",
+def solve(model: str | Path | Graph, devices: int = 8, solver: str = "auto",
           cost_model: str | CostModel = "paper", *, batch: int | None = None,
           cutoff: int | None = None, powers_of_two: bool = False,
           mesh: str | Sequence[int] | None = None, cluster: Any = None,
@@ -336,7 +336,9 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
             batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
             mesh: str | Sequence[int] | None = None,
             model_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The dp's predicted tables, memory and time per ordering, without building any costs.
+    """The dp's predicted tables, memory and time per ordering, and what the default solver
+    ``auto`` would do (``"auto"``: the method and its predicted seconds), without building
+    any costs.
 
     Reads only the graph and its configuration counts
     (:func:`pase.costing.problem_shape`), so it answers in seconds on graphs
@@ -344,15 +346,15 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     such as ``"8GiB"``; default the dp's) is the dp's option of that name.
     Returns the JSON-able dict ``pase solve --dry-run --format json`` prints.
     """
-    from pase.solvers import dp
+    from pase.solvers import auto, dp
 
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
     # The paper model's sharing keys are structural (an op's signature, a port's split
     # factors), so they find the repeated blocks without computing any cost.
-    report = dp.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
-                        memory_budget=budget)
+    report = auto.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
+                          memory_budget=budget)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
 
 

@@ -84,7 +84,7 @@ SIM = "simulate alexnet -p 8 --cluster gtx1080ti"
 ROWS = [
     # -- solver options, validated by the solver's annotations -----------------------
     Row("float-option-text", f"{SOLVE} --option memory_budget=lots", 2,
-        r"solver 'dp' option memory_budget expects a number of bytes \(e\.g\. 1e9 or 1GiB\), got 'lots'$"),
+        r"solver 'auto' option memory_budget expects a number of bytes \(e\.g\. 1e9 or 1GiB\), got 'lots'$"),
     Row("byte-size-option", f"{SOLVE} --option memory_budget=1GiB --format json", 0, check=optimal),
     Row("byte-size-reaches-dp", f"{SOLVE} --option memory_budget=1", 2, r"budget"),
     Row("float-option-infinite", f"{SOLVE} --option memory_budget=1e400", 2, r"must be a finite number"),
@@ -115,8 +115,8 @@ ROWS = [
     Row("bool-option-text", f"{SOLVE} --solver ilp-highs --option warm_start=maybe", 2,
         r"option warm_start expects true or false"),
     Row("unknown-option", f"{SOLVE} --option bogus=1", 2,
-        r"solver 'dp' has no option 'bogus'; allowed: ordering, memory_budget, max_states, prune, "
-        r"blocks$"),
+        r"solver 'auto' has no option 'bogus'; allowed: method, ordering, memory_budget, max_states, "
+        r"prune, blocks, relaxed_entries, steps, rounds, gap$"),
     Row("option-without-value", f"{SOLVE} --option ordering", 2, r"--option expects KEY=VALUE"),
     Row("export-unknown-engine", "export mlp -p 8 --strategy {tmp}/mlp.json --engine tensorflow", 2,
         r"^unknown engine 'tensorflow'; allowed: jax, torch$"),
@@ -223,7 +223,7 @@ ROWS = [
     Row("dry-run-and-time-limit", f"{SOLVE} --dry-run --time-limit 5", 2,
         r"--time-limit does not apply to --dry-run"),
     Row("dry-run-and-solver", f"{SOLVE} --dry-run --solver greedy", 2,
-        r"--dry-run predicts the dp solver's work; it does not apply to --solver greedy"),
+        r"--dry-run predicts the work of auto and the dp; it does not apply to --solver greedy"),
     Row("dry-run-and-ordering", f"{SOLVE} --dry-run --option ordering=bfs", 2,
         r"--option ordering does not apply to --dry-run"),
     Row("dry-run-and-cost-model", f"{SOLVE} --dry-run --cost-model alpha-beta", 2,

@@ -324,3 +324,4 @@ def test_moe_and_vit_agree_with_one_device():
     assert any(d.get("x", 1) > 1 for op, d in moe.items() if ".experts." in op)  # expert parallel
     results = _check(cases)
     assert results[0]["collectives"]["all-to-all"] > 0  # the dispatch's all-to-all, as pase prices it
+

@@ -47,7 +47,7 @@ def test_compare_row_of_exhaustive_is_refused_not_an_error(capsys):
 def test_empty_solver_name_is_unknown(capsys, command):
     extra = ["--cluster", "dgx-a100"] if command == "simulate" else []
     assert main([command, "mlp", "-p", "4", "--solver", "", *extra]) == 2
-    assert one_error_line(capsys).startswith("unknown solver ''; known: data-parallel, dp, ")
+    assert one_error_line(capsys).startswith("unknown solver ''; known: auto, data-parallel, dp, ")
 
 
 # -- defect 11: a model function calling sys.exit(0) ended pase with 0, no output, no file ----

@@ -52,14 +52,20 @@ def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.3f} GiB"
 
 
+def _percent(gap: float) -> str:
+    """A gap in percent with enough digits to be non-zero (a 1e-9 gap is not 0.00%)."""
+    return f"{100 * gap:.2f}%" if gap >= 1e-4 else f"{100 * gap:.2g}%"
+
+
 def describe(strategy: Strategy) -> str:
     """The table form of ``pase solve`` and ``pase evaluate``."""
     sol = strategy.solution
     head = f"{strategy.graph_name} on {strategy.devices} devices"
     if sol is not None:
-        head += f", solver {sol.solver}: {sol.status}"
+        method = sol.stats.get("method")
+        head += f", solver {sol.solver}{f' ({method})' if method else ''}: {sol.status}"
         if sol.gap:
-            head += f" (gap {100 * sol.gap:.2f}%)"
+            head += f" (gap {_percent(sol.gap)})"
         head += f", solved in {sol.wall_time:.3f} s"
     lines = [head]
     meta = strategy.meta

@@ -178,7 +178,7 @@ def _inspect(s: Parser) -> None:
 def _solve(s: Parser) -> None:
     _model(s)
     _costs(s)
-    s.add_argument("--solver", help="solver name (default: dp; see `pase solvers`)")
+    s.add_argument("--solver", help="solver name (default: auto; see `pase solvers`)")
     _search(s, "the ")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help=options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
@@ -239,7 +239,7 @@ def _simulate(s: Parser) -> None:
     _model(s)
     s.add_argument("--cluster", required=True, help="cluster preset or JSON file (`pase clusters`)")
     s.add_argument("--strategy", metavar="FILE", help="JSON strategy file (else solve with --solver)")
-    s.add_argument("--solver", help="solver when no --strategy is given (default: dp)")
+    s.add_argument("--solver", help="solver when no --strategy is given (default: auto)")
     s.add_argument("--seed", type=seed, help="seed for a randomised --solver")
     s.add_argument("--cost-model", help="cost model for --solver (default: alpha-beta on --cluster)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",

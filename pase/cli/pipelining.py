@@ -24,9 +24,9 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
 
     for dest, reason in _NOT_FOR_PIPELINE.items():
         checks.refuse(args, (dest,), f"does not apply to --pipeline: {reason}")
-    if args.solver not in (None, "dp"):
-        raise OptionError(f"--pipeline solves each stage with the exact dp; --solver {args.solver} "
-                          f"does not apply")
+    if args.solver not in (None, "auto", "dp"):
+        raise OptionError(f"--pipeline solves each stage with auto (the exact dp, which fits "
+                          f"every stage); --solver {args.solver} does not apply")
     if args.cost_model not in (None, "alpha-beta"):
         raise OptionError(f"--pipeline prices steps in seconds with the alpha-beta model; cost "
                           f"model {args.cost_model!r} has no seconds or memory for a pipeline "

@@ -73,7 +73,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
                    help="per-device memory cap, e.g. 16GiB, or none (default: the device memory)")
     s.add_argument("--build-budget", type=byte_size, metavar="SIZE",
                    help="most memory the Problem's cost arrays may take (default 4GiB)")
-    s.add_argument("--solver", default="dp", help="solver name (default: dp; `pase solvers`)")
+    s.add_argument("--solver", default="auto", help="solver name (default: auto; `pase solvers`)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help=options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
     s.add_argument("--time-limit", type=seconds, help="seconds each solve may use (> 0)")

@@ -64,7 +64,7 @@ def cmd_solve(args: argparse.Namespace) -> None:
     if args.pipeline:
         return solve_pipeline_command(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
-    solver = "dp" if args.solver is None else args.solver  # "" is an unknown name, not dp
+    solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     checks.output_file(args.output, "--output")
     options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
@@ -78,9 +78,9 @@ def cmd_solve(args: argparse.Namespace) -> None:
 
 
 def _dry_run(args: argparse.Namespace) -> None:
-    if args.solver not in (None, "dp"):
-        raise OptionError(f"--dry-run predicts the dp solver's work; it does not apply to "
-                          f"--solver {args.solver}")
+    if args.solver not in (None, "auto", "dp"):
+        raise OptionError(f"--dry-run predicts the work of auto and the dp; it does not apply "
+                          f"to --solver {args.solver}")
     checks.refuse(args, _NOT_FOR_DRY_RUN, "does not apply to --dry-run, which reads only the "
                                           "graph and its configuration counts")
     options = key_values(args.option, "--option")
@@ -107,7 +107,19 @@ def _dry_run(args: argparse.Namespace) -> None:
         r = blocks["reduced"]
         print(f"reduced dp: {r['vertices']} vertices, {r['table_entries']:.3g} table entries")
     if "estimated_seconds" in data:
-        print(f"estimated seconds with the defaults: {data['estimated_seconds']:.3g}")
+        print(f"estimated seconds with the dp's defaults: {data['estimated_seconds']:.3g}")
+    _print_auto(data["auto"])
+
+
+def _print_auto(a: dict) -> None:
+    if a["method"] == "dp":
+        print(f"auto would run the dp: {a['why']} (estimated {a['estimated_seconds']:.3g} s)")
+        return
+    print(f"auto would run the decomposition: {a['why']}; it keeps {a['kept_edges']} edges "
+          f"(relaxed dp {a['relaxed_table_entries']:.3g} table entries) and relaxes "
+          f"{a['dropped_edges']}; {a['seconds_per_step']:.3g} s per dual step, estimated "
+          f"{a['estimated_seconds']:.3g} s when the first step proves its answer, at most "
+          f"{a['estimated_seconds_at_most']:.3g} s ({a['steps_at_most']} steps)")
 
 
 def _dry_run_row(r: dict) -> tuple[str, ...]:

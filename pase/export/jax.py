@@ -24,6 +24,8 @@ Op kinds and how exactly they are reproduced:
   output, mean negative log-likelihood of seeded integer labels into the loss);
 - ``Embedding``: computed as pase models it, the one-hot of seeded token ids
   times the table (the same values as a gather, and pase's FLOP);
+- ``Resize``: ``jax.image.resize`` of the tile (half-pixel centres, torch's
+  ``align_corners=False``; nearest, linear or cubic);
 - ``Pooling``: max pooling, or average pooling (padding counted, as torch's
   default) when the op's ``mode`` attribute says ``avg`` or, lacking one, its
   name contains ``avg``: the graph IR does not record which;
@@ -68,7 +70,8 @@ from pase.work.variants import DEFAULT, Variant
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 RELAYOUTS = ("pase", "xla")
 KINDS = ("BatchNorm", "Concat", "Conv", "Einsum", "Elementwise", "Embedding", "FC", "LSTM",
-         "MoECombine", "MoEDispatch", "Norm", "Pooling", "Ravel", "ReduceMean", "Slice", "Softmax",
+         "MoECombine", "MoEDispatch", "Norm", "Pooling", "Ravel", "ReduceMean", "Resize", "Slice",
+         "Softmax",
          "SoftmaxCrossEntropy", "Stack", "TopK", "Unravel", "Unstack")
 
 
@@ -274,6 +277,10 @@ class _Writer:
         window = self.attr(op, "window")
         return (f"pool({self.input(op, 0)}, {window!r}, {self.attr(op, 'stride', window)!r}, "
                 f"{self.attr(op, 'pad', (0, 0))!r}, {out!r}, {_pool_mode(op)!r})")
+
+    def kind_Resize(self, op: Op, outs):
+        out = self.shape(op, op.outputs[0])[2:]
+        return f"resize({self.input(op, 0)}, {out!r}, {self.attr(op, 'mode', 'nearest')!r})"
 
     def kind_LSTM(self, op: Op, outs):
         a = self.assigned[op.name]

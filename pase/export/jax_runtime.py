@@ -175,6 +175,13 @@ def pool(x, window, stride, pad, out, mode):
     return total / (window[0] * window[1])  # padding counts, as torch's default
 
 
+def resize(x, out, mode):
+    """Interpolate the spatial axes to ``out`` (half-pixel centres, as torch's
+    ``align_corners=False``); ``mode`` is pase's: nearest, linear or cubic."""
+    return jax.image.resize(x, x.shape[:2] + tuple(out), {"nearest": "nearest", "linear": "linear",
+                                                          "cubic": "cubic"}[mode])
+
+
 def elementwise(x, y, pw=0):
     return act(x + y, pw)
 

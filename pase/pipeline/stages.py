@@ -138,13 +138,13 @@ class StageOracle:
         self.cost_options = dict(cost_options)
         self.memory_cap = memory_cap
         self.space_options = dict(space_options or {})
-        self.solve = solve or (lambda problem: api.run_solver("dp", problem))
+        self.solve = solve or (lambda problem: api.run_solver("auto", problem))
         self._layered: dict[tuple[int, int], Layered] = {}
         self._stages: dict[tuple, StageResult | None] = {}
         self._graphs: dict[int, Graph] = {}
         self._keys: dict[tuple[int, int, int, int], tuple] = {}
         self.solves = 0
-        self.all_optimal = True  # False once a stage's dp could not prove its optimum
+        self.all_optimal = True  # False once a stage's solver could not prove its optimum
 
     def graph(self, microbatches: int) -> Graph:
         size = self.microbatch_size(microbatches)

@@ -5,7 +5,7 @@ A spec is a TOML file or the same structure as a dict::
     [grid]                       # one list per axis; a single value is a list of one
     model = ["alexnet", "rnnlm"]
     devices = [4, 8]
-    solver = ["dp", "greedy"]
+    solver = ["dp", "greedy"]    # default ["auto"]
     cost_model = ["paper"]       # default ["paper"]
     # optional: cluster, memory_cap, batch
 
@@ -44,7 +44,7 @@ from pase.options import check_time_limit, coerce_options, parse_bytes
 # Axes of a point, in the order of the store's columns and of the grid's expansion.
 AXES = ("model", "devices", "solver", "cost_model", "cluster", "memory_cap", "batch",
         "model_options", "solver_options", "cost_options")
-REQUIRED = ("model", "devices", "solver")
+REQUIRED = ("model", "devices")
 SCALAR_AXES = AXES[:7]
 OPTION_AXES = {"model_options": "model", "solver_options": "solver", "cost_options": "cost_model"}
 RUN_KEYS = ("time_limit", "memory_limit", "kill_after", "seed", "repeats", "build_budget",
@@ -191,7 +191,7 @@ def _check_grid(grid: Any) -> dict[str, Any]:
 
     if not isinstance(grid, Mapping) or not grid:
         raise SpecError("the spec has no [grid] (or it is empty); it needs at least "
-                        "model, devices and solver")
+                        "model and devices")
     unknown = sorted(set(grid) - set(AXES))
     if unknown:
         raise SpecError(f"unknown grid axis {unknown[0]!r}; axes: {', '.join(AXES)}")
@@ -199,6 +199,7 @@ def _check_grid(grid: Any) -> dict[str, Any]:
     if missing:
         raise SpecError(f"grid axis {missing[0]!r} is missing; required: {', '.join(REQUIRED)}")
     out: dict[str, Any] = {a: _values(a, grid[a]) for a in SCALAR_AXES if a in grid}
+    out.setdefault("solver", ("auto",))
     out.setdefault("cost_model", ("paper",))
     out.setdefault("batch", (None,))
     for model in out["model"]:

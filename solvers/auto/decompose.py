@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from pase.deadline import Deadline
+from pase.errors import TooLargeError
 from pase.problem import Problem, Solution, Status
 from pase.solvers.auto.dual import Progress, Relaxation
 from pase.solvers.auto.split import edge_weights, keep_only, kept_edges
@@ -34,6 +35,10 @@ def decompose(problem: Problem, *, entries: float, budget: float, steps: int, ro
     weights = edge_weights(problem)
     for _ in range(rounds):
         kept, plan = kept_edges(problem, weights, entries, budget, first)
+        if not (plan.complete and plan.fits(budget)):  # even a spanning forest is too large
+            raise TooLargeError(f"the decomposition's smallest relaxation (a spanning forest "
+                                f"of {len(kept)} edges) needs {plan.peak_bytes / 2**20:.4g} MiB "
+                                f"of dp tables, over memory_budget={budget / 2**20:.4g} MiB")
         relaxation = Relaxation(problem, kept, keep_only(problem, kept), plan, multipliers)
         before = progress.steps
         relaxation.ascend(progress, steps, deadline, gap)

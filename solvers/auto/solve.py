@@ -69,11 +69,14 @@ def solve(problem: Problem, *, method: str = "auto", ordering: str = "auto",
             except TooLargeError as exc:
                 if method == "dp":
                     raise
-                why = f"the dp does not fit: {exc}"
+                why = f"the dp does not fit: {exc}"  # (a refusal repeats it)
             else:
                 return _as_auto(answer, start, "dp", "the dp's plan fits the memory budget")
-        answer = decompose(problem, entries=relaxed_entries, budget=memory_budget, steps=steps,
-                           rounds=rounds, gap=gap, deadline=deadline)
+        try:
+            answer = decompose(problem, entries=relaxed_entries, budget=memory_budget,
+                               steps=steps, rounds=rounds, gap=gap, deadline=deadline)
+        except TooLargeError as exc:
+            raise TooLargeError(f"{why}; {exc}" if method == "auto" else str(exc)) from None
         return _as_auto(answer, start, "decompose", why)
 
 

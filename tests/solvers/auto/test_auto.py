@@ -118,3 +118,15 @@ def test_listed_and_default():
 
 def test_conformance_battery():
     pase.testing.check_solver("auto")
+
+
+@pytest.mark.parametrize("model, devices", [("densenet121", 8), ("alexnet", 8), ("unet", 8),
+                                            ("inception_v3", 8)])
+def test_dry_run_names_the_method_solve_takes(model, devices):
+    predicted = pase.dry_run(model, devices)["auto"]
+    answer = pase.solve(model, devices).solution
+    assert predicted["method"] == answer.stats["method"]
+    if predicted["method"] == "decompose":
+        assert predicted["estimated_seconds"] <= predicted["estimated_seconds_at_most"]
+        assert predicted["kept_edges"] + predicted["dropped_edges"] == len(
+            pase.build_problem(model, devices).problem.edges)

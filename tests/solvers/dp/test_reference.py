@@ -90,11 +90,12 @@ def test_dry_run(capsys):
     assert main(["solve", "alexnet", "-p", "8", "--dry-run"]) == 0
     assert "table entries" in capsys.readouterr().out
     assert main(["solve", "alexnet", "-p", "8", "--dry-run", "--solver", "exhaustive"]) == 2
-    assert "--dry-run predicts the dp solver's work" in capsys.readouterr().err
+    assert "--dry-run predicts the work of auto and the dp" in capsys.readouterr().err
 
 
 def test_memory_guard_from_the_command_line(capsys):
-    code = main(["solve", "transformer", "-p", "8", "--option", "memory_budget=100000"])
+    code = main(["solve", "transformer", "-p", "8", "--solver", "dp", "--option",
+                 "memory_budget=100000"])
     err = capsys.readouterr().err
     assert code == 2
     assert "memory_budget=97.7 KiB" in err and "at vertex" in err

@@ -1,0 +1,55 @@
+"""What ``auto`` would do, from the graph's shape alone (``pase solve --dry-run``).
+
+The dp's own dry run decides it: ``auto`` takes the dp when the dp's chosen plan (or,
+with repeated blocks, the folded one) fits the memory budget. Otherwise it predicts
+the decomposition's relaxed Problem, picked as the solver picks it but with every
+edge weighing the same (the weights need costs): its kept and dropped edges, the
+seconds of one dual step, and the range from one step (a relaxed optimum that proves
+itself at once, as on most dense graphs measured) to every step allowed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pase.solvers.auto.split import kept_edges
+from pase.solvers.dp.core import DP_ENTRIES_PER_SECOND
+from pase.solvers.dp.core import dry_run as dp_dry_run
+from pase.solvers.dp.plan import DEFAULT_MEMORY_BUDGET, finite
+
+# Entries of the dropped edges' matrices reduced per second in a dual step (a
+# subtraction, an argmin and a gather each), and seconds of planning per edge;
+# fitted on densenet121 at p = 64 (benchmarks/results/scale.md, dense graphs).
+DROPPED_ENTRIES_PER_SECOND = 1.5e8
+SPLIT_SECONDS_PER_EDGE = 4e-4
+
+
+def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET,
+            relaxed_entries: float, steps: int, rounds: int) -> dict[str, Any]:
+    """The dp's dry run with an ``auto`` entry: the method, why, and its predicted work."""
+    report = dp_dry_run(shape, memory_budget=memory_budget)
+    best = next(r for r in report["orderings"] if r["ordering"] == report["auto_ordering"])
+    reduced = report.get("blocks", {}).get("reduced")
+    if best["within_memory_budget"] or (reduced and reduced["within_memory_budget"]):
+        why = "the dp's plan fits the memory budget" if best["within_memory_budget"] else \
+            "the dp's plan with repeated blocks folded fits the memory budget"
+        report["auto"] = {"method": "dp", "why": why,
+                          "estimated_seconds": report["estimated_seconds"]}
+        return report
+    kept, plan = kept_edges(shape, [1.0] * len(shape.edges), relaxed_entries, memory_budget)
+    held = set(kept)
+    dropped = [e for e in range(len(shape.edges)) if e not in held]
+    dropped_entries = sum(int(shape.sizes[u]) * int(shape.sizes[v])
+                          for u, v in (shape.edges[e] for e in dropped))
+    step = finite(plan.table_entries / DP_ENTRIES_PER_SECOND
+                  + dropped_entries / DROPPED_ENTRIES_PER_SECOND)
+    split = SPLIT_SECONDS_PER_EDGE * len(shape.edges)
+    report["auto"] = {
+        "method": "decompose",
+        "why": f"the dp's plan needs {best['peak_table_bytes'] / 2**30:.3g} GiB of tables, over "
+               f"the {memory_budget / 2**30:.3g} GiB budget",
+        "kept_edges": len(kept), "dropped_edges": len(dropped),
+        "relaxed_table_entries": plan.table_entries, "dropped_entries": dropped_entries,
+        "seconds_per_step": step, "steps_at_most": steps * rounds,
+        "estimated_seconds": finite(split + step),
+        "estimated_seconds_at_most": finite(rounds * split + steps * rounds * step)}
+    return report
