@@ -175,6 +175,11 @@ def test_options_multiply_only_their_plugin_and_exclude_rules_apply():
     assert not any(p["solver"] == "greedy" and p["devices"] == 8 for p in points)
 
 
+def test_a_grid_without_a_solver_runs_auto():
+    points = load_spec({"grid": {"model": ["alexnet"], "devices": [4, 8]}}).points()
+    assert [p["solver"] for p in points] == ["auto", "auto"]
+
+
 def test_cluster_and_memory_cap_apply_to_cost_models_that_take_them():
     spec = load_spec({"grid": {"model": ["gpt2"], "devices": [8], "solver": ["dp"],
                                "cost_model": ["paper", "alpha-beta"],
