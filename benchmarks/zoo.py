@@ -1,4 +1,4 @@
-"""The model zoo at p = 8, 64 and 256: sizes, counts, dp time and dp against the baselines.
+"""The model zoo at p = 8, 64 and 256: sizes, counts, solve time and auto against the baselines.
 
 For each model (default sizes) and device count: vertices, edges and total
 configurations; parameters and forward FLOP (``pase.counts``; a multiply-add is
@@ -7,8 +7,10 @@ of the dp's strategy relative to data parallelism and to the megatron baseline
 under the alpha-beta model on ``dgx-a100`` and ``h100-sxm`` (nodes of 8, the
 device memory as the cap), with one line describing the dp's strategy.
 
-A (model, p) whose dp is out of reach is not run: the dp's own dry run
-(``pase.solvers.dp.dry_run``, no cost arrays) predicts its tables first, and a
+Each row is solved by ``auto``, the default solver (the dp, or where the dp's
+tables do not fit, the decomposition, marked ``(decompose)``). A (model, p) whose dp
+is out of reach and that ``auto`` would still give to the dp is not run: the dry run
+(``pase.solvers.auto.dry_run``, no cost arrays) predicts its tables first, and a
 prediction over ``--max-seconds`` (default 60) or the dp's memory budget is
 marked with the prediction instead, as is one whose cost arrays are predicted over
 ``--max-build-gib`` (default 4, pase's build budget); a solve that still overruns (the memory-capped
@@ -35,7 +37,7 @@ from pase.api import build_problem, build_space, run_solver
 from pase.costing import problem_shape
 from pase.counts import counts
 from pase.errors import PaseError, TimeLimitError
-from pase.solvers import dp
+from pase.solvers import auto
 
 ZOO = ["bert-base", "bert-large", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3",
        "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "mixtral-8x7b",
@@ -85,7 +87,7 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: 
     build_s = time.perf_counter() - start
     row = {"build_s": build_s}
     try:
-        sol = run_solver("dp", built.problem, time_limit=max_seconds)
+        sol = run_solver("auto", built.problem, time_limit=max_seconds)
     except TimeLimitError:
         row.update(status=f"dp time limit ({max_seconds:g} s)")
         return row
@@ -96,7 +98,9 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: 
     if sol.choice is None:
         row["status"] = f"infeasible (least memory {built.problem.min_memory() / 2**30:.1f} GiB)"
         return row
-    row["status"] = sol.status.name.lower()
+    row["status"] = sol.status.name.lower() + (
+        f" ({sol.stats['method']}{f', gap {sol.gap:.2g}' if sol.gap else ''})"
+        if sol.stats.get("method") == "decompose" else "")
     row["cost_s"] = sol.cost
     for base in ("data-parallel", "megatron"):
         other = run_solver(base, built.problem)
@@ -112,14 +116,15 @@ def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
     c = counts(graph)
     row = {"model": model, "p": p, "vertices": shape.num_vertices, "edges": len(shape.edges),
            "configs": int(sum(space.sizes)), "parameters": c.parameters, "flops": c.forward_flops}
-    plan = dp.dry_run(shape)
+    plan = auto.dry_run(shape)
     best = min(plan["orderings"], key=lambda o: o["table_entries"])
+    decompose = plan["auto"]["method"] == "decompose"  # auto's decomposition: never skipped
     row["predicted_s"] = best["estimated_seconds"]
     if shape.array_bytes > max_build_bytes:
         row["skipped"] = (f"cost arrays {shape.array_bytes / 2**30:.3g} GiB; dp predicted "
                           f"{best['estimated_seconds']:.3g} s")
         return row
-    if not best["within_memory_budget"] or best["estimated_seconds"] > max_seconds:
+    if not decompose and (not best["within_memory_budget"] or best["estimated_seconds"] > max_seconds):
         row["skipped"] = (f"predicted {best['estimated_seconds']:.3g} s, "
                           f"{best['peak_table_bytes'] / 2**30:.3g} GiB of tables "
                           f"(dependent set {best['max_dependent_set']})")

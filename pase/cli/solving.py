@@ -114,6 +114,10 @@ def _dry_run(args: argparse.Namespace) -> None:
 def _print_auto(a: dict) -> None:
     if a["method"] == "dp":
         print(f"auto would run the dp: {a['why']} (estimated {a['estimated_seconds']:.3g} s)")
+        if "probe" in a:
+            print(f"  first a {a['probe']['steps']}-step probe of the decomposition (estimated "
+                  f"{a['probe']['estimated_seconds']:.3g} s); when it proves the optimum, the dp "
+                  f"does not run")
         return
     print(f"auto would run the decomposition: {a['why']}; it keeps {a['kept_edges']} edges "
           f"(relaxed dp {a['relaxed_table_entries']:.3g} table entries) and relaxes "

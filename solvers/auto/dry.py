@@ -5,12 +5,16 @@ with repeated blocks, the folded one) fits the memory budget. Otherwise it predi
 the decomposition's relaxed Problem, picked as the solver picks it but with every
 edge weighing the same (the weights need costs): its kept and dropped edges, the
 seconds of one dual step, and the range from one step (a relaxed optimum that proves
-itself at once, as on most dense graphs measured) to every step allowed.
+itself at once, as on most dense graphs measured) to every step allowed. Where
+``auto`` would first probe the decomposition (:mod:`~pase.solvers.auto.probe`), the
+dp entry says so and predicts the probe's seconds: whether the probe proves the
+optimum cannot be known without its costs.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from pase.solvers.auto import probe
 from pase.solvers.auto.split import kept_edges
 from pase.solvers.dp.core import DP_ENTRIES_PER_SECOND
 from pase.solvers.dp.core import dry_run as dp_dry_run
@@ -34,22 +38,40 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET,
             "the dp's plan with repeated blocks folded fits the memory budget"
         report["auto"] = {"method": "dp", "why": why,
                           "estimated_seconds": report["estimated_seconds"]}
+        plain = best["estimated_seconds"]
+        if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
+            relaxed = _relaxed(shape, relaxed_entries, memory_budget)
+            if relaxed["table_entries"] / DP_ENTRIES_PER_SECOND <= probe.MAX_SHARE * plain:
+                report["auto"]["probe"] = {
+                    "steps": probe.STEPS, "estimated_seconds": finite(
+                        relaxed["split_seconds"] + probe.STEPS * relaxed["seconds_per_step"]),
+                    "note": "a short decomposition runs first; when it proves the optimum, "
+                            "it is the answer and the dp does not run"}
         return report
-    kept, plan = kept_edges(shape, [1.0] * len(shape.edges), relaxed_entries, memory_budget)
-    held = set(kept)
-    dropped = [e for e in range(len(shape.edges)) if e not in held]
-    dropped_entries = sum(int(shape.sizes[u]) * int(shape.sizes[v])
-                          for u, v in (shape.edges[e] for e in dropped))
-    step = finite(plan.table_entries / DP_ENTRIES_PER_SECOND
-                  + dropped_entries / DROPPED_ENTRIES_PER_SECOND)
-    split = SPLIT_SECONDS_PER_EDGE * len(shape.edges)
+    relaxed = _relaxed(shape, relaxed_entries, memory_budget)
+    step, split = relaxed["seconds_per_step"], relaxed["split_seconds"]
     report["auto"] = {
         "method": "decompose",
         "why": f"the dp's plan needs {best['peak_table_bytes'] / 2**30:.3g} GiB of tables, over "
                f"the {memory_budget / 2**30:.3g} GiB budget",
-        "kept_edges": len(kept), "dropped_edges": len(dropped),
-        "relaxed_table_entries": plan.table_entries, "dropped_entries": dropped_entries,
+        "kept_edges": relaxed["kept_edges"], "dropped_edges": relaxed["dropped_edges"],
+        "relaxed_table_entries": relaxed["table_entries"],
+        "dropped_entries": relaxed["dropped_entries"],
         "seconds_per_step": step, "steps_at_most": steps * rounds,
         "estimated_seconds": finite(split + step),
         "estimated_seconds_at_most": finite(rounds * split + steps * rounds * step)}
     return report
+
+
+def _relaxed(shape: Any, entries: float, budget: float) -> dict[str, Any]:
+    """The relaxed Problem's size and the predicted seconds of one dual step."""
+    kept, plan = kept_edges(shape, [1.0] * len(shape.edges), entries, budget)
+    held = set(kept)
+    dropped = [e for e in range(len(shape.edges)) if e not in held]
+    dropped_entries = sum(int(shape.sizes[u]) * int(shape.sizes[v])
+                          for u, v in (shape.edges[e] for e in dropped))
+    return {"kept_edges": len(kept), "dropped_edges": len(dropped),
+            "table_entries": plan.table_entries, "dropped_entries": dropped_entries,
+            "seconds_per_step": finite(plan.table_entries / DP_ENTRIES_PER_SECOND
+                                       + dropped_entries / DROPPED_ENTRIES_PER_SECOND),
+            "split_seconds": SPLIT_SECONDS_PER_EDGE * len(shape.edges)}

@@ -14,6 +14,7 @@ from pase.deadline import Deadline, active
 from pase.errors import TooLargeError, check_choice, check_common, check_float, check_int
 from pase.problem import Problem, Solution
 from pase.solvers.auto.decompose import decompose
+from pase.solvers.auto.probe import probe
 from pase.solvers.dp.capped.memory import DEFAULT_MAX_STATES
 from pase.solvers.dp.core import solve as dp_solve
 from pase.solvers.dp.plan import CHOICES, DEFAULT_MEMORY_BUDGET
@@ -61,6 +62,10 @@ def solve(problem: Problem, *, method: str = "auto", ordering: str = "auto",
     deadline = Deadline(time_limit, start=start)
     with active(deadline):
         why = "forced by method=decompose"
+        if method == "auto":
+            proven, why = probe(problem, ordering, memory_budget, relaxed_entries, deadline)
+            if proven is not None:
+                return _as_auto(proven, start, "decompose", why)
         if method != "decompose":
             try:
                 answer = dp_solve(problem, ordering=ordering, memory_budget=memory_budget,
@@ -71,7 +76,8 @@ def solve(problem: Problem, *, method: str = "auto", ordering: str = "auto",
                     raise
                 why = f"the dp does not fit: {exc}"  # (a refusal repeats it)
             else:
-                return _as_auto(answer, start, "dp", "the dp's plan fits the memory budget")
+                fits = "the dp's plan fits the memory budget"
+                return _as_auto(answer, start, "dp", f"{fits}; {why}" if why else fits)
         try:
             answer = decompose(problem, entries=relaxed_entries, budget=memory_budget,
                                steps=steps, rounds=rounds, gap=gap, deadline=deadline)

@@ -130,3 +130,28 @@ def test_dry_run_names_the_method_solve_takes(model, devices):
         assert predicted["estimated_seconds"] <= predicted["estimated_seconds_at_most"]
         assert predicted["kept_edges"] + predicted["dropped_edges"] == len(
             pase.build_problem(model, devices).problem.edges)
+
+
+@pytest.fixture
+def eager_probe(monkeypatch):
+    """The probe on every dp, however short (it normally waits for a 10 s dp plan)."""
+    from pase.solvers.auto import probe
+
+    monkeypatch.setattr(probe, "MIN_DP_SECONDS", 0.0)
+    monkeypatch.setattr(probe, "MAX_SHARE", 1e9)
+
+
+@pytest.mark.parametrize("model, devices, options, proven", [
+    ("transformer", 8, {}, True), ("transformer", 16, {}, True), ("gpt2", 64, {"layers": 2}, False)])
+def test_a_probe_proves_or_hands_over_to_the_dp(eager_probe, model, devices, options, proven):
+    built = pase.build_problem(pase.load_graph(model, **options), devices)
+    reference = pase.run_solver("dp", built.problem)
+    answer = solve(built.problem)
+    assert answer.status is Status.OPTIMAL and _close(answer.cost, reference.cost, reference.cost)
+    assert answer.stats["method"] == ("decompose" if proven else "dp")
+    assert ("proved the optimum first" if proven else "found no proof") in answer.stats["why"]
+
+
+def test_the_dry_run_announces_the_probe():
+    probe = pase.dry_run("transformer", 1024)["auto"]["probe"]
+    assert probe["steps"] == 2 and probe["estimated_seconds"] > 0
