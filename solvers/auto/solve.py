@@ -67,6 +67,7 @@ def solve(problem: Problem, *, method: str = "auto", ordering: str = "auto",
             if proven is not None:
                 return _as_auto(proven, start, "decompose", why)
         if method != "decompose":
+            deadline.check("auto handed the Problem to the dp")  # the probe may have used it up
             try:
                 answer = dp_solve(problem, ordering=ordering, memory_budget=memory_budget,
                                   max_states=max_states, prune=prune, blocks=blocks,
