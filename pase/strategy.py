@@ -150,6 +150,12 @@ class Strategy:
         left = len(header) - 2  # cost and share are numbers
         return text.table(rows, header, right=(left, left + 1))
 
+    def _repr_html_(self) -> str:
+        """The summary and the plan table, for Jupyter (:mod:`pase.view.notebook`)."""
+        from pase.view.notebook import repr_html
+
+        return repr_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form documented in the README.
 

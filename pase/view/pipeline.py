@@ -1,0 +1,96 @@
+"""The page of a pipeline plan: its stages by micro-batch, and each stage's ops.
+
+Each stage is priced as the plan's stages are: its ops (a subgraph whose inputs
+from the previous stage are graph inputs) at the micro-batch size on the stage's
+own devices, under the plan's cost model and options. So the plan table's costs
+and memory are **per micro-batch** (the parameter-gradient syncs whole, where the
+search charges each micro-batch ``1/m`` of them), each row carries its stage
+(``s``), and a stage's devices are its ranks in the whole cluster (tiles carry
+the offset ``o``). The Time tab is :func:`pase.sim.pipeline.simulate_pipeline`'s
+timeline: one row per stage, ``F3``/``B3`` for micro-batch 3.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pase.pipeline import PipelinePlan
+from pase.strategy import Strategy
+from pase.view import build, devices, plan, timeline
+from pase.view.build import VERSION
+from pase.view.planned import Planned, planned_from
+
+
+def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
+    """Each stage re-priced on its subgraph: its own :class:`Planned`."""
+    from pase import api
+    from pase.registry import MODELS
+    from pase.sim.pipeline import stage_graph
+
+    if plan_.model in MODELS:
+        graph = api.load_graph(plan_.model, batch=plan_.microbatch_size, **plan_.model_options)
+    else:
+        graph = api.load_graph(plan_.model)
+    options = dict(plan_.cost_options)
+    cluster = options.pop("cluster", "dgx-a100") if cluster is None else cluster
+    options.pop("cluster", None)
+    out = []
+    for st in plan_.stages:
+        sub = stage_graph(graph, *st.op_range)
+        built = api.build_problem(sub, st.devices, "alpha-beta", cluster=cluster,
+                                  cost_options=options, variants=st.variants or None)
+        choice = api.choice_of(built, st.configs)
+        strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                        cost_model=built.cost_model.name,
+                                        meta=api.memory_report(built.problem, choice))
+        out.append(planned_from(built, choice, strategy))
+    return out
+
+
+def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool = True) -> dict[str, Any]:
+    stages = stage_planned(plan_, cluster)
+    rows: list[dict[str, Any]] = []
+    placed: dict[str, Any] = {"tiles": [], "op_tile": [], "edges": [], "per_node": None}
+    for i, (st, p) in enumerate(zip(plan_.stages, stages)):
+        first = st.op_range[0]
+        for r in build.op_rows(p):
+            r["s"] = i
+            rows.append(r)
+        d = devices.placements(p)
+        base = len(placed["tiles"])
+        placed["tiles"] += [dict(t, o=st.device_range[0]) for t in d["tiles"]]
+        placed["op_tile"] += [None if t is None else t + base for t in d["op_tile"]]
+        placed["edges"] += [[[e[0] + first] + e[1:] for e in edges] for edges in d["edges"]]
+        placed["per_node"] = d["per_node"]
+    events = None
+    if simulate:
+        from pase.sim.pipeline import simulate_pipeline
+
+        sim = simulate_pipeline(plan_, cluster)
+        events = timeline.pack(sim.timeline, sim.step_time,
+                               [f"stage{i}" for i in range(len(plan_.stages))])
+    producers = [[e[0] for e in edges] for edges in placed["edges"]]
+    return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages),
+            "roles": list(plan.ROLE_GROUPS), "ops": rows, "folds": build.folds(rows, producers),
+            "devices": placed, "timeline": events, "compare": None,
+            "pipeline": {"microbatches": plan_.microbatches, "schedule": plan_.schedule,
+                         "bubble": plan_.bubble,
+                         "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
+                                     "device_range": list(st.device_range),
+                                     "in_flight": st.in_flight,
+                                     "seconds_per_microbatch": st.seconds_per_microbatch,
+                                     "memory_bytes": st.memory_bytes} for st in plan_.stages]}}
+
+
+def _summary(plan_: PipelinePlan, stages: list[Planned]) -> dict[str, Any]:
+    cluster = stages[0].cluster
+    memory = max(st.memory_bytes for st in plan_.stages)
+    cap = plan_.memory_cap_bytes
+    return {"model": plan_.model, "devices": plan_.devices,
+            "ops": sum(len(p.graph.ops) for p in stages),
+            "cluster": cluster.name if cluster is not None else None,
+            "per_node": cluster.devices_per_node if cluster is not None else None,
+            "cost_model": "alpha-beta", "unit": "s", "solver": "pipeline search",
+            "method": f"{len(plan_.stages)} stages", "status": plan_.status, "gap": None,
+            "total": plan_.step_time, "compute": None, "communication": None,
+            "memory": memory, "memory_cap": cap, "fits": None if cap is None else memory <= cap,
+            "step": plan_.step_time, "simulated_step": None, "simulated_memory": None, "mfu": None}

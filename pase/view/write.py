@@ -1,0 +1,103 @@
+"""``pase.view(strategy, path)``: write a strategy's page, one self-contained HTML file.
+
+The strategy is re-priced on its graph (the Problem gives each op's memory and
+each edge's cost, as the cost model sees them); pass the options it was solved
+with (``model_options={"layers": 2}``, ``cluster=...``) when they are not the
+defaults, or a strategy for another graph is refused naming the op it lacks.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from pase.errors import OptionError, StrategyError
+from pase.strategy import Strategy, strategy_mapping, strategy_variants
+from pase.view.build import page_model
+from pase.view.page import assemble
+from pase.view.planned import Planned, planned_from
+
+
+def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
+         model: Any = None, cluster: Any = None, simulate: bool = True,
+         **build_options: Any) -> Path | str:
+    """Write the page of ``strategy`` to ``path`` and return the path (without a path,
+    return the HTML text).
+
+    ``strategy``: a :class:`~pase.strategy.Strategy`, a ``pase solve --format json``
+    object, or a :class:`~pase.pipeline.PipelinePlan`. ``compare``: a second strategy
+    of the same graph, shown side by side. ``model`` (default the strategy's graph
+    name), ``cluster`` and ``build_options`` (:func:`pase.api.build_problem`'s:
+    ``model_options``, ``cost_options``, ``batch``, ``memory_cap``...) rebuild what
+    priced it. ``simulate`` runs the simulator for the Time tab when there is a cluster.
+    """
+    from pase.pipeline import PipelinePlan
+
+    if isinstance(strategy, PipelinePlan):
+        if compare is not None:
+            raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
+                              "strategy per stage, so it is not compared")
+        from pase.view.pipeline import pipeline_model
+
+        data = pipeline_model(strategy, cluster=cluster, simulate=simulate)
+        return write_html(data, path, page_title(data))
+    a = planned(strategy, model=model, cluster=cluster, **build_options)
+    b = None if compare is None else planned(compare, model=model, cluster=cluster, **build_options)
+    data = page_model(a, b, simulate=simulate)
+    return write_html(data, path, page_title(data))
+
+
+def planned(strategy: Any, *, model: Any = None, cluster: Any = None,
+            **build_options: Any) -> Planned:
+    """Re-price ``strategy`` on its graph: a :class:`~pase.view.planned.Planned`."""
+    from pase import api
+
+    s = strategy if isinstance(strategy, Strategy) else None
+    if s is None and not isinstance(strategy, Mapping):
+        raise StrategyError(f"pase.view needs a Strategy, a solve output or a pipeline plan, got "
+                            f"{type(strategy).__name__}")
+    name = model if model is not None else (s.graph_name if s else strategy.get("model"))
+    if name is None:
+        raise OptionError("a plain {op: {dim: factor}} mapping needs model= (its graph)")
+    devices = s.devices if s else strategy.get("devices")
+    cost_model = (s.cost_model if s else strategy.get("cost_model")) or \
+        ("alpha-beta" if cluster is not None else "paper")
+    built = api.build_problem(name, int(devices), cost_model, cluster=cluster,
+                              variants=strategy_variants(strategy), **build_options)
+    check_graph(built.graph, strategy_mapping(strategy))
+    choice = api.choice_of(built, strategy_mapping(strategy))
+    if s is None:
+        s = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                 cost_model=built.cost_model.name,
+                                 meta=api.memory_report(built.problem, choice))
+    elif "memory_bytes" not in s.meta and built.problem.memory is not None:
+        s.meta.update(api.memory_report(built.problem, choice))
+    return planned_from(built, choice, s)
+
+
+def check_graph(graph: Any, configs: Mapping[str, Any]) -> None:
+    """A strategy naming an op ``graph`` lacks is for another model: one line saying so."""
+    missing = [op for op in configs if op not in graph]
+    if missing:
+        raise StrategyError(f"the strategy is not for graph {graph.name!r}: it names op "
+                            f"{missing[0]!r}, which that graph lacks ({len(missing)} such ops); "
+                            f"give the model (and options) it was solved for")
+
+
+def page_title(data: Mapping[str, Any]) -> str:
+    s = data["summary"]
+    return f"{s['model']} on {s['devices']} devices: pase plan"
+
+
+def write_html(data: Mapping[str, Any], path: str | Path | None, title: str) -> Path | str:
+    text = assemble(dict(data), title)
+    if path is None:
+        return text
+    out = Path(path)
+    try:
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)  # a reader never sees half a page
+    except OSError as exc:
+        raise OptionError(f"cannot write the page {path}: {exc.strerror or exc}") from None
+    return out
