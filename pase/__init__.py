@@ -20,15 +20,19 @@ __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "PipelinePlan", "Port", "Problem", "Solution",
     "Status", "Strategy", "Variant", "build_problem", "build_space", "compare", "dry_run",
     "evaluate", "from_torch", "import_torch", "load_graph", "load_results", "run_solver", "solve",
-    "solve_pipeline", "sweep", "__version__",
+    "solve_pipeline", "sweep", "view", "__version__",
 ]
 
 
 def __getattr__(name: str):
     """``pase.sweep`` and ``pase.load_results``, loaded on first use (Dask and pandas are
-    imported only when a sweep runs)."""
+    imported only when a sweep runs); ``pase.view``, the page writer (callable), too."""
     if name in ("sweep", "load_results"):
         from pase import sweeps
 
         return getattr(sweeps, name)
+    if name == "view":
+        import importlib
+
+        return importlib.import_module("pase.view")  # the package, callable as view(s, path)
     raise AttributeError(f"module 'pase' has no attribute {name!r}")

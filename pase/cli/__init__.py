@@ -100,6 +100,7 @@ def _run(argv: Sequence[str] | None) -> int:
         simulating,
         solving,
         sweeping,
+        viewing,
     )
     from pase.cli.parser import build
 
@@ -110,13 +111,14 @@ def _run(argv: Sequence[str] | None) -> int:
                     "simulate": simulating.cmd_simulate, "reproduce": simulating.cmd_reproduce,
                     "export": exporting.cmd_export, "verify": exporting.cmd_verify,
                     "import": importing.cmd_import, "sweep": sweeping.cmd_sweep,
-                    "report": sweeping.cmd_report, "replan": replanning.cmd_replan})
+                    "report": sweeping.cmd_report, "replan": replanning.cmd_replan,
+                    "view": viewing.cmd_view})
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
             parser.error("a command is required: models, solvers, cost-models, clusters, inspect, "
                          "solve, compare, evaluate, simulate, reproduce, export, verify, import, "
-                         "sweep, report, replan")
+                         "sweep, report, replan, view")
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
         return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     from pase.frontends import cache  # FILE.py:FUNCTION models: graphs kept on disk

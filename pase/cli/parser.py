@@ -65,6 +65,10 @@ EXAMPLES = {
               "pase sweep examples/sweep.toml --db sweep.sqlite --quiet"],
     "report": ["pase report examples/sweep.sqlite -o report",
                "pase report examples/sweep.sqlite -o report --format csv"],
+    "view": ["pase view gpt2 -p 8 --model-option layers=2 --cluster dgx-a100 --solver auto "
+             "-o plan.html",
+             "pase solve mlp -p 8 --output mlp.json",
+             "pase view mlp -p 8 --strategy mlp.json --compare mlp.json -o mlp.html"],
     "replan": ["pase solve gpt2 -p 8 --model-option layers=2 --cluster dgx-a100 --output old.json",
                "pase replan gpt2 --from old.json --model-option layers=2 -p 16 --steps 5000",
                "pase replan gpt2 --from old.json --model-option layers=2 --cluster dgx-a100x2 "
@@ -105,12 +109,16 @@ def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     _export(command("export", "write a strategy as a self-contained training step for an engine"))
     _verify(command("verify", "compile a strategy's training step (never run) and compare its "
                               "collectives with pase's predicted bytes per device"))
-    from pase.cli import importing, replanning, sweeping  # each declares its own flags
+    from pase.cli import importing, replanning, sweeping, viewing  # each declares its own flags
 
     importing.add_arguments(command("import", importing.HELP))
     replanning.add_arguments(command("replan", replanning.HELP))
     sweeping.add_sweep_arguments(command("sweep", sweeping.SWEEP_HELP))
     sweeping.add_report_arguments(command("report", sweeping.REPORT_HELP))
+    s = command("view", viewing.HELP)
+    _model(s, formats=False)
+    _costs(s)
+    viewing.add_arguments(s)
     return p
 
 
@@ -118,7 +126,7 @@ def _format(s: Parser) -> None:
     s.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def _model(s: Parser) -> None:
+def _model(s: Parser, formats: bool = True) -> None:
     s.add_argument("model", help=MODEL_HELP)
     s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
     s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
@@ -131,7 +139,8 @@ def _model(s: Parser) -> None:
                    help="a mesh-shaped configuration space: each dim is split by a product of "
                         "mesh axes and every device is used (the product must equal -p)")
     cache_flag(s)
-    _format(s)
+    if formats:
+        _format(s)
 
 
 def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:

@@ -1,0 +1,186 @@
+"""``pase view``: a strategy as one self-contained HTML page (:mod:`pase.view`)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pase import api
+from pase.cli import checks
+from pase.cli.args import cost_kwargs, positive_int, seconds, seed, solver_options, space_kwargs
+from pase.cli.output import wrote
+from pase.errors import OptionError
+
+HELP = ("write a strategy as one self-contained HTML page: summary, the plan with its splits "
+        "and costs, devices per tile, the simulated timeline, a comparison")
+# Flags that steer a solver, which --strategy and --layout replace.
+_SOLVER_FLAGS = ("option", "seed", "time_limit")
+# Flags a pipeline plan fixes itself.
+_PLAN_FIXES = ("batch", "model_option", "mesh", "cutoff", "powers_of_two", "cost_model",
+               "cost_option", "memory_cap", "zero", "recompute", "tflops", "bandwidth",
+               "build_budget", "solver", "layout", "micro_batch")
+
+
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    """The flags of ``pase view`` after the model's and the cost model's (parser.py)."""
+    what = s.add_mutually_exclusive_group(required=True)
+    what.add_argument("--strategy", metavar="FILE",
+                      help="a strategy file ({op: {dim: factor}}, a `pase solve` JSON output, or "
+                           "a `pase solve --pipeline` plan)")
+    what.add_argument("--solver", help="solve first with this solver (`pase solvers`; e.g. auto)")
+    what.add_argument("--layout", metavar="tp=T,dp=D[,cp=C][,ep=E]",
+                      help="a Megatron-LM/FSDP layout as a strategy: tp, cp and ep split each op "
+                           "as `pase evaluate --layout` does, dp its batch (pp=1; needs "
+                           "--micro-batch)")
+    s.add_argument("--micro-batch", type=positive_int, metavar="M",
+                   help="with --layout: sequences per micro-batch (the batch is M x dp)")
+    s.add_argument("--compare", metavar="FILE2", help="a second strategy of the same model, "
+                                                      "shown side by side")
+    s.add_argument("--option", action="append", metavar="KEY=VALUE", help="a --solver option")
+    s.add_argument("--seed", type=seed, help="seed for a randomised --solver")
+    s.add_argument("--time-limit", type=seconds, help="seconds --solver may use")
+    s.add_argument("--no-timeline", action="store_true",
+                   help="skip the simulation (the Time tab stays empty)")
+    s.add_argument("-o", "--output", metavar="FILE.html", default="plan.html",
+                   help="the page to write (default: plan.html)")
+
+
+def cmd_view(args: argparse.Namespace) -> None:
+    from pase.view.write import write_html
+
+    checks.output_file(args.output, "-o")
+    if args.strategy is not None or args.layout is not None:
+        checks.refuse(args, _SOLVER_FLAGS, "steers --solver, which --strategy and --layout "
+                                           "replace; drop one of them")
+    if args.layout is None:
+        checks.refuse(args, ("micro_batch",), "applies only with --layout")
+    if args.strategy is not None:
+        from pase.pipeline.plan import is_pipeline_file
+
+        if is_pipeline_file(args.strategy):
+            return _pipeline(args, write_html)
+    from pase.view.build import page_model
+    from pase.view.write import page_title
+
+    first = _planned(args)
+    other = None if args.compare is None else _from_file(args, args.compare, "--compare")
+    data = page_model(first, other, simulate=not args.no_timeline,
+                      labels=(_label(args), args.compare or "B"))
+    wrote(write_html(data, args.output, page_title(data)), data_on_stdout=False)
+
+
+def _label(args: argparse.Namespace) -> str:
+    return args.strategy or (f"layout {args.layout}" if args.layout else f"solver {args.solver}")
+
+
+def _planned(args: argparse.Namespace) -> Any:
+    if args.strategy is not None:
+        return _from_file(args, args.strategy, "--strategy")
+    if args.layout is not None:
+        return _from_layout(args)
+    return _solved(args)
+
+
+def _build(args: argparse.Namespace, variants: Any = None, batch: int | None = None) -> Any:
+    kwargs = space_kwargs(args)
+    if batch is not None:
+        kwargs["batch"] = batch
+    return api.build_problem(args.model, args.devices, **kwargs, **cost_kwargs(args),
+                             variants=variants or None)
+
+
+def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
+    from pase.pipeline.plan import is_pipeline_file
+    from pase.strategy import read_strategy_json, strategy_mapping, strategy_variants
+
+    if flag == "--compare" and is_pipeline_file(path):
+        raise OptionError(f"--compare {path} is a pipeline plan; only per-op strategies are compared")
+    data = read_strategy_json(path)
+    configs = strategy_mapping(data)
+    built = _build(args, strategy_variants(data))
+    return _priced(built, configs)
+
+
+def _priced(built: Any, configs: dict) -> Any:
+    from pase.strategy import Strategy
+    from pase.view.planned import planned_from
+    from pase.view.write import check_graph
+
+    check_graph(built.graph, configs)
+    choice = api.choice_of(built, configs)
+    strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                    cost_model=built.cost_model.name, build_seconds=built.seconds,
+                                    meta=api.memory_report(built.problem, choice))
+    return planned_from(built, choice, strategy)
+
+
+def _solved(args: argparse.Namespace) -> Any:
+    from pase.registry import SOLVERS
+    from pase.view.planned import planned_from
+
+    options = solver_options(args.option)
+    SOLVERS.entry(args.solver)  # an unknown name fails before the build
+    built = _build(args)
+    solution = api.run_solver(args.solver, built.problem, time_limit=args.time_limit,
+                              seed=args.seed, **options)
+    if solution.choice is None:
+        raise OptionError(f"solver {args.solver!r} found no strategy ({solution.status}); nothing "
+                          f"to view (a memory cap too small? --memory-cap none lifts it)")
+    return planned_from(built, solution.choice, api.to_strategy(built, solution))
+
+
+def _from_layout(args: argparse.Namespace) -> Any:
+    from pase.perf.layout import make_layout, op_splits
+
+    if args.micro_batch is None:
+        raise OptionError("--layout needs --micro-batch (the batch is micro-batch x dp)")
+    checks.refuse(args, ("batch",), "is set by --layout: the batch is --micro-batch x dp")
+    lay = make_layout(args.layout, devices=args.devices, micro_batch=args.micro_batch,
+                      global_batch=args.micro_batch * _dp(args.layout))
+    if lay.pp > 1:
+        raise OptionError(f"--layout pp={lay.pp}: a view shows one strategy on all devices; "
+                          f"view a pipeline plan (`pase solve --pipeline --output plan.json`) "
+                          f"with --strategy instead")
+    built = _build(args, batch=lay.micro_batch * lay.dp)
+    configs, unsplit = {}, []
+    for op in built.graph.ops:
+        split = dict(zip(op.dim_names, op_splits(op, lay)))
+        batch = next((d.name for d in op.dims if d.role == "batch"), None)
+        if batch is not None:
+            split[batch] *= lay.dp
+        for d in op.dims:  # Megatron-LM pads a vocabulary tp does not divide; pase cannot
+            if d.size % split[d.name]:
+                unsplit.append(f"{op.name}.{d.name}")
+                split[d.name] = 1
+        configs[op.name] = {d: f for d, f in split.items() if f > 1}
+    planned = _priced(built, configs)
+    if unsplit:
+        planned.notes.append(f"layout {args.layout}: {len(unsplit)} dims left unsplit because "
+                             f"their size is not a multiple of the split (Megatron-LM pads "
+                             f"them): {', '.join(unsplit[:5])}{' ...' if len(unsplit) > 5 else ''}")
+    return planned
+
+
+def _dp(layout: str) -> int:
+    from pase.perf.layout import parse_degrees
+
+    return parse_degrees(layout).get("dp", 1)
+
+
+def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
+    from pase.pipeline.plan import read_pipeline_plan
+    from pase.view.pipeline import pipeline_model
+    from pase.view.write import page_title
+
+    if args.compare is not None:
+        raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
+                          "strategy per stage, so it is not compared")
+    checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
+    plan = read_pipeline_plan(args.strategy)
+    if args.devices != plan.devices:
+        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
+                          f"{plan.devices} devices")
+    if args.model != plan.model:
+        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
+                          f"{plan.model!r}")
+    data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline)
+    wrote(write_html(data, args.output, page_title(data)), data_on_stdout=False)
