@@ -228,12 +228,12 @@
     if (!T) { box.appendChild(el("p", {cls: "note", text: "No timeline: the strategy was priced without a cluster (give --cluster to simulate it)."})); return; }
     var rowH = T.rows.length > 80 ? 6 : 16, left = 110, h = Math.min(30000, rowH * T.rows.length + 24);
     var tools = el("div", {cls: "zoom"}, [el("button", {type: "button", id: "zoom-in", text: "+"}), el("button", {type: "button", id: "zoom-out", text: "\u2212"}), el("button", {type: "button", id: "zoom-reset", text: "reset"}),
-      el("span", {cls: "note", text: "step " + seconds(T.step) + "; " + T.rows.length + " rows, " + (T.events.length / 5) + " events" + (T.dropped ? " (" + T.dropped + " more events not drawn: a page keeps at most 100000)" : "") + "; wheel to zoom, drag to pan"})]);
+      el("span", {cls: "note", text: "step " + seconds(T.step) + "; " + T.rows.length + " rows, " + T.count + " events" + (T.dropped ? " (" + T.dropped + " more events not drawn: a page keeps at most 100000)" : "") + "; wheel to zoom, drag to pan"})]);
     var kinds = el("div", {cls: "kinds"}, T.kinds.map(function (k) { var i = el("i"); i.style.background = KIND_COLOURS[k] || "#7f8c8d"; return el("span", null, [i, k]); }));
     var canvas = el("canvas", {id: "timeline"}), tip = el("div", {id: "tip"});
     box.appendChild(tools); box.appendChild(kinds); box.appendChild(canvas); document.body.appendChild(tip);
     var view = {a: 0, b: T.step || 1};
-    var ev = T.events;
+    var ev = decode(T);
     function draw() {
       var w = canvas.clientWidth || 1000, ratio = window.devicePixelRatio || 1;
       canvas.width = w * ratio; canvas.height = h * ratio; canvas.style.height = h + "px";
@@ -279,6 +279,18 @@
     canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; });
     draw();
     if (D.pipeline) drawStages(box);
+  }
+  // Flat [row, start, end, label, kind] in seconds from pase/view/timeline.py's packing.
+  function decode(T) {
+    var out = [];
+    T.rows.forEach(function (_, r) {
+      var src = T.same[r] == null ? r : T.same[r], flat = T.events[src] || [], at = 0;
+      for (var j = 0; j < flat.length; j += 4) {
+        at += flat[j];
+        out.push(r, at * T.tick, (at + flat[j + 1]) * T.tick, flat[j + 2], flat[j + 3]);
+      }
+    });
+    return out;
   }
   function drawStages(box) {
     var P = D.pipeline;
