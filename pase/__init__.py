@@ -24,15 +24,19 @@ __all__ = [
 ]
 
 
+def view(strategy, path=None, **options):
+    """Write ``strategy``'s page, one self-contained HTML file (:func:`pase.viewer.write.view`;
+    the page code is imported on first use)."""
+    from pase.viewer.write import view as write_view
+
+    return write_view(strategy, path, **options)
+
+
 def __getattr__(name: str):
     """``pase.sweep`` and ``pase.load_results``, loaded on first use (Dask and pandas are
-    imported only when a sweep runs); ``pase.view``, the page writer (callable), too."""
+    imported only when a sweep runs)."""
     if name in ("sweep", "load_results"):
         from pase import sweeps
 
         return getattr(sweeps, name)
-    if name == "view":
-        import importlib
-
-        return importlib.import_module("pase.view")  # the package, callable as view(s, path)
     raise AttributeError(f"module 'pase' has no attribute {name!r}")

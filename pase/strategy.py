@@ -151,8 +151,8 @@ class Strategy:
         return text.table(rows, header, right=(left, left + 1))
 
     def _repr_html_(self) -> str:
-        """The summary and the plan table, for Jupyter (:mod:`pase.view.notebook`)."""
-        from pase.view.notebook import repr_html
+        """The summary and the plan table, for Jupyter (:mod:`pase.viewer.notebook`)."""
+        from pase.viewer.notebook import repr_html
 
         return repr_html(self)
 

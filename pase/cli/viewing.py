@@ -45,7 +45,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> None:
-    from pase.view.write import write_html
+    from pase.viewer.write import write_html
 
     checks.output_file(args.output, "-o")
     if args.strategy is not None or args.layout is not None:
@@ -58,8 +58,8 @@ def cmd_view(args: argparse.Namespace) -> None:
 
         if is_pipeline_file(args.strategy):
             return _pipeline(args, write_html)
-    from pase.view.build import page_model
-    from pase.view.write import page_title
+    from pase.viewer.build import page_model
+    from pase.viewer.write import page_title
 
     first = _planned(args)
     other = None if args.compare is None else _from_file(args, args.compare, "--compare")
@@ -102,8 +102,8 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
 
 def _priced(built: Any, configs: dict) -> Any:
     from pase.strategy import Strategy
-    from pase.view.planned import planned_from
-    from pase.view.write import check_graph
+    from pase.viewer.planned import planned_from
+    from pase.viewer.write import check_graph
 
     check_graph(built.graph, configs)
     choice = api.choice_of(built, configs)
@@ -115,7 +115,7 @@ def _priced(built: Any, configs: dict) -> Any:
 
 def _solved(args: argparse.Namespace) -> Any:
     from pase.registry import SOLVERS
-    from pase.view.planned import planned_from
+    from pase.viewer.planned import planned_from
 
     options = solver_options(args.option)
     SOLVERS.entry(args.solver)  # an unknown name fails before the build
@@ -168,8 +168,8 @@ def _dp(layout: str) -> int:
 
 def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
     from pase.pipeline.plan import read_pipeline_plan
-    from pase.view.pipeline import pipeline_model
-    from pase.view.write import page_title
+    from pase.viewer.pipeline import pipeline_model
+    from pase.viewer.write import page_title
 
     if args.compare is not None:
         raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "

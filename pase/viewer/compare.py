@@ -12,8 +12,8 @@ from typing import Any
 
 from pase.errors import StrategyError
 from pase.strategy import finite_or_none
-from pase.view.plan import short
-from pase.view.planned import Planned
+from pase.viewer.plan import short
+from pase.viewer.planned import Planned
 
 
 def differing(a: Planned, b: Planned) -> list[str]:

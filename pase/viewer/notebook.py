@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pase.errors import PaseError
 from pase.registry import MODELS
-from pase.view import blocks
-from pase.view.plan import block_starts, fold_key, role_group, short
+from pase.viewer import blocks
+from pase.viewer.plan import block_starts, fold_key, role_group, short
 
 if TYPE_CHECKING:  # pase.strategy imports this module (lazily) to draw itself
     from pase.strategy import Strategy

@@ -1,4 +1,4 @@
-/* pase plan viewer: draws the page model of pase/view/build.py. Plain JavaScript, no dependency. */
+/* pase plan viewer: draws the page model of pase/viewer/build.py. Plain JavaScript, no dependency. */
 "use strict";
 (function () {
   var t0 = performance.now();
@@ -280,7 +280,7 @@
     draw();
     if (D.pipeline) drawStages(box);
   }
-  // Flat [row, start, end, label, kind] in seconds from pase/view/timeline.py's packing.
+  // Flat [row, start, end, label, kind] in seconds from pase/viewer/timeline.py's packing.
   function decode(T) {
     var out = [];
     T.rows.forEach(function (_, r) {

@@ -20,8 +20,8 @@ _PLACEHOLDER = re.compile(r"\{\{(title|css|data|js)\}\}")
 
 @lru_cache(maxsize=None)
 def static(name: str) -> str:
-    """A file of ``pase/view/static`` (package data)."""
-    return resources.files("pase.view").joinpath("static", name).read_text(encoding="utf-8")
+    """A file of ``pase/viewer/static`` (package data)."""
+    return resources.files("pase.viewer").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def embed_json(data: Any) -> str:

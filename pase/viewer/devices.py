@@ -25,8 +25,8 @@ import numpy as np
 
 from pase.costing import op_signature
 from pase.ir import Graph, Op
-from pase.view.plan import short
-from pase.view.planned import Planned
+from pase.viewer.plan import short
+from pase.viewer.planned import Planned
 from pase.work import edge_bytes, port_blocks
 from pase.work.tiles import port_factors
 

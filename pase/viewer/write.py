@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 from pase.errors import OptionError, StrategyError
 from pase.strategy import Strategy, strategy_mapping, strategy_variants
-from pase.view.build import page_model
-from pase.view.page import assemble
-from pase.view.planned import Planned, planned_from
+from pase.viewer.build import page_model
+from pase.viewer.page import assemble
+from pase.viewer.planned import Planned, planned_from
 
 
 def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
@@ -37,7 +37,7 @@ def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
         if compare is not None:
             raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
                               "strategy per stage, so it is not compared")
-        from pase.view.pipeline import pipeline_model
+        from pase.viewer.pipeline import pipeline_model
 
         data = pipeline_model(strategy, cluster=cluster, simulate=simulate)
         return write_html(data, path, page_title(data))
@@ -49,7 +49,7 @@ def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
 
 def planned(strategy: Any, *, model: Any = None, cluster: Any = None,
             **build_options: Any) -> Planned:
-    """Re-price ``strategy`` on its graph: a :class:`~pase.view.planned.Planned`."""
+    """Re-price ``strategy`` on its graph: a :class:`~pase.viewer.planned.Planned`."""
     from pase import api
 
     s = strategy if isinstance(strategy, Strategy) else None

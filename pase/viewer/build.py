@@ -1,19 +1,19 @@
 """The page model: everything a page shows, as one JSON-able dict.
 
 Keys: ``version``, ``kind`` (``strategy`` or ``pipeline``), ``summary``
-(:mod:`pase.view.summary`), ``roles`` (the colour groups), ``ops`` (the rows of
-:mod:`pase.view.plan`), ``folds`` (``[start, period, count]`` segments of
-:mod:`pase.view.blocks`), ``devices`` (:mod:`pase.view.devices`), ``timeline``
-(:mod:`pase.view.timeline`, null without a cluster), ``compare``
-(:mod:`pase.view.compare`, null without a second strategy) and, for a pipeline
-plan, ``pipeline`` (:mod:`pase.view.pipeline`).
+(:mod:`pase.viewer.summary`), ``roles`` (the colour groups), ``ops`` (the rows of
+:mod:`pase.viewer.plan`), ``folds`` (``[start, period, count]`` segments of
+:mod:`pase.viewer.blocks`), ``devices`` (:mod:`pase.viewer.devices`), ``timeline``
+(:mod:`pase.viewer.timeline`, null without a cluster), ``compare``
+(:mod:`pase.viewer.compare`, null without a second strategy) and, for a pipeline
+plan, ``pipeline`` (:mod:`pase.viewer.pipeline`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from pase.view import blocks, compare, devices, plan, summary, timeline
-from pase.view.planned import Planned
+from pase.viewer import blocks, compare, devices, plan, summary, timeline
+from pase.viewer.planned import Planned
 
 VERSION = 1
 

@@ -9,7 +9,7 @@ A row is a compact JSON object (the page holds thousands):
   memory per device in bytes (null without a memory model), ``v`` its variant
   (ZeRO stage, recomputation) when not the default.
 
-:func:`fold_key` is what two rows must share for :mod:`pase.view.blocks` to fold them.
+:func:`fold_key` is what two rows must share for :mod:`pase.viewer.blocks` to fold them.
 """
 from __future__ import annotations
 

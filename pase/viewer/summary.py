@@ -14,7 +14,7 @@ from typing import Any
 
 from pase.counts import counts
 from pase.strategy import finite_or_none
-from pase.view.planned import Planned
+from pase.viewer.planned import Planned
 
 # A step's matrix-product FLOP: the forward products, then two backward products each.
 FLOP_PER_FORWARD = 3

@@ -15,9 +15,9 @@ from typing import Any
 
 from pase.pipeline import PipelinePlan
 from pase.strategy import Strategy
-from pase.view import build, devices, plan, timeline
-from pase.view.build import VERSION
-from pase.view.planned import Planned, planned_from
+from pase.viewer import build, devices, plan, timeline
+from pase.viewer.build import VERSION
+from pase.viewer.planned import Planned, planned_from
 
 
 def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
