@@ -28,6 +28,9 @@ def add_report_arguments(s: argparse.ArgumentParser) -> None:
                    help="output folder (default: report)")
     s.add_argument("--format", choices=("md", "csv"), default="md",
                    help="md: report.md and three PNG plots (default); csv: one results.csv")
+    s.add_argument("--views", action="store_true",
+                   help="also write a `pase view` page per run (views/run-N.html), linked "
+                        "from report.md")
 
 
 def _positive(text: str) -> int:
@@ -60,9 +63,21 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from pase.cli import checks
     from pase.cli.output import wrote
+    from pase.errors import OptionError
+    from pase.sweeps import load_results
     from pase.sweeps.report import write_report
 
     checks.output_folder(args.out, "-o")
-    files = write_report(args.db, args.out, args.format)
+    if args.views and args.format != "md":
+        raise OptionError("--views links each run's page from report.md; it needs --format md")
+    views = None
+    if args.views:
+        from pase.viewer.runs import write_views
+
+        load_results(args.db)  # a missing or foreign store fails before any page is written
+        views = write_views(args.db, args.out)
+    files = write_report(args.db, args.out, args.format, views)
     for path in files.values():
         wrote(path, data_on_stdout=False)
+    if views:
+        wrote(f"{args.out}/views/ ({len(views)} pages)", data_on_stdout=False)

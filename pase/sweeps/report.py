@@ -48,8 +48,12 @@ def label(row: Any) -> str:
     return f"{row['solver']} ({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
 
 
-def write_report(db: str | Path, out_dir: str | Path, fmt: str = "md") -> dict[str, Path]:
-    """Write the report of store ``db`` into ``out_dir``; ``{name: path}`` of the files."""
+def write_report(db: str | Path, out_dir: str | Path, fmt: str = "md",
+                 views: dict[str, str] | None = None) -> dict[str, Path]:
+    """Write the report of store ``db`` into ``out_dir``; ``{name: path}`` of the files.
+
+    ``views`` (``{run key: relative path}``, from :mod:`pase.viewer.runs`) adds a column
+    linking each run to its page."""
     frame = load_results(db)
     if frame.empty:
         raise OptionError(f"sweep store {db} has no runs yet")
@@ -63,7 +67,7 @@ def write_report(db: str | Path, out_dir: str | Path, fmt: str = "md") -> dict[s
     if fmt != "md":
         raise OptionError(f"unknown report format {fmt!r}; choose from md, csv")
     files = {"report.md": out / "report.md"}
-    files["report.md"].write_text(markdown(frame, Path(db).name))
+    files["report.md"].write_text(markdown(frame, Path(db).name, views))
     plt = _pyplot()
     files["cost_ratio.png"] = plot_cost_ratio(frame, out / "cost_ratio.png", plt)
     files["solve_time.png"] = plot_solve_time(frame, out / "solve_time.png", plt)
@@ -71,7 +75,7 @@ def write_report(db: str | Path, out_dir: str | Path, fmt: str = "md") -> dict[s
     return files
 
 
-def markdown(frame: Any, name: str) -> str:
+def markdown(frame: Any, name: str, views: dict[str, str] | None = None) -> str:
     counts = frame["status"].value_counts()
     lines = [f"# Sweep report: {name}", "",
              f"{len(frame)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ". "
@@ -81,9 +85,11 @@ def markdown(frame: Any, name: str) -> str:
     rows = [(r["model"], r["devices"], label(r), r["cost_model"], r["status"], _num(r["cost"], ".6g"),
              _num(r["ratio_to_best"], ".4f"), _pct(r["gap"]), _num(r["build_seconds"], ".3f"),
              _num(r["solve_seconds"], ".3f"), _num(_mib(r["peak_memory_bytes"]), ".0f"))
+            + ((f"[view]({views[r['key']]})" if r["key"] in views else "-",) if views is not None else ())
             for _, r in ordered.iterrows()]
     lines.append(markdown_table(rows, ("model", "p", "solver", "cost model", "status", "cost", "ratio",
-                                       "gap", "build s", "solve s", "peak MiB")))
+                                       "gap", "build s", "solve s", "peak MiB")
+                                + (("view",) if views is not None else ())))
     failed = frame[frame["error"].notna()]
     if len(failed):
         lines += ["", "## Runs without an answer", ""]
