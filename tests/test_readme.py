@@ -65,7 +65,7 @@ SEQUENCE = next(b for b in FENCED if "gpt2_p8.json --engine jax" in b)
 # Blocks whose commands read files an earlier line of the block writes: run in order below
 # (the marker picks the block; a slow one is marked slow).
 IN_ORDER = {"mlp-zero3.json": False, "old64.json": True,
-            "--schedule gpipe --output plan.json": True}
+            "--schedule gpipe --output plan.json": True, "--compare mlp.json -o mlp.html": False}
 ORDERED = {marker: next(b for b in FENCED if marker in b) for marker in IN_ORDER}
 # The PyTorch guide's commands read and write files in order, with paths from the repository
 # root: tests/test_torch_cli.py runs them, in order, from the guide.
