@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-STATIC = ("template.html", "view.css", "view.js")
+STATIC = ("template.html", "view.css", "timeline.js", "view.js")
 _PLACEHOLDER = re.compile(r"\{\{(title|css|data|js)\}\}")
 
 
@@ -33,6 +33,6 @@ def embed_json(data: Any) -> str:
 def assemble(data: dict[str, Any], title: str) -> str:
     """The page's HTML text."""
     parts = {"title": html.escape(title), "css": static("view.css"), "data": embed_json(data),
-             "js": static("view.js")}
+             "js": static("timeline.js") + "\n" + static("view.js")}
     # One pass over the template: a value that holds "{{js}}" is never substituted again.
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], static("template.html"))

@@ -94,10 +94,11 @@ def write_html(data: Mapping[str, Any], path: str | Path | None, title: str) -> 
     if path is None:
         return text
     out = Path(path)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, out)  # a reader never sees half a page
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise OptionError(f"cannot write the page {path}: {exc.strerror or exc}") from None
     return out

@@ -146,3 +146,18 @@ def test_an_imported_pytorch_model_views(open_page, tmp_path, capsys):
     assert o.page.locator("#plan tbody tr").count() >= 2
     o.screenshot("view_torch_mlp.png")
     only_own_file(o, out)
+
+
+def test_pipeline_page_draws_stages_by_microbatch(open_page, tmp_path):
+    from pase.pipeline import solve_pipeline
+
+    plan = solve_pipeline("chain", 4, batch=256, microbatches=16, stage_sizes=[1])
+    path = pase.view(plan, tmp_path / "pipe.html")
+    o = open_page(path)
+    page = o.page
+    assert page.locator("#plan th.stage-col").first.is_visible()
+    page.click("button[data-tab=time]")
+    assert page.locator("#stages tbody tr").count() == len(plan.stages)
+    assert page.locator("#timeline").is_visible()
+    o.screenshot("view_pipeline_time.png")
+    only_own_file(o, path)
