@@ -17,7 +17,8 @@ axis are nested when one layout's mesh-axis tuple on that axis is a prefix of th
 other's, and some device holds a disjoint block otherwise; so the least overlap
 over devices is ``prod(min(src tile, dst tile))`` when every axis is nested and 0
 otherwise (:func:`relayout_elements`, checked against enumeration over devices in
-tests/test_layout.py). Placements off the mesh are enumerated device by device.
+tests/test_layout.py). Placements off the mesh are counted one tensor axis at a time
+(:mod:`pase.work.offmesh`).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from pase.work.layout import (
     owned_axes,
     port_blocks,
 )
+from pase.work.offmesh import worst_received
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                     "exchange")
@@ -214,34 +216,6 @@ def t_of(shape: Sequence[float], factors: np.ndarray) -> np.ndarray:
     return np.asarray(shape, dtype=np.float64) / factors
 
 
-def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
-    """Most elements a device receives, blocks broadcast as ``(..., p, rank)``."""
-    t = np.asarray(shape, dtype=np.float64)
-    ts = t / src_f[..., None, :]
-    td = t / dst_f[..., None, :]
-    lo_s, lo_d = src_b * ts, dst_b * td
-    per_axis = np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
-    held = np.where(src_h, np.prod(per_axis, axis=-1), 0.0)
-    need = np.prod(td, axis=-1)
-    return np.where(dst_h, np.maximum(need - held, 0.0), 0.0).max(axis=-1, initial=0.0)
-
-
-def _enumerate_rows(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h,
-                    chunk: int = 1 << 20) -> np.ndarray:
-    """:func:`_enumerate` for every pair of ``S`` source and ``D`` destination rows:
-    ``(S, D)``, in chunks of source rows of about ``chunk`` elements each."""
-    rows_s, rows_d = len(src_b), len(dst_b)
-    out = np.zeros((rows_s, rows_d))
-    if rows_s == 0 or rows_d == 0:
-        return out
-    step = max(1, chunk // max(1, rows_d * src_b.shape[1] * src_b.shape[2]))
-    for lo in range(0, rows_s, step):
-        hi = lo + step
-        out[lo:hi] = _enumerate(shape, src_b[lo:hi, None], src_f[lo:hi, None], src_h[lo:hi, None],
-                                dst_b[None], dst_f[None], dst_h[None])
-    return out
-
-
 def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
                     consumer: Op, input: Port, dst_configs: np.ndarray, devices: int,
                     small: bool = False, src_extra: np.ndarray | None = None,
@@ -285,16 +259,16 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
         S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), ~off_s
         if len(S):
             if len(J):
-                parts[0][np.ix_(S, J)] = _enumerate_rows(output.shape, sb[S, :p_max], sf[S], sh[S, :p_max],
+                parts[0][np.ix_(S, J)] = worst_received(output.shape, sb[S, :p_max], sf[S], sh[S, :p_max],
                                                          db[J, :p_max], df[J], dh[J, :p_max])
             parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
             n = int(sh[S].sum(axis=1).max())
-            parts[1][S] = _enumerate_rows(output.shape, db[:, :n], df, dh[:, :n],
+            parts[1][S] = worst_received(output.shape, db[:, :n], df, dh[:, :n],
                                           sb[S, :n], sf[S], sh[S, :n]).T
             parts[2][S] = parts[3][S] = full
         if len(J):
             n = int(dh[J].sum(axis=1).max())
-            parts[0][np.ix_(np.flatnonzero(on), J)] = _enumerate_rows(
+            parts[0][np.ix_(np.flatnonzero(on), J)] = worst_received(
                 output.shape, sb[on, :n], sf[on], sh[on, :n], db[J, :n], df[J], dh[J, :n])
             parts[1][np.ix_(np.flatnonzero(on), J)] = tile_s[on][:, None]
             parts[2][:, J] = parts[3][:, J] = full
@@ -332,12 +306,12 @@ def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_pla
             if nu < nv:
                 forward[at] = np.prod(t_of(output.shape, df), axis=1)[d_of][None, :]
             else:
-                forward[at] = _enumerate_rows(output.shape, sb[:, :m], sf, sh[:, :m], db[:, :m], df,
+                forward[at] = worst_received(output.shape, sb[:, :m], sf, sh[:, :m], db[:, :m], df,
                                               dh[:, :m])[pick]
             if nu > nv:
                 backward[at] = np.prod(t_of(output.shape, sf), axis=1)[s_of][:, None]
             else:
-                backward[at] = _enumerate_rows(output.shape, db[:, :m], df, dh[:, :m],
+                backward[at] = worst_received(output.shape, db[:, :m], df, dh[:, :m],
                                                sb[:, :m], sf, sh[:, :m]).T[pick]
     return forward, backward
 
