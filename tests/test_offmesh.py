@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pase.builder import GraphBuilder
 from pase.space import ConfigSpace
+from pase.work.axis_blocks import rank_blocks
 from pase.work.layout import active_devices, port_blocks
 from pase.work.offmesh import by_device, worst_received
 
@@ -97,3 +98,17 @@ def test_any_blocks_match_the_device_count(case):
     shape, (sb, sf, sh), (db, df, dh) = case
     assert np.array_equal(worst_received(shape, sb, sf, sh, db, df, dh),
                           by_device(shape, sb, sf, sh, db, df, dh))
+
+
+@pytest.mark.parametrize("p", [12, 30])
+def test_rank_blocks_are_port_blocks_off_the_mesh(p):
+    g = _graph()
+    space = ConfigSpace(g, p, cutoff=1)
+    for i, op in enumerate(g.ops):
+        off = [c for c in space.configs[i] if p % int(np.prod(c))]
+        assert off
+        for port in op.inputs + op.outputs:
+            blocks, held = rank_blocks(op, port, np.array(off), p)
+            for k, c in enumerate(off):
+                assert np.array_equal(blocks[k], port_blocks(op, port, c, p))
+                assert np.array_equal(np.flatnonzero(held[k]), active_devices(op, c, p))

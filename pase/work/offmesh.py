@@ -19,6 +19,7 @@ patterns.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -57,23 +58,59 @@ def _by_device(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
     return np.where(dst_h, np.maximum(need - held, 0.0), 0.0).max(axis=-1, initial=0.0)
 
 
+@dataclass(frozen=True)
+class Patterns:
+    """One side of a re-layout on one tensor axis: its distinct per-axis patterns and
+    each row's pattern (``of``, ``(K,)``). A pattern is a split ``factor`` and a block
+    index on every device (``blocks``, ``(I, n)``); a receiving side's pattern also says
+    which devices receive (``gets``, ``(I, n)``; None on the sending side) and names
+    one receiver (``first``, ``(I,)``)."""
+
+    of: np.ndarray
+    factor: np.ndarray
+    blocks: np.ndarray
+    gets: np.ndarray | None = None
+    first: np.ndarray | None = None
+
+
+def axis_patterns(blocks: np.ndarray, factors: np.ndarray, gets: np.ndarray | None = None) -> Patterns:
+    """The distinct patterns of rows' blocks ``(K, n)`` and factors ``(K,)`` on one axis
+    (with ``gets`` ``(K, n)``, a receiving side's)."""
+    parts = [np.asarray(factors, dtype=np.float64)[:, None], blocks.astype(np.float64)]
+    if gets is not None:
+        parts.append(gets.astype(np.float64))
+    uniq, of = _unique_rows(np.concatenate(parts, axis=1))
+    n = blocks.shape[1]
+    if gets is None:
+        return Patterns(of, uniq[:, 0], uniq[:, 1:n + 1].astype(np.int64))
+    rgets = uniq[:, n + 1:] > 0
+    return Patterns(of, uniq[:, 0], uniq[:, 1:n + 1].astype(np.int64), rgets, np.argmax(rgets, axis=1))
+
+
 def worst_received(shape: Sequence[float], src_b: np.ndarray, src_f: np.ndarray, src_h: np.ndarray,
                    dst_b: np.ndarray, dst_f: np.ndarray, dst_h: np.ndarray) -> np.ndarray:
     """:func:`by_device`'s ``(S, D)`` result, from per-axis tables (equal bit for bit)."""
-    S, D = len(src_b), len(dst_b)
-    out = np.zeros((S, D))
+    S, D, rank = len(src_b), len(dst_b), len(shape)
     if S == 0 or D == 0:
-        return out
-    t = np.asarray(shape, dtype=np.float64)
+        return np.zeros((S, D))
     src_f, dst_f = np.asarray(src_f, dtype=np.float64), np.asarray(dst_f, dtype=np.float64)
+    senders = [axis_patterns(src_b[:, :, a], src_f[:, a]) for a in range(rank)]
+    receivers = [axis_patterns(dst_b[:, :, a], dst_f[:, a], dst_h) for a in range(rank)]
+    return received(shape, src_f, senders, dst_f, receivers, _bare(src_h, dst_h), dst_h.any(axis=1))
+
+
+def received(shape: Sequence[float], src_f: np.ndarray, senders: list[Patterns], dst_f: np.ndarray,
+             receivers: list[Patterns], bare: np.ndarray, receives: np.ndarray) -> np.ndarray:
+    """``(S, D)``: the most elements a receiver gets, from each side's per-axis
+    :class:`Patterns` (rows' split factors ``src_f`` ``(S, rank)``, ``dst_f``); ``bare``
+    ``(S, D)``: some receiver holds no source tile; ``receives`` ``(D,)``: the row has a
+    receiver at all."""
+    t = np.asarray(shape, dtype=np.float64)
     need = np.prod(t / dst_f, axis=-1)  # as by_device forms it: one product per row
-    receives = dst_h.any(axis=1)
-    first = np.argmax(dst_h, axis=1)  # a receiver of each destination row
+    held = _least_held(t, src_f, senders, dst_f, receivers)
     # A receiver whose source side holds nothing keeps none of its tile: it receives it all.
-    bare = _bare(src_h, dst_h)
-    held = _least_held(t, src_b, src_f, dst_b, dst_f, dst_h, first)
     held = np.where(bare, 0.0, held)
-    out[:] = np.maximum(need[None, :] - held, 0.0)
+    out = np.maximum(need[None, :] - held, 0.0)
     out[:, ~receives] = 0.0
     return out
 
@@ -88,79 +125,116 @@ def _bare(src_h: np.ndarray, dst_h: np.ndarray) -> np.ndarray:
     return small[i_of[:, None], j_of[None, :]]
 
 
-def _axis_tables(t: float, src_b: np.ndarray, src_f: np.ndarray, dst_b: np.ndarray,
-                 dst_f: np.ndarray, dst_h: np.ndarray, first: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One tensor axis: each row's pattern index (``(S,)``, ``(D,)``) and the overlap of
-    every pair of patterns on every device ``(I, J, n)``. A device that does not receive
-    for a destination pattern gets the overlap of that pattern's first receiver, so it
-    changes no least value."""
-    us, i_of = _unique_rows(np.concatenate([src_f[:, None], src_b.astype(np.float64)], axis=1))
-    ud, j_of = _unique_rows(np.concatenate([dst_f[:, None], dst_b.astype(np.float64),
-                                            dst_h.astype(np.float64), first[:, None]], axis=1))
-    n = src_b.shape[1]
-    ts = t / us[:, :1]
-    td = t / ud[:, :1]
-    lo_s = us[:, 1:] * ts  # the block index (int64 in by_device) times the tile: exact either way
-    lo_d = ud[:, 1:n + 1] * td
-    ts, td = ts[:, None, :], td[None, :, :]
-    lo_s, lo_d = lo_s[:, None, :], lo_d[None, :, :]
-    table = np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
-    gets = ud[:, n + 1:2 * n + 1] > 0
-    if not gets.all():
-        at = ud[:, -1].astype(np.int64)
-        table = np.where(gets[None, :, :], table, table[:, np.arange(len(ud)), at][:, :, None])
-    return i_of, j_of, table
+# Devices tried first for a pair of per-axis patterns (any set gives the same result;
+# a spread one finds a device without overlap early): a fixed pseudo-random choice.
+_SPREAD = np.random.default_rng(0).random(56)
 
 
-def _least_held(t: np.ndarray, src_b: np.ndarray, src_f: np.ndarray, dst_b: np.ndarray,
-                dst_f: np.ndarray, dst_h: np.ndarray, first: np.ndarray) -> np.ndarray:
+class _Axis:
+    """One tensor axis: the distinct per-axis patterns of each side (split factor and
+    block index on every device; a receiver's pattern also has its receiving devices
+    and its first receiver), each row's pattern, and per pair of patterns the least
+    overlap over receivers and whether it varies."""
+
+    def __init__(self, t: float, snd: Patterns, rcv: Patterns, whole: bool):
+        self.t, self.n = t, snd.blocks.shape[1]
+        self.i_of, self.j_of = snd.of, rcv.of
+        self.fs, self.bs = snd.factor, snd.blocks
+        self.fd, self.bd = rcv.factor, rcv.blocks
+        self.gets, self.first = rcv.gets, rcv.first
+        # At the first receiver, for every pair: the overlap where it does not vary.
+        at = self.bs[:, self.first]  # (I, J)
+        self.least = self.overlap(at, np.arange(len(self.fs))[:, None], self.bd[np.arange(len(self.fd)),
+                                  self.first][None, :], np.arange(len(self.fd))[None, :])
+        self.varies = np.zeros(self.least.shape, dtype=bool)
+        # With whole tiles every value is an exact integer, so an axis one side does not
+        # split overlaps by the other side's whole tile on every receiver (no table needed).
+        split_s = np.flatnonzero(self.fs > 1) if whole else np.arange(len(self.fs))
+        split_d = np.flatnonzero(self.fd > 1) if whole else np.arange(len(self.fd))
+        if len(split_s) and len(split_d):
+            self._tabulate(split_s, split_d)
+
+    def overlap(self, bs, i, bd, j) -> np.ndarray:
+        """The overlap of source block ``bs`` of pattern ``i`` and destination block ``bd`` of
+        pattern ``j`` (broadcast), as :func:`by_device` computes it."""
+        ts, td = self.t / self.fs[i], self.t / self.fd[j]
+        lo_s, lo_d = bs * ts, bd * td
+        return np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
+
+    def _tabulate(self, split_s: np.ndarray, split_d: np.ndarray, chunk: int = 1 << 23) -> None:
+        """Least and varies of the split pairs. A few devices first: a pair with no overlap
+        on one of them has least 0 (exact, whatever ``varies`` says, as the product is 0);
+        the other pairs are counted on every device."""
+        sample = np.unique(np.concatenate([np.arange(min(8, self.n)), (_SPREAD * self.n).astype(np.int64)]))
+        low = self._table(split_s[:, None], split_d[None, :], sample).min(axis=2)
+        self.least[np.ix_(split_s, split_d)] = 0.0
+        self.varies[np.ix_(split_s, split_d)] = True
+        rest = np.argwhere(low > 0)
+        step = max(1, chunk // max(1, self.n))
+        for lo in range(0, len(rest), step):
+            i, j = split_s[rest[lo:lo + step, 0]], split_d[rest[lo:lo + step, 1]]
+            table = self._table(i, j, np.arange(self.n))
+            least = table.min(axis=-1)
+            self.least[i, j] = least
+            self.varies[i, j] = table.max(axis=-1) != least
+
+    def _table(self, i: np.ndarray, j: np.ndarray, devices: np.ndarray) -> np.ndarray:
+        """The overlaps of pattern pairs ``(i, j)`` (broadcast) on ``devices``, a device that
+        does not receive for ``j`` taking the value at ``j``'s first receiver."""
+        i, j = np.asarray(i), np.asarray(j)
+        table = self.overlap(self.bs[i][..., devices], i[..., None], self.bd[j][..., devices], j[..., None])
+        at = self.overlap(self.bs[i, self.first[j]], i, self.bd[j, self.first[j]], j)
+        return np.where(self.gets[j][..., devices], table, at[..., None])
+
+    def pair_overlaps(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """``(M, n)``: the overlap on every device for pattern pairs ``(i, j)``, a
+        non-receiver taking its first receiver's value."""
+        table = self.overlap(self.bs[i], i[:, None], self.bd[j], j[:, None])
+        fill = table[np.arange(len(j)), self.first[j]][:, None]
+        return np.where(self.gets[j], table, fill)
+
+
+def _least_held(t: np.ndarray, src_f: np.ndarray, senders: list[Patterns], dst_f: np.ndarray,
+                receivers: list[Patterns]) -> np.ndarray:
     """``(S, D)``: the least over receivers of the product of the per-axis overlaps,
     multiplied in axis order as :func:`by_device` does."""
-    rank = len(t)
-    S, D = len(src_b), len(dst_b)
-    if rank == 0:
-        return np.ones((S, D))
-    tables, least, varies, idx = [], [], [], []
-    for a in range(rank):
-        i_of, j_of, table = _axis_tables(float(t[a]), src_b[:, :, a], src_f[:, a], dst_b[:, :, a],
-                                         dst_f[:, a], dst_h, first)
-        tables.append(table)
-        low = table.min(axis=2)
-        least.append(low)
-        varies.append((table.max(axis=2) != low))
-        idx.append((i_of, j_of))
-    held = least[0][idx[0][0][:, None], idx[0][1][None, :]]
-    count = varies[0][idx[0][0][:, None], idx[0][1][None, :]].astype(np.int8)
-    zero = held == 0
-    for a in range(1, rank):
-        i, j = idx[a][0][:, None], idx[a][1][None, :]
-        low = least[a][i, j]
-        held = held * low
-        count += varies[a][i, j]
-        zero |= low == 0
+    if len(t) == 0:
+        return np.ones((len(src_f), len(dst_f)))
+    whole = _whole_tiles(t, src_f, dst_f)
+    axes = [_Axis(float(t[a]), senders[a], receivers[a], whole) for a in range(len(t))]
+    held = count = zero = None
+    for ax in axes:
+        i, j = ax.i_of[:, None], ax.j_of[None, :]
+        low = ax.least[i, j]
+        held = low if held is None else held * low
+        count = ax.varies[i, j].astype(np.int8) if count is None else count + ax.varies[i, j]
+        zero = (low == 0) if zero is None else zero | (low == 0)
     # A receiver with no overlap on one axis holds nothing: the least product is 0 then.
     many = np.argwhere((count >= 2) & ~zero)
     if len(many):
-        held[many[:, 0], many[:, 1]] = _joint_least(tables, idx, many)
+        held[many[:, 0], many[:, 1]] = _joint_least(axes, many)
     return held
 
 
-def _joint_least(tables: list[np.ndarray], idx: list[tuple[np.ndarray, np.ndarray]],
-                 pairs: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+def _whole_tiles(t: np.ndarray, src_f: np.ndarray, dst_f: np.ndarray) -> bool:
+    """Whether every tile extent is a whole number below 2**52 (so overlaps are exact)."""
+    tiles = np.concatenate([t / src_f, t / dst_f], axis=0)
+    return bool(np.all(tiles == np.floor(tiles)) and np.all(t < 2.0**52))
+
+
+def _joint_least(axes: list[_Axis], pairs: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
     """Device by device for ``pairs`` (``(M, 2)`` source and destination rows) with two
     or more varying axes, once per distinct combination of per-axis patterns."""
-    keys = np.stack([col for i_of, j_of in idx for col in (i_of[pairs[:, 0]], j_of[pairs[:, 1]])],
-                    axis=1)
+    keys = np.stack([col for ax in axes for col in (ax.i_of[pairs[:, 0]], ax.j_of[pairs[:, 1]])], axis=1)
     uniq, inv = _unique_rows(keys)
-    n = tables[0].shape[2]
     got = np.empty(len(uniq))
-    step = max(1, chunk // max(1, n))
+    step = max(1, chunk // max(1, axes[0].n))
     for lo in range(0, len(uniq), step):
         part = uniq[lo:lo + step].astype(np.int64)
-        prod = tables[0][part[:, 0], part[:, 1]]
-        for a in range(1, len(tables)):
-            prod = prod * tables[a][part[:, 2 * a], part[:, 2 * a + 1]]
+        prod = None
+        for a, ax in enumerate(axes):
+            o = ax.pair_overlaps(part[:, 2 * a], part[:, 2 * a + 1])
+            prod = o if prod is None else prod * o
         got[lo:lo + step] = prod.min(axis=1)
     return got[inv]
 

@@ -28,15 +28,14 @@ import numpy as np
 
 from pase.errors import OptionError
 from pase.ir import Op, Port
+from pase.work.axis_blocks import rank_blocks, side_patterns
 from pase.work.layout import (
-    active_devices,
     axis_sizes,
     dim_axes,
     mesh_coords,
     owned_axes,
-    port_blocks,
 )
-from pase.work.offmesh import worst_received
+from pase.work.offmesh import received, worst_received
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                     "exchange")
@@ -190,24 +189,27 @@ def placement_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.
 
 
 def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
-            devices: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(B, p, rank)`` blocks and ``(B, p)`` holding masks of ``configs`` (their
-    :func:`layout_rows` ``rows``): from the rows on the mesh, device by device off it."""
+            devices: int, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(B, n, rank)`` blocks and ``(B, n)`` holding masks of ``configs`` (their
+    :func:`layout_rows` ``rows``) on devices ``0 .. n-1`` (``upto``, default all ``p``):
+    from the rows on the mesh, from the ranks (:func:`pase.work.offmesh.rank_blocks`) off it."""
     p, rank = int(devices), len(port.shape)
+    n = p if upto is None else int(upto)
     L = len(axis_sizes(p))
-    blocks = np.zeros((len(configs), p, rank), dtype=np.int64)
-    active = np.ones((len(configs), p), dtype=bool)
-    mesh = np.concatenate([mesh_coords(p), np.zeros((p, 1), dtype=np.int64)], axis=1)
+    blocks = np.zeros((len(configs), n, rank), dtype=np.int64)
+    active = np.ones((len(configs), n), dtype=bool)
+    mesh = np.concatenate([mesh_coords(p)[:n], np.zeros((n, 1), dtype=np.int64)], axis=1)
     sizes = np.asarray(axis_sizes(p) + (1,), dtype=np.int64)
     for a in range(rank):
         codes = rows[:, rank + a * L: rank + (a + 1) * L]  # (B, L), 0 pads -> the size-1 column
         for slot in range(L):
+            if not (codes[:, slot] > 0).any():  # padding only: times 1 plus 0
+                continue
             c = np.where(codes[:, slot] > 0, codes[:, slot] - 1, L)
             blocks[:, :, a] = blocks[:, :, a] * sizes[c][:, None] + mesh[:, c].T
-    for k in np.flatnonzero(rows[:, rank * (L + 1)] > 0):
-        blocks[k] = port_blocks(op, port, configs[k], p)
-        active[k] = False
-        active[k, active_devices(op, configs[k], p)] = True
+    off = np.flatnonzero(rows[:, rank * (L + 1)] > 0)
+    if len(off):
+        blocks[off], active[off] = rank_blocks(op, port, configs[off], n)
     return blocks, active
 
 
@@ -245,36 +247,54 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
     parts = list(relayout_elements(output.shape, src[:, :width], dst[:, :width]))
     off_s, off_d = src[:, width - 1] > 0, dst[:, width - 1] > 0
     if off_s.any() or off_d.any():
-        rank = len(output.shape)
-        sb, sh = _blocks(producer, output, src_configs[first_s], src, devices)
-        db, dh = _blocks(consumer, input, dst_configs[first_d], dst, devices)
-        sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
-        full = (1 << len(axis_sizes(devices))) - 1
-        # An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a
-        # tile there receives all of it: forward into an on-mesh consumer, backward into
-        # an on-mesh producer. The other direction is enumerated (against all at once).
-        tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
-        p_max = int(max(sh[off_s].sum(axis=1).max(initial=0), dh[off_d].sum(axis=1).max(initial=0)))
-        # Off the mesh an op holds ranks 0 .. P-1 only, so only those receive from it or for it.
-        S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), ~off_s
-        if len(S):
-            if len(J):
-                parts[0][np.ix_(S, J)] = worst_received(output.shape, sb[S, :p_max], sf[S], sh[S, :p_max],
-                                                         db[J, :p_max], df[J], dh[J, :p_max])
-            parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
-            n = int(sh[S].sum(axis=1).max())
-            parts[1][S] = worst_received(output.shape, db[:, :n], df, dh[:, :n],
-                                          sb[S, :n], sf[S], sh[S, :n]).T
-            parts[2][S] = parts[3][S] = full
-        if len(J):
-            n = int(dh[J].sum(axis=1).max())
-            parts[0][np.ix_(np.flatnonzero(on), J)] = worst_received(
-                output.shape, sb[on, :n], sf[on], sh[on, :n], db[J, :n], df[J], dh[J, :n])
-            parts[1][np.ix_(np.flatnonzero(on), J)] = tile_s[on][:, None]
-            parts[2][:, J] = parts[3][:, J] = full
+        _off_mesh_parts(parts, producer, output, src_configs[first_s], src, consumer, input,
+                        dst_configs[first_d], dst, devices)
     if small:
         return parts, src_of, dst_of, src, dst
     return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
+
+
+def _off_mesh_parts(parts: list, producer: Op, output: Port, src_configs: np.ndarray, src: np.ndarray,
+                    consumer: Op, input: Port, dst_configs: np.ndarray, dst: np.ndarray,
+                    devices: int) -> None:
+    """Fill ``parts`` (on distinct rows ``src`` x ``dst``) where a side is off the mesh.
+
+    An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a tile
+    there receives all of it: forward into an on-mesh consumer, backward into an on-mesh
+    producer. The other direction is counted (:func:`pase.work.offmesh.received`) on the
+    ranks ``0 .. P-1`` of the side off the mesh, the only ones receiving from it or for it.
+    """
+    rank, L = len(output.shape), len(axis_sizes(devices))
+    off_s, off_d = src[:, rank * (L + 1)] > 0, dst[:, rank * (L + 1)] > 0
+    sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
+    full = (1 << L) - 1
+    tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
+    count_s = np.prod(src_configs, axis=1)
+    count_d = np.prod(dst_configs, axis=1)
+    S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), np.flatnonzero(~off_s)
+
+    def count(senders, s_rows, s_cfg, s_op, s_port, receivers, r_rows, r_cfg, r_op, r_port, n):
+        snd, held_s = side_patterns(s_op, s_port, s_cfg[senders], s_rows[senders], devices, n, False)
+        rcv, held_r = side_patterns(r_op, r_port, r_cfg[receivers], r_rows[receivers], devices, n, True)
+        return received(output.shape, s_rows[senders, :rank].astype(np.float64), snd,
+                        r_rows[receivers, :rank].astype(np.float64), rcv,
+                        held_s[:, None] < held_r[None, :], held_r > 0)
+
+    if len(S):
+        if len(J):
+            n = int(count_d[J].max())
+            parts[0][np.ix_(S, J)] = count(S, src, src_configs, producer, output,
+                                           J, dst, dst_configs, consumer, input, n)
+        parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
+        everyone = np.arange(len(dst))
+        parts[1][S] = count(everyone, dst, dst_configs, consumer, input,
+                            S, src, src_configs, producer, output, int(count_s[S].max())).T
+        parts[2][S] = parts[3][S] = full
+    if len(J):
+        parts[0][np.ix_(on, J)] = count(on, src, src_configs, producer, output,
+                                        J, dst, dst_configs, consumer, input, int(count_d[J].max()))
+        parts[1][np.ix_(on, J)] = tile_s[on][:, None]
+        parts[2][:, J] = parts[3][:, J] = full
 
 
 def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_placed: np.ndarray,
