@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 
 from pase.builder import GraphBuilder
 from pase.space import ConfigSpace
-from pase.work.axis_blocks import rank_blocks
-from pase.work.layout import active_devices, port_blocks
+from pase.work.axis_blocks import rank_blocks, side_patterns
+from pase.work.layout import active_devices, axis_sizes, port_blocks
 from pase.work.offmesh import by_device, worst_received
+from pase.work.relayout import placement_rows
 
 
 def _placements(op, port, configs, p):
@@ -112,3 +113,24 @@ def test_rank_blocks_are_port_blocks_off_the_mesh(p):
             for k, c in enumerate(off):
                 assert np.array_equal(blocks[k], port_blocks(op, port, c, p))
                 assert np.array_equal(np.flatnonzero(held[k]), active_devices(op, c, p))
+
+
+@pytest.mark.parametrize("p", [12, 16, 30])
+def test_pattern_runs_hold_on_every_device(p):
+    # grain: blocks constant on aligned runs; period: blocks repeat on the holders
+    g = _graph()
+    space = ConfigSpace(g, p, cutoff=1)
+    L = len(axis_sizes(p))
+    for i, op in enumerate(g.ops):
+        for port in op.inputs + op.outputs:
+            rows = placement_rows(op, port, space.configs[i], p)
+            for receiving in (False, True):
+                axes, held = side_patterns(op, port, space.configs[i], rows, p, p, receiving)
+                for pat in axes:
+                    for b, grain, period, length in zip(pat.blocks, *pat.runs()):
+                        r = np.arange(length if receiving else p)
+                        holders = r[b[r] >= 0]
+                        assert np.array_equal(b[holders], b[holders - holders % grain])
+                        assert np.array_equal(b[holders], b[holders % period])
+                assert np.array_equal(held, np.where(rows[:, len(port.shape) * (L + 1)] > 0,
+                                                     np.minimum(np.prod(space.configs[i], axis=1), p), p))

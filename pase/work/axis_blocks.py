@@ -72,13 +72,46 @@ def side_patterns(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray, dev
         factor = np.concatenate([u_on[:, 0], u_off[:, 0]]).astype(np.float64)
         of = np.empty(len(configs), dtype=np.int64)
         of[on_rows], of[off_rows] = of_on, len(u_on) + of_off
+        # Runs: a digit of stride s and size m is constant on aligned runs of s and repeats
+        # with s * m; the strides of one placement divide each other, so the finest stride
+        # is the grain and the coarsest stride * size the period.
+        stride, size = _mesh_digits(u_on[:, 1:], p)
+        off_stride, off_size = u_off[:, 2:2 + len(dims)], u_off[:, 2 + len(dims):]
+        w = max(stride.shape[1], len(dims))
+        grain, period = _runs(np.concatenate([_pad(stride, w), _pad(off_stride, w)]),
+                              np.concatenate([_pad(size, w), _pad(off_size, w)]), n)
+        length = np.concatenate([np.full(len(u_on), n), u_off[:, 1]])
         if receiving:
-            length = np.concatenate([np.full(len(u_on), n), u_off[:, 1]])
             gets = np.arange(n)[None, :] < length[:, None]
-            out.append(Patterns(of, factor, blocks, gets, np.zeros(len(factor), dtype=np.int64)))
+            out.append(Patterns(of, factor, blocks, gets, np.zeros(len(factor), dtype=np.int64),
+                                grain, period, length))
         else:
-            out.append(Patterns(of, factor, blocks))
+            out.append(Patterns(of, factor, blocks, grain=grain, period=period))
     return out, held
+
+
+def _mesh_digits(codes: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stride and size of each slot's mesh axis (size 1 for padding): ``(U, L)`` each."""
+    sizes = np.asarray(axis_sizes(p), dtype=np.int64)
+    strides = np.cumprod(np.concatenate([[1], sizes[::-1]]))[:-1][::-1]  # product of the faster axes
+    used = codes > 0
+    c = np.maximum(codes, 1) - 1
+    return np.where(used, strides[c], 1), np.where(used, sizes[c], 1)
+
+
+def _pad(a: np.ndarray, width: int) -> np.ndarray:
+    """``a`` ``(U, w)``, ``w <= width``, padded with ones to ``width`` columns."""
+    out = np.ones((len(a), width), dtype=np.int64)
+    out[:, :a.shape[1]] = a
+    return out
+
+
+def _runs(stride: np.ndarray, size: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grain and period of patterns from their digits' strides and sizes (size 1: unused)."""
+    used = size > 1
+    grain = np.where(used, stride, n).min(axis=1, initial=n)
+    period = np.where(used, stride * size, 1).max(axis=1, initial=1)
+    return grain, period
 
 
 def _mesh_blocks(codes: np.ndarray, p: int, n: int) -> np.ndarray:

@@ -64,13 +64,27 @@ class Patterns:
     each row's pattern (``of``, ``(K,)``). A pattern is a split ``factor`` and a block
     index on every device (``blocks``, ``(I, n)``); a receiving side's pattern also says
     which devices receive (``gets``, ``(I, n)``; None on the sending side) and names
-    one receiver (``first``, ``(I,)``)."""
+    one receiver (``first``, ``(I,)``).
+
+    Optional structure that lets a pair of patterns be read on fewer devices (each
+    ``(I,)``; absent: none known): ``grain``, blocks (and ``gets``) are constant on
+    aligned runs of that many devices; ``period``, blocks repeat with it on the holders;
+    ``length``, the receivers are devices ``0 .. length-1``."""
 
     of: np.ndarray
     factor: np.ndarray
     blocks: np.ndarray
     gets: np.ndarray | None = None
     first: np.ndarray | None = None
+    grain: np.ndarray | None = None
+    period: np.ndarray | None = None
+    length: np.ndarray | None = None
+
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(grain, period, length)``, each ``(I,)``: 1, ``n`` and ``n`` where not known."""
+        n, count = self.blocks.shape[1], len(self.factor)
+        return tuple(np.full(count, default, dtype=np.int64) if got is None else np.asarray(got, np.int64)
+                     for got, default in ((self.grain, 1), (self.period, n), (self.length, n)))
 
 
 def axis_patterns(blocks: np.ndarray, factors: np.ndarray, gets: np.ndarray | None = None) -> Patterns:
@@ -128,6 +142,7 @@ def _bare(src_h: np.ndarray, dst_h: np.ndarray) -> np.ndarray:
 # Devices tried first for a pair of per-axis patterns (any set gives the same result;
 # a spread one finds a device without overlap early): a fixed pseudo-random choice.
 _SPREAD = np.random.default_rng(0).random(56)
+_TRY_FIRST = 96  # pairs read on more devices than this try 64 of them first
 
 
 class _Axis:
@@ -142,6 +157,8 @@ class _Axis:
         self.fs, self.bs = snd.factor, snd.blocks
         self.fd, self.bd = rcv.factor, rcv.blocks
         self.gets, self.first = rcv.gets, rcv.first
+        self.grain_s, self.period_s, _ = snd.runs()
+        self.grain_d, self.period_d, self.length_d = rcv.runs()
         # At the first receiver, for every pair: the overlap where it does not vary.
         at = self.bs[:, self.first]  # (I, J)
         self.least = self.overlap(at, np.arange(len(self.fs))[:, None], self.bd[np.arange(len(self.fd)),
@@ -162,29 +179,50 @@ class _Axis:
         return np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
 
     def _tabulate(self, split_s: np.ndarray, split_d: np.ndarray, chunk: int = 1 << 23) -> None:
-        """Least and varies of the split pairs. A few devices first: a pair with no overlap
-        on one of them has least 0 (exact, whatever ``varies`` says, as the product is 0);
-        the other pairs are counted on every device."""
-        sample = np.unique(np.concatenate([np.arange(min(8, self.n)), (_SPREAD * self.n).astype(np.int64)]))
-        low = self._table(split_s[:, None], split_d[None, :], sample).min(axis=2)
+        """Least and varies of the split pairs, on the devices that tell them apart: a pair's
+        overlap is constant on aligned runs of the gcd of its grains and repeats with the
+        lcm of its periods, so devices ``0, G, 2G, ...`` below the period and the
+        receivers' length see every value. A pair with many such devices tries a few
+        first: one without overlap there has least 0 (exact, whatever ``varies`` says, as
+        the product is 0)."""
+        # Eight devices shared by every pair first (one broadcast read, no gather per pair).
+        shared = np.unique((_SPREAD[:8] * self.n).astype(np.int64))
+        low = np.stack([self._points(split_s[:, None], split_d[None, :], d, chunk) for d in shared]).min(axis=0)
         self.least[np.ix_(split_s, split_d)] = 0.0
         self.varies[np.ix_(split_s, split_d)] = True
         rest = np.argwhere(low > 0)
-        step = max(1, chunk // max(1, self.n))
-        for lo in range(0, len(rest), step):
-            i, j = split_s[rest[lo:lo + step, 0]], split_d[rest[lo:lo + step, 1]]
-            table = self._table(i, j, np.arange(self.n))
-            least = table.min(axis=-1)
-            self.least[i, j] = least
-            self.varies[i, j] = table.max(axis=-1) != least
+        i, j = split_s[rest[:, 0]], split_d[rest[:, 1]]
+        grain = np.gcd(self.grain_s[i], self.grain_d[j])
+        span = np.minimum(np.minimum(np.lcm(self.period_s[i], self.period_d[j]), self.length_d[j]), self.n)
+        count = np.maximum(-(-span // grain), 1)
+        many = count > _TRY_FIRST
+        if many.any():
+            k = np.floor(_SPREAD[None, :] * count[many][:, None]).astype(np.int64)
+            k = np.concatenate([np.minimum(np.arange(8)[None, :], count[many][:, None] - 1), k], axis=1)
+            zero = self._points(i[many, None], j[many, None], grain[many][:, None] * k, chunk).min(axis=1) == 0
+            keep = np.ones(len(i), dtype=bool)
+            keep[np.flatnonzero(many)[zero]] = False
+            i, j, grain, count = i[keep], j[keep], grain[keep], count[keep]
+        order = np.argsort(count, kind="stable")
+        i, j, grain, count = i[order], j[order], grain[order], count[order]
+        lo = 0
+        while lo < len(i):
+            width = int(count[min(len(i) - 1, lo + max(1, chunk // int(count[lo])) - 1)])
+            hi = min(len(i), lo + max(1, chunk // width))
+            width = int(count[hi - 1])
+            k = np.minimum(np.arange(width)[None, :], count[lo:hi, None] - 1)
+            table = self._points(i[lo:hi, None], j[lo:hi, None], grain[lo:hi, None] * k, chunk)
+            least = table.min(axis=1)
+            self.least[i[lo:hi], j[lo:hi]] = least
+            self.varies[i[lo:hi], j[lo:hi]] = table.max(axis=1) != least
+            lo = hi
 
-    def _table(self, i: np.ndarray, j: np.ndarray, devices: np.ndarray) -> np.ndarray:
-        """The overlaps of pattern pairs ``(i, j)`` (broadcast) on ``devices``, a device that
-        does not receive for ``j`` taking the value at ``j``'s first receiver."""
-        i, j = np.asarray(i), np.asarray(j)
-        table = self.overlap(self.bs[i][..., devices], i[..., None], self.bd[j][..., devices], j[..., None])
+    def _points(self, i: np.ndarray, j: np.ndarray, devices: np.ndarray | int, chunk: int) -> np.ndarray:
+        """The overlaps of pattern pairs ``(i, j)`` on ``devices`` (all broadcast), a device
+        that does not receive for ``j`` taking the value at ``j``'s first receiver."""
+        table = self.overlap(self.bs[i, devices], i, self.bd[j, devices], j)
         at = self.overlap(self.bs[i, self.first[j]], i, self.bd[j, self.first[j]], j)
-        return np.where(self.gets[j][..., devices], table, at[..., None])
+        return np.where(self.gets[j, devices], table, at)
 
     def pair_overlaps(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """``(M, n)``: the overlap on every device for pattern pairs ``(i, j)``, a
