@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from pase.cost_models.alpha_beta import AlphaBetaCostModel
+from pase.costing import problem_shape
+from pase.costing.shape import plan_problem
 from pase.registry import MODELS
 from pase.space import ConfigSpace
 from pase.testing.relayout_reference import off_mesh_parts_by_device
@@ -47,3 +49,21 @@ def test_problem_equals_the_device_by_device_build(model, options, p, cluster, m
 def test_reduce_scatter_problem_equals_the_device_by_device_build(monkeypatch):
     fast, slow, _ = _problems("gpt2", GPT, 24, "h100-sxm", monkeypatch, reduce_scatter=True)
     _assert_equal(fast, slow)
+
+
+def test_edges_of_several_connections_share_one_matrix(monkeypatch):
+    # gpt2's layers repeat an edge of two connections; it is computed once and shared,
+    # and the Problem equals the one built edge by edge (no sharing keys).
+    graph = MODELS.get("gpt2")(**dict(MODELS.entry("gpt2").info["tiny"], layers=3))
+    space = ConfigSpace(graph, 8)
+    model = AlphaBetaCostModel("h100-sxm")
+    shape = problem_shape(graph, space, cost_model=model.for_devices(8))
+    _, plan = plan_problem(graph, space, model.for_devices(8))
+    multi = [e for e, conns in enumerate(plan) if len(conns) > 1]
+    assert len(multi) >= 2 and len({shape.shared_with[e] for e in multi}) < len(multi)
+    shared = model.problem(graph, space)
+    with monkeypatch.context() as m:
+        m.setattr(AlphaBetaCostModel, "edge_key", lambda *a: None)
+        alone = AlphaBetaCostModel("h100-sxm").problem(graph, space)
+    _assert_equal(shared, alone)
+    assert len({id(m) for m in shared.edge_costs}) < len({id(m) for m in alone.edge_costs})
