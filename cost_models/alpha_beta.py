@@ -57,7 +57,7 @@ from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
 from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_axes, mesh_order, owned_axes
-from pase.work.mapping import worst_group
+from pase.work.mapping import spanning_masks, spans_nodes, worst_group
 from pase.work.ops import OpWork
 from pase.work.relayout import placement_rows, relayout_matrix
 
@@ -386,15 +386,12 @@ class AlphaBetaCostModel(CostModel):
         p, dpn = self.p, self.cluster.devices_per_node
         if not self.cluster.spans_nodes(p):
             return np.zeros(masks.shape, dtype=bool)
-        sizes = [s for _, s in mesh_axes(p)]
-
-        def spans(m: int) -> bool:
-            return worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), dpn)[0] > 1
-
-        if len(sizes) <= 12:  # a table over every mask
-            return np.array([spans(m) for m in range(1 << len(sizes))], dtype=bool)[masks]
+        sizes = tuple(s for _, s in mesh_axes(p))
+        if len(sizes) <= 12:  # a table over every mask, memoised
+            return spanning_masks(sizes, dpn)[masks]
         uniq, inv = np.unique(masks, return_inverse=True)
-        return np.array([spans(m) for m in uniq.tolist()], dtype=bool)[inv.reshape(masks.shape)]
+        return np.array([spans_nodes(sizes, dpn, m) for m in uniq.tolist()],
+                        dtype=bool)[inv.reshape(masks.shape)]
 
     def _seconds(self, forward: np.ndarray, backward: np.ndarray, fwd_axes: np.ndarray,
                  bwd_axes: np.ndarray) -> np.ndarray:

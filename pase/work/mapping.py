@@ -40,6 +40,21 @@ def worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> tu
     return int(np.bincount(keys // width).max()), int(counts.max())
 
 
+def spans_nodes(sizes: tuple[int, ...], devices_per_node: int, mask: int) -> bool:
+    """Whether a group along the mesh axes in ``mask`` (bit ``i``: axis ``i`` of ``sizes``)
+    spans nodes (:func:`worst_group`)."""
+    return worst_group(tuple((s, bool(mask >> i & 1)) for i, s in enumerate(sizes)), devices_per_node)[0] > 1
+
+
+@functools.lru_cache(maxsize=64)
+def spanning_masks(sizes: tuple[int, ...], devices_per_node: int) -> np.ndarray:
+    """:func:`spans_nodes` for every mask of ``sizes``' axes: ``(2**L,)``, read-only. A pure
+    function of small integers, memoised like :func:`worst_group`."""
+    table = np.array([spans_nodes(sizes, devices_per_node, m) for m in range(1 << len(sizes))], dtype=bool)
+    table.flags.writeable = False
+    return table
+
+
 def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
                    cluster: Cluster, devices: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per config, how a group over ``dims`` sits on nodes: ``(nodes, local)``.

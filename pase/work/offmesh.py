@@ -142,7 +142,8 @@ def _bare(src_h: np.ndarray, dst_h: np.ndarray) -> np.ndarray:
 # Devices tried first for a pair of per-axis patterns (any set gives the same result;
 # a spread one finds a device without overlap early): a fixed pseudo-random choice.
 _SPREAD = np.random.default_rng(0).random(56)
-_TRY_FIRST = 96  # pairs read on more devices than this try 64 of them first
+_ROUND = 64  # devices per pair read at a time
+_STEP = 1_000_003  # a prime above any device count: k * _STEP mod count permutes 0 .. count-1
 
 
 class _Axis:
@@ -159,6 +160,14 @@ class _Axis:
         self.gets, self.first = rcv.gets, rcv.first
         self.grain_s, self.period_s, _ = snd.runs()
         self.grain_d, self.period_d, self.length_d = rcv.runs()
+        # Each pattern's block ends on every device, as overlap() forms them (flat, for take).
+        ts, td = (self.t / self.fs)[:, None], (self.t / self.fd)[:, None]
+        self.lo_s = self.bs * ts
+        self.hi_s, self.lo_s = (self.lo_s + ts).ravel(), self.lo_s.ravel()
+        self.lo_d = self.bd * td
+        self.hi_d, self.lo_d = (self.lo_d + td).ravel(), self.lo_d.ravel()
+        # Receivers exactly devices 0 .. length-1: a point below the length needs no fill.
+        self.prefix = (self.gets == (np.arange(self.n)[None, :] < self.length_d[:, None])).all(axis=1)
         # At the first receiver, for every pair: the overlap where it does not vary.
         at = self.bs[:, self.first]  # (I, J)
         self.least = self.overlap(at, np.arange(len(self.fs))[:, None], self.bd[np.arange(len(self.fd)),
@@ -195,32 +204,38 @@ class _Axis:
         grain = np.gcd(self.grain_s[i], self.grain_d[j])
         span = np.minimum(np.minimum(np.lcm(self.period_s[i], self.period_d[j]), self.length_d[j]), self.n)
         count = np.maximum(-(-span // grain), 1)
-        many = count > _TRY_FIRST
-        if many.any():
-            k = np.floor(_SPREAD[None, :] * count[many][:, None]).astype(np.int64)
-            k = np.concatenate([np.minimum(np.arange(8)[None, :], count[many][:, None] - 1), k], axis=1)
-            zero = self._points(i[many, None], j[many, None], grain[many][:, None] * k, chunk).min(axis=1) == 0
-            keep = np.ones(len(i), dtype=bool)
-            keep[np.flatnonzero(many)[zero]] = False
-            i, j, grain, count = i[keep], j[keep], grain[keep], count[keep]
-        order = np.argsort(count, kind="stable")
-        i, j, grain, count = i[order], j[order], grain[order], count[order]
-        lo = 0
-        while lo < len(i):
-            width = int(count[min(len(i) - 1, lo + max(1, chunk // int(count[lo])) - 1)])
-            hi = min(len(i), lo + max(1, chunk // width))
-            width = int(count[hi - 1])
-            k = np.minimum(np.arange(width)[None, :], count[lo:hi, None] - 1)
-            table = self._points(i[lo:hi, None], j[lo:hi, None], grain[lo:hi, None] * k, chunk)
-            least = table.min(axis=1)
-            self.least[i[lo:hi], j[lo:hi]] = least
-            self.varies[i[lo:hi], j[lo:hi]] = table.max(axis=1) != least
-            lo = hi
+        least = np.full(len(i), np.inf)
+        most = np.full(len(i), -np.inf)
+        # Rounds of devices, each pair's in a spread order (k * _STEP mod count, a
+        # permutation as _STEP is a prime above any count); a pair is done at its last
+        # device or at its first without overlap.
+        live = np.arange(len(i))
+        for start in range(0, int(count.max(initial=0)), _ROUND):
+            live = live[(count[live] > start) & (least[live] > 0)]
+            if not len(live):
+                break
+            k = (start + np.arange(_ROUND))[None, :] % count[live, None]
+            devices = grain[live, None] * (k * _STEP % count[live, None])
+            for lo in range(0, len(live), max(1, chunk // _ROUND)):
+                at = live[lo:lo + max(1, chunk // _ROUND)]
+                table = self._points(i[at, None], j[at, None], devices[lo:lo + len(at)], chunk)
+                least[at] = np.minimum(least[at], table.min(axis=1))
+                most[at] = np.maximum(most[at], table.max(axis=1))
+        self.least[i, j] = least
+        self.varies[i, j] = most != least
 
     def _points(self, i: np.ndarray, j: np.ndarray, devices: np.ndarray | int, chunk: int) -> np.ndarray:
         """The overlaps of pattern pairs ``(i, j)`` on ``devices`` (all broadcast), a device
         that does not receive for ``j`` taking the value at ``j``'s first receiver."""
-        table = self.overlap(self.bs[i, devices], i, self.bd[j, devices], j)
+        if np.ndim(devices) == 0:
+            table = self.overlap(self.bs[i, devices], i, self.bd[j, devices], j)
+        else:  # the same arithmetic on the precomputed block ends
+            fi, fj = i * self.n + devices, j * self.n + devices
+            table = np.minimum(self.hi_s.take(fi), self.hi_d.take(fj))
+            table -= np.maximum(self.lo_s.take(fi), self.lo_d.take(fj))
+            np.maximum(table, 0.0, out=table)
+            if self.prefix[j].all() and (devices < self.length_d[j]).all():
+                return table
         at = self.overlap(self.bs[i, self.first[j]], i, self.bd[j, self.first[j]], j)
         return np.where(self.gets[j, devices], table, at)
 
