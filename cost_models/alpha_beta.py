@@ -396,12 +396,34 @@ class AlphaBetaCostModel(CostModel):
     def _seconds(self, forward: np.ndarray, backward: np.ndarray, fwd_axes: np.ndarray,
                  bwd_axes: np.ndarray) -> np.ndarray:
         """Seconds of an edge: each direction ``a + bytes/B`` on its link, 0 when no bytes move."""
-        total = np.zeros(np.broadcast(forward, backward).shape)
+        shape = np.broadcast(forward, backward).shape
+        links = self._links()
+        total = None
         for elems, masks in ((forward, fwd_axes), (backward, bwd_axes)):
-            nbytes = elems * self.bytes_per_element
-            inter = self._inter(np.broadcast_to(masks, total.shape))
-            latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
-            bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
-                                 self.cluster.intra.bytes_per_second)
-            total = total + np.where(nbytes > 0, latency + nbytes / bandwidth, 0.0)
+            nbytes = np.broadcast_to(elems * self.bytes_per_element, shape)
+            masks = np.broadcast_to(masks, shape)
+            if links is None:  # over 12 mesh axes: the node test on the distinct masks
+                inter = self._inter(masks)
+                latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
+                bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
+                                     self.cluster.intra.bytes_per_second)
+            else:
+                latency, bandwidth = (a.take(masks) if a.ndim else a for a in links)
+            time = nbytes / bandwidth
+            time += latency
+            time[~(nbytes > 0)] = 0.0
+            total = time if total is None else total + time
         return total
+
+    def _links(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Latency and bandwidth of a receiver's link per mesh-axis mask (``(2**L,)`` tables,
+        or scalars when no group spans nodes); None over 12 mesh axes."""
+        intra, inter = self.cluster.intra, self.cluster.inter
+        if not self.cluster.spans_nodes(self.p):
+            return np.float64(intra.latency_s), np.float64(intra.bytes_per_second)
+        sizes = tuple(s for _, s in mesh_axes(self.p))
+        if len(sizes) > 12:
+            return None
+        spans = spanning_masks(sizes, self.cluster.devices_per_node)
+        return (np.where(spans, inter.latency_s, intra.latency_s),
+                np.where(spans, inter.bytes_per_second, intra.bytes_per_second))

@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
+
 
 def by_device(shape: Sequence[float], src_b: np.ndarray, src_f: np.ndarray, src_h: np.ndarray,
               dst_b: np.ndarray, dst_f: np.ndarray, dst_h: np.ndarray,
@@ -211,6 +213,7 @@ class _Axis:
         # device or at its first without overlap.
         live = np.arange(len(i))
         for start in range(0, int(count.max(initial=0)), _ROUND):
+            check_deadline("counting a re-layout off the mesh")
             live = live[(count[live] > start) & (least[live] > 0)]
             if not len(live):
                 break
@@ -254,7 +257,10 @@ def _least_held(t: np.ndarray, src_f: np.ndarray, senders: list[Patterns], dst_f
     if len(t) == 0:
         return np.ones((len(src_f), len(dst_f)))
     whole = _whole_tiles(t, src_f, dst_f)
-    axes = [_Axis(float(t[a]), senders[a], receivers[a], whole) for a in range(len(t))]
+    axes = []
+    for a in range(len(t)):
+        check_deadline("counting a re-layout off the mesh")
+        axes.append(_Axis(float(t[a]), senders[a], receivers[a], whole))
     held = count = zero = None
     for ax in axes:
         i, j = ax.i_of[:, None], ax.j_of[None, :]

@@ -98,6 +98,14 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inv.reshape(-1)
 
 
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (any dtype, any width) and each row's index among them."""
+    if rows.shape[1] == 0 or len(rows) == 0:
+        return rows[:1], np.zeros(len(rows), dtype=np.int64)
+    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
 def _bits(codes: np.ndarray) -> np.ndarray:
     """Per slot, the bit of its mesh axis (0 for padding)."""
     return np.where(codes > 0, np.left_shift(np.int64(1), np.maximum(codes, 1) - 1), 0)
@@ -125,7 +133,13 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
     # Per axis one table of packed bits over its distinct tuples: bits 0..L-1 the forward
     # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes.
     packed = np.zeros((S, D), dtype=np.int64)
-    overlap = np.ones((S, D))
+    # The overlap of the tiles, on the distinct tile shapes of each side (far fewer rows).
+    us, ts_of = _distinct(ts)
+    ud, td_of = _distinct(td)
+    overlap = np.ones((len(us), len(ud)))
+    for a in range(rank):
+        overlap *= np.minimum(us[:, a][:, None], ud[:, a][None, :])
+    overlap = overlap[ts_of[:, None], td_of[None, :]]
     for a in range(rank):
         us, i = _unique_rows(src[:, rank + a * L: rank + (a + 1) * L])
         ud, j = _unique_rows(dst[:, rank + a * L: rank + (a + 1) * L])
@@ -137,8 +151,7 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
         bwd = np.bitwise_or.reduce(np.where(changed, _bits(cd), 0), axis=-1)
         table = fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L))
         packed |= table[i[:, None], j[None, :]]
-        overlap *= np.minimum(ts[:, a][:, None], td[:, a][None, :])
-    overlap = np.where(packed >> (2 * L) & 1, 0.0, overlap)
+    overlap[(packed >> (2 * L) & 1) > 0] = 0.0
     forward = np.maximum(np.prod(td, axis=1)[None, :] - overlap, 0.0)
     backward = np.maximum(np.prod(ts, axis=1)[:, None] - overlap, 0.0)
     low = (1 << L) - 1
