@@ -49,6 +49,7 @@ from pase.cluster import PRECISIONS, Cluster, get_cluster
 from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
+from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
 from pase.perf.roofline import achieved_rate, pricer
 from pase.problem import Problem
@@ -301,7 +302,7 @@ class AlphaBetaCostModel(CostModel):
         seconds = self._seconds(*parts)
         if extra_s is not None:
             seconds = seconds + self._moved_seconds(output.shape, src, dst, parts)
-        return seconds[src_of[:, None], dst_of[None, :]]
+        return outer_take(seconds, src_of, dst_of)
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
@@ -407,12 +408,20 @@ class AlphaBetaCostModel(CostModel):
                 latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
                 bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
                                      self.cluster.intra.bytes_per_second)
+                time = nbytes / bandwidth
+                time += latency
+            elif links[0].ndim == 0:  # no group spans nodes: one link
+                time = nbytes / links[1]
+                time += links[0]
+            else:  # per mask from the tables, into one buffer (valid masks: no bound check)
+                time = links[1].take(masks, mode="clip")
+                np.divide(nbytes, time, out=time)
+                time += links[0].take(masks, mode="clip")
+            np.putmask(time, ~(nbytes > 0), 0.0)
+            if total is None:
+                total = time
             else:
-                latency, bandwidth = (a.take(masks) if a.ndim else a for a in links)
-            time = nbytes / bandwidth
-            time += latency
-            time[~(nbytes > 0)] = 0.0
-            total = time if total is None else total + time
+                total += time
         return total
 
     def _links(self) -> tuple[np.ndarray, np.ndarray] | None:

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from pase.deadline import check as check_deadline
+from pase.gather import outer_take
 
 
 def by_device(shape: Sequence[float], src_b: np.ndarray, src_f: np.ndarray, src_h: np.ndarray,
@@ -138,7 +139,7 @@ def _bare(src_h: np.ndarray, dst_h: np.ndarray) -> np.ndarray:
     us, i_of = _unique_rows(src_h)
     ud, j_of = _unique_rows(dst_h)
     small = (ud[None, :, :] & ~us[:, None, :]).any(axis=2)  # few distinct masks
-    return small[i_of[:, None], j_of[None, :]]
+    return outer_take(small, i_of, j_of)
 
 
 # Devices tried first for a pair of per-axis patterns (any set gives the same result;
@@ -234,8 +235,8 @@ class _Axis:
             table = self.overlap(self.bs[i, devices], i, self.bd[j, devices], j)
         else:  # the same arithmetic on the precomputed block ends
             fi, fj = i * self.n + devices, j * self.n + devices
-            table = np.minimum(self.hi_s.take(fi), self.hi_d.take(fj))
-            table -= np.maximum(self.lo_s.take(fi), self.lo_d.take(fj))
+            table = np.minimum(self.hi_s.take(fi, mode="clip"), self.hi_d.take(fj, mode="clip"))
+            table -= np.maximum(self.lo_s.take(fi, mode="clip"), self.lo_d.take(fj, mode="clip"))
             np.maximum(table, 0.0, out=table)
             if self.prefix[j].all() and (devices < self.length_d[j]).all():
                 return table
@@ -263,10 +264,10 @@ def _least_held(t: np.ndarray, src_f: np.ndarray, senders: list[Patterns], dst_f
         axes.append(_Axis(float(t[a]), senders[a], receivers[a], whole))
     held = count = zero = None
     for ax in axes:
-        i, j = ax.i_of[:, None], ax.j_of[None, :]
-        low = ax.least[i, j]
+        low = outer_take(ax.least, ax.i_of, ax.j_of)
+        varies = outer_take(ax.varies, ax.i_of, ax.j_of)
         held = low if held is None else held * low
-        count = ax.varies[i, j].astype(np.int8) if count is None else count + ax.varies[i, j]
+        count = varies.astype(np.int8) if count is None else count + varies
         zero = (low == 0) if zero is None else zero | (low == 0)
     # A receiver with no overlap on one axis holds nothing: the least product is 0 then.
     many = np.argwhere((count >= 2) & ~zero)

@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
+from pase.gather import outer_take
 from pase.ir import Op, Port
 from pase.work.axis_blocks import rank_blocks, side_patterns
 from pase.work.layout import (
@@ -129,17 +130,10 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
     L = (src.shape[-1] - 1) // rank - 1 if rank else 0
     ts = t / src[:, :rank].astype(np.float64)
     td = t / dst[:, :rank].astype(np.float64)
-    S, D = len(src), len(dst)
     # Per axis one table of packed bits over its distinct tuples: bits 0..L-1 the forward
-    # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes.
-    packed = np.zeros((S, D), dtype=np.int64)
-    # The overlap of the tiles, on the distinct tile shapes of each side (far fewer rows).
-    us, ts_of = _distinct(ts)
-    ud, td_of = _distinct(td)
-    overlap = np.ones((len(us), len(ud)))
-    for a in range(rank):
-        overlap *= np.minimum(us[:, a][:, None], ud[:, a][None, :])
-    overlap = overlap[ts_of[:, None], td_of[None, :]]
+    # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes on
+    # the distinct combinations of tuples of each side, then spread to every row pair.
+    tables, tuple_s, tuple_d = [], [], []
     for a in range(rank):
         us, i = _unique_rows(src[:, rank + a * L: rank + (a + 1) * L])
         ud, j = _unique_rows(dst[:, rank + a * L: rank + (a + 1) * L])
@@ -149,13 +143,35 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
         changed = np.cumsum(differ, axis=-1) > 0
         fwd = np.bitwise_or.reduce(np.where(changed, _bits(cs), 0), axis=-1)
         bwd = np.bitwise_or.reduce(np.where(changed, _bits(cd), 0), axis=-1)
-        table = fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L))
-        packed |= table[i[:, None], j[None, :]]
-    overlap[(packed >> (2 * L) & 1) > 0] = 0.0
-    forward = np.maximum(np.prod(td, axis=1)[None, :] - overlap, 0.0)
-    backward = np.maximum(np.prod(ts, axis=1)[:, None] - overlap, 0.0)
+        tables.append(fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L)))
+        tuple_s.append(i)
+        tuple_d.append(j)
+    if rank:
+        combos_s, combo_s = _unique_rows(np.stack(tuple_s, axis=1))
+        combos_d, combo_d = _unique_rows(np.stack(tuple_d, axis=1))
+        packed = np.zeros((len(combos_s), len(combos_d)), dtype=np.int64)
+        for a, table in enumerate(tables):
+            packed |= outer_take(table, combos_s[:, a], combos_d[:, a])
+        packed = outer_take(packed, combo_s, combo_d)
+    else:
+        packed = np.zeros((len(src), len(dst)), dtype=np.int64)
+    # The overlap of the tiles, on the distinct tile shapes of each side (far fewer rows).
+    us, ts_of = _distinct(ts)
+    ud, td_of = _distinct(td)
+    overlap = np.ones((len(us), len(ud)))
+    for a in range(rank):
+        overlap *= np.minimum(us[:, a][:, None], ud[:, a][None, :])
+    overlap = outer_take(overlap, ts_of, td_of)
+    np.putmask(overlap, packed >= (1 << (2 * L)), 0.0)  # a conflict: some device holds nothing
+    forward = np.prod(td, axis=1)[None, :] - overlap
+    np.maximum(forward, 0.0, out=forward)
+    overlap = np.subtract(np.prod(ts, axis=1)[:, None], overlap, out=overlap)
+    backward = np.maximum(overlap, 0.0, out=overlap)
     low = (1 << L) - 1
-    return forward, backward, packed & low, (packed >> L) & low
+    fwd_axes = packed & low
+    packed >>= L
+    packed &= low
+    return forward, backward, fwd_axes, packed
 
 
 def received_elements(shape: Sequence[float], src_blocks: np.ndarray, src_factors: Sequence[int],
@@ -264,7 +280,7 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
                         dst_configs[first_d], dst, devices)
     if small:
         return parts, src_of, dst_of, src, dst
-    return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
+    return tuple(outer_take(part, src_of, dst_of) for part in parts)
 
 
 def _off_mesh_parts(parts: list, producer: Op, output: Port, src_configs: np.ndarray, src: np.ndarray,
