@@ -1,13 +1,15 @@
 """Scale of the exact search: build and solve seconds, table entries and peak RSS of
 the dp on models x device counts, with each technique switched off in turn.
 
-Every run is its own process (so its peak RSS, ``ru_maxrss``, is its own), niced,
+Each row is solved by ``auto``, the default solver (``method``: the dp, or the
+decomposition where the dp's tables do not fit; ``gap``: its proven relative gap, 0
+when optimal). Every run is its own process (so its peak RSS, ``ru_maxrss``, is its own), niced,
 and stopped at ``--time-limit`` seconds (the dp's ``time_limit``; the process is
 killed a little later). Variants, each a list of dp ``--option`` flags or
 ``share=false``:
 
 - ``all``: what ``pase solve`` does (build once, blocks, pruning);
-- ``prune=false``, ``blocks=false``: the dp with that technique off;
+- ``prune=false``, ``blocks=false``: the dp (through ``auto``) with that technique off;
 - ``share=false``: the Problem built op by op, edge by edge (no shared arrays);
 - ``mesh=AxB``: the mesh-shaped configuration space (``ConfigSpace(mesh=...)``)
   instead of the paper's divisor space, so its cost column shows the trade-off;
@@ -15,7 +17,9 @@ killed a little later). Variants, each a list of dp ``--option`` flags or
 
 The ratios are the variant's solve (or build) seconds over the ``all`` row's.
 ``dry s`` is the dp dry run's prediction for the row (blocks folded as ``solve``
-would), ``cpu s`` the solve's CPU seconds (robust to a loaded machine).
+would; run before the build, outside its timing), ``build s (cpu)`` the build's wall
+(CPU) seconds, ``cpu s`` the solve's CPU seconds, ``total cpu`` both (CPU seconds are
+robust to a loaded machine).
 
     nice -n 10 python benchmarks/scale.py [--models transformer,gpt2:layers=12]
         [--devices 64,256,1024] [--variants all,prune=false,blocks=false,mesh=32x32]
@@ -52,7 +56,7 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
     from pase.costing import problem_shape
     from pase.errors import PaseError, TimeLimitError
     from pase.options import parse_bytes
-    from pase.solvers import dp
+    from pase.solvers import auto, dp
 
     name, model_options = parse_model(spec)
     options: dict[str, object] = {}
@@ -71,6 +75,17 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
             else:
                 options[key] = value != "false"
     out: dict[str, object] = {"model": spec, "p": devices, "variant": variant}
+    if not options:  # the dry run first, outside the build's timing
+        dry_graph, dry_space = build_space(name, devices, model_options=model_options, mesh=mesh,
+                                           powers_of_two=powers_of_two)
+        try:
+            # The paper model's sharing keys are structural (an op's signature, a port's
+            # split factors): the dry run finds blocks by them whatever model prices the row.
+            out["dry_s"] = dp.dry_run(problem_shape(dry_graph, dry_space,
+                                                    cost_model=make_cost_model("paper")))[
+                "estimated_seconds"]
+        except PaseError:
+            pass
     start, build_cpu = time.perf_counter(), time.process_time()
     graph, space = build_space(name, devices, model_options=model_options, mesh=mesh,
                                powers_of_two=powers_of_two)
@@ -78,15 +93,6 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
     if not share:
         model.vertex_key = lambda *a: None  # every op and edge priced on its own
         model.edge_key = lambda *a: None
-    if not options:
-        try:
-            # The paper model's sharing keys are structural (an op's signature, a port's
-            # split factors): the dry run finds blocks by them whatever model prices the row.
-            out["dry_s"] = dp.dry_run(problem_shape(graph, space,
-                                                    cost_model=make_cost_model("paper")))[
-                "estimated_seconds"]
-        except PaseError:
-            pass
     try:
         problem = model.problem(graph, space)
     except PaseError as e:
@@ -99,7 +105,7 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
     out["configs"] = int(problem.sizes.sum())
     start, cpu = time.perf_counter(), time.process_time()
     try:
-        solution = dp.solve(problem, time_limit=time_limit, **options)
+        solution = auto.solve(problem, time_limit=time_limit, **options)
     except TimeLimitError:
         out.update(status="time_limit", solve_s=time.perf_counter() - start)
         return out
@@ -110,6 +116,7 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
     out["cpu_s"] = time.process_time() - cpu
     stats = solution.stats
     out.update(status=str(solution.status), cost=solution.cost, gap=solution.gap,
+               method=stats.get("method"),
                table_entries=stats.get("table_entries"), pruned=stats.get("pruned"),
                blocks=stats.get("blocks_found", 0), removed=stats.get("vertices_removed", 0),
                capped=stats.get("blocks_capped", stats.get("capped")))
@@ -149,14 +156,13 @@ def _cap(r: dict) -> str:
     capped = r.get("capped")
     if capped is None:
         return "-"
-    gap = r.get("gap")
-    return f"{capped}" + (f", gap {gap:.2e}" if gap else "")
+    return f"{capped}"
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| model | p | variant | status | build s (cpu) | solve s | cpu s | dry s | solve ratio | "
-            "build ratio | table entries | pruned | blocks (vertices removed) | peak RSS MiB | "
-            "cost | cap |")
+    head = ("| model | p | variant | status | method | gap | build s (cpu) | solve s | cpu s | total cpu | "
+            "dry s | solve ratio | build ratio | table entries | pruned | blocks (vertices removed) | "
+            "peak RSS MiB | cost | cap |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     base = {(r["model"], r["p"]): r for r in rows if r["variant"] == "all"}
     for r in rows:
@@ -164,10 +170,13 @@ def table(rows: list[dict]) -> str:
         ratio = (r.get("solve_s") / ref["solve_s"]) if r.get("solve_s") and ref.get("solve_s") else None
         bratio = (r.get("build_s") / ref["build_s"]) if r.get("build_s") and ref.get("build_s") else None
         blocks = f"{r.get('blocks', 0)} ({r.get('removed', 0)})" if "blocks" in r else "-"
+        total = (r["build_cpu_s"] + r["cpu_s"]) if "build_cpu_s" in r and "cpu_s" in r else None
+        gap = r.get("gap")
         lines.append(
-            f"| {r['model']} | {r['p']} | {r['variant']} | {r['status']} | {_fmt(r.get('build_s'))} "
+            f"| {r['model']} | {r['p']} | {r['variant']} | {r['status']} | {r.get('method') or '-'} | "
+            f"{'-' if gap is None else f'{gap:.2g}'} | {_fmt(r.get('build_s'))} "
             f"({_fmt(r.get('build_cpu_s'))}) | "
-            f"{_fmt(r.get('solve_s'))} | {_fmt(r.get('cpu_s'))} | {_fmt(r.get('dry_s'))} | "
+            f"{_fmt(r.get('solve_s'))} | {_fmt(r.get('cpu_s'))} | {_fmt(total)} | {_fmt(r.get('dry_s'))} | "
             f"{_fmt(ratio)} | {_fmt(bratio)} | "
             f"{_fmt(r.get('table_entries'))} | {_fmt(r.get('pruned'))} | {blocks} | "
             f"{_fmt(r.get('peak_mib'), 0)} | {_fmt(r.get('cost'), 6)} | {_cap(r)} |")
@@ -201,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_one(spec, devices, variant, args.cost_model, args.time_limit,
                               args.cluster, args.memory_cap)
                 rows.append(row)
-                print(f"{row['status']} build {_fmt(row.get('build_s'))} s, solve "
+                print(f"{row['status']} ({row.get('method', '-')}) build {_fmt(row.get('build_s'))} s "
+                      f"(cpu {_fmt(row.get('build_cpu_s'))}), solve "
                       f"{_fmt(row.get('solve_s'))} s (cpu {_fmt(row.get('cpu_s'))}, dry "
                       f"{_fmt(row.get('dry_s'))}), cost {_fmt(row.get('cost'), 6)}, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
                       f"pruned {_fmt(row.get('pruned'))}, blocks {row.get('blocks', '-')}", flush=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from provenance import stamp
 
-from pase.api import build_problem, build_space, run_solver
+from pase.api import build_problem, build_space, make_cost_model, run_solver
 from pase.costing import problem_shape
 from pase.counts import counts
 from pase.errors import PaseError, TimeLimitError
@@ -112,7 +112,10 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: 
 def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
             dtype_bytes: float) -> dict:
     graph, space = build_space(model, p)
-    shape = problem_shape(graph, space)
+    shape = problem_shape(graph, space)  # no cost model: the shape the dry run reads
+    # The build budget holds the arrays alpha-beta builds: a matrix shared by its keys counts once.
+    built_shape = problem_shape(graph, space, cost_model=make_cost_model(
+        "alpha-beta", cluster=CLUSTERS[0], bytes_per_element=dtype_bytes).for_devices(p))
     c = counts(graph)
     row = {"model": model, "p": p, "vertices": shape.num_vertices, "edges": len(shape.edges),
            "configs": int(sum(space.sizes)), "parameters": c.parameters, "flops": c.forward_flops}
@@ -120,8 +123,8 @@ def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
     best = min(plan["orderings"], key=lambda o: o["table_entries"])
     decompose = plan["auto"]["method"] == "decompose"  # auto's decomposition: never skipped
     row["predicted_s"] = best["estimated_seconds"]
-    if shape.array_bytes > max_build_bytes:
-        row["skipped"] = (f"cost arrays {shape.array_bytes / 2**30:.3g} GiB; dp predicted "
+    if built_shape.array_bytes > max_build_bytes:
+        row["skipped"] = (f"cost arrays {built_shape.array_bytes / 2**30:.3g} GiB; dp predicted "
                           f"{best['estimated_seconds']:.3g} s")
         return row
     if not decompose and (not best["within_memory_budget"] or best["estimated_seconds"] > max_seconds):
@@ -228,7 +231,8 @@ Rows that hit the first run's 60 s dp limit or were predicted over it were run a
 180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
 `dp time limit` are memory-capped searches on the largest models, where the cap binds and
 the capped dp is much slower than its uncapped prediction. Rows still out of reach need
-more than pase's 4 GiB build budget (gpt3-175b, llama2-70b at p = 256) or, for DenseNet-121,
+more than pase's 4 GiB build budget (the budget counts the arrays alpha-beta builds, a shared
+matrix once) or, for DenseNet-121,
 tables no machine holds: every layer of a dense block reads all earlier outputs, so the
 dependent sets reach 25 vertices.
 

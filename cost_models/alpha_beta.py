@@ -49,6 +49,7 @@ from pase.cluster import PRECISIONS, Cluster, get_cluster
 from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
+from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
 from pase.perf.roofline import achieved_rate, pricer
 from pase.problem import Problem
@@ -57,7 +58,7 @@ from pase.space import ConfigSpace
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
 from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_axes, mesh_order, owned_axes
-from pase.work.mapping import worst_group
+from pase.work.mapping import spanning_masks, spans_nodes, worst_group
 from pase.work.ops import OpWork
 from pase.work.relayout import placement_rows, relayout_matrix
 
@@ -301,7 +302,7 @@ class AlphaBetaCostModel(CostModel):
         seconds = self._seconds(*parts)
         if extra_s is not None:
             seconds = seconds + self._moved_seconds(output.shape, src, dst, parts)
-        return seconds[src_of[:, None], dst_of[None, :]]
+        return outer_take(seconds, src_of, dst_of)
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
@@ -386,25 +387,52 @@ class AlphaBetaCostModel(CostModel):
         p, dpn = self.p, self.cluster.devices_per_node
         if not self.cluster.spans_nodes(p):
             return np.zeros(masks.shape, dtype=bool)
-        sizes = [s for _, s in mesh_axes(p)]
-
-        def spans(m: int) -> bool:
-            return worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), dpn)[0] > 1
-
-        if len(sizes) <= 12:  # a table over every mask
-            return np.array([spans(m) for m in range(1 << len(sizes))], dtype=bool)[masks]
+        sizes = tuple(s for _, s in mesh_axes(p))
+        if len(sizes) <= 12:  # a table over every mask, memoised
+            return spanning_masks(sizes, dpn)[masks]
         uniq, inv = np.unique(masks, return_inverse=True)
-        return np.array([spans(m) for m in uniq.tolist()], dtype=bool)[inv.reshape(masks.shape)]
+        return np.array([spans_nodes(sizes, dpn, m) for m in uniq.tolist()],
+                        dtype=bool)[inv.reshape(masks.shape)]
 
     def _seconds(self, forward: np.ndarray, backward: np.ndarray, fwd_axes: np.ndarray,
                  bwd_axes: np.ndarray) -> np.ndarray:
         """Seconds of an edge: each direction ``a + bytes/B`` on its link, 0 when no bytes move."""
-        total = np.zeros(np.broadcast(forward, backward).shape)
+        shape = np.broadcast(forward, backward).shape
+        links = self._links()
+        total = None
         for elems, masks in ((forward, fwd_axes), (backward, bwd_axes)):
-            nbytes = elems * self.bytes_per_element
-            inter = self._inter(np.broadcast_to(masks, total.shape))
-            latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
-            bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
-                                 self.cluster.intra.bytes_per_second)
-            total = total + np.where(nbytes > 0, latency + nbytes / bandwidth, 0.0)
+            nbytes = np.broadcast_to(elems * self.bytes_per_element, shape)
+            masks = np.broadcast_to(masks, shape)
+            if links is None:  # over 12 mesh axes: the node test on the distinct masks
+                inter = self._inter(masks)
+                latency = np.where(inter, self.cluster.inter.latency_s, self.cluster.intra.latency_s)
+                bandwidth = np.where(inter, self.cluster.inter.bytes_per_second,
+                                     self.cluster.intra.bytes_per_second)
+                time = nbytes / bandwidth
+                time += latency
+            elif links[0].ndim == 0:  # no group spans nodes: one link
+                time = nbytes / links[1]
+                time += links[0]
+            else:  # per mask from the tables, into one buffer (valid masks: no bound check)
+                time = links[1].take(masks, mode="clip")
+                np.divide(nbytes, time, out=time)
+                time += links[0].take(masks, mode="clip")
+            np.putmask(time, ~(nbytes > 0), 0.0)
+            if total is None:
+                total = time
+            else:
+                total += time
         return total
+
+    def _links(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Latency and bandwidth of a receiver's link per mesh-axis mask (``(2**L,)`` tables,
+        or scalars when no group spans nodes); None over 12 mesh axes."""
+        intra, inter = self.cluster.intra, self.cluster.inter
+        if not self.cluster.spans_nodes(self.p):
+            return np.float64(intra.latency_s), np.float64(intra.bytes_per_second)
+        sizes = tuple(s for _, s in mesh_axes(self.p))
+        if len(sizes) > 12:
+            return None
+        spans = spanning_masks(sizes, self.cluster.devices_per_node)
+        return (np.where(spans, inter.latency_s, intra.latency_s),
+                np.where(spans, inter.bytes_per_second, intra.bytes_per_second))

@@ -175,13 +175,21 @@ class Problem:
     def check_finite(self, where: str) -> None:
         """Refuse any +inf cost or memory: what a cost model builds is finite unless an
         attribute or a size overflowed float64 (``pw`` of 1e308); names the op."""
+        seen: set[int] = set()  # a shared (read-only) array is checked once
+
+        def finite(a: np.ndarray) -> bool:
+            if id(a) in seen:
+                return True
+            seen.add(id(a))
+            return bool(np.isfinite(a).all())
+
         for label, arrays in (("cost", self.vertex_costs), ("memory", self.memory or [])):
             for v, a in enumerate(arrays):
-                if not np.isfinite(a).all():
+                if not finite(a):
                     raise ProblemError(f"{where}: op {self.names[v]!r} has an infinite {label} "
                                        f"(its attributes or sizes overflow float64)")
         for (u, v), m in zip(self.edges, self.edge_costs):
-            if not np.isfinite(m).all():
+            if not finite(m):
                 raise ProblemError(f"{where}: the edge {self.names[u]!r} -> {self.names[v]!r} "
                                    f"has an infinite cost (the tensor sizes overflow float64)")
 

@@ -28,7 +28,8 @@ from pase.testing import random_problem
 # Wall seconds a loaded machine may add to an end-to-end run (its CPU time is exact).
 LOAD_ROOM = 30.0
 # The biggest gpt3 preset on 64 A100s: today its build alone takes ~25 CPU s.
-GPT3 = ("gpt3-175b", "-p", "64", "--cluster", "dgx-a100")
+# A build that outlasts the limits below: alpha-beta at p = 1024, about 15 CPU s.
+GPT3 = ("gpt3-175b", "-p", "1024", "--cluster", "dgx-a100")
 
 
 def _bound(limit: float) -> float:
@@ -74,11 +75,11 @@ def test_passed_deadline_stops_the_build_promptly():
 
 
 def test_solve_counts_the_build_against_the_limit():
-    """pase.solve's time_limit covers the build: today the build runs to the end (25 s)
-    and the dp then gets the whole limit."""
+    """pase.solve's time_limit covers the build: the alpha-beta build of gpt3-175b at
+    p = 1024 (about 15 CPU s) stops at the limit instead of handing the dp the whole of it."""
     t0 = time.process_time()
     with pytest.raises(TimeLimitError, match="time limit of 2 s"):
-        pase.solve("gpt3-175b", 64, cost_model="alpha-beta", cluster="dgx-a100", time_limit=2)
+        pase.solve("gpt3-175b", 1024, cost_model="alpha-beta", cluster="dgx-a100", time_limit=2)
     assert time.process_time() - t0 < _bound(2)
 
 
@@ -155,8 +156,8 @@ def _one_line_time_limit(done: subprocess.CompletedProcess) -> None:
 
 
 def test_capped_gpt3_solve_ends_within_its_limit():
-    """The cluster's 40 GiB caps gpt3-175b: today the build alone takes ~25 s past a 5 s
-    limit, then the dp answers `infeasible` anyway."""
+    """The cluster's 40 GiB caps gpt3-175b; the build alone takes ~15 s, past a 5 s
+    limit: the command stops there."""
     done, wall, cpu = _run("solve", *GPT3, "--time-limit", "5", timeout=300)
     _one_line_time_limit(done)
     assert cpu <= _bound(5), (cpu, done.stderr)

@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 
+from pase.gather import outer_take
 from pase.ir import Op
 
 
@@ -32,7 +33,7 @@ def pairwise(src_rows: np.ndarray, dst_rows: np.ndarray,
     src, src_of = np.unique(src_rows, axis=0, return_inverse=True)
     dst, dst_of = np.unique(dst_rows, axis=0, return_inverse=True)
     small = kernel(src[:, None, :], dst[None, :, :])
-    return small[src_of.reshape(-1)[:, None], dst_of.reshape(-1)[None, :]]
+    return outer_take(small, src_of, dst_of)
 
 
 def op_signature(op: Op) -> tuple:

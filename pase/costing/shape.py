@@ -163,12 +163,9 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
     for e, pair in enumerate(edges):
         conns = by_pair[pair]
         key = None
-        # Only a single connection, oriented as the Problem stores it, can be shared as is.
-        if cost_model is not None and len(conns) == 1 and conns[0][0] < conns[0][2]:
-            u, _, v, _ = conns[0]
-            pu, port_u, pv, port_v = connection_ports(graph, conns[0])
+        if cost_model is not None:
             check_deadline(f"keying edge {e + 1} of {len(edges)}")
-            key = cost_model.edge_key(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
+            key = _edge_sum_key(graph, space, cost_model, conns)
         shared_with.append(e if key is None else first_with_key.setdefault(key, e))
     vertex_shared_with: list[int] = []
     if cost_model is not None:
@@ -183,6 +180,22 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
                          True if cost_model is None else cost_model.has_memory(), producer, shared_with,
                          vertex_shared_with)
     return shape, [by_pair[pair] for pair in edges]
+
+
+def _edge_sum_key(graph: Graph, space: ConfigSpace, cost_model: "CostModel",
+                  conns: list[Connection]) -> Hashable | None:
+    """A key for the sum of an edge's connection matrices, in the order the build adds
+    them: each connection's :meth:`~CostModel.edge_key` and whether it is transposed
+    (its producer after its consumer in vertex order); None when one has no key."""
+    keys = []
+    for conn in conns:
+        u, _, v, _ = conn
+        pu, port_u, pv, port_v = connection_ports(graph, conn)
+        key = cost_model.edge_key(pu, port_u, space.configs[u], pv, port_v, space.configs[v])
+        if key is None:
+            return None
+        keys.append((key, u > v))
+    return tuple(keys)
 
 
 def check_build_budget(shape: ProblemShape, memory_budget: float | None = None) -> None:

@@ -26,6 +26,7 @@ from pase.costing.keys import array_key
 from pase.costing.shape import ProblemShape
 from pase.deadline import check as check_deadline
 from pase.errors import OptionError
+from pase.gather import outer_take
 from pase.ir import Graph, Op
 from pase.problem import VariantMap
 from pase.work.variants import (
@@ -154,7 +155,7 @@ def expand_matrix(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
     identity layouts return ``matrix`` itself)."""
     if len(rows) == matrix.shape[0] and len(cols) == matrix.shape[1]:
         return matrix
-    return matrix[rows[:, None], cols[None, :]]
+    return outer_take(matrix, rows, cols)
 
 
 def all_variant_terms(model: Any, graph: Graph, space: Any, shape: ProblemShape,

@@ -40,6 +40,31 @@ def worst_group(mesh: tuple[tuple[int, bool], ...], devices_per_node: int) -> tu
     return int(np.bincount(keys // width).max()), int(counts.max())
 
 
+def spans_nodes(sizes: tuple[int, ...], devices_per_node: int, mask: int) -> bool:
+    """Whether a group along the mesh axes in ``mask`` (bit ``i``: axis ``i`` of ``sizes``)
+    spans nodes (:func:`worst_group`)."""
+    return worst_group(tuple((s, bool(mask >> i & 1)) for i, s in enumerate(sizes)), devices_per_node)[0] > 1
+
+
+@functools.lru_cache(maxsize=64)
+def group_table(sizes: tuple[int, ...], devices_per_node: int) -> np.ndarray:
+    """:func:`worst_group` of the group along the mesh axes of every mask of ``sizes``' axes
+    (bit ``i``: axis ``i``): ``(2**L, 2)`` (nodes, local), read-only. A pure function of
+    small integers, memoised like :func:`worst_group`."""
+    table = np.array([worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)), devices_per_node)
+                      for m in range(1 << len(sizes))], dtype=np.int64).reshape(-1, 2)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=64)
+def spanning_masks(sizes: tuple[int, ...], devices_per_node: int) -> np.ndarray:
+    """:func:`spans_nodes` for every mask of ``sizes``' axes: ``(2**L,)``, read-only."""
+    table = group_table(sizes, devices_per_node)[:, 0] > 1
+    table.flags.writeable = False
+    return table
+
+
 def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
                    cluster: Cluster, devices: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per config, how a group over ``dims`` sits on nodes: ``(nodes, local)``.
@@ -67,7 +92,10 @@ def group_topology(op: Op, configs: np.ndarray, dims: Sequence[int],
     weights = np.left_shift(np.int64(1), np.arange(len(sizes), dtype=np.int64))
     masks = (owns[:, dims, :].any(axis=1) * weights).sum(axis=1) if dims else np.zeros(len(configs), np.int64)
     on = np.flatnonzero(~off & (q > 1))
-    if len(on):
+    if len(on) and len(sizes) <= 12:  # a table over every mask, memoised
+        got = group_table(sizes, cluster.devices_per_node)[masks[on]]
+        nodes[on], local[on] = got[:, 0], got[:, 1]
+    elif len(on):
         uniq, inv = np.unique(masks[on], return_inverse=True)
         got = np.array([worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
                                      cluster.devices_per_node) for m in uniq.tolist()], dtype=np.int64)

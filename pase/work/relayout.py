@@ -17,7 +17,8 @@ axis are nested when one layout's mesh-axis tuple on that axis is a prefix of th
 other's, and some device holds a disjoint block otherwise; so the least overlap
 over devices is ``prod(min(src tile, dst tile))`` when every axis is nested and 0
 otherwise (:func:`relayout_elements`, checked against enumeration over devices in
-tests/test_layout.py). Placements off the mesh are enumerated device by device.
+tests/test_layout.py). Placements off the mesh are counted one tensor axis at a time
+(:mod:`pase.work.offmesh`).
 """
 from __future__ import annotations
 
@@ -26,15 +27,16 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
+from pase.gather import outer_take
 from pase.ir import Op, Port
+from pase.work.axis_blocks import rank_blocks, side_patterns
 from pase.work.layout import (
-    active_devices,
     axis_sizes,
     dim_axes,
     mesh_coords,
     owned_axes,
-    port_blocks,
 )
+from pase.work.offmesh import received, worst_received
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                     "exchange")
@@ -97,6 +99,14 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inv.reshape(-1)
 
 
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (any dtype, any width) and each row's index among them."""
+    if rows.shape[1] == 0 or len(rows) == 0:
+        return rows[:1], np.zeros(len(rows), dtype=np.int64)
+    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
 def _bits(codes: np.ndarray) -> np.ndarray:
     """Per slot, the bit of its mesh axis (0 for padding)."""
     return np.where(codes > 0, np.left_shift(np.int64(1), np.maximum(codes, 1) - 1), 0)
@@ -120,11 +130,10 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
     L = (src.shape[-1] - 1) // rank - 1 if rank else 0
     ts = t / src[:, :rank].astype(np.float64)
     td = t / dst[:, :rank].astype(np.float64)
-    S, D = len(src), len(dst)
     # Per axis one table of packed bits over its distinct tuples: bits 0..L-1 the forward
-    # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes.
-    packed = np.zeros((S, D), dtype=np.int64)
-    overlap = np.ones((S, D))
+    # axes, L..2L-1 the backward axes, bit 2L a conflict (not nested); OR-ed over axes on
+    # the distinct combinations of tuples of each side, then spread to every row pair.
+    tables, tuple_s, tuple_d = [], [], []
     for a in range(rank):
         us, i = _unique_rows(src[:, rank + a * L: rank + (a + 1) * L])
         ud, j = _unique_rows(dst[:, rank + a * L: rank + (a + 1) * L])
@@ -134,14 +143,35 @@ def relayout_elements(shape: Sequence[float], src: np.ndarray, dst: np.ndarray,
         changed = np.cumsum(differ, axis=-1) > 0
         fwd = np.bitwise_or.reduce(np.where(changed, _bits(cs), 0), axis=-1)
         bwd = np.bitwise_or.reduce(np.where(changed, _bits(cd), 0), axis=-1)
-        table = fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L))
-        packed |= table[i[:, None], j[None, :]]
-        overlap *= np.minimum(ts[:, a][:, None], td[:, a][None, :])
-    overlap = np.where(packed >> (2 * L) & 1, 0.0, overlap)
-    forward = np.maximum(np.prod(td, axis=1)[None, :] - overlap, 0.0)
-    backward = np.maximum(np.prod(ts, axis=1)[:, None] - overlap, 0.0)
+        tables.append(fwd | (bwd << L) | (conflict.astype(np.int64) << (2 * L)))
+        tuple_s.append(i)
+        tuple_d.append(j)
+    if rank:
+        combos_s, combo_s = _unique_rows(np.stack(tuple_s, axis=1))
+        combos_d, combo_d = _unique_rows(np.stack(tuple_d, axis=1))
+        packed = np.zeros((len(combos_s), len(combos_d)), dtype=np.int64)
+        for a, table in enumerate(tables):
+            packed |= outer_take(table, combos_s[:, a], combos_d[:, a])
+        packed = outer_take(packed, combo_s, combo_d)
+    else:
+        packed = np.zeros((len(src), len(dst)), dtype=np.int64)
+    # The overlap of the tiles, on the distinct tile shapes of each side (far fewer rows).
+    us, ts_of = _distinct(ts)
+    ud, td_of = _distinct(td)
+    overlap = np.ones((len(us), len(ud)))
+    for a in range(rank):
+        overlap *= np.minimum(us[:, a][:, None], ud[:, a][None, :])
+    overlap = outer_take(overlap, ts_of, td_of)
+    np.putmask(overlap, packed >= (1 << (2 * L)), 0.0)  # a conflict: some device holds nothing
+    forward = np.prod(td, axis=1)[None, :] - overlap
+    np.maximum(forward, 0.0, out=forward)
+    overlap = np.subtract(np.prod(ts, axis=1)[:, None], overlap, out=overlap)
+    backward = np.maximum(overlap, 0.0, out=overlap)
     low = (1 << L) - 1
-    return forward, backward, packed & low, (packed >> L) & low
+    fwd_axes = packed & low
+    packed >>= L
+    packed &= low
+    return forward, backward, fwd_axes, packed
 
 
 def received_elements(shape: Sequence[float], src_blocks: np.ndarray, src_factors: Sequence[int],
@@ -188,58 +218,33 @@ def placement_rows(op: Op, port: Port, configs: np.ndarray, devices: int) -> np.
 
 
 def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
-            devices: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(B, p, rank)`` blocks and ``(B, p)`` holding masks of ``configs`` (their
-    :func:`layout_rows` ``rows``): from the rows on the mesh, device by device off it."""
+            devices: int, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(B, n, rank)`` blocks and ``(B, n)`` holding masks of ``configs`` (their
+    :func:`layout_rows` ``rows``) on devices ``0 .. n-1`` (``upto``, default all ``p``):
+    from the rows on the mesh, from the ranks (:func:`pase.work.offmesh.rank_blocks`) off it."""
     p, rank = int(devices), len(port.shape)
+    n = p if upto is None else int(upto)
     L = len(axis_sizes(p))
-    blocks = np.zeros((len(configs), p, rank), dtype=np.int64)
-    active = np.ones((len(configs), p), dtype=bool)
-    mesh = np.concatenate([mesh_coords(p), np.zeros((p, 1), dtype=np.int64)], axis=1)
+    blocks = np.zeros((len(configs), n, rank), dtype=np.int64)
+    active = np.ones((len(configs), n), dtype=bool)
+    mesh = np.concatenate([mesh_coords(p)[:n], np.zeros((n, 1), dtype=np.int64)], axis=1)
     sizes = np.asarray(axis_sizes(p) + (1,), dtype=np.int64)
     for a in range(rank):
         codes = rows[:, rank + a * L: rank + (a + 1) * L]  # (B, L), 0 pads -> the size-1 column
         for slot in range(L):
+            if not (codes[:, slot] > 0).any():  # padding only: times 1 plus 0
+                continue
             c = np.where(codes[:, slot] > 0, codes[:, slot] - 1, L)
             blocks[:, :, a] = blocks[:, :, a] * sizes[c][:, None] + mesh[:, c].T
-    for k in np.flatnonzero(rows[:, rank * (L + 1)] > 0):
-        blocks[k] = port_blocks(op, port, configs[k], p)
-        active[k] = False
-        active[k, active_devices(op, configs[k], p)] = True
+    off = np.flatnonzero(rows[:, rank * (L + 1)] > 0)
+    if len(off):
+        blocks[off], active[off] = rank_blocks(op, port, configs[off], n)
     return blocks, active
 
 
 def t_of(shape: Sequence[float], factors: np.ndarray) -> np.ndarray:
     """Tile extents per row of split ``factors``."""
     return np.asarray(shape, dtype=np.float64) / factors
-
-
-def _enumerate(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h) -> np.ndarray:
-    """Most elements a device receives, blocks broadcast as ``(..., p, rank)``."""
-    t = np.asarray(shape, dtype=np.float64)
-    ts = t / src_f[..., None, :]
-    td = t / dst_f[..., None, :]
-    lo_s, lo_d = src_b * ts, dst_b * td
-    per_axis = np.maximum(np.minimum(lo_s + ts, lo_d + td) - np.maximum(lo_s, lo_d), 0.0)
-    held = np.where(src_h, np.prod(per_axis, axis=-1), 0.0)
-    need = np.prod(td, axis=-1)
-    return np.where(dst_h, np.maximum(need - held, 0.0), 0.0).max(axis=-1, initial=0.0)
-
-
-def _enumerate_rows(shape, src_b, src_f, src_h, dst_b, dst_f, dst_h,
-                    chunk: int = 1 << 20) -> np.ndarray:
-    """:func:`_enumerate` for every pair of ``S`` source and ``D`` destination rows:
-    ``(S, D)``, in chunks of source rows of about ``chunk`` elements each."""
-    rows_s, rows_d = len(src_b), len(dst_b)
-    out = np.zeros((rows_s, rows_d))
-    if rows_s == 0 or rows_d == 0:
-        return out
-    step = max(1, chunk // max(1, rows_d * src_b.shape[1] * src_b.shape[2]))
-    for lo in range(0, rows_s, step):
-        hi = lo + step
-        out[lo:hi] = _enumerate(shape, src_b[lo:hi, None], src_f[lo:hi, None], src_h[lo:hi, None],
-                                dst_b[None], dst_f[None], dst_h[None])
-    return out
 
 
 def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
@@ -271,36 +276,54 @@ def relayout_matrix(producer: Op, output: Port, src_configs: np.ndarray,
     parts = list(relayout_elements(output.shape, src[:, :width], dst[:, :width]))
     off_s, off_d = src[:, width - 1] > 0, dst[:, width - 1] > 0
     if off_s.any() or off_d.any():
-        rank = len(output.shape)
-        sb, sh = _blocks(producer, output, src_configs[first_s], src, devices)
-        db, dh = _blocks(consumer, input, dst_configs[first_d], dst, devices)
-        sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
-        full = (1 << len(axis_sizes(devices))) - 1
-        # An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a
-        # tile there receives all of it: forward into an on-mesh consumer, backward into
-        # an on-mesh producer. The other direction is enumerated (against all at once).
-        tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
-        p_max = int(max(sh[off_s].sum(axis=1).max(initial=0), dh[off_d].sum(axis=1).max(initial=0)))
-        # Off the mesh an op holds ranks 0 .. P-1 only, so only those receive from it or for it.
-        S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), ~off_s
-        if len(S):
-            if len(J):
-                parts[0][np.ix_(S, J)] = _enumerate_rows(output.shape, sb[S, :p_max], sf[S], sh[S, :p_max],
-                                                         db[J, :p_max], df[J], dh[J, :p_max])
-            parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
-            n = int(sh[S].sum(axis=1).max())
-            parts[1][S] = _enumerate_rows(output.shape, db[:, :n], df, dh[:, :n],
-                                          sb[S, :n], sf[S], sh[S, :n]).T
-            parts[2][S] = parts[3][S] = full
-        if len(J):
-            n = int(dh[J].sum(axis=1).max())
-            parts[0][np.ix_(np.flatnonzero(on), J)] = _enumerate_rows(
-                output.shape, sb[on, :n], sf[on], sh[on, :n], db[J, :n], df[J], dh[J, :n])
-            parts[1][np.ix_(np.flatnonzero(on), J)] = tile_s[on][:, None]
-            parts[2][:, J] = parts[3][:, J] = full
+        _off_mesh_parts(parts, producer, output, src_configs[first_s], src, consumer, input,
+                        dst_configs[first_d], dst, devices)
     if small:
         return parts, src_of, dst_of, src, dst
-    return tuple(part[src_of[:, None], dst_of[None, :]] for part in parts)
+    return tuple(outer_take(part, src_of, dst_of) for part in parts)
+
+
+def _off_mesh_parts(parts: list, producer: Op, output: Port, src_configs: np.ndarray, src: np.ndarray,
+                    consumer: Op, input: Port, dst_configs: np.ndarray, dst: np.ndarray,
+                    devices: int) -> None:
+    """Fill ``parts`` (on distinct rows ``src`` x ``dst``) where a side is off the mesh.
+
+    An op off the mesh leaves device p-1 idle, so a side on the mesh that needs a tile
+    there receives all of it: forward into an on-mesh consumer, backward into an on-mesh
+    producer. The other direction is counted (:func:`pase.work.offmesh.received`) on the
+    ranks ``0 .. P-1`` of the side off the mesh, the only ones receiving from it or for it.
+    """
+    rank, L = len(output.shape), len(axis_sizes(devices))
+    off_s, off_d = src[:, rank * (L + 1)] > 0, dst[:, rank * (L + 1)] > 0
+    sf, df = src[:, :rank].astype(np.float64), dst[:, :rank].astype(np.float64)
+    full = (1 << L) - 1
+    tile_s, tile_d = np.prod(t_of(output.shape, sf), axis=1), np.prod(t_of(output.shape, df), axis=1)
+    count_s = np.prod(src_configs, axis=1)
+    count_d = np.prod(dst_configs, axis=1)
+    S, J, on = np.flatnonzero(off_s), np.flatnonzero(off_d), np.flatnonzero(~off_s)
+
+    def count(senders, s_rows, s_cfg, s_op, s_port, receivers, r_rows, r_cfg, r_op, r_port, n):
+        snd, held_s = side_patterns(s_op, s_port, s_cfg[senders], s_rows[senders], devices, n, False)
+        rcv, held_r = side_patterns(r_op, r_port, r_cfg[receivers], r_rows[receivers], devices, n, True)
+        return received(output.shape, s_rows[senders, :rank].astype(np.float64), snd,
+                        r_rows[receivers, :rank].astype(np.float64), rcv,
+                        held_s[:, None] < held_r[None, :], held_r > 0)
+
+    if len(S):
+        if len(J):
+            n = int(count_d[J].max())
+            parts[0][np.ix_(S, J)] = count(S, src, src_configs, producer, output,
+                                           J, dst, dst_configs, consumer, input, n)
+        parts[0][np.ix_(S, np.flatnonzero(~off_d))] = tile_d[~off_d][None, :]
+        everyone = np.arange(len(dst))
+        parts[1][S] = count(everyone, dst, dst_configs, consumer, input,
+                            S, src, src_configs, producer, output, int(count_s[S].max())).T
+        parts[2][S] = parts[3][S] = full
+    if len(J):
+        parts[0][np.ix_(on, J)] = count(on, src, src_configs, producer, output,
+                                        J, dst, dst_configs, consumer, input, int(count_d[J].max()))
+        parts[1][np.ix_(on, J)] = tile_s[on][:, None]
+        parts[2][:, J] = parts[3][:, J] = full
 
 
 def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_placed: np.ndarray,
@@ -332,12 +355,12 @@ def prefix_relayout(producer: Op, output: Port, src_configs: np.ndarray, src_pla
             if nu < nv:
                 forward[at] = np.prod(t_of(output.shape, df), axis=1)[d_of][None, :]
             else:
-                forward[at] = _enumerate_rows(output.shape, sb[:, :m], sf, sh[:, :m], db[:, :m], df,
+                forward[at] = worst_received(output.shape, sb[:, :m], sf, sh[:, :m], db[:, :m], df,
                                               dh[:, :m])[pick]
             if nu > nv:
                 backward[at] = np.prod(t_of(output.shape, sf), axis=1)[s_of][:, None]
             else:
-                backward[at] = _enumerate_rows(output.shape, db[:, :m], df, dh[:, :m],
+                backward[at] = worst_received(output.shape, db[:, :m], df, dh[:, :m],
                                                sb[:, :m], sf, sh[:, :m]).T[pick]
     return forward, backward
 
