@@ -154,21 +154,22 @@ def _seconds(r: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | p | vertices | edges | configs | params | fwd FLOP | dp build s (a100 / h100) "
-             "| dp solve s (a100 / h100) "
-             "| dgx-a100: dp/data-par / dp/megatron | h100-sxm: dp/data-par / dp/megatron "
-             "| dp strategy (h100-sxm) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | p | vertices | edges | configs | params | fwd FLOP | build s (a100 / h100) "
+             "| solve s (a100 / h100) | status (a100 / h100) "
+             "| dgx-a100: auto/data-par / auto/megatron | h100-sxm: auto/data-par / auto/megatron "
+             "| auto's strategy (h100-sxm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         a100, h100 = row.get("dgx-a100") or {}, row.get("h100-sxm") or {}
         if "skipped" in row:
-            times = ("-", f"out of reach: {row['skipped']}")
+            times = ("-", f"out of reach: {row['skipped']}", "-")
         else:
             times = (" / ".join(f"{r.get('build_s', 0):.1f}" for r in (a100, h100)),
-                     " / ".join(_seconds(r) for r in (a100, h100)))
+                     " / ".join(_seconds(r) for r in (a100, h100)),
+                     " / ".join(r.get("status", "-") for r in (a100, h100)))
         lines.append(
             f"| {row['model']} | {row['p']} | {row['vertices']} | {row['edges']} | {row['configs']:,} "
-            f"| {row['parameters'] / 1e9:.3f}B | {row['flops']:.3g} | {times[0]} | {times[1]} "
+            f"| {row['parameters'] / 1e9:.3f}B | {row['flops']:.3g} | {times[0]} | {times[1]} | {times[2]} "
             f"| {_cell(row, 'dgx-a100')} | {_cell(row, 'h100-sxm')} | {h100.get('strategy', '-')} |")
     return "\n".join(lines) + "\n"
 
@@ -217,24 +218,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-HEADER = """# Model zoo: dp against the baselines
+HEADER = """# Model zoo: auto against the baselines
 
 `python benchmarks/zoo.py` on this project's 2-core machine. Default sizes of each model
 (`pase models`); alpha-beta cost model with the device memory as the cap (2-byte elements:
 bf16 activations, weights and gradients; Adam's two moments at the same size: 8 bytes a
 parameter; attention scores are kept for the backward pass, as the IR models them);
-clusters of 8-device nodes grown to p. Ratios are the dp's cost over the baseline's (below 1:
-the dp's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
+clusters of 8-device nodes grown to p. The solver is `auto`, the default: the dp where its
+plan fits, otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
+the answer is feasible rather than proven optimal). Ratios are auto's cost over the baseline's (below 1:
+auto's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
 FLOP: pase's forward FLOP (a multiply-add is two FLOP; the embedding priced as the one-hot
-product). Out-of-reach rows show the dp's own prediction (`pase solve --dry-run`) instead.
-Rows that hit the first run's 60 s dp limit or were predicted over it were run again with
+product). Out-of-reach rows show the dry run's prediction (`pase solve --dry-run`) instead.
+Rows that hit the first run's 60 s limit or were predicted over it were run again with
 180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
 `dp time limit` are memory-capped searches on the largest models, where the cap binds and
-the capped dp is much slower than its uncapped prediction. Rows still out of reach need
-more than pase's 4 GiB build budget (the budget counts the arrays alpha-beta builds, a shared
-matrix once) or, for DenseNet-121,
-tables no machine holds: every layer of a dense block reads all earlier outputs, so the
-dependent sets reach 25 vertices.
+the capped dp is much slower than its uncapped prediction. The build budget counts the
+arrays alpha-beta builds, a shared matrix once.
 
 """
 FOOTER = ""
