@@ -155,14 +155,17 @@ def _local_cluster(cluster_cls: Any, workers: int, scratch: contextlib.ExitStack
     """A LocalCluster of ``workers`` one-thread processes writing only under a pase-sweep
     folder that ``scratch`` removes: Dask's scratch space (``local_directory`` and its
     ``temporary-directory``), and each run's TMPDIR (the workers' environment). Its HTTP
-    server takes a free port, so another cluster on 8787 is not warned about."""
+    server takes a free port, so another cluster on 8787 is not warned about. Dask's own
+    logs are silenced below CRITICAL: a worker's failure reaches pase through its future,
+    and on Ctrl-C a busy machine can have the nannies log a cancelled close as an ERROR
+    with a traceback, noise the user did not ask for."""
     import dask
 
     folder = scratch.enter_context(cleanup.temp_dir("pase-sweep-"))
     scratch.enter_context(dask.config.set({"temporary-directory": folder}))
     return cluster_cls(n_workers=workers, threads_per_worker=1, processes=True,
                        dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                       silence_logs=logging.ERROR, local_directory=folder,
+                       silence_logs=logging.CRITICAL, local_directory=folder,
                        env={"TMPDIR": folder})
 
 
