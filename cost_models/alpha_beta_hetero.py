@@ -18,7 +18,7 @@ here, so its costs are the homogeneous model's, bit for bit.
   op alone, conservative summed over ops (a sum of maxima).
 - An edge between configs on the same prefix is that prefix's homogeneous edge
   cost; between prefixes, the elements the worst device receives are counted
-  device by device (:func:`pase.work.relayout.prefix_relayout`) and sent on the
+  device by device (:func:`pase.work.prefix.prefix_relayout`) and sent on the
   slowest NIC of the whole cluster when it spans nodes. With ``balanced`` the
   edge's time scales by the larger share multiple of its two ends.
 - ``reduce_scatter`` has no effect here: every GEMM all-reduce stays on its op.
@@ -34,7 +34,7 @@ from pase.work import collective_time, group_topology
 from pase.work.hetero import config_terms
 from pase.work.layout import mesh_axes
 from pase.work.ops import OpWork
-from pase.work.relayout import prefix_relayout
+from pase.work.prefix import prefix_relayout
 
 
 def take(work: OpWork, idx: np.ndarray) -> OpWork:

@@ -276,7 +276,7 @@ def test_prefix_relayout_matches_the_simulator_transfer_plan():
     # simulator's device-by-device plan (which counts every receiver separately)
     from pase.costing import connection_ports
     from pase.sim.tasks import connection_plans
-    from pase.work.relayout import prefix_relayout
+    from pase.work.prefix import prefix_relayout
 
     cluster = _small_mixed()
     graph = load_graph("chain", length=2, width=64, batch=64)
@@ -370,7 +370,8 @@ def test_prefix_relayout_against_device_by_device_counts():
     from pase.costing import connection_ports
     from pase.space import ConfigSpace
     from pase.work.layout import active_devices, port_blocks
-    from pase.work.relayout import prefix_relayout, received_elements
+    from pase.work.prefix import prefix_relayout
+    from pase.work.relayout import received_elements
 
     graph = load_graph("chain", length=2, width=12, batch=12)
     space = ConfigSpace(graph, 6)
