@@ -53,18 +53,11 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 def _simulate_pipeline(args: argparse.Namespace) -> None:
     """Run a pipeline plan micro-batch by micro-batch (:mod:`pase.sim.pipeline`)."""
-    from pase.pipeline.plan import read_pipeline_plan
     from pase.sim.pipeline import simulate_pipeline
 
     checks.refuse(args, ("batch", "model_option", "mesh"), "comes from the pipeline plan; "
                                                          "drop it")
-    plan = read_pipeline_plan(args.strategy)
-    if args.devices != plan.devices:
-        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
-                          f"{plan.devices} devices")
-    if args.model != plan.model:
-        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
-                          f"{plan.model!r}")
+    plan = checks.pipeline_plan(args)
     result = simulate_pipeline(plan, args.cluster, timeline=bool(args.plot or args.timeline))
     if args.plot:
         from pase.sim.plot import plot_pipeline

@@ -167,7 +167,6 @@ def _dp(layout: str) -> int:
 
 
 def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
-    from pase.pipeline.plan import read_pipeline_plan
     from pase.viewer.pipeline import pipeline_model
     from pase.viewer.write import page_title
 
@@ -175,12 +174,6 @@ def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
         raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
                           "strategy per stage, so it is not compared")
     checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
-    plan = read_pipeline_plan(args.strategy)
-    if args.devices != plan.devices:
-        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
-                          f"{plan.devices} devices")
-    if args.model != plan.model:
-        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
-                          f"{plan.model!r}")
+    plan = checks.pipeline_plan(args)
     data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline)
     wrote(write_html(data, args.output, page_title(data)), data_on_stdout=False)
