@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pase.cli import main
-from tests.view.test_page import page_data
+from view.test_page import page_data  # tests/ is on sys.path (rootdir-relative import)
 
 
 def run(capsys, *argv):
