@@ -264,6 +264,7 @@ class PaperCostModel(CostModel):
 
     name = "paper"
     unit = "FLOP"
+    edges_read_port_splits = True
 
     def __init__(self, tflops: float = 10.0, bandwidth: float = 16.0):
         for label, value in (("tflops", tflops), ("bandwidth", bandwidth)):

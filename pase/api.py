@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -335,7 +335,10 @@ def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[i
 def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float | str | None = None,
             batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
             mesh: str | Sequence[int] | None = None,
-            model_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            model_options: Mapping[str, Any] | None = None,
+            cost_model: str | CostModel = "paper", cluster: Any = None,
+            cost_options: Mapping[str, Any] | None = None,
+            memory_cap: float | str | None = None) -> dict[str, Any]:
     """The dp's predicted tables, memory and time per ordering, and what the default solver
     ``auto`` would do (``"auto"``: the method and its predicted seconds), without building
     any costs.
@@ -344,6 +347,10 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     (:func:`pase.costing.problem_shape`), so it answers in seconds on graphs
     whose Problem would not fit in memory. ``memory_budget`` (bytes or text
     such as ``"8GiB"``; default the dp's) is the dp's option of that name.
+    ``cost_model``, ``cluster``, ``cost_options`` and ``memory_cap`` are
+    :func:`build_problem`'s: the model that will price sets the rate of folded
+    blocks (its ``edges_read_port_splits``), and a cap (given, or alpha-beta's
+    default, the cluster's device memory) means ``auto`` runs no probe.
     Returns the JSON-able dict ``pase solve --dry-run --format json`` prints.
     """
     from pase.solvers import auto, dp
@@ -351,11 +358,30 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
+    kwargs = dict(cost_options or {})
+    if cluster is not None:
+        kwargs["cluster"] = cluster
+    pricing = make_cost_model(cost_model, **kwargs)
     # The paper model's sharing keys are structural (an op's signature, a port's split
     # factors), so they find the repeated blocks without computing any cost.
-    report = auto.dry_run(problem_shape(graph, space, cost_model=make_cost_model("paper")),
-                          memory_budget=budget)
-    return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices, **report}
+    shape = problem_shape(graph, space, cost_model=make_cost_model("paper"))
+    shape = replace(shape, port_classes=pricing.edges_read_port_splits)
+    report = auto.dry_run(shape, memory_budget=budget, capped=_dry_run_capped(memory_cap, pricing))
+    return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices,
+            "cost_model": pricing.name, **report}
+
+
+def _dry_run_capped(cap: float | str | None, model: CostModel) -> bool:
+    """Whether :func:`build_problem` would set a memory cap (:func:`_memory_cap`)."""
+    if isinstance(cap, str) and cap.strip().lower() == "none":
+        return False
+    if cap is None:
+        return model.has_memory() and getattr(model, "cluster", None) is not None
+    if not model.has_memory():
+        raise OptionError(f"cost model {model.name!r} has no memory model, so a memory cap cannot "
+                          f"apply; use a cost model with memory such as 'alpha-beta'")
+    parse_bytes(cap)  # bad text is refused here, as the build would refuse it
+    return True
 
 
 def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mapping[str, int], *,

@@ -194,7 +194,8 @@ def _solve(s: Parser) -> None:
     s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
     s.add_argument("--dry-run", action="store_true",
                    help="predict the dp's table sizes, memory and time per ordering from the "
-                        "graph alone; do not solve (only --option memory_budget applies)")
+                        "graph alone; do not solve (only --option memory_budget applies; the "
+                        "cost model and memory cap set the rates and whether auto probes)")
     s.add_argument("--pipeline", action="store_true",
                    help="also search pipeline stages (contiguous ranges of ops on sub-meshes), "
                         "micro-batches and the schedule, with the per-layer dp inside each stage")

@@ -5,7 +5,7 @@ import argparse
 
 from pase import api
 from pase.cli import checks, layouts
-from pase.cli.args import COST_FLAGS, cost_kwargs, key_values, solver_options, space_kwargs
+from pase.cli.args import cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
 from pase.cli.pipelining import solve_pipeline_command
 from pase.counts import counts
@@ -16,8 +16,7 @@ from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
 from pase.text import table
 
 # Flags that only matter for costs and solving, which --dry-run does neither of.
-_NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "cost_model", "cost_option",
-                    "memory_cap", "build_budget") + COST_FLAGS
+_NOT_FOR_DRY_RUN = ("output", "time_limit", "seed", "build_budget")
 # The one dp option a dry run uses.
 _DRY_RUN_OPTIONS = ("memory_budget",)
 
@@ -88,13 +87,16 @@ def _dry_run(args: argparse.Namespace) -> None:
     if extra:
         raise OptionError(f"--option {extra[0]} does not apply to --dry-run (it predicts every "
                           f"ordering); allowed: {', '.join(_DRY_RUN_OPTIONS)}")
+    pricing = cost_kwargs(args)
+    del pricing["build_budget"]
     data = api.dry_run(args.model, args.devices, memory_budget=options.get("memory_budget"),
-                       **space_kwargs(args))
+                       **space_kwargs(args), **pricing)
     if args.format == "json":
         print_json(data)
         return
     print(f"{data['model']} on {data['devices']} devices: {data['vertices']} vertices, "
-          f"{data['edges']} edges; dp would use ordering {data['auto_ordering']!r} "
+          f"{data['edges']} edges, priced by {data['cost_model']}; dp would use ordering "
+          f"{data['auto_ordering']!r} "
           f"(memory budget {data['memory_budget']:.4g} B)")
     print(table([_dry_run_row(r) for r in data["orderings"]],
                 ("ordering", "max |D|", "table entries", "peak MiB", "est. seconds", "fits budget")))
@@ -114,6 +116,8 @@ def _dry_run(args: argparse.Namespace) -> None:
 def _print_auto(a: dict) -> None:
     if a["method"] == "dp":
         print(f"auto would run the dp: {a['why']} (estimated {a['estimated_seconds']:.3g} s)")
+        if "note" in a:
+            print(f"  {a['note']}")
         if "probe" in a:
             print(f"  first a {a['probe']['steps']}-step probe of the decomposition (estimated "
                   f"{a['probe']['estimated_seconds']:.3g} s); when it proves the optimum, the dp "

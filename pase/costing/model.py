@@ -38,6 +38,11 @@ class CostModel(abc.ABC):
 
     name: str = "abstract"
     unit: str = "FLOP"
+    # True when an edge matrix reads a config only through its ports' split factors (the
+    # paper model): columns then fall in few classes, which the dp's folded transfer steps
+    # group (pase.solvers.dp.config_classes), and dry runs predict those steps at that
+    # faster rate. A model reading the tiles' placement on devices (alpha-beta) leaves False.
+    edges_read_port_splits: bool = False
 
     @abc.abstractmethod
     def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:

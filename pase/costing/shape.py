@@ -44,6 +44,8 @@ class ProblemShape:
         vertex_shared_with: per vertex, the index of the first vertex whose cost
             (and memory) vectors it shares; see :meth:`CostModel.vertex_key`.
             Empty means none is shared.
+        port_classes: the cost model's ``edges_read_port_splits``: the dp's folded
+            transfer steps can group configurations into classes.
     """
 
     names: list[str]
@@ -54,6 +56,7 @@ class ProblemShape:
     shared_with: list[int]
     vertex_shared_with: list[int] = field(default_factory=list)
     base_shared_with: list[int] = field(default_factory=list)  # with variants: before expansion
+    port_classes: bool = False
 
     @property
     def num_vertices(self) -> int:
@@ -178,7 +181,8 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
     producer = None if largest is None else tuple(by_pair[largest][0][::2])
     shape = ProblemShape([op.name for op in graph.ops], sizes, edges,
                          True if cost_model is None else cost_model.has_memory(), producer, shared_with,
-                         vertex_shared_with)
+                         vertex_shared_with,
+                         port_classes=bool(getattr(cost_model, "edges_read_port_splits", False)))
     return shape, [by_pair[pair] for pair in edges]
 
 

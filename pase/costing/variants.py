@@ -204,4 +204,4 @@ def expanded_shape(shape: ProblemShape, maps: list[VariantMap]) -> ProblemShape:
         vertex_shared.append(first_map.setdefault(id(m), i))
     largest = max(shape.edges, key=lambda e: int(sizes[e[0]]) * int(sizes[e[1]]), default=None)
     return ProblemShape(shape.names, sizes, shape.edges, shape.has_memory, largest, shared,
-                        vertex_shared, list(shape.shared_with))
+                        vertex_shared, list(shape.shared_with), port_classes=shape.port_classes)

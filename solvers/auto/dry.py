@@ -8,7 +8,10 @@ seconds of one dual step, and the range from one step (a relaxed optimum that pr
 itself at once, as on most dense graphs measured) to every step allowed. Where
 ``auto`` would first probe the decomposition (:mod:`~pase.solvers.auto.probe`), the
 dp entry says so and predicts the probe's seconds: whether the probe proves the
-optimum cannot be known without its costs.
+optimum cannot be known without its costs. Under a memory cap (``capped``) ``auto``
+runs no probe, and the dp's estimate counts one folded solve: the uncapped optimum,
+which is the answer when it fits; a cap that binds takes one folded solve per
+Lagrange multiplier (typically 5-12), which only the costs can tell.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ DROPPED_ENTRIES_PER_SECOND = 1.5e8
 SPLIT_SECONDS_PER_EDGE = 4e-4
 
 
-def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET,
+def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped: bool = False,
             relaxed_entries: float, steps: int, rounds: int) -> dict[str, Any]:
     """The dp's dry run with an ``auto`` entry: the method, why, and its predicted work."""
     report = dp_dry_run(shape, memory_budget=memory_budget)
@@ -39,7 +42,10 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET,
         report["auto"] = {"method": "dp", "why": why,
                           "estimated_seconds": report["estimated_seconds"]}
         plain = best["estimated_seconds"]
-        if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
+        if capped:
+            report["auto"]["note"] = ("under the memory cap no probe runs; a cap that binds "
+                                      "takes one folded solve per Lagrange multiplier")
+        elif best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
             if relaxed["table_entries"] / DP_ENTRIES_PER_SECOND <= probe.MAX_SHARE * plain:
                 report["auto"]["probe"] = {

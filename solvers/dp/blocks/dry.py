@@ -19,8 +19,9 @@ as :mod:`pase.solvers.dp.blocks.fold` reduces it, and the work is counted:
   fills it in.
 
 Seconds are these counts over rates calibrated on this project's 2-core machine
-(:data:`TRANSFER_ENTRIES_PER_SECOND`, :data:`POWER_WORK_PER_SECOND`, and the
-dp's own rate for the reduced plan).
+(:data:`TRANSFER_ENTRIES_PER_SECOND` where the cost model's edges read only port split
+factors, ``shape.port_classes``, else :data:`PLACEMENT_TRANSFER_ENTRIES_PER_SECOND`;
+:data:`POWER_WORK_PER_SECOND`; and the dp's own rate for the reduced plan).
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from pase.solvers.dp.blocks.find import BlockChain, IdGraph, find_one
 from pase.solvers.dp.ordering import inner_order
 from pase.solvers.dp.plan import plan_for_order
 
-__all__ = ["POWER_WORK_PER_SECOND", "TRANSFER_ENTRIES_PER_SECOND", "predict_blocks"]
+__all__ = ["PLACEMENT_TRANSFER_ENTRIES_PER_SECOND", "POWER_WORK_PER_SECOND",
+           "TRANSFER_ENTRIES_PER_SECOND", "predict_blocks"]
 
 # Rates of the 2-core machine, fitted to CPU seconds of dp.solve (the machine was shared,
 # so wall seconds were 1-4x these; CPU seconds are what an idle machine takes). Rows:
@@ -44,6 +46,11 @@ __all__ = ["POWER_WORK_PER_SECOND", "TRANSFER_ENTRIES_PER_SECOND", "predict_bloc
 # Table entries of a block's transfer tensor per second (min-plus steps, many on classes
 # of configurations, which this count cannot see).
 TRANSFER_ENTRIES_PER_SECOND = 1.6e9
+# The same where edge matrices read the tiles' placement (alpha-beta): configurations
+# fall in no classes, so every step is a plain min-plus over separators of 289-374
+# states, after a class check that fails. Fitted on alpha-beta (h100-sxm) gpt2-xl at
+# p = 1024 and gpt3-175b at p = 1024 and 4096, which needed 0.76-1.16e9.
+PLACEMENT_TRANSFER_ENTRIES_PER_SECOND = 9.3e8
 # Scalar additions (with argmin) of min-plus matrix products per second.
 POWER_WORK_PER_SECOND = 3.5e8
 # Seconds of detection and bookkeeping per vertex of the Problem.
@@ -109,12 +116,14 @@ def predict_blocks(shape: Any) -> tuple[dict[str, Any], Any | None]:
         current, kept = _reduce(current, chain)
         original = [original[v] for v in kept] + [-1] * (current.num_vertices - len(kept))
         usable = sum(1 for v in kept if v < usable)
-    seconds = (transfer / TRANSFER_ENTRIES_PER_SECOND + power_work / POWER_WORK_PER_SECOND
+    rate = TRANSFER_ENTRIES_PER_SECOND if getattr(shape, "port_classes", False) else \
+        PLACEMENT_TRANSFER_ENTRIES_PER_SECOND
+    seconds = (transfer / rate + power_work / POWER_WORK_PER_SECOND
                + SECONDS_PER_VERTEX * shape.num_vertices) if chains else 0.0
     return {"predicted": True, "chains": chains, "blocks_found": len(chains),
             "vertices_removed": removed,
-            "transfer_entries": transfer, "power_products": products, "power_work": power_work,
-            "reduced": None, "fold_seconds": seconds}, current if chains else None
+            "transfer_entries": transfer, "transfer_entries_per_second": rate,
+            "power_products": products, "power_work": power_work, "reduced": None, "fold_seconds": seconds}, current if chains else None
 
 
 def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:

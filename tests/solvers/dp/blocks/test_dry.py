@@ -68,3 +68,52 @@ def test_random_graphs_agree_with_the_solver(blocks_always, seed):
         (c["first_block"], c["period"], c["count"]) for c in solution.stats.get("blocks", [])]
     if blocks["blocks_found"]:
         assert blocks["reduced"]["table_entries"] == solution.stats["table_entries"]
+
+
+def _class_share(monkeypatch, cost_model) -> float:
+    """The share of the fold's transfer entries that steps on classes of configurations
+    computed (:mod:`pase.solvers.dp.config_classes`)."""
+    from pase.solvers.dp.blocks import fold
+
+    steps = []
+    real = fold.class_min_plus
+
+    def counted(step, *args):
+        answer = real(step, *args)
+        steps.append((answer is not None, step.entries))
+        return answer
+
+    monkeypatch.setattr(fold, "class_min_plus", counted)
+    graph, space = build_space("gpt2", 64, model_options={"layers": 3})
+    assert dp.solve(cost_model.problem(graph, space)).stats["blocks_found"] == 1
+    return sum(e for by_class, e in steps if by_class) / sum(e for _, e in steps)
+
+
+def test_the_two_transfer_rates_follow_the_classes_the_fold_finds(blocks_always, monkeypatch):
+    """Paper edges read only port split factors, so most of the fold runs on classes;
+    alpha-beta edges read the placement, so little does: the dry run prices the second's
+    transfer at the slower rate, and the shapes say which applies."""
+    paper, alpha_beta = make_cost_model("paper"), make_cost_model("alpha-beta", cluster="dgx-a100")
+    assert _class_share(monkeypatch, paper) > 0.5 > 0.2 > _class_share(monkeypatch, alpha_beta)
+    graph, space = build_space("gpt2", 256, model_options={"layers": 3})
+    shapes = [problem_shape(graph, space, cost_model=m) for m in (paper, alpha_beta)]
+    assert [s.port_classes for s in shapes] == [True, False]
+    reports = [dp.dry_run(s, memory_budget=2**20)["blocks"] for s in shapes]
+    assert reports[0]["transfer_entries"] == reports[1]["transfer_entries"] > 0
+    assert reports[1]["transfer_entries_per_second"] < reports[0]["transfer_entries_per_second"]
+
+
+def test_the_api_dry_run_takes_the_pricing_cost_model_and_its_cap():
+    import pase
+
+    paper = pase.dry_run("gpt2", 256, model_options={"layers": 3}, memory_budget=2**20)
+    priced = pase.dry_run("gpt2", 256, model_options={"layers": 3}, memory_budget=2**20,
+                          cluster="h100-sxm", cost_model="alpha-beta")
+    assert (paper["cost_model"], priced["cost_model"]) == ("paper", "alpha-beta")
+    assert priced["blocks"]["chains"] == paper["blocks"]["chains"]  # found by the same keys
+    assert priced["blocks"]["fold_seconds"] > paper["blocks"]["fold_seconds"]
+    # alpha-beta on a cluster caps at the device memory by default: no probe, and it says so
+    assert "no probe" in priced["auto"]["note"] and "note" not in paper["auto"]
+    uncapped = pase.dry_run("gpt2", 256, model_options={"layers": 3}, memory_budget=2**20,
+                            cluster="h100-sxm", cost_model="alpha-beta", memory_cap="none")
+    assert "note" not in uncapped["auto"]
