@@ -16,8 +16,9 @@ killed a little later). Variants, each a list of dp ``--option`` flags or
   ``powers_of_two=true``: the divisor space's power-of-two factors only.
 
 The ratios are the variant's solve (or build) seconds over the ``all`` row's.
-``dry s`` is the dp dry run's prediction for the row (blocks folded as ``solve``
-would; run before the build, outside its timing), ``build s (cpu)`` the build's wall
+``dry s`` is ``pase solve --dry-run``'s prediction of ``auto`` on the row, with its
+cost model and cap (the dp with blocks folded as ``solve`` would, plus any probe it
+announces; run before the build, outside its timing), ``build s (cpu)`` the build's wall
 (CPU) seconds, ``cpu s`` the solve's CPU seconds, ``total cpu`` both (CPU seconds are
 robust to a loaded machine).
 
@@ -49,14 +50,21 @@ def parse_model(spec: str) -> tuple[str, dict[str, int]]:
     return name, {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
 
 
+def dry_seconds(report: dict) -> float:
+    """What ``pase solve --dry-run`` predicts ``auto`` takes: its method's estimate, plus
+    the probe it announces before a long dp."""
+    a = report["auto"]
+    return a["estimated_seconds"] + a.get("probe", {}).get("estimated_seconds", 0.0)
+
+
 def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: float,
            cluster: str | None = None, memory_cap: str | None = None) -> dict:
     """One run, in this process: build, then solve; a dict of figures."""
+    from pase import api
     from pase.api import build_space, make_cost_model
-    from pase.costing import problem_shape
     from pase.errors import PaseError, TimeLimitError
     from pase.options import parse_bytes
-    from pase.solvers import auto, dp
+    from pase.solvers import auto
 
     name, model_options = parse_model(spec)
     options: dict[str, object] = {}
@@ -76,14 +84,11 @@ def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: f
                 options[key] = value != "false"
     out: dict[str, object] = {"model": spec, "p": devices, "variant": variant}
     if not options:  # the dry run first, outside the build's timing
-        dry_graph, dry_space = build_space(name, devices, model_options=model_options, mesh=mesh,
-                                           powers_of_two=powers_of_two)
         try:
-            # The paper model's sharing keys are structural (an op's signature, a port's
-            # split factors): the dry run finds blocks by them whatever model prices the row.
-            out["dry_s"] = dp.dry_run(problem_shape(dry_graph, dry_space,
-                                                    cost_model=make_cost_model("paper")))[
-                "estimated_seconds"]
+            out["dry_s"] = dry_seconds(api.dry_run(
+                name, devices, model_options=model_options, mesh=mesh,
+                powers_of_two=powers_of_two, cost_model=cost_model, cluster=cluster,
+                memory_cap=memory_cap or "none"))
         except PaseError:
             pass
     start, build_cpu = time.perf_counter(), time.process_time()

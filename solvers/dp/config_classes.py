@@ -43,6 +43,8 @@ __all__ = ["class_min_plus", "edge_classes"]
 MAX_FINE_ENTRIES = 2**25
 # Entries of one chunk of the outer minimum's broadcast sum.
 OUTER_CHUNK = 2**21
+# Rows and columns sampled for the cheap test before hashing whole matrices.
+SAMPLE = 128
 # Entries of the row-hash product computed at once (32 MiB of float64).
 HASH_CHUNK_ENTRIES = 2**22
 
@@ -67,6 +69,20 @@ def edge_classes(matrix: np.ndarray, memo: dict | None = None
     if memo is not None:
         memo[key] = (matrix, out)  # the matrix is kept alive, so its id stays its own
     return out
+
+
+def _sampled_classes(mats: Sequence[np.ndarray]) -> int:
+    """A lower bound on ``prod(row classes) * n_k`` of :func:`class_min_plus`, from
+    :data:`SAMPLE` evenly spaced rows and columns: columns (rows) that differ on a
+    sample differ on the whole matrix, so a sample never counts more classes."""
+    joint = []
+    rows = 1
+    for m in mats:
+        r = np.unique(np.linspace(0, m.shape[0] - 1, SAMPLE).astype(np.intp))
+        c = np.unique(np.linspace(0, m.shape[1] - 1, SAMPLE).astype(np.intp))
+        joint.append(m[r].T)  # (K_v, sampled rows): each column on the sample
+        rows *= np.unique(m[:, c], axis=0).shape[0]
+    return rows * np.unique(np.concatenate(joint, axis=1), axis=0).shape[0]
 
 
 def _classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,14 +145,18 @@ def class_min_plus(step: Step, terms: Sequence[np.ndarray], sizes: Sequence[int]
     x_size = math.prod(int(sizes[a]) for a in x_axes)
     if x_size * kv > MAX_FINE_ENTRIES:
         return None
-    classes = [edge_classes(terms[n_children + k], memo) for k in coarse]
+    plain = math.prod(int(sizes[a]) for a in dep) * kv
+    mats = [terms[n_children + k] for k in coarse]
+    if memo is None or any(id(m) not in memo for m in mats):
+        if x_size * kv + x_size * _sampled_classes(mats) > plain // 2:
+            return None  # not worth it even on the sample's (fewer) classes: skip hashing
+    classes = [edge_classes(m, memo) for m in mats]
     joint = np.stack([c[1] for c in classes], axis=1)  # (K_v, coarse): column class per edge
     keys, k_of_v = np.unique(joint, axis=0, return_inverse=True)
     k_of_v = k_of_v.reshape(-1)
     n_k = keys.shape[0]
     row_sizes = [c[2].shape[0] for c in classes]
     outer = x_size * math.prod(row_sizes) * n_k
-    plain = math.prod(int(sizes[a]) for a in dep) * kv
     if x_size * kv + outer > plain // 2:
         return None
     # F(X, v): the fine terms' sum, whole (X in table order, then v).

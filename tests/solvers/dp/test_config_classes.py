@@ -103,3 +103,20 @@ def test_real_model_blocks_still_exact():
 
     b = solve_blocks(problem)
     assert abs(a.cost - b.cost) <= 1e-9 * abs(a.cost)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 3))
+def test_the_sampled_count_never_exceeds_the_true_classes(seed, edges):
+    """The cheap test before hashing may only refuse steps the full count refuses."""
+    from pase.solvers.dp.config_classes import _sampled_classes
+
+    rng = np.random.default_rng(seed)
+    kv = int(rng.integers(1, 80))
+    mats = [few_classes(rng, int(rng.integers(1, 80)), kv) if rng.random() < 0.7 else
+            rng.integers(0, 3, size=(int(rng.integers(1, 80)), kv)).astype(float)
+            for _ in range(edges)]
+    classes = [edge_classes(m) for m in mats]
+    n_k = np.unique(np.stack([c[1] for c in classes], axis=1), axis=0).shape[0]
+    rows = int(np.prod([c[2].shape[0] for c in classes]))
+    assert 1 <= _sampled_classes(mats) <= rows * n_k
