@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -243,8 +244,27 @@ class Problem:
         if (u, v) in index:
             return self.edge_costs[index[(u, v)]]
         if (v, u) in index:
-            return self.edge_costs[index[(v, u)]].T
+            return self._transposed(self.edge_costs[index[(v, u)]])
         raise ProblemError(f"vertices {u} and {v} share no edge")
+
+    def _transposed(self, m: np.ndarray) -> np.ndarray:
+        """``m.T``; for a matrix several edges share (repeated layers), a C-ordered copy made
+        once: the dp copies each base it sums into, and a copy of a transposed view walks it
+        a whole row apart, 2-4x slower, on every use (each dual step of the decomposition).
+        At most one copy per shared matrix, so at most the Problem's own edge bytes."""
+        shared = self.__dict__.get("_shared_ids")
+        if shared is None:
+            counts = Counter(id(a) for a in self.edge_costs)
+            shared = self.__dict__["_shared_ids"] = {i for i, c in counts.items() if c > 1}
+        if id(m) not in shared:
+            return m.T
+        cache = self.__dict__.setdefault("_transposes", {})
+        held = cache.get(id(m))
+        if held is None or held[0] is not m:  # the matrix is kept, so its id stays its own
+            t = np.ascontiguousarray(m.T)
+            t.flags.writeable = False
+            held = cache[id(m)] = (m, t)
+        return held[1]
 
     def _edge_index(self) -> dict[tuple[int, int], int]:
         cached = self.__dict__.get("_edges_by_pair")

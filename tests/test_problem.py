@@ -127,3 +127,18 @@ def test_variant_maps_are_checked_and_kept_by_a_new_cap():
         Problem([np.zeros(2)], [], [], variants=[vm])
     with pytest.raises(ProblemError, match="1 variant maps for 2 vertices"):
         Problem([np.zeros(3), np.zeros(3)], [], [], variants=[vm])
+
+
+def test_edge_matrix_reads_either_orientation_and_shares_transposes():
+    """A matrix several edges share is transposed once, C-ordered and read-only; an edge of
+    its own gives a view. Either way the entries are the stored matrix's."""
+    rng = np.random.default_rng(0)
+    shared, own = rng.random((3, 4)), rng.random((3, 4))
+    p = Problem([np.zeros(3), np.zeros(4), np.zeros(3), np.zeros(4), np.zeros(3), np.zeros(4)],
+                [(0, 1), (2, 3), (4, 5)], [shared, shared, own])
+    first, again = p.edge_matrix(1, 0), p.edge_matrix(3, 2)
+    assert np.array_equal(first, shared.T) and np.array_equal(again, shared.T)
+    assert first is again and first.flags.c_contiguous and not first.flags.writeable
+    view = p.edge_matrix(5, 4)
+    assert np.array_equal(view, own.T) and np.shares_memory(view, p.edge_matrix(4, 5))
+    assert p.edge_matrix(0, 1) is p.edge_costs[0]

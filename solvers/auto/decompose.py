@@ -17,6 +17,7 @@ from pase.errors import TooLargeError
 from pase.problem import Problem, Solution, Status
 from pase.solvers.auto.dual import Progress, Relaxation
 from pase.solvers.auto.split import edge_weights, keep_only, kept_edges
+from pase.solvers.dp.plan import Plan
 
 # A bound within this share of the cost's own scale is equal to it: the bound and the
 # cost add the same terms in different orders, nothing more.
@@ -24,17 +25,20 @@ ROUNDING_RTOL = 1e-12
 
 
 def decompose(problem: Problem, *, entries: float, budget: float, steps: int, rounds: int,
-              gap: float, deadline: Deadline) -> Solution:
+              gap: float, deadline: Deadline, split: tuple[list[int], Plan] | None = None
+              ) -> Solution:
     """The best strategy the rounds find, with its proven lower bound; the rounds stop once
-    the relative gap is at most ``gap``."""
+    the relative gap is at most ``gap``. ``split`` is the first round's kept edges and
+    plan when the caller has already chosen them (:func:`kept_edges` with no conflicts)."""
     start = time.perf_counter()
     progress = Progress()
     multipliers: dict = {}
     first: list[int] = []
     history = []
     weights = edge_weights(problem)
-    for _ in range(rounds):
-        kept, plan = kept_edges(problem, weights, entries, budget, first)
+    for r in range(rounds):
+        kept, plan = split if r == 0 and split is not None else \
+            kept_edges(problem, weights, entries, budget, first)
         if not (plan.complete and plan.fits(budget)):  # even a spanning forest is too large
             raise TooLargeError(f"the decomposition's smallest relaxation (a spanning forest "
                                 f"of {len(kept)} edges) needs {plan.peak_bytes / 2**20:.4g} MiB "

@@ -30,12 +30,12 @@ def probe(problem: Problem, ordering: str, budget: float, entries: float,
     dp_seconds = plan.table_entries / DP_ENTRIES_PER_SECOND
     if not plan.complete or not plan.fits(budget) or dp_seconds < MIN_DP_SECONDS:
         return None, ""
-    _, relaxed = kept_edges(problem, edge_weights(problem), entries, budget)
+    kept, relaxed = kept_edges(problem, edge_weights(problem), entries, budget)
     if not (relaxed.complete and relaxed.fits(budget)) or \
             relaxed.table_entries / DP_ENTRIES_PER_SECOND > MAX_SHARE * dp_seconds:
         return None, ""
     answer = decompose(problem, entries=entries, budget=budget, steps=STEPS, rounds=1, gap=0.0,
-                       deadline=deadline)
+                       deadline=deadline, split=(kept, relaxed))
     if answer.status is Status.OPTIMAL:
         return answer, (f"the dp's plan predicts {dp_seconds:.3g} s; a {STEPS}-step probe of "
                         f"the decomposition proved the optimum first")

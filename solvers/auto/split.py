@@ -63,7 +63,12 @@ def kept_edges(shape: Any, weights: Sequence[float], entries: float, budget: flo
 
 
 def edge_weights(problem: Problem) -> list[float]:
-    return [float(m.mean()) for m in problem.edge_costs]
+    """Each edge matrix's mean; a matrix shared by many edges (repeated layers) is read once."""
+    means: dict[int, float] = {}
+    for m in problem.edge_costs:
+        if id(m) not in means:
+            means[id(m)] = float(m.mean())
+    return [means[id(m)] for m in problem.edge_costs]
 
 
 def keep_only(problem: Problem, edges: list[int]) -> Problem:

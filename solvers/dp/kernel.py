@@ -35,6 +35,8 @@ VALUE_BYTES = np.dtype(np.float64).itemsize
 INDEX_BYTES = np.dtype(np.intp).itemsize
 # Target size of one block of a step's broadcast sum (see the module docstring).
 CHUNK_BYTES = 4 * 2**20
+# Side of the square tiles a transposed matrix is copied in (:func:`c_copy`).
+TILE = 256
 
 Axes = tuple[int, ...]
 
@@ -101,13 +103,28 @@ def folded(arrays: Sequence[np.ndarray], axes: Sequence[Axes], groups: Sequence[
         if head < owned:
             base = arrays[head]
         else:
-            base = np.array(arrays[head], dtype=np.float64, order="C", copy=True)
+            base = c_copy(arrays[head])
             if ledger is not None:
                 ledger.alloc(base)
         for k in group[1:]:
             np.add(base, expand(arrays[k], axes[k], axes[head]), out=base)
         bases.append(expand(base, axes[head], full))
     return bases
+
+
+def c_copy(array: np.ndarray) -> np.ndarray:
+    """A C-ordered float64 copy. A transposed matrix (an edge read against its stored
+    orientation) is copied in square tiles: numpy's own copy walks it with a stride of
+    a whole row and runs 1.3-3x slower on matrices of 1,000-4,000 configs a side."""
+    if array.ndim != 2 or array.flags.c_contiguous or array.size < TILE * TILE \
+            or array.dtype != np.float64:
+        return np.array(array, dtype=np.float64, order="C", copy=True)
+    out = np.empty(array.shape)
+    rows, cols = array.shape
+    for i in range(0, rows, TILE):
+        for j in range(0, cols, TILE):
+            out[i:i + TILE, j:j + TILE] = array[i:i + TILE, j:j + TILE]
+    return out
 
 
 def chunk_rows(shape: Axes) -> int:

@@ -162,3 +162,17 @@ def test_the_dry_run_announces_the_probe():
     assert probe["steps"] == 2 and probe["estimated_seconds"] > 0
     capped = pase.dry_run("transformer", 1024, cluster="h100-sxm", cost_model="alpha-beta")
     assert "probe" not in capped["auto"] and "no probe" in capped["auto"]["note"]  # none under a cap
+
+
+def test_the_probes_split_handed_to_the_decomposition_changes_nothing():
+    from pase.deadline import Deadline
+    from pase.solvers.auto.decompose import decompose
+    from pase.solvers.auto.split import edge_weights, kept_edges
+
+    problem = random_dense(3, 8, 5, seed=1)
+    split = kept_edges(problem, edge_weights(problem), 40, 2**30)
+    runs = [decompose(problem, entries=40, budget=2**30, steps=30, rounds=2, gap=0.0,
+                      deadline=Deadline(None), split=s) for s in (None, split)]
+    assert [(r.choice, r.cost, r.lower_bound, r.status) for r in runs[:1]] == \
+        [(r.choice, r.cost, r.lower_bound, r.status) for r in runs[1:]]
+    assert runs[0].stats["rounds"] == runs[1].stats["rounds"]
