@@ -19,8 +19,8 @@ from typing import Any
 
 from pase.solvers.auto import probe
 from pase.solvers.auto.split import kept_edges
-from pase.solvers.dp.core import DP_ENTRIES_PER_SECOND
 from pase.solvers.dp.core import dry_run as dp_dry_run
+from pase.solvers.dp.core import plan_seconds
 from pase.solvers.dp.plan import DEFAULT_MEMORY_BUDGET, finite
 
 # Entries of the dropped edges' matrices reduced per second in a dual step (a
@@ -47,7 +47,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped:
                                       "takes one folded solve per Lagrange multiplier")
         elif best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
-            if relaxed["table_entries"] / DP_ENTRIES_PER_SECOND <= probe.MAX_SHARE * plain:
+            if relaxed["plan_seconds"] <= probe.MAX_SHARE * plain:
                 report["auto"]["probe"] = {
                     "steps": probe.STEPS, "estimated_seconds": finite(
                         relaxed["split_seconds"] + probe.STEPS * relaxed["seconds_per_step"]),
@@ -78,6 +78,7 @@ def _relaxed(shape: Any, entries: float, budget: float) -> dict[str, Any]:
                           for u, v in (shape.edges[e] for e in dropped))
     return {"kept_edges": len(kept), "dropped_edges": len(dropped),
             "table_entries": plan.table_entries, "dropped_entries": dropped_entries,
-            "seconds_per_step": finite(plan.table_entries / DP_ENTRIES_PER_SECOND
+            "plan_seconds": plan_seconds(plan),
+            "seconds_per_step": finite(plan_seconds(plan)
                                        + dropped_entries / DROPPED_ENTRIES_PER_SECOND),
             "split_seconds": SPLIT_SECONDS_PER_EDGE * len(shape.edges)}

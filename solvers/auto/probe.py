@@ -13,7 +13,7 @@ from pase.deadline import Deadline
 from pase.problem import Problem, Solution, Status
 from pase.solvers.auto.decompose import decompose
 from pase.solvers.auto.split import edge_weights, kept_edges
-from pase.solvers.dp.core import DP_ENTRIES_PER_SECOND
+from pase.solvers.dp.core import plan_seconds
 from pase.solvers.dp.plan import choose
 
 MIN_DP_SECONDS = 10.0
@@ -27,12 +27,12 @@ def probe(problem: Problem, ordering: str, budget: float, entries: float,
     if problem.memory_cap is not None:
         return None, ""
     plan = choose(problem, ordering, budget, limit_bytes=budget)[0]
-    dp_seconds = plan.table_entries / DP_ENTRIES_PER_SECOND
+    dp_seconds = plan_seconds(plan)
     if not plan.complete or not plan.fits(budget) or dp_seconds < MIN_DP_SECONDS:
         return None, ""
     kept, relaxed = kept_edges(problem, edge_weights(problem), entries, budget)
     if not (relaxed.complete and relaxed.fits(budget)) or \
-            relaxed.table_entries / DP_ENTRIES_PER_SECOND > MAX_SHARE * dp_seconds:
+            plan_seconds(relaxed) > MAX_SHARE * dp_seconds:
         return None, ""
     answer = decompose(problem, entries=entries, budget=budget, steps=STEPS, rounds=1, gap=0.0,
                        deadline=deadline, split=(kept, relaxed))

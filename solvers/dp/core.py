@@ -64,13 +64,20 @@ from pase.solvers.dp.plan import (
     refuse_over_budget,
 )
 
-__all__ = ["BLOCKS_MIN_ENTRIES", "DP_ENTRIES_PER_SECOND", "PRUNE_MIN_ENTRIES", "dry_run",
+__all__ = ["BLOCKS_MIN_ENTRIES", "DP_ENTRIES_PER_SECOND", "FOLD_ENTRIES_PER_SECOND",
+           "PRUNE_MIN_ENTRIES", "dry_run", "plan_seconds",
            "min_sum", "solve", "solve_blocks", "solve_blocks_capped"]
 
 # Min-plus table entries the plain dp fills per second on the 2-core machine
 # (benchmarks/results/scale.md, blocks off: 8.8e8-1.1e9 at p = 64-256, 5.6e8 for the
 # Transformer at p = 1024); 8e8 puts each of those five rows within 1.5x. Dry runs use it.
 DP_ENTRIES_PER_SECOND = 8e8
+# Entries the steps' folds pass over per second (Plan.fold_entries: base copies and terms
+# added into them), beside the min-plus work: most of a spanning forest's steps, whose
+# tables are no larger than their edge matrices. Fitted on the decomposition's relaxed
+# steps (llama2-70b, gpt3-175b p = 256 and gpt2-xl p = 1024 under alpha-beta, the paper
+# Transformer at p = 1024): each predicted within 0.85-1.3x with the other two rates.
+FOLD_ENTRIES_PER_SECOND = 3e9
 # Below this many table entries (a tenth of a second) the plain dp is not worth
 # reducing: blocks are looked for only in larger (or over-budget) Problems.
 BLOCKS_MIN_ENTRIES = 10**8
@@ -222,7 +229,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> dict
         rows.append({"ordering": p.ordering, "max_dependent_set": p.max_dependent_set,
                      "table_entries": finite(p.table_entries),
                      "peak_table_bytes": finite(p.peak_bytes),
-                     "estimated_seconds": _seconds(p),
+                     "estimated_seconds": plan_seconds(p),
                      "within_memory_budget": p.fits(budget), "complete": p.complete,
                      "peak_vertex": None if step is None else shape.names[step.vertex]})
     best = auto([plans[n] for n in AUTO_ORDERINGS], budget)
@@ -433,7 +440,7 @@ def _verified_cost(problem: Problem, choice: tuple[int, ...], dp_value: float) -
 def _dry_run_blocks(shape: Any, best: Plan, budget: float) -> dict[str, Any]:
     """The ``blocks`` part of a dry run, and ``estimated_seconds``: what ``solve`` would
     spend with its defaults (blocks folded where it would fold them)."""
-    plain_seconds = _seconds(best)
+    plain_seconds = plan_seconds(best)
     if best.fits(budget) and best.table_entries < BLOCKS_MIN_ENTRIES:
         return {"blocks": {"tried": False, "reason": f"the plain plan has under "
                                                      f"{BLOCKS_MIN_ENTRIES:.0e} table entries"},
@@ -444,12 +451,14 @@ def _dry_run_blocks(shape: Any, best: Plan, budget: float) -> dict[str, Any]:
         return {"blocks": blocks, "estimated_seconds": plain_seconds}
     p = choose(reduced, "auto", budget)[0]
     blocks["reduced"] = {**p.summary(), "vertices": reduced.num_vertices,
-                         "estimated_seconds": _seconds(p), "within_memory_budget": p.fits(budget)}
+                         "estimated_seconds": plan_seconds(p), "within_memory_budget": p.fits(budget)}
     seconds = finite(blocks["fold_seconds"] + blocks["reduced"]["estimated_seconds"])
     blocks["estimated_seconds"] = seconds
     return {"blocks": blocks, "estimated_seconds": seconds}
 
 
-def _seconds(p: Plan) -> float:
-    """The plain dp's predicted seconds for a plan (at DP_ENTRIES_PER_SECOND)."""
-    return finite(finite(p.table_entries) / DP_ENTRIES_PER_SECOND)
+def plan_seconds(p: Plan) -> float:
+    """The plain dp's predicted seconds for a plan (its min-plus and fold work at
+    DP_ENTRIES_PER_SECOND and FOLD_ENTRIES_PER_SECOND)."""
+    return finite(finite(p.table_entries) / DP_ENTRIES_PER_SECOND
+                  + finite(p.fold_entries) / FOLD_ENTRIES_PER_SECOND)

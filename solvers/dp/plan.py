@@ -70,6 +70,7 @@ class Step:
     chunk_rows: int
     entries: int
     peak_bytes: int
+    fold_entries: int = 0  # entries the folds pass over: base copies, terms added into bases
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,13 @@ class Plan:
     def table_entries(self) -> int:
         """Sum over steps of ``K_v(i) * prod K over D(i)``: the min-plus work."""
         return sum(s.entries for s in self.steps)
+
+    @property
+    def fold_entries(self) -> int:
+        """Sum over steps of the entries their folds pass over (a copied base once, and
+        once more per term added into a base): the work besides the min-plus itself,
+        which is most of a step whose tables are no larger than its edge matrices."""
+        return sum(s.fold_entries for s in self.steps)
 
     @property
     def peak_bytes(self) -> int:
@@ -177,8 +185,9 @@ def plan_for_order(shape: Any, order: list[int] | tuple[int, ...], rule: str = "
         if not direct:
             transient += chunk * kv * VALUE_BYTES
         own = tables[i] * (VALUE_BYTES + argmin_dtype(kv).itemsize)
+        passes = sum(entries[g[0]] * (len(g) - (g[0] < len(kids))) for g in groups)
         steps.append(Step(i, v, dep, kids, later, full, term_axes, groups, direct, rows,
-                          tables[i] * kv, held + own + transient))
+                          tables[i] * kv, held + own + transient, passes))
         held += own - sum(VALUE_BYTES * tables[j] for j in kids)
     return Plan(name, elim, tuple(steps))
 
