@@ -43,8 +43,9 @@ __all__ = ["class_min_plus", "edge_classes"]
 MAX_FINE_ENTRIES = 2**25
 # Entries of one chunk of the outer minimum's broadcast sum.
 OUTER_CHUNK = 2**21
-# Rows and columns sampled for the cheap test before hashing whole matrices.
-SAMPLE = 128
+# Rows and columns sampled for the cheap tests before hashing whole matrices, the larger
+# only when the smaller did not settle it.
+SAMPLES = (128, 512)
 # Entries of the row-hash product computed at once (32 MiB of float64).
 HASH_CHUNK_ENTRIES = 2**22
 
@@ -71,15 +72,15 @@ def edge_classes(matrix: np.ndarray, memo: dict | None = None
     return out
 
 
-def _sampled_classes(mats: Sequence[np.ndarray]) -> int:
+def _sampled_classes(mats: Sequence[np.ndarray], sample: int) -> int:
     """A lower bound on ``prod(row classes) * n_k`` of :func:`class_min_plus`, from
-    :data:`SAMPLE` evenly spaced rows and columns: columns (rows) that differ on a
+    ``sample`` evenly spaced rows and columns: columns (rows) that differ on a
     sample differ on the whole matrix, so a sample never counts more classes."""
     joint = []
     rows = 1
     for m in mats:
-        r = np.unique(np.linspace(0, m.shape[0] - 1, SAMPLE).astype(np.intp))
-        c = np.unique(np.linspace(0, m.shape[1] - 1, SAMPLE).astype(np.intp))
+        r = np.unique(np.linspace(0, m.shape[0] - 1, sample).astype(np.intp))
+        c = np.unique(np.linspace(0, m.shape[1] - 1, sample).astype(np.intp))
         joint.append(m[r].T)  # (K_v, sampled rows): each column on the sample
         rows *= np.unique(m[:, c], axis=0).shape[0]
     return rows * np.unique(np.concatenate(joint, axis=1), axis=0).shape[0]
@@ -148,8 +149,9 @@ def class_min_plus(step: Step, terms: Sequence[np.ndarray], sizes: Sequence[int]
     plain = math.prod(int(sizes[a]) for a in dep) * kv
     mats = [terms[n_children + k] for k in coarse]
     if memo is None or any(id(m) not in memo for m in mats):
-        if x_size * kv + x_size * _sampled_classes(mats) > plain // 2:
-            return None  # not worth it even on the sample's (fewer) classes: skip hashing
+        for sample in SAMPLES:
+            if x_size * kv + x_size * _sampled_classes(mats, sample) > plain // 2:
+                return None  # not worth it even on a sample's (fewer) classes: skip hashing
     classes = [edge_classes(m, memo) for m in mats]
     joint = np.stack([c[1] for c in classes], axis=1)  # (K_v, coarse): column class per edge
     keys, k_of_v = np.unique(joint, axis=0, return_inverse=True)

@@ -119,4 +119,5 @@ def test_the_sampled_count_never_exceeds_the_true_classes(seed, edges):
     classes = [edge_classes(m) for m in mats]
     n_k = np.unique(np.stack([c[1] for c in classes], axis=1), axis=0).shape[0]
     rows = int(np.prod([c[2].shape[0] for c in classes]))
-    assert 1 <= _sampled_classes(mats) <= rows * n_k
+    for sample in (1, 4, 16, 128):
+        assert 1 <= _sampled_classes(mats, sample) <= rows * n_k
