@@ -17,8 +17,9 @@ killed a little later). Variants, each a list of dp ``--option`` flags or
 
 The ratios are the variant's solve (or build) seconds over the ``all`` row's.
 ``dry s`` is ``pase solve --dry-run``'s prediction of ``auto`` on the row, with its
-cost model and cap (the dp with blocks folded as ``solve`` would, plus any probe it
-announces; run before the build, outside its timing), ``build s (cpu)`` the build's wall
+cost model and cap (the dp with blocks folded as ``solve`` would; where it announces
+a probe, "P or Q": the probe proving at its first step, or all its steps then the dp;
+run before the build, outside its timing), ``build s (cpu)`` the build's wall
 (CPU) seconds, ``cpu s`` the solve's CPU seconds, ``total cpu`` both (CPU seconds are
 robust to a loaded machine).
 
@@ -50,11 +51,16 @@ def parse_model(spec: str) -> tuple[str, dict[str, int]]:
     return name, {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
 
 
-def dry_seconds(report: dict) -> float:
-    """What ``pase solve --dry-run`` predicts ``auto`` takes: its method's estimate, plus
-    the probe it announces before a long dp."""
+def dry_seconds(report: dict) -> str:
+    """What ``pase solve --dry-run`` predicts ``auto`` takes: its method's estimate, or
+    where it announces a probe before a long dp, both outcomes: the probe's first step
+    proving the optimum, or all its steps and then the dp."""
     a = report["auto"]
-    return a["estimated_seconds"] + a.get("probe", {}).get("estimated_seconds", 0.0)
+    if "probe" not in a:
+        return _fmt(a["estimated_seconds"])
+    probe = a["probe"]
+    return (f"{_fmt(probe['estimated_seconds'])} or "
+            f"{_fmt(probe['estimated_seconds_at_most'] + a['estimated_seconds'])}")
 
 
 def worker(spec: str, devices: int, variant: str, cost_model: str, time_limit: float,
@@ -181,7 +187,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['model']} | {r['p']} | {r['variant']} | {r['status']} | {r.get('method') or '-'} | "
             f"{'-' if gap is None else f'{gap:.2g}'} | {_fmt(r.get('build_s'))} "
             f"({_fmt(r.get('build_cpu_s'))}) | "
-            f"{_fmt(r.get('solve_s'))} | {_fmt(r.get('cpu_s'))} | {_fmt(total)} | {_fmt(r.get('dry_s'))} | "
+            f"{_fmt(r.get('solve_s'))} | {_fmt(r.get('cpu_s'))} | {_fmt(total)} | {r.get('dry_s', '-')} | "
             f"{_fmt(ratio)} | {_fmt(bratio)} | "
             f"{_fmt(r.get('table_entries'))} | {_fmt(r.get('pruned'))} | {blocks} | "
             f"{_fmt(r.get('peak_mib'), 0)} | {_fmt(r.get('cost'), 6)} | {_cap(r)} |")
@@ -218,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row['status']} ({row.get('method', '-')}) build {_fmt(row.get('build_s'))} s "
                       f"(cpu {_fmt(row.get('build_cpu_s'))}), solve "
                       f"{_fmt(row.get('solve_s'))} s (cpu {_fmt(row.get('cpu_s'))}, dry "
-                      f"{_fmt(row.get('dry_s'))}), cost {_fmt(row.get('cost'), 6)}, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
+                      f"{row.get('dry_s', '-')}), cost {_fmt(row.get('cost'), 6)}, peak {_fmt(row.get('peak_mib'), 0)} MiB, "
                       f"pruned {_fmt(row.get('pruned'))}, blocks {row.get('blocks', '-')}", flush=True)
     text = table(rows)
     print(text)

@@ -119,9 +119,11 @@ def _print_auto(a: dict) -> None:
         if "note" in a:
             print(f"  {a['note']}")
         if "probe" in a:
-            print(f"  first a {a['probe']['steps']}-step probe of the decomposition (estimated "
-                  f"{a['probe']['estimated_seconds']:.3g} s); when it proves the optimum, the dp "
-                  f"does not run")
+            pr = a["probe"]
+            print(f"  first a {pr['steps']}-step probe of the decomposition (estimated "
+                  f"{pr['estimated_seconds']:.3g} s when its first step proves the optimum, "
+                  f"then the dp does not run; {pr['estimated_seconds_at_most']:.3g} s for all "
+                  f"its steps, before the dp)")
         return
     print(f"auto would run the decomposition: {a['why']}; it keeps {a['kept_edges']} edges "
           f"(relaxed dp {a['relaxed_table_entries']:.3g} table entries) and relaxes "

@@ -48,11 +48,13 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped:
         elif best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
             if relaxed["plan_seconds"] <= probe.MAX_SHARE * plain:
+                split, step = relaxed["split_seconds"], relaxed["seconds_per_step"]
                 report["auto"]["probe"] = {
-                    "steps": probe.STEPS, "estimated_seconds": finite(
-                        relaxed["split_seconds"] + probe.STEPS * relaxed["seconds_per_step"]),
-                    "note": "a short decomposition runs first; when it proves the optimum, "
-                            "it is the answer and the dp does not run"}
+                    "steps": probe.STEPS, "estimated_seconds": finite(split + step),
+                    "estimated_seconds_at_most": finite(split + probe.STEPS * step),
+                    "note": "a short decomposition runs first; when it proves the optimum "
+                            "(often at its first step) it is the answer and the dp does not "
+                            "run; otherwise the dp runs after all its steps"}
         return report
     relaxed = _relaxed(shape, relaxed_entries, memory_budget)
     step, split = relaxed["seconds_per_step"], relaxed["split_seconds"]
