@@ -51,8 +51,8 @@ def worker(model: str, devices: int, cost_model: str, cluster: str, variant: str
     from pase.problem import Status
 
     graph = load(model)
-    dry = pase.dry_run(graph, devices)["auto"]
     kwargs = {"cluster": cluster} if cost_model == "alpha-beta" else {}
+    dry = pase.dry_run(graph, devices, cost_model=cost_model, **kwargs)["auto"]
     start = time.process_time()
     built = pase.build_problem(graph, devices, cost_model, **kwargs)
     build = time.process_time() - start
