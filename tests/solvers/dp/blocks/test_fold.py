@@ -187,6 +187,19 @@ def test_min_plus_product_against_loops():
                 assert arg[g, i, j] == sums.index(min(sums))  # the first minimum
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 40, 2**19])
+def test_min_plus_product_in_chunks_with_ties_and_infinities(monkeypatch, chunk):
+    from pase.solvers.dp.blocks import fold
+
+    monkeypatch.setattr(fold, "PRODUCT_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    a, b = rng.integers(0, 3, (2, 9, 6)).astype(float), rng.integers(0, 3, (2, 6, 5)).astype(float)
+    a[0, 2, :3], b[1, 4, :] = np.inf, np.inf
+    value, arg = min_plus_product(a, b)
+    sums = a[:, :, :, None] + b[:, None, :, :]  # (g, a, c, b)
+    assert np.array_equal(value, sums.min(axis=2)) and np.array_equal(arg, sums.argmin(axis=2))
+
+
 @pytest.mark.parametrize("model,layers,devices", [
     ("gpt2", 4, 8), ("gpt2", 4, 64), ("transformer", 4, 8), ("transformer", 3, 64)])
 def test_real_models(model, layers, devices):
