@@ -166,17 +166,20 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
         problem = model_obj.problem(graph, space)
     else:
         problem = model_obj.problem(graph, space, memory_budget=parse_bytes(build_budget))
-    problem = problem.with_memory_cap(_memory_cap(memory_cap, problem, model_obj))
+    problem = problem.with_memory_cap(_memory_cap(memory_cap, problem.memory is not None,
+                                                 model_obj))
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
 
 
-def _memory_cap(cap: float | str | None, problem: Problem, model: CostModel) -> float | None:
+def _memory_cap(cap: float | str | None, has_memory: bool, model: CostModel) -> float | None:
+    """The cap in bytes a Problem of ``model`` gets (None: none): ``cap`` as given, or by
+    default a cluster's device memory when the model has memory vectors."""
     if isinstance(cap, str) and cap.strip().lower() == "none":
         return None
     if cap is None:
         cluster = getattr(model, "cluster", None)
-        return cluster.device.memory_bytes if problem.memory is not None and cluster else None
-    if problem.memory is None:
+        return cluster.device.memory_bytes if has_memory and cluster else None
+    if not has_memory:
         raise OptionError(f"cost model {model.name!r} has no memory model, so a memory cap cannot "
                           f"apply; use a cost model with memory such as 'alpha-beta'")
     return parse_bytes(cap)
@@ -366,22 +369,10 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     # factors), so they find the repeated blocks without computing any cost.
     shape = problem_shape(graph, space, cost_model=make_cost_model("paper"))
     shape = replace(shape, port_classes=pricing.edges_read_port_splits)
-    report = auto.dry_run(shape, memory_budget=budget, capped=_dry_run_capped(memory_cap, pricing))
+    capped = _memory_cap(memory_cap, pricing.has_memory(), pricing) is not None
+    report = auto.dry_run(shape, memory_budget=budget, capped=capped)
     return {"version": OUTPUT_VERSION, "model": graph.name, "devices": space.devices,
             "cost_model": pricing.name, **report}
-
-
-def _dry_run_capped(cap: float | str | None, model: CostModel) -> bool:
-    """Whether :func:`build_problem` would set a memory cap (:func:`_memory_cap`)."""
-    if isinstance(cap, str) and cap.strip().lower() == "none":
-        return False
-    if cap is None:
-        return model.has_memory() and getattr(model, "cluster", None) is not None
-    if not model.has_memory():
-        raise OptionError(f"cost model {model.name!r} has no memory model, so a memory cap cannot "
-                          f"apply; use a cost model with memory such as 'alpha-beta'")
-    parse_bytes(cap)  # bad text is refused here, as the build would refuse it
-    return True
 
 
 def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mapping[str, int], *,
