@@ -153,12 +153,7 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, max_configs=max_configs,
                                mesh=mesh, model_options=model_options)
-    cost_kwargs = dict(cost_options or {})
-    if cluster is not None:
-        if "cluster" in cost_kwargs:
-            raise OptionError("cluster given twice: as an argument and as a cost option")
-        cost_kwargs["cluster"] = cluster
-    model_obj = make_cost_model(cost_model, **cost_kwargs)
+    model_obj = _pricing_model(cost_model, cluster, cost_options)
     check_deadline("building the graph and its configuration space")
     if variants is not None:
         model_obj = model_obj.with_variants(variants)
@@ -169,6 +164,17 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
     problem = problem.with_memory_cap(_memory_cap(memory_cap, problem.memory is not None,
                                                  model_obj))
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
+
+
+def _pricing_model(cost_model: str | CostModel, cluster: Any,
+                   cost_options: Mapping[str, Any] | None) -> CostModel:
+    """The cost model with its options, ``cluster`` among them when given."""
+    kwargs = dict(cost_options or {})
+    if cluster is not None:
+        if "cluster" in kwargs:
+            raise OptionError("cluster given twice: as an argument and as a cost option")
+        kwargs["cluster"] = cluster
+    return make_cost_model(cost_model, **kwargs)
 
 
 def _memory_cap(cap: float | str | None, has_memory: bool, model: CostModel) -> float | None:
@@ -361,10 +367,7 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
-    kwargs = dict(cost_options or {})
-    if cluster is not None:
-        kwargs["cluster"] = cluster
-    pricing = make_cost_model(cost_model, **kwargs)
+    pricing = _pricing_model(cost_model, cluster, cost_options)
     # The paper model's sharing keys are structural (an op's signature, a port's split
     # factors), so they find the repeated blocks without computing any cost.
     shape = problem_shape(graph, space, cost_model=make_cost_model("paper"))

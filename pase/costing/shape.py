@@ -182,7 +182,7 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
     shape = ProblemShape([op.name for op in graph.ops], sizes, edges,
                          True if cost_model is None else cost_model.has_memory(), producer, shared_with,
                          vertex_shared_with,
-                         port_classes=bool(getattr(cost_model, "edges_read_port_splits", False)))
+                         port_classes=cost_model is not None and cost_model.edges_read_port_splits)
     return shape, [by_pair[pair] for pair in edges]
 
 

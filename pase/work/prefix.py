@@ -66,17 +66,16 @@ def _prefix_blocks(op: Op, port: Port, configs: np.ndarray, n: int
 
 
 def _blocks(op: Op, port: Port, configs: np.ndarray, rows: np.ndarray,
-            devices: int, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+            devices: int) -> tuple[np.ndarray, np.ndarray]:
     """``(B, n, rank)`` blocks and ``(B, n)`` holding masks of ``configs`` (their
-    :func:`layout_rows` ``rows``) on devices ``0 .. n-1`` (``upto``, default all ``p``):
-    from the rows on the mesh, from the ranks (:func:`pase.work.offmesh.rank_blocks`) off it."""
-    p, rank = int(devices), len(port.shape)
-    n = p if upto is None else int(upto)
-    L = len(axis_sizes(p))
+    placement ``rows``) on all ``n = devices`` devices: from the rows on the mesh, from
+    the ranks (:func:`pase.work.axis_blocks.rank_blocks`) off it."""
+    n, rank = int(devices), len(port.shape)
+    L = len(axis_sizes(n))
     blocks = np.zeros((len(configs), n, rank), dtype=np.int64)
     active = np.ones((len(configs), n), dtype=bool)
-    mesh = np.concatenate([mesh_coords(p)[:n], np.zeros((n, 1), dtype=np.int64)], axis=1)
-    sizes = np.asarray(axis_sizes(p) + (1,), dtype=np.int64)
+    mesh = np.concatenate([mesh_coords(n), np.zeros((n, 1), dtype=np.int64)], axis=1)
+    sizes = np.asarray(axis_sizes(n) + (1,), dtype=np.int64)
     for a in range(rank):
         codes = rows[:, rank + a * L: rank + (a + 1) * L]  # (B, L), 0 pads -> the size-1 column
         for slot in range(L):

@@ -78,9 +78,9 @@ def _relaxed(shape: Any, entries: float, budget: float) -> dict[str, Any]:
     dropped = [e for e in range(len(shape.edges)) if e not in held]
     dropped_entries = sum(int(shape.sizes[u]) * int(shape.sizes[v])
                           for u, v in (shape.edges[e] for e in dropped))
+    seconds = plan_seconds(plan)
     return {"kept_edges": len(kept), "dropped_edges": len(dropped),
             "table_entries": plan.table_entries, "dropped_entries": dropped_entries,
-            "plan_seconds": plan_seconds(plan),
-            "seconds_per_step": finite(plan_seconds(plan)
-                                       + dropped_entries / DROPPED_ENTRIES_PER_SECOND),
+            "plan_seconds": seconds,
+            "seconds_per_step": finite(seconds + dropped_entries / DROPPED_ENTRIES_PER_SECOND),
             "split_seconds": SPLIT_SECONDS_PER_EDGE * len(shape.edges)}

@@ -125,7 +125,8 @@ def predict_blocks(shape: Any) -> tuple[dict[str, Any], Any | None]:
     return {"predicted": True, "chains": chains, "blocks_found": len(chains),
             "vertices_removed": removed,
             "transfer_entries": transfer, "transfer_entries_per_second": rate,
-            "power_products": products, "power_work": power_work, "reduced": None, "fold_seconds": seconds}, current if chains else None
+            "power_products": products, "power_work": power_work, "reduced": None,
+            "fold_seconds": seconds}, current if chains else None
 
 
 def _transfer_entries(shape: _Shape, chain: BlockChain) -> int:
