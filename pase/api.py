@@ -33,7 +33,7 @@ from pase.errors import (
 from pase.files import regular_file
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
-from pase.problem import Problem, Solution, check_problem
+from pase.problem import Problem, Solution, Status, check_problem
 from pase.registry import COST_MODELS, MODELS, SOLVERS
 from pase.sizes import check_model_size
 from pase.space import ConfigSpace, check_devices
@@ -287,12 +287,35 @@ def _model_keywords(model: Any, solver: str, options: dict[str, Any],
 
 def to_strategy(built: Built, solution: Solution) -> Strategy:
     meta = memory_report(built.problem, solution.choice)
+    if solution.choice is not None and hasattr(built.cost_model, "price_plan"):
+        price = built.cost_model.price_plan(built.graph, built.problem, solution.choice)
+        meta.update(price)
+        solution = certified(solution, price, built.problem.memory_cap)
     if solution.choice is None:
         return Strategy(built.graph.name, built.space.devices, {}, float("inf"), built.problem.unit,
                         {}, [], built.cost_model.name, solution, built.seconds, meta)
     return Strategy.from_choice(built.graph, built.space, built.problem, solution.choice,
                                 cost_model=built.cost_model.name, solution=solution,
                                 build_seconds=built.seconds, meta=meta)
+
+
+def certified(solution: Solution, price: Mapping[str, Any], cap: float | None) -> Solution:
+    """``solution`` with the status and gap its plan's price supports.
+
+    The calibrated Problem charges the gradient sync at its overlap tax and leaves
+    transient memory out (:mod:`pase.cost_models.calibrated_plan`), so its optimum is a
+    lower bound on every plan's step. The plan's own step is the answer's cost; where it
+    exceeds the bound, a proof of optimality becomes a gap, and a plan whose transient
+    memory breaks the cap is only feasible.
+    """
+    step = float(price["step_seconds"])
+    bound = solution.lower_bound
+    status = solution.status
+    over = cap is not None and float(price["memory_bytes"]) > cap
+    if status is Status.OPTIMAL and (step > solution.cost * (1 + 1e-9) or over):
+        status = Status.FEASIBLE
+    stats = dict(solution.stats, search_cost=solution.cost)
+    return replace(solution, cost=step, status=status, lower_bound=bound, stats=stats)
 
 
 def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
@@ -329,9 +352,12 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
                           cost_options=cost_options, build_budget=build_budget,
                           variants=strategy_variants(strategy))
     choice = choice_of(built, configs)
+    meta = memory_report(built.problem, choice)
+    if hasattr(built.cost_model, "price_plan"):
+        meta.update(built.cost_model.price_plan(built.graph, built.problem, choice))
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                 cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                meta=memory_report(built.problem, choice))
+                                meta=meta)
 
 
 def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:

@@ -146,10 +146,11 @@ def space_kwargs(args: Any) -> dict[str, Any]:
 def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
     """Cost-model arguments; a shorthand flag the cost model has no option for is refused.
 
-    ``--cluster`` without ``--cost-model`` selects alpha-beta (the model that prices a
-    cluster), so the flag means the same on every command.
+    ``--cluster`` without ``--cost-model`` selects the calibrated model (the one model
+    of the hardware, :mod:`pase.cost_models.calibrated`), so the flag means the same
+    on every command.
     """
-    name = args.cost_model or ("alpha-beta" if getattr(args, "cluster", None) else default)
+    name = args.cost_model or ("calibrated" if getattr(args, "cluster", None) else default)
     options: dict[str, Any] = key_values(args.cost_option, "--cost-option")
     params = _parameters(COST_MODELS.get(name))  # an unknown name fails here, listing the known
     for flag in COST_FLAGS:

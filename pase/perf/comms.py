@@ -20,7 +20,6 @@ A hop across nodes costs the network latency, inside a node the NVLink one.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
@@ -32,38 +31,55 @@ from pase.perf.layout import Layout
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
 
 
-def _link(cluster: Cluster, hw: Achieved, n: int, nodes: int) -> tuple[float, float, float]:
-    """(bus bytes/s, latency of an intra hop, latency of an inter hop)."""
+def _link(cluster: Cluster, hw: Achieved, n, nodes):
+    """(bus bytes/s, latency of an intra hop, latency of an inter hop), per group."""
     nvlink = cluster.intra.bytes_per_second * hw.nvlink
-    if nodes <= 1:
-        return nvlink, cluster.intra.latency_s, 0.0
-    per_node = max(1, min(n // nodes, cluster.devices_per_node))
-    return (min(per_node * cluster.inter.bytes_per_second * hw.network, nvlink),
-            cluster.intra.latency_s, cluster.inter.latency_s)
+    per_node = np.maximum(1, np.minimum(n // np.maximum(nodes, 1), cluster.devices_per_node))
+    across = np.minimum(per_node * cluster.inter.bytes_per_second * hw.network, nvlink)
+    spans = nodes > 1
+    return (np.where(spans, across, nvlink), cluster.intra.latency_s,
+            np.where(spans, cluster.inter.latency_s, 0.0))
 
 
-def collective_seconds(kind: str, nbytes: float, n: int, nodes: int, cluster: Cluster,
-                       hw: Achieved) -> float:
-    """Seconds of one collective of ``nbytes`` over ``n`` ranks on ``nodes`` nodes."""
+def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achieved,
+                       latency: bool = True):
+    """Seconds of one collective of ``nbytes`` over ``n`` ranks on ``nodes`` nodes.
+
+    Scalars give a float; arrays (one entry per candidate config of an op, as the
+    calibrated cost model asks) broadcast and give an array. ``latency=False``: the
+    bandwidth term alone, for a tensor that travels in a bucket with others
+    (gradient syncs, FSDP's gathers), whose hops the bucket pays once.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
-    if nbytes <= 0 or (n <= 1 and kind != "send"):
-        return 0.0
+    scalar = all(np.ndim(x) == 0 for x in (nbytes, n, nodes))
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(n, dtype=np.int64)
+    nodes = np.maximum(np.asarray(nodes, dtype=np.int64), 1)
     bw, intra, inter = _link(cluster, hw, n, nodes)
-    per_node = max(1, n // max(nodes, 1))
+    if not latency:
+        intra, inter = 0.0, np.zeros_like(inter)
+    per_node = np.maximum(1, n // nodes)
+    spans = nodes > 1
+    nf = np.maximum(n, 1).astype(np.float64)
 
-    def ring_hops(rounds: int) -> float:  # a hierarchical ring: inner hops on NVLink, outer on the network
-        return rounds * ((per_node - 1) * intra + (max(nodes, 1) - 1) * inter) if nodes > 1 \
-            else rounds * (n - 1) * intra
+    def ring_hops(rounds: int):  # a hierarchical ring: inner hops on NVLink, outer on the network
+        return rounds * np.where(spans, (per_node - 1) * intra + (nodes - 1) * inter, (n - 1) * intra)
 
     if kind == "send":
-        return (inter if nodes > 1 else intra) + nbytes / bw
-    if kind == "all-reduce":
-        ring = 2 * (n - 1) / n * nbytes / bw + ring_hops(2)
-        hop = inter if nodes > 1 else intra
-        tree = 2 * nbytes / bw + 2 * math.ceil(math.log2(n)) * hop
-        return min(ring, tree)
-    return (n - 1) / n * nbytes / bw + ring_hops(1)
+        out = np.where(spans, inter, intra) + nbytes / bw
+    elif kind == "all-reduce":
+        ring = 2 * (nf - 1) / nf * nbytes / bw + ring_hops(2)
+        hop = np.where(spans, inter, intra)
+        tree = 2 * nbytes / bw + 2 * np.ceil(np.log2(nf)) * hop
+        out = np.minimum(ring, tree)
+    else:
+        out = (nf - 1) / nf * nbytes / bw + ring_hops(1)
+    if kind != "send":
+        out = np.where((nbytes <= 0) | (n <= 1), 0.0, out)
+    else:
+        out = np.where(nbytes <= 0, 0.0, out)
+    return float(out) if scalar else out
 
 
 def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:

@@ -1,0 +1,167 @@
+"""One plan priced by the calibrated model: step time, memory, MFU and where the time goes.
+
+A plan is a config (and a variant: ZeRO stage, recomputation) per op. Its price
+is the calibrated Problem's sum at that choice, plus the two terms that are not a
+sum over ops (:mod:`pase.cost_models.calibrated`):
+
+- **the exposed gradient sync**: the Problem charges each parameter's sync at the
+  overlap tax, as if the backward pass hid it. All syncs together take ``S``
+  seconds and the backward pass leaves a window ``W`` (its compute, less the
+  first layer's, which nothing follows); the step pays ``max(0, S - W)`` plus the
+  tax on the rest, as ``pase evaluate --layout`` does. The difference is
+  ``>= 0``, so the Problem's optimum is a lower bound on every plan's price and
+  ``correction / step`` bounds how far the searched plan can be from the best;
+- **transient memory**: under full recomputation, the activations of the layer
+  being rebuilt (the largest); under ZeRO-3, the largest layer's gathered
+  parameters, twice (this one and the prefetched next) and its full gradient.
+
+:func:`price_plan` returns the same JSON keys as ``pase evaluate --layout``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pase.cost_models.calibrated import CalibratedCostModel, PricedWork
+from pase.ir import Graph
+from pase.perf.layout import Layout
+from pase.perf.ops import price_ops
+from pase.perf.pipeline import placement
+from pase.perf.step import _flop, _sequence
+from pase.problem import Problem
+from pase.work.layout import owned_axes
+from pase.work.variants import apply_variant
+
+VERSION = 1
+
+
+def price_plan(graph: Graph, model: CalibratedCostModel, problem: Problem,
+               choice: tuple[int, ...], *, global_batch: int | None = None) -> dict[str, Any]:
+    """The price of ``choice`` (candidate indices of ``problem``, built by ``model`` for
+    ``graph``): ``step_seconds``, ``memory_bytes``, ``fits_memory``, ``mfu``, ``hfu``,
+    ``breakdown``, ``memory`` and the Problem's own sum (``search_seconds``)."""
+    c = problem.check_choice(choice)
+    bound = model.bind(graph, problem.devices)
+    m = bound.microbatches
+    tax = bound.hw.overlap
+    compute = critical = sync = gathers = optimizer = 0.0
+    window = 0.0
+    acts_by_unit: dict[str, float] = {}
+    params_by_unit: dict[str, float] = {}
+    by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
+    for i, op in enumerate(graph.ops):
+        cand = int(c[i])
+        maps = problem.variants
+        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
+        configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
+        base = bound.work(op, configs)
+        work = apply_variant(base, zero, recompute)
+        assert isinstance(work, PricedWork)
+        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+        again = f if recompute else 0.0
+        compute += m * (f + b + again)
+        ctx = bound.context(op)
+        if ctx.unit not in ("pre",):
+            window += m * (b + again)
+        parts = _collectives(bound, work)
+        critical += m * parts["critical"]
+        sync += parts["sync"]
+        gathers += m * parts["gathers"]
+        optimizer += float(bound.work_costs(work)[0]) - m * (f + b + again + parts["critical"]
+                                                              + tax * parts["gathers"]) \
+            - tax * parts["sync"]
+        fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
+        fsdp += (f, b + again, parts["gather_f"], parts["gather_b"], parts["scatter"])
+        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
+            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
+        if ctx.unit not in ("pre", "post"):
+            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
+    search = problem.evaluate(choice)
+    units = max(1, len(acts_by_unit))
+    exposed_window = window * (1 - 1 / units) if units > 1 else window
+    exposed_sync = max(0.0, sync - exposed_window) + tax * min(sync, exposed_window)
+    fsdp_exposed = m * _fsdp_correction(by_unit, bound.hw)
+    correction = exposed_sync - tax * sync + fsdp_exposed
+    step = search + correction
+    mem = problem.memory_of(choice) if problem.memory is not None else 0.0
+    working = max(acts_by_unit.values(), default=0.0) if bound.recompute_mode == "full" else 0.0
+    gathered = max(params_by_unit.values(), default=0.0) * 3.0  # 2 weight copies + gradient
+    memory = mem + working + gathered
+    model_flop, hardware_flop = _model_flop(graph, bound, m)
+    peak = bound.pricer.peak_flops * problem.devices
+    tokens = _samples(graph, m) * _sequence(graph)
+    cap = bound.cluster.device.memory_bytes
+    return {"version": VERSION, "step_seconds": step, "search_seconds": search,
+            "tokens_per_second": tokens / step, "mfu": model_flop / (step * peak),
+            "hfu": hardware_flop / (step * peak), "memory_bytes": memory,
+            "fits_memory": bool(memory <= cap), "device_memory_bytes": cap,
+            "breakdown": {"compute": compute, "communication": critical + edges + tax * gathers
+                          + exposed_sync + fsdp_exposed, "bubble": 0.0, "optimizer": optimizer},
+            "memory": {"total": memory, "states_and_activations": mem,
+                       "recompute_working_set": working, "zero3_gathered": gathered},
+            "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
+            "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
+
+
+def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
+    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged: the
+    first unit's forward gather waits in full; each other unit's forward gather hides
+    behind its forward compute, and each unit's backward gather and reduce-scatter
+    behind its backward compute, but for what does not fit and the tax."""
+    exposed = charged = 0.0
+    first = True
+    for f, b, gf, gb, rs in by_unit.values():
+        if gf + gb + rs == 0.0:
+            continue
+        exposed += gf if first else hw.overlapped(gf, f)
+        exposed += hw.overlapped(gb + rs, b)
+        charged += hw.overlap * (gf + gb + rs)
+        first = False
+    return max(0.0, exposed - charged)
+
+
+def _collectives(model: CalibratedCostModel, work: PricedWork) -> dict[str, float]:
+    """One config's collective seconds: critical path (per micro-batch), gradient syncs
+    (once, standalone) and ZeRO-3 gathers (per micro-batch, standalone)."""
+    out = {"critical": 0.0, "sync": 0.0, "gathers": 0.0, "gather_f": 0.0, "gather_b": 0.0,
+           "scatter": 0.0}
+    moved = model.moved.get(work.op.name, frozenset())
+    fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+               for c in work.collectives)
+    for col in work.collectives:
+        t = float(model.collective(work.op, work.configs, col)[0])
+        if col.port is not None and col.port in moved and \
+                not owned_axes(work.op, work.configs, model.p)[1][0]:
+            t = 0.0  # charged on the edge
+        if col.weight is not None and (fsdp or col.phase != "gradient"):
+            out["gathers"] += t
+            out[{"forward": "gather_f", "backward": "gather_b"}.get(col.phase, "scatter")] += t
+        elif col.phase == "gradient":
+            out["sync"] += t
+        else:
+            out["critical"] += t
+    return out
+
+
+def _model_flop(graph: Graph, model: CalibratedCostModel, m: int) -> tuple[float, float]:
+    """Model FLOP of a step (MFU's count) and the hardware's (with recomputation)."""
+    lay = Layout(micro_batch=1, global_batch=m, recompute=model.recompute_mode
+                 if model.recompute_mode in ("selective", "full") else "none",
+                 attention=model.attention)
+    ops = price_ops(graph, lay, model.pricer)
+    _, units, _ = placement(graph, lay)
+    return _flop(graph, lay, ops, units)
+
+
+def _samples(graph: Graph, m: int) -> float:
+    """Sequences in one step: the batch the graph is built at, times the micro-batches."""
+    for op in graph.ops:
+        for d in op.dims:
+            if d.role == "batch":
+                return float(d.size * m)
+    return float(m)
+
+
+__all__ = ["price_plan"]

@@ -1,0 +1,53 @@
+"""A named layout as a per-op plan: what each op's config and variant are under it.
+
+``tp=2,dp=4`` is one way to write a plan: :func:`layout_configs` gives each op's
+split (``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them,
+``dp`` on the batch) for a graph built at the micro-batch of every data-parallel
+rank together (``micro_batch x dp``), and :func:`layout_variants` each op's ZeRO
+stage and recomputation flag. The calibrated cost model prices that plan with the
+same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
+two prices are checked against each other, and ``pase view --layout`` draws it.
+
+A dim whose size the split does not divide (a vocabulary Megatron-LM pads) is left
+unsplit and reported: pase's tiles are exact.
+"""
+from __future__ import annotations
+
+from pase.ir import Graph
+from pase.perf.context import op_contexts
+from pase.perf.layout import Layout, op_splits
+from pase.work.variants import owned_weight_indices
+
+
+def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
+                   ) -> dict[str, dict[str, int]]:
+    """``{op: {dim: factor}}`` of ``lay`` (pp = 1) on ``graph`` built at ``micro_batch x dp``;
+    dims left unsplit are appended to ``unsplit`` as ``op.dim``."""
+    configs = {}
+    for op in graph.ops:
+        split = dict(zip(op.dim_names, op_splits(op, lay)))
+        batch = next((d.name for d in op.dims if d.role == "batch"), None)
+        if batch is not None:
+            split[batch] *= lay.dp
+        for d in op.dims:
+            if d.size % split[d.name]:
+                if unsplit is not None:
+                    unsplit.append(f"{op.name}.{d.name}")
+                split[d.name] = 1
+        configs[op.name] = {d: f for d, f in split.items() if f > 1}
+    return configs
+
+
+def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
+    """``{op: {"zero": Z, "recompute": R}}`` of ``lay``: its ZeRO stage on every op that
+    holds parameters, and recomputation by its rule (:func:`recomputed`)."""
+    from pase.cost_models.calibrated import recomputed  # the model's own rule
+
+    contexts = op_contexts(graph, lay.attention)
+    out = {}
+    for op in graph.ops:
+        zero = lay.zero if owned_weight_indices(op) else 0
+        again = recomputed(contexts[op.name], lay.recompute)
+        if zero or again:
+            out[op.name] = {"zero": zero, "recompute": again}
+    return out
