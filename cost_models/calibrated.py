@@ -44,7 +44,7 @@ import dataclasses
 
 import numpy as np
 
-from pase.cluster import PRECISIONS, Cluster, Link
+from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
 from pase.cost_models import alpha_beta_edges as edges
 from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
 from pase.errors import OptionError
@@ -99,8 +99,9 @@ class CalibratedCostModel(AlphaBetaCostModel):
     Args:
         cluster: a :class:`~pase.cluster.Cluster`, a preset name or a cluster JSON path
             (a preset grows to the device count); homogeneous clusters only.
-        precision: ``bf16`` (default), ``fp16``, ``fp8`` (mixed precision: 2-byte
-            activations, 16 bytes of state a parameter) or ``fp32``.
+        precision: ``bf16``, ``fp16``, ``fp8`` (mixed precision: 2-byte activations, 16
+            bytes of state a parameter) or ``fp32``; default bf16 where the device has a
+            bf16 peak, else the device's own precision.
         microbatches: micro-batches per step (gradient accumulation): the graph is one
             micro-batch of every data-parallel rank together; per-micro-batch terms are
             charged this many times, once-per-step terms once. Default 1.
@@ -113,9 +114,12 @@ class CalibratedCostModel(AlphaBetaCostModel):
     name = "calibrated"
     unit = "s"
 
-    def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str = "bf16",
+    def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
                  attention: str = "fused"):
+        if precision is None:  # mixed bf16 where the device has tensor cores, else its own
+            device = get_cluster(cluster).device
+            precision = "bf16" if device.bf16_tflops > 0 else device.precision
         recompute = "full" if str(recompute) == "all" else str(recompute)
         if recompute not in RECOMPUTE:
             raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")

@@ -72,7 +72,11 @@ def _is_reference(name: str) -> bool:
     return bool(sep) and path.endswith(".py") and function.isidentifier()
 
 
-def make_cost_model(cost_model: str | CostModel = "paper", **options: Any) -> CostModel:
+def make_cost_model(cost_model: str | CostModel | None = None, **options: Any) -> CostModel:
+    """A cost model by name with its options (no name: calibrated with a cluster option,
+    else the paper's), or ``cost_model`` itself when it is one."""
+    if cost_model is None:
+        cost_model = "calibrated" if "cluster" in options else "paper"
     if isinstance(cost_model, CostModel):
         if options:
             raise OptionError(f"cost model options {sorted(options)} apply only to a cost model "
@@ -116,7 +120,7 @@ def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | Non
     return graph, ConfigSpace(graph, devices, **space_kwargs)
 
 
-def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str | CostModel = "paper",
+def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str | CostModel | None = None,
                   *, batch: int | None = None, cutoff: int | None = None,
                   powers_of_two: bool = False, max_configs: int | None = None,
                   mesh: str | Sequence[int] | None = None, cluster: Any = None,
@@ -128,7 +132,9 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
                   deadline: Deadline | None = None) -> Built:
     """Graph -> ConfigSpace -> Problem, timed.
 
-    ``cluster`` goes to cost models that take one (``alpha-beta``).
+    ``cost_model``: a registered name or a CostModel; by default the calibrated model
+    when a ``cluster`` is given, else the paper's. ``cluster`` goes to cost models that
+    take one (``calibrated``, ``alpha-beta``).
     ``memory_cap`` (bytes, or text such as ``"16GiB"``; ``"none"`` for no cap)
     bounds each device's memory; by default a cost model with memory vectors
     and a cluster caps at the cluster's device memory. ``build_budget`` (bytes
@@ -166,10 +172,13 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
     return Built(graph, space, model_obj, problem, time.perf_counter() - start)
 
 
-def _pricing_model(cost_model: str | CostModel, cluster: Any,
+def _pricing_model(cost_model: str | CostModel | None, cluster: Any,
                    cost_options: Mapping[str, Any] | None) -> CostModel:
-    """The cost model with its options, ``cluster`` among them when given."""
+    """The cost model with its options, ``cluster`` among them when given. No name: the
+    calibrated model when a cluster is given (in ``cluster`` or the options), else the paper's."""
     kwargs = dict(cost_options or {})
+    if cost_model is None:
+        cost_model = "calibrated" if cluster is not None or "cluster" in kwargs else "paper"
     if cluster is not None:
         if "cluster" in kwargs:
             raise OptionError("cluster given twice: as an argument and as a cost option")
@@ -236,7 +245,7 @@ def _solver_share(solver: str, time_limit: float | None) -> float | None:
 
 
 def solve(model: str | Path | Graph, devices: int = 8, solver: str = "auto",
-          cost_model: str | CostModel = "paper", *, batch: int | None = None,
+          cost_model: str | CostModel | None = None, *, batch: int | None = None,
           cutoff: int | None = None, powers_of_two: bool = False,
           mesh: str | Sequence[int] | None = None, cluster: Any = None,
           memory_cap: float | str | None = None,
@@ -330,7 +339,7 @@ def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
 
 
 def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
-             cost_model: str | CostModel = "paper", *,
+             cost_model: str | CostModel | None = None, *,
              batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
              mesh: str | Sequence[int] | None = None, cluster: Any = None,
              memory_cap: float | str | None = None,
@@ -371,7 +380,7 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
             batch: int | None = None, cutoff: int | None = None, powers_of_two: bool = False,
             mesh: str | Sequence[int] | None = None,
             model_options: Mapping[str, Any] | None = None,
-            cost_model: str | CostModel = "paper", cluster: Any = None,
+            cost_model: str | CostModel | None = None, cluster: Any = None,
             cost_options: Mapping[str, Any] | None = None,
             memory_cap: float | str | None = None) -> dict[str, Any]:
     """The dp's predicted tables, memory and time per ordering, and what the default solver

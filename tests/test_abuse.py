@@ -237,7 +237,7 @@ ROWS = [
     Row("dry-run-cap-without-memory", f"{SOLVE} --dry-run --memory-cap 1GiB", 2,
         r"cost model 'paper' has no memory model, so a memory cap cannot apply"),
     Row("dry-run-unknown-cost-model", f"{SOLVE} --dry-run --cost-model nope", 2,
-        r"unknown cost model 'nope'; known: alpha-beta, paper"),
+        r"unknown cost model 'nope'; known: alpha-beta, calibrated, paper"),
     Row("dry-run-budget", f"{SOLVE} --dry-run --option memory_budget=1 --format json", 0,
         check=lambda out: not any(r["within_memory_budget"] for r in strict_json(out)["orderings"])),
     Row("compare-negative-time-limit", "compare chain -p 4 --solvers dp --time-limit -3", 2,

@@ -66,7 +66,7 @@ def test_graph_json_file_as_model(capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["solve", "nope", "-p", "8"], "unknown model 'nope'"),
     (["solve", "chain", "-p", "8", "--solver", "magic"], "unknown solver 'magic'; known: "),
-    (["solve", "chain", "-p", "8", "--cost-model", "magic"], "unknown cost model 'magic'; known: alpha-beta, paper"),
+    (["solve", "chain", "-p", "8", "--cost-model", "magic"], "unknown cost model 'magic'; known: alpha-beta, calibrated, paper"),
     (["solve", "alexnet", "-p", "8", "--solver", "exhaustive"], "exceeds max_strategies"),
     (["solve", "chain", "-p", "8", "--solver", "exhaustive", "--option", "bogus=1"],
      "solver 'exhaustive' has no option 'bogus'; allowed: max_strategies"),

@@ -97,16 +97,17 @@ def test_import_says_wrote_on_stdout(capsys, tmp_path):
     ["solve", "mlp", "-p", "8", "--cluster", "dgx-a100"],
     ["compare", "mlp", "-p", "8", "--cluster", "dgx-a100", "--solvers", "dp"],
 ])
-def test_cluster_alone_selects_alpha_beta(capsys, argv):
+def test_cluster_alone_selects_the_calibrated_model(capsys, argv):
     code, out, _ = run(capsys, *argv, "--format", "json")
-    assert code == 0 and json.loads(out)["cost_model"] == "alpha-beta"
+    assert code == 0 and json.loads(out)["cost_model"] == "calibrated"
 
 
-def test_evaluate_with_cluster_alone_is_alpha_beta(capsys, plan):
+def test_evaluate_with_cluster_alone_is_calibrated(capsys, plan):
     code, out, _ = run(capsys, "evaluate", "mlp", "-p", "8", "--cluster", "dgx-a100x2",
                        "--strategy", plan, "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["cost_model"] == "alpha-beta" and data["cost_unit"] == "s"
+    assert code == 0 and data["cost_model"] == "calibrated" and data["cost_unit"] == "s"
+    assert data["step_seconds"] > 0 and data["fits_memory"] in (True, False)
 
 
 def test_cluster_with_another_cost_model_is_refused_in_one_line(capsys):
