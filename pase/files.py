@@ -80,8 +80,8 @@ def check_output(path: str | os.PathLike, what: str, *, stdout: bool = False) ->
         if stat.S_ISDIR(mode):
             raise OptionError(f"{shown}{linked} is a folder; give a file name")
         hint = " (or - for stdout)" if stdout else ""
-        raise OptionError(f"{shown}{linked} is {_kind(mode)}; pase writes only regular files, "
-                          f"which it replaces whole: give a file name{hint}")
+        raise OptionError(f"{shown}{linked} is {_kind(mode)}; pase writes only regular "
+                          f"files: give a file name{hint}")
     given = Path(path).parent  # named as the user wrote it, unless a link moved it
     _writable_folder(target.parent, shown,
                      given if os.path.realpath(given) == str(target.parent) else target.parent)
