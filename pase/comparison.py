@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from pase.api import Built, build_problem, run_solver
 from pase.claims import ClaimError
 from pase.errors import OptionError, PaseError, SolverUnavailableError
+from pase.files import save_figure
 from pase.options import coerce_options
 from pase.registry import SOLVERS
 from pase.strategy import finite_or_none
@@ -140,5 +141,7 @@ def plot_comparison(rows: Sequence[Row], path: str | Path, title: str = "") -> N
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, what="plot", dpi=120)
+    finally:
+        plt.close(fig)

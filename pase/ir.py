@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pase import schema
 from pase.errors import GraphError
+from pase.files import write_text_atomic
 from pase.strictjson import DuplicateKeyError, name_problem
 from pase.strictjson import loads as strict_loads
 
@@ -427,7 +428,7 @@ class Graph:
     def to_json(self, path: str | Path | None = None, indent: int | None = 1) -> str:
         text = json.dumps(self.to_dict(), indent=indent)
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            write_text_atomic(path, text, what="graph file")
         return text
 
     @classmethod

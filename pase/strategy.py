@@ -11,7 +11,7 @@ import numpy as np
 
 from pase import text
 from pase.errors import OptionError, StrategyError
-from pase.files import regular_file
+from pase.files import regular_file, write_text_atomic
 from pase.ir import Graph
 from pase.problem import Problem, Solution
 from pase.space import ConfigSpace
@@ -192,7 +192,7 @@ class Strategy:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json_text(self.to_dict())
         if path is not None:
-            Path(path).write_text(text + "\n")
+            write_text_atomic(path, text + "\n", what="strategy file")
         return text
 
 

@@ -119,11 +119,26 @@ def test_python_dash_m():
     assert "alexnet" in [row["name"] for row in json.loads(out)]
 
 
+def test_a_full_disk_is_one_line(capsys, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    def full(fd):  # the flush of the finished file finds the disk full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "out.json"
+    code, _, err = run(capsys, "solve", "chain", "-p", "4", "--output", str(out))
+    assert code == 2 and not out.exists()
+    assert err == f"pase: error: cannot write --output {out}: No space left on device\n"
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_a_full_disk_is_one_line(capsys):
+def test_a_device_is_not_an_output(capsys):
     code, _, err = run(capsys, "solve", "chain", "-p", "4", "--output", "/dev/full")
     assert code == 2
-    assert err == "pase: error: cannot write --output /dev/full: No space left on device\n"
+    assert err == ("pase: error: --output /dev/full is a character device; pase writes only "
+                   "regular files: give a file name\n")
 
 
 def test_a_reader_that_leaves_is_not_an_error():

@@ -257,7 +257,7 @@ def test_a_store_path_that_is_a_fifo_is_refused(fifo, tmp_path, capsys):
     spec = tmp_path / "tiny.toml"
     spec.write_text('[grid]\nmodel = ["chain"]\ndevices = [2]\nsolver = ["dp"]\n')
     refused(["sweep", str(spec), "--db", str(fifo), "--workers", "1"], capsys,
-            f"sweep store '{fifo}' is a FIFO")
+            f"--db {fifo} is a FIFO")
 
 
 def test_an_empty_file_still_becomes_a_store(tmp_path):

@@ -16,8 +16,9 @@ from typing import Any, Callable
 from pase.api import build_problem, load_graph, to_strategy
 from pase.cluster import get_cluster
 from pase.errors import SolverUnavailableError
+from pase.files import save_figure
 from pase.papers.pase_ipdps2021.experts import GNMT, expert_solution
-from pase.papers.pase_ipdps2021.report import md_table, write_json
+from pase.papers.pase_ipdps2021.report import md_table, write_json, write_text
 from pase.papers.pase_ipdps2021.runs import Runs
 from pase.papers.pase_ipdps2021.settings import (
     EXPERTS,
@@ -115,9 +116,7 @@ def write(points: list[dict[str, Any]], settings: Settings, info: dict[str, Any]
         "title": "Figure 6: speedup over data parallelism (simulated)", "quick": settings.quick,
         "machine": info, "settings": settings.to_dict(), "elapsed_seconds": elapsed,
         "points": points})}
-    md = out_dir / "figure6.md"
-    md.write_text(markdown(points, settings, info))
-    files["figure6.md"] = md
+    files["figure6.md"] = write_text(out_dir / "figure6.md", markdown(points, settings, info))
     for cluster in settings.clusters:
         path = out_dir / f"figure6_{cluster}.png"
         plot(points, cluster, settings, path)
@@ -220,5 +219,7 @@ def plot(points: list[dict[str, Any]], cluster: str, settings: Settings, path: P
     fig.suptitle(f"Figure 6 (simulated): {cl.device.name}, {cl.devices_per_node} per node, "
                  f"preset {cluster!r}{quick}")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, what="figure", dpi=110)
+    finally:
+        plt.close(fig)

@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from pase.files import write_text_atomic
+
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub markdown table (cells converted with str; '|' escaped)."""
@@ -34,7 +36,13 @@ def gib(nbytes: float) -> str:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=1, default=_default) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=1, default=_default) + "\n",
+                      what="result file")
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    write_text_atomic(path, text, what="result file")
     return path
 
 

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pase.api import build_problem
-from pase.papers.pase_ipdps2021.report import gib, md_table, seconds, write_json
+from pase.papers.pase_ipdps2021.report import (
+    gib,
+    md_table,
+    seconds,
+    write_json,
+    write_text,
+)
 from pase.papers.pase_ipdps2021.runs import Runs, result
 from pase.papers.pase_ipdps2021.settings import (
     ILP_SOLVERS,
@@ -119,8 +125,7 @@ def write(rows: list[dict[str, Any]], settings: Settings, info: dict[str, Any], 
     data = {"title": "Table I: search time", "quick": settings.quick, "machine": info,
             "settings": settings.to_dict(), "elapsed_seconds": elapsed, "rows": rows}
     json_path = write_json(out_dir / "table1.json", data)
-    md_path = out_dir / "table1.md"
-    md_path.write_text(markdown(rows, settings, info, elapsed))
+    md_path = write_text(out_dir / "table1.md", markdown(rows, settings, info, elapsed))
     return {"table1.md": md_path, "table1.json": json_path}
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pase.api import build_problem, load_graph, run_solver
-from pase.papers.pase_ipdps2021.report import md_table, write_json
+from pase.papers.pase_ipdps2021.report import md_table, write_json, write_text
 from pase.papers.pase_ipdps2021.runs import Runs
 from pase.papers.pase_ipdps2021.settings import MODELS, TITLES, Settings, machine_line
 from pase.problem import Problem
@@ -260,8 +260,7 @@ def write(data: dict[str, Any], settings: Settings, info: dict[str, Any], elapse
     json_path = write_json(out_dir / "table2.json", {"title": "Table II: strategies",
                                                      "quick": settings.quick, "machine": info,
                                                      "elapsed_seconds": elapsed, **data})
-    md_path = out_dir / "table2.md"
-    md_path.write_text(markdown(data, settings, info))
+    md_path = write_text(out_dir / "table2.md", markdown(data, settings, info))
     return {"table2.md": md_path, "table2.json": json_path}
 
 

@@ -11,21 +11,23 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pase.errors import OptionError
+from pase.files import STDOUT, check_output
 
 # File types matplotlib writes (by extension); a plot path without one is a PNG.
 PLOT_TYPES = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
 
 
-def output_file(path: str | None, flag: str) -> None:
-    """Refuse an output file that could not be written: a folder, a missing or read-only parent."""
+def output_file(path: str | None, flag: str, *, stdout: bool = False) -> None:
+    """Refuse an output file that could not be written or must not be replaced: a folder,
+    a device, a FIFO, a missing or read-only folder (:func:`pase.files.check_output`).
+    ``-`` means stdout where ``stdout`` says the flag allows it; elsewhere it is refused
+    (stdout carries the command's table or JSON), not taken as a file's name."""
     if path is None:
         return
-    p = Path(path)
-    if p.is_dir():
-        raise OptionError(f"{flag} {path} is a folder; give a file name")
-    _writable_folder(p.parent, f"{flag} {path}")
-    if p.exists() and not os.access(p, os.W_OK):
-        raise OptionError(f"{flag} {path} exists and is not writable")
+    if path == STDOUT and not stdout:
+        raise OptionError(f"{flag} -: this output cannot go to stdout; give a file name "
+                          f"(./- for a file named -)")
+    check_output(path, flag, stdout=stdout)
 
 
 def output_folder(path: str | Path, flag: str) -> None:

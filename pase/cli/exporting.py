@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Callable
 
 from pase.cli import checks
 from pase.cli.args import key_values
 from pase.cli.output import print_json, wrote
 from pase.errors import OptionError, PaseError
+from pase.files import STDOUT, write_text_atomic
 from pase.strategy import read_strategy_file, read_strategy_json
 
 ENGINES = ("jax", "torch")
@@ -28,21 +28,15 @@ def cmd_export(args: argparse.Namespace) -> None:
     from pase.export import to_jax
 
     _engine(args)
-    checks.output_file(args.output, "-o/--output")
+    checks.output_file(args.output, "-o/--output", stdout=True)
     if args.engine == "torch":
         _export_torch(args)
         return
     strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
     text = to_jax(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
                   model_options=_options(args), relayout=args.relayout)
-    if args.output is None:
-        print(text, end="")
-        return
-    try:
-        Path(args.output).write_text(text)
-    except OSError as exc:
-        raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
-    wrote(args.output, data_on_stdout=False)
+    if write_text_atomic(args.output or STDOUT, text, what="-o/--output", stdout=True):
+        wrote(args.output, data_on_stdout=False)
 
 
 def _export_torch(args: argparse.Namespace) -> None:
@@ -71,11 +65,8 @@ def _export_torch(args: argparse.Namespace) -> None:
     if args.output is None:
         print(plan.table())
         return
-    try:
-        Path(args.output).write_text(plan.to_json() + "\n")
-    except OSError as exc:
-        raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
-    wrote(args.output, data_on_stdout=False)
+    if write_text_atomic(args.output, plan.to_json() + "\n", what="-o/--output", stdout=True):
+        wrote(args.output, data_on_stdout=False)
 
 
 def _is_reference(text: str, split: Callable[[str], object]) -> bool:

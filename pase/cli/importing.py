@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 
 from pase.cli import checks
 from pase.cli.args import cache_flag, key_values
 from pase.cli.output import wrote
-from pase.errors import OptionError
+from pase.files import STDOUT, write_text_atomic
 
 HELP = "import a PyTorch model (FILE.py:FUNCTION returning the module and example inputs)"
 
@@ -17,7 +16,8 @@ HELP = "import a PyTorch model (FILE.py:FUNCTION returning the module and exampl
 def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("reference", metavar="FILE.py:FUNCTION",
                    help="a Python file and a function in it returning (module, example_args)")
-    s.add_argument("-o", "--output", metavar="FILE", help="write the graph JSON here (default: stdout)")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="write the graph JSON here (default, or -: stdout)")
     s.add_argument("--model-option", action="append", metavar="KEY=VALUE",
                    help="a keyword argument of FUNCTION (repeatable); fuse_elementwise=false, "
                         "unsupported=elementwise and strict=true go to the importer")
@@ -32,7 +32,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     from pase.frontends.reference import load_reference
 
-    checks.output_file(args.output, "-o/--output")
+    checks.output_file(args.output, "-o/--output", stdout=True)
     options: dict = key_values(args.model_option, "--model-option")
     if args.no_fuse:
         options["fuse_elementwise"] = False
@@ -43,12 +43,6 @@ def cmd_import(args: argparse.Namespace) -> None:
         graph = load_reference(args.reference, **options)
     for w in caught:  # the importer's approximations, one line each
         print(f"pase: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
-    text = graph.to_json()
-    if args.output is None:
-        print(text)
-        return
-    try:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise OptionError(f"cannot write -o {args.output}: {exc.strerror or exc}") from exc
-    wrote(args.output, data_on_stdout=False)
+    text = graph.to_json() + "\n"
+    if write_text_atomic(args.output or STDOUT, text, what="-o/--output", stdout=True):
+        wrote(args.output, data_on_stdout=False)

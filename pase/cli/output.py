@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
-from pase.errors import OptionError
+from pase.files import write_text_atomic
 from pase.schema import DIM_LETTERS
 from pase.strategy import Strategy, json_text
 from pase.text import table
@@ -23,11 +22,8 @@ def emit(data: dict[str, Any], text: str, output: str | None, fmt: str) -> None:
     """A command's result: ``data`` as JSON to the ``--output`` file when given, then on
     stdout as JSON (``--format json``) or as ``text``."""
     json_data = json_text(data)
-    if output:
-        try:
-            Path(output).write_text(json_data + "\n")
-        except OSError as exc:  # checked before the work, but a disk can still fill up
-            raise OptionError(f"cannot write --output {output}: {exc.strerror or exc}") from exc
+    if output:  # checked before the work, but a disk can still fill up: the old file stays
+        write_text_atomic(output, json_data + "\n", what="--output")
     print(json_data if fmt == "json" else text)
     if output:
         wrote(output)

@@ -287,7 +287,9 @@ def _engine_args(s: Parser) -> None:
 
 def _export(s: Parser) -> None:
     _engine_args(s)
-    s.add_argument("-o", "--output", metavar="FILE", help="write the program here (default: stdout)")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="write the program (torch: the plan's JSON) here; - for stdout "
+                        "(default: stdout; torch: a table)")
 
 
 def _verify(s: Parser) -> None:

@@ -41,13 +41,13 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--no-timeline", action="store_true",
                    help="skip the simulation (the Time tab stays empty)")
     s.add_argument("-o", "--output", metavar="FILE.html", default="plan.html",
-                   help="the page to write (default: plan.html)")
+                   help="the page to write (default: plan.html; - for stdout)")
 
 
 def cmd_view(args: argparse.Namespace) -> None:
     from pase.viewer.write import write_html
 
-    checks.output_file(args.output, "-o")
+    checks.output_file(args.output, "-o", stdout=True)
     if args.strategy is not None or args.layout is not None:
         checks.refuse(args, _SOLVER_FLAGS, "steers --solver, which --strategy and --layout "
                                            "replace; drop one of them")
@@ -59,13 +59,20 @@ def cmd_view(args: argparse.Namespace) -> None:
         if is_pipeline_file(args.strategy):
             return _pipeline(args, write_html)
     from pase.viewer.build import page_model
-    from pase.viewer.write import page_title
 
     first = _planned(args)
     other = None if args.compare is None else _from_file(args, args.compare, "--compare")
     data = page_model(first, other, simulate=not args.no_timeline,
                       labels=(_label(args), args.compare or "B"))
-    wrote(write_html(data, args.output, page_title(data)), data_on_stdout=False)
+    _write(write_html, data, args.output)
+
+
+def _write(write_html: Any, data: Any, output: str) -> None:
+    """The page to ``-o`` (``-``: stdout), written whole or not at all."""
+    from pase.viewer.write import page_title
+
+    if write_html(data, output, page_title(data), stdout=True) is not None:
+        wrote(output, data_on_stdout=False)
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -168,7 +175,6 @@ def _dp(layout: str) -> int:
 
 def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
     from pase.viewer.pipeline import pipeline_model
-    from pase.viewer.write import page_title
 
     if args.compare is not None:
         raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
@@ -176,4 +182,4 @@ def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
     checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
     plan = checks.pipeline_plan(args)
     data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline)
-    wrote(write_html(data, args.output, page_title(data)), data_on_stdout=False)
+    _write(write_html, data, args.output)

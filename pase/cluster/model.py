@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pase.errors import OptionError
-from pase.files import regular_file
+from pase.files import regular_file, write_text_atomic
 from pase.strictjson import DuplicateKeyError, name_problem
 from pase.strictjson import loads as strict_loads
 
@@ -262,7 +262,7 @@ class Cluster:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
-            Path(path).write_text(text + "\n")
+            write_text_atomic(path, text + "\n", what="cluster file")
         return text
 
     @classmethod

@@ -108,7 +108,9 @@ def _worker(rank: int, world: int, port: int, build: Callable, options: dict, pl
                             "sharded": sorted(k for k, v in data["parameters"].items()
                                               if any(p != "Replicate()" for p in v["placements"]))})
         if rank == 0:
-            Path(out_path).write_text(json.dumps(results))
+            from pase.files import write_text_atomic
+
+            write_text_atomic(out_path, json.dumps(results), what="DTensor check result")
         dist.barrier()
     finally:
         dist.destroy_process_group()

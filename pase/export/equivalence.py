@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pase import cleanup
 from pase.children import check_child
 from pase.errors import OptionError, PaseError
+from pase.files import write_text_atomic
 from pase.ir import Graph
 from pase.space import check_devices
 
@@ -130,7 +131,7 @@ def _run_programs(script: str, programs: Sequence[str], devices: int, timeout: f
         paths = []
         for i, text in enumerate(programs):
             path = Path(tmp) / f"program{i}.py"
-            path.write_text(text)
+            write_text_atomic(path, text, what="exported program")
             paths.append(str(path))
         run = _run_child([sys.executable, "-c", script, tmp, *paths],
                          _environment(devices, fast_compile), timeout, tmp, doing)

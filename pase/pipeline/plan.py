@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pase.errors import StrategyError
-from pase.files import regular_file
+from pase.files import regular_file, write_text_atomic
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
 from pase.strictjson import loads as strict_loads
 from pase.text import table
@@ -135,7 +135,7 @@ class PipelinePlan:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json_text(self.to_dict())
         if path is not None:
-            Path(path).write_text(text + "\n")
+            write_text_atomic(path, text + "\n", what="pipeline plan")
         return text
 
     @classmethod

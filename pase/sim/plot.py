@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pase.errors import SolverUnavailableError
+from pase.files import save_figure
 from pase.sim.result import SimResult
 
 COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "communication": "#55a868",
@@ -36,10 +37,10 @@ def _save(plt, fig, ax, kinds: list[str], path: str | Path) -> Path:
     ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
               fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    try:
+        return save_figure(fig, path, what="plot", dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = None) -> Path:

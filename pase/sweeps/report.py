@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pase.errors import OptionError, SolverUnavailableError
+from pase.files import save_figure, write_text_atomic
 from pase.sweeps.store import load_results
 from pase.text import markdown_table
 
@@ -62,12 +63,14 @@ def write_report(db: str | Path, out_dir: str | Path, fmt: str = "md",
     out.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":
         path = out / "results.csv"
-        frame.drop(columns=["strategy"]).to_csv(path, index=False)
+        write_text_atomic(path, frame.drop(columns=["strategy"]).to_csv(index=False),
+                          what="report file")
         return {"results.csv": path}
     if fmt != "md":
         raise OptionError(f"unknown report format {fmt!r}; choose from md, csv")
     files = {"report.md": out / "report.md"}
-    files["report.md"].write_text(markdown(frame, Path(db).name, views))
+    write_text_atomic(files["report.md"], markdown(frame, Path(db).name, views),
+                      what="report file")
     plt = _pyplot()
     files["cost_ratio.png"] = plot_cost_ratio(frame, out / "cost_ratio.png", plt)
     files["solve_time.png"] = plot_solve_time(frame, out / "solve_time.png", plt)
@@ -219,6 +222,7 @@ def plot_gap(frame: Any, path: Path, plt: Any) -> Path:
 
 def _save(fig: Any, path: Path, plt: Any) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return save_figure(fig, path, what="report plot", dpi=110)
+    finally:
+        plt.close(fig)

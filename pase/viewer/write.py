@@ -7,11 +7,11 @@ defaults, or a strategy for another graph is refused naming the op it lacks.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from pase.errors import OptionError, StrategyError
+from pase.files import write_text_atomic
 from pase.strategy import Strategy, strategy_mapping, strategy_variants
 from pase.viewer.build import page_model
 from pase.viewer.page import assemble
@@ -89,16 +89,13 @@ def page_title(data: Mapping[str, Any]) -> str:
     return f"{s['model']} on {s['devices']} devices: pase plan"
 
 
-def write_html(data: Mapping[str, Any], path: str | Path | None, title: str) -> Path | str:
+def write_html(data: Mapping[str, Any], path: str | Path | None, title: str, *,
+               stdout: bool = False) -> Path | str | None:
+    """The page's HTML: returned without a ``path``; else written whole to ``path``
+    (:func:`pase.files.write_text_atomic`: a reader never sees half a page, and a
+    device or FIFO is refused rather than replaced) and ``path`` returned; None when
+    ``stdout`` lets ``-`` mean stdout."""
     text = assemble(dict(data), title)
     if path is None:
         return text
-    out = Path(path)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)  # a reader never sees half a page
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OptionError(f"cannot write the page {path}: {exc.strerror or exc}") from None
-    return out
+    return write_text_atomic(path, text, what="the page", stdout=stdout)
