@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pase.cli import main
-from pase.cluster import PRESETS, Cluster, Device, Link, get_cluster
+from pase.cluster import PRESETS, Cluster, Device, Group, Link, get_cluster
 from pase.errors import OptionError
 
 GOOD = PRESETS["dgx-a100"].to_dict()
@@ -103,6 +103,8 @@ def test_figures_made_in_python_are_checked_too():
         Link(10.0, -0.5)
     with pytest.raises(OptionError, match=r"cluster 'c': intra must be a Link, got dict"):
         Cluster("c", 1, 1, Device("d", 1.0, 1.0), {"bandwidth_gbps": 1}, Link(1.0, 1.0))
+    with pytest.raises(OptionError, match=r"group 'g': nodes must be an integer from 1 to .*got -2"):
+        Group("g", -2, 8, Device("d", 1.0, 1.0), Link(1.0, 1.0), Link(1.0, 1.0))
 
 
 def test_every_preset_passes_and_the_range_holds_the_machines_in_use():

@@ -179,6 +179,9 @@ class Group:
     intra: Link
     inter: Link
 
+    def __post_init__(self) -> None:
+        _check_shape(f"group {self.name!r}", self)
+
     @property
     def devices(self) -> int:
         return self.nodes * self.devices_per_node
@@ -202,19 +205,7 @@ class Cluster:
     groups: tuple[Group, ...] = ()
 
     def __post_init__(self) -> None:
-        for label, value in (("nodes", self.nodes), ("devices_per_node", self.devices_per_node)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
-                raise OptionError(f"cluster {self.name!r}: {label} must be an integer from 1 to "
-                                  f"{MAX_DEVICES}, got {value!r}")
-        if self.nodes * self.devices_per_node > MAX_DEVICES:
-            raise OptionError(f"cluster {self.name!r} has {self.nodes} x {self.devices_per_node} "
-                              f"devices; at most {MAX_DEVICES} are supported")
-        # the device's and links' figures were checked when they were made (their __post_init__)
-        for label, value, kind in (("device", self.device, Device), ("intra", self.intra, Link),
-                                   ("inter", self.inter, Link)):
-            if not isinstance(value, kind):
-                raise OptionError(f"cluster {self.name!r}: {label} must be a {kind.__name__}, "
-                                  f"got {type(value).__name__}")
+        _check_shape(f"cluster {self.name!r}", self)
         if not isinstance(self.source, str):
             raise OptionError(f"cluster {self.name!r}: source must be a string, got "
                               f"{type(self.source).__name__}")
@@ -353,6 +344,22 @@ class Cluster:
             return cls.from_dict(data)
         except OptionError as exc:
             raise OptionError(f"cluster file {path}: {exc}") from None
+
+
+def _check_shape(where: str, c: "Cluster | Group") -> None:
+    """A cluster's or group's node counts and parts (the device's and links' figures were
+    checked when they were made, in their own __post_init__)."""
+    for label, value in (("nodes", c.nodes), ("devices_per_node", c.devices_per_node)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+            raise OptionError(f"{where}: {label} must be an integer from 1 to {MAX_DEVICES}, "
+                              f"got {value!r:.40}")
+    if c.nodes * c.devices_per_node > MAX_DEVICES:
+        raise OptionError(f"{where} has {c.nodes} x {c.devices_per_node} devices; at most "
+                          f"{MAX_DEVICES} are supported")
+    for label, value, kind in (("device", c.device, Device), ("intra", c.intra, Link),
+                               ("inter", c.inter, Link)):
+        if not isinstance(value, kind):
+            raise OptionError(f"{where}: {label} must be a {kind.__name__}, got {type(value).__name__}")
 
 
 # The fields of cluster JSON, as Cluster.to_dict writes them: anything else is a typo that
