@@ -40,6 +40,11 @@ class TimeLimitError(PaseError, TimeoutError):
     """A solver with no partial answer (the dp) ran past its time limit."""
 
 
+class InternalError(PaseError, RuntimeError):
+    """pase broke one of its own invariants (an impossible number it was about to return):
+    a bug, not bad input; the message names the invariant."""
+
+
 class SolverUnavailableError(PaseError, ImportError):
     """A solver's optional backend is not installed; the message names the extra."""
 

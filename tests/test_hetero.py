@@ -83,7 +83,7 @@ def test_bad_groups():
         Cluster.from_dict({"schema": "pase.cluster", "version": 1, "name": "x", "groups": [{"nodes": 1}]})
     with pytest.raises(OptionError, match="split"):
         AlphaBetaCostModel("mixed-a100-v100", split="fair")
-    with pytest.raises(OptionError, match="'slow': device.peak_tflops must be a positive number"):
+    with pytest.raises(OptionError, match="device 'slow': peak_tflops must be a finite number from 1e-06"):
         compose([_group("fast", 2.0), _group("slow", 0.0)])
     with pytest.raises(OptionError, match="split"):
         simulate("chain", {}, "mixed-a100-v100", 32, split="uneven")

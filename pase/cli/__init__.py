@@ -32,7 +32,7 @@ from typing import Iterator, Sequence
 from pase import cleanup
 from pase.children import ChildDiedError
 from pase.claims import ClaimError
-from pase.errors import PaseError
+from pase.errors import InternalError, PaseError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -67,7 +67,8 @@ def _main(argv: Sequence[str] | None, debug: bool) -> int:
     except BrokenPipeError:  # the reader left, not an error; silence the final flush
         sys.stdout = open(os.devnull, "w")
         return EXIT_OK
-    except ClaimError as exc:  # a solver contradicted its Problem: a bug, not bad input
+    except (ClaimError, InternalError) as exc:  # a solver contradicted its Problem, or pase
+        # broke an invariant of its own: a bug, not bad input
         return _fail(str(exc), EXIT_INTERNAL, debug)
     except ChildDiedError as exc:  # the machine failed (memory, a kill), not the input
         return _fail(str(exc), EXIT_INTERNAL, debug)

@@ -26,7 +26,6 @@ prefixes an op may be placed on.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -60,12 +59,56 @@ def node_of(rank, devices_per_node: int):
     return rank // devices_per_node
 
 
+# -- the numbers a cluster is made of: each checked where it enters ------------------------
+
+# field -> (least, most, unit, 0 allowed as "unknown"). The bounds are far outside any real
+# machine yet keep every time, byte count and ratio the models compute finite (a peak of
+# 1e-320 TFLOP/s would make a step infinitely long, a memory of 1e308 GiB an infinite byte count).
+DEVICE_RANGES = {
+    "peak_tflops": (1e-6, 1e6, "TFLOP/s", False),
+    "memory_gib": (1e-6, 2.0**20, "GiB (1 PiB)", False),
+    "bf16_tflops": (1e-6, 1e6, "TFLOP/s", True),
+    "fp8_tflops": (1e-6, 1e6, "TFLOP/s", True),
+    "fp32_tflops": (1e-6, 1e6, "TFLOP/s", True),
+    "hbm_gbps": (1e-6, 1e6, "GB/s", True),
+}
+LINK_RANGES = {
+    "bandwidth_gbps": (1e-6, 1e6, "GB/s", False),
+    "latency_us": (0.0, 1e6, "us (1 s)", False),
+}
+
+
+def number_problem(value: Any, least: float, most: float, unit: str, zero_unknown: bool) -> str | None:
+    """Why ``value`` cannot be a cluster figure in ``[least, most]`` (``unit``; 0 meaning
+    unknown when ``zero_unknown``), or None when it can."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (
+        (zero_unknown and value == 0) or least <= value <= most)  # NaN and inf fail
+    if ok:
+        return None
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return (f"must be a finite number from {least:g} to {most:.10g} {unit}"
+            f"{' (or 0: unknown)' if zero_unknown else ''}, got {shown}")
+
+
+def check_numbers(values: Mapping[str, Any], ranges: Mapping[str, tuple], prefix: str) -> None:
+    """OptionError ``{prefix}{field} must be ...`` for the first figure of ``values`` out of
+    its range (fields absent from ``values`` are left to the constructor to miss)."""
+    for key, rule in ranges.items():
+        if key in values:
+            problem = number_problem(values[key], *rule)
+            if problem:
+                raise OptionError(f"{prefix}{key} {problem}")
+
+
 @dataclass(frozen=True)
 class Link:
     """A link class: bandwidth per device and direction (GB/s), latency (us)."""
 
     bandwidth_gbps: float
     latency_us: float
+
+    def __post_init__(self) -> None:
+        check_numbers(vars(self), LINK_RANGES, "link: ")
 
     @property
     def bytes_per_second(self) -> float:
@@ -86,7 +129,9 @@ class Device:
 
     The data-sheet figures the performance model reads (:mod:`pase.perf`) are
     optional (0: unknown): the dense tensor-core peaks in bf16/fp16 and fp8, the
-    fp32 peak (no tensor cores), and the HBM bandwidth in GB/s.
+    fp32 peak (no tensor cores), and the HBM bandwidth in GB/s. Every figure is
+    checked on construction (:data:`DEVICE_RANGES`): finite, positive (or 0 where
+    0 means unknown) and inside a range no real device leaves.
     """
 
     name: str
@@ -97,6 +142,12 @@ class Device:
     fp8_tflops: float = 0.0
     fp32_tflops: float = 0.0
     hbm_gbps: float = 0.0
+
+    def __post_init__(self) -> None:
+        for key in ("name", "precision"):
+            if not isinstance(getattr(self, key), str):
+                raise OptionError(f"device {key} must be a string, got {getattr(self, key)!r:.40}")
+        check_numbers(vars(self), DEVICE_RANGES, f"device {self.name!r}: ")
 
     @property
     def memory_bytes(self) -> float:
@@ -128,6 +179,9 @@ class Group:
     intra: Link
     inter: Link
 
+    def __post_init__(self) -> None:
+        _check_shape(f"group {self.name!r}", self)
+
     @property
     def devices(self) -> int:
         return self.nodes * self.devices_per_node
@@ -151,27 +205,10 @@ class Cluster:
     groups: tuple[Group, ...] = ()
 
     def __post_init__(self) -> None:
-        for label, value in (("nodes", self.nodes), ("devices_per_node", self.devices_per_node)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
-                raise OptionError(f"cluster {self.name!r}: {label} must be an integer from 1 to "
-                                  f"{MAX_DEVICES}, got {value!r}")
-        if self.nodes * self.devices_per_node > MAX_DEVICES:
-            raise OptionError(f"cluster {self.name!r} has {self.nodes} x {self.devices_per_node} "
-                              f"devices; at most {MAX_DEVICES} are supported")
-        checks = (("device.peak_tflops", self.device.peak_tflops),
-                  ("device.memory_gib", self.device.memory_gib),
-                  ("intra.bandwidth_gbps", self.intra.bandwidth_gbps),
-                  ("inter.bandwidth_gbps", self.inter.bandwidth_gbps))
-        for label, value in checks:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-                    or math.isinf(value):
-                raise OptionError(f"cluster {self.name!r}: {label} must be a positive number, "
-                                  f"got {value!r}")
-        for label, value in (("intra.latency_us", self.intra.latency_us),
-                             ("inter.latency_us", self.inter.latency_us)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
-                    or math.isinf(value):
-                raise OptionError(f"cluster {self.name!r}: {label} must be a number >= 0, got {value!r}")
+        _check_shape(f"cluster {self.name!r}", self)
+        if not isinstance(self.source, str):
+            raise OptionError(f"cluster {self.name!r}: source must be a string, got "
+                              f"{type(self.source).__name__}")
 
     @property
     def devices(self) -> int:
@@ -309,6 +346,22 @@ class Cluster:
             raise OptionError(f"cluster file {path}: {exc}") from None
 
 
+def _check_shape(where: str, c: "Cluster | Group") -> None:
+    """A cluster's or group's node counts and parts (the device's and links' figures were
+    checked when they were made, in their own __post_init__)."""
+    for label, value in (("nodes", c.nodes), ("devices_per_node", c.devices_per_node)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+            raise OptionError(f"{where}: {label} must be an integer from 1 to {MAX_DEVICES}, "
+                              f"got {value!r:.40}")
+    if c.nodes * c.devices_per_node > MAX_DEVICES:
+        raise OptionError(f"{where} has {c.nodes} x {c.devices_per_node} devices; at most "
+                          f"{MAX_DEVICES} are supported")
+    for label, value, kind in (("device", c.device, Device), ("intra", c.intra, Link),
+                               ("inter", c.inter, Link)):
+        if not isinstance(value, kind):
+            raise OptionError(f"{where}: {label} must be a {kind.__name__}, got {type(value).__name__}")
+
+
 # The fields of cluster JSON, as Cluster.to_dict writes them: anything else is a typo that
 # would otherwise be ignored (a "memory_gb" leaving the device's memory unset).
 _CLUSTER_FIELDS = ("schema", "version", "name", "nodes", "devices_per_node", "device", "intra",
@@ -344,12 +397,22 @@ def _device(data: Any, where: str) -> Device:
     _only_fields(data, _DEVICE_FIELDS, f"{where}'s \"device\"")
     if "name" in data:
         data = {**data, "name": _name(data["name"], f"{where}'s \"device\"")}
+    check_numbers(data, DEVICE_RANGES, _prefix(where, "device"))
+    if "precision" in data and not isinstance(data["precision"], str):
+        raise OptionError(f"{_prefix(where, 'device')}precision must be a string such as "
+                          f"\"fp16-tensor\", got {json.dumps(data['precision'])[:40]}")
     return Device(**data)
 
 
 def _link(data: Any, where: str, kind: str) -> Link:
     _only_fields(data, _LINK_FIELDS, f"{where}'s \"{kind}\"")
+    check_numbers(data, LINK_RANGES, _prefix(where, kind))
     return Link(**data)
+
+
+def _prefix(where: str, field: str) -> str:
+    """How a figure of cluster JSON is named: ``device.hbm_gbps``, ``group 1: intra.latency_us``."""
+    return f"{field}." if where == "the cluster" else f"{where}: {field}."
 
 
 # -- heterogeneous clusters -----------------------------------------------------

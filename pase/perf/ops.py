@@ -23,7 +23,8 @@ bytes with dropout and no parallelism (tests/perf/test_memory.py checks it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
     priced = []
     e = pricer.element_bytes
     for op in graph.ops:
-        splits_t = op_splits(op, lay)
+        splits_t, held = token_splits(op, lay), op_splits(op, lay)
         splits = {d.name: s for d, s in zip(op.dims, splits_t)}
         t = tile(op, splits_t)
         for i, port in enumerate(op.outputs):
@@ -104,7 +105,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
                     keys = sum(port_elements(op, q, t, splits) for q in op.inputs[1:])
                     time.ring_bytes = 2 * keys * e / lay.cp
         elif op.kind == "Einsum":
-            einsum_time(op, t, splits, pricer, time)
+            einsum_time(op, expert_tile(op, t, lay), splits, pricer, time)
             source = op.inputs[0].source if op.inputs else None
             if time.tp_backward and source is not None:
                 # partial input gradients of one tensor (a gated MLP's gate and up) are
@@ -122,8 +123,9 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         if lay.dropout:
             _dropout_time(op, fused, out_elems, kinds, t, splits, pricer, time)
         _expert_exchange(op, t, splits, pricer, time, lay)
-        p.parameter_elements = sum(port_elements(op, w, t, splits) for w in owned_parameters(op))
-        p.expert = any(d.role == "expert" for d in op.dims) and lay.ep > 1
+        p.expert = lay.ep > 1 and _experts_of(op) is not None and bool(owned_parameters(op))
+        weight_splits = {d.name: s for d, s in zip(op.dims, held if p.expert else splits_t)}
+        p.parameter_elements = sum(port_elements(op, w, t, weight_splits) for w in owned_parameters(op))
         p.kept = _kept(op, lay, fused, out_elems, t, splits, e, kinds)
         priced.append(p)
     return priced
@@ -135,12 +137,53 @@ def _reduce_split(op: Op, splits: dict[str, int]) -> bool:
     return splits[op.dims[int(attr(op, "axis"))].name] > 1
 
 
+# -- expert parallelism ------------------------------------------------------------------
+# ``ep`` splits the experts, not the tokens: a rank holds experts/ep experts and runs them on
+# the tokens the whole ep group routes to them (its own and ep - 1 neighbours' share, received
+# by the dispatch's all-to-all). So the data an expert op touches per rank is the size of the
+# rank's own tokens' buffer for every expert, whatever ep is, and only the experts' weights
+# (and their gradients and optimizer states) shrink by ep.
+
+def token_splits(op: Op, lay: Layout) -> tuple[int, ...]:
+    """Per dim of ``op``, how many ways the layout splits its data: the layout's splits
+    (:func:`pase.perf.layout.op_splits`) without ep's split of the experts."""
+    return op_splits(op, replace(lay, ep=1)) if lay.ep > 1 else op_splits(op, lay)
+
+
+def _experts_of(op: Op) -> str | None:
+    """The expert dim of an op that runs the experts themselves (its data inputs carry
+    the experts: their MLPs, the exchanges), None otherwise (a router holds every expert)."""
+    expert = next((d.name for d in op.dims if d.role == "expert"), None)
+    if expert is None or not any(expert in (n for axis in port.dims for n in axis)
+                                 for port in op.inputs if not op.is_parameter(port)):
+        return None
+    return expert
+
+
+def expert_tile(op: Op, t: dict[str, float], lay: Layout) -> dict[str, float]:
+    """The per-rank GEMM extents of an expert einsum under ep: experts/ep experts, each with
+    ep times the rank's tokens (its first batch dim, else sequence dim, not in a weight)."""
+    expert = _experts_of(op) if lay.ep > 1 else None
+    if expert is None:
+        return t
+    in_weights = {n for port in op.weights for axis in port.dims for n in axis}
+    roles = {d.name: d.role for d in op.dims}
+    tokens = next((n for role in ("batch", "sequence") for n in t
+                   if roles[n] == role and n not in in_weights), None)
+    if tokens is None:
+        return t
+    size = next(d.size for d in op.dims if d.name == expert)
+    return {**t, expert: float(math.ceil(size / lay.ep)), tokens: t[tokens] * lay.ep}
+
+
 def _expert_exchange(op: Op, t, splits, pricer: Pricer, time: OpTime, lay: Layout) -> None:
-    """Expert parallelism: the dispatch's output and the combine's input cross the ep group."""
+    """Expert parallelism: the dispatch's output and the combine's input cross the ep group
+    (all-to-all of the rank's own tokens' buffer for every expert: ``splits`` leave the experts
+    whole, :func:`token_splits`)."""
     if lay.ep == 1 or op.kind not in ("MoEDispatch", "MoECombine"):
         return
     port = op.outputs[0] if op.kind == "MoEDispatch" else op.inputs[0]
-    nbytes = port_elements(op, port, t, splits) * pricer.element_bytes * lay.ep
+    nbytes = port_elements(op, port, t, splits) * pricer.element_bytes
     time.ep_forward.append(("all-to-all", nbytes))
     time.ep_backward.append(("all-to-all", nbytes))
 

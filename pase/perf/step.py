@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from pase.cluster import Cluster, get_cluster
-from pase.errors import OptionError
+from pase.errors import InternalError, OptionError
 from pase.ir import Graph
 from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
@@ -43,6 +43,7 @@ from pase.perf.layout import Layout, check_graph
 from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
+from pase.schema import attr
 from pase.work.ops import op_work
 
 VERSION = 1
@@ -122,22 +123,63 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     worst = per_stage[slow]
     breakdown = {"compute": m * worst["compute"],
                  "communication": m * worst["exposed"] + last["once_exposed"],
-                 "bubble": pipe - m * times[slow], "optimizer": last["optimizer"]}
+                 "bubble": max(0.0, pipe - m * times[slow]),  # 0 less rounding on one stage
+                 "optimizer": last["optimizer"]}
     by_name = {p.op.name: p for p in ops}
     mem = [stage_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
     model_flop, hardware_flop = _flop(graph, lay, ops, units)
     peak_flops = pricer.peak_flops * lay.devices
     tokens = lay.global_batch * _sequence(graph)
-    return Estimate(step, tokens / step, model_flop / (step * peak_flops),
-                    hardware_flop / (step * peak_flops), mem[peak]["total"],
-                    mem[peak]["total"] <= cl.device.memory_bytes, breakdown,
-                    {k: v for k, v in mem[peak].items()}, lay, cl.name, cl.device.memory_bytes,
-                    {"peak_memory_stage": peak, "stage_seconds": times,
-                     "stage_forward_seconds": [s["forward"] for s in per_stage],
-                     "stage_backward_seconds": [s["backward"] for s in per_stage],
-                     "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
-                     "once_seconds": once})
+    estimate = Estimate(step, tokens / step, model_flop / (step * peak_flops),
+                        hardware_flop / (step * peak_flops), mem[peak]["total"],
+                        mem[peak]["total"] <= cl.device.memory_bytes, breakdown,
+                        {k: v for k, v in mem[peak].items()}, lay, cl.name, cl.device.memory_bytes,
+                        {"peak_memory_stage": peak, "stage_seconds": times,
+                         "stage_forward_seconds": [s["forward"] for s in per_stage],
+                         "stage_backward_seconds": [s["backward"] for s in per_stage],
+                         "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
+                         "once_seconds": once})
+    check_estimate(estimate, graph.name)
+    return estimate
+
+
+def check_estimate(e: Estimate, model: str) -> None:
+    """InternalError naming the first broken invariant of a priced step: a number no real step
+    can have is a bug in the model, never an answer (the cluster's figures were checked on
+    entry, :mod:`pase.cluster.model`)."""
+    def fail(what: str) -> None:
+        raise InternalError(f"the performance model priced {model!r} on {e.cluster} with an "
+                            f"impossible {what}; a bug in pase.perf")
+
+    def finite(value: float, positive: bool) -> bool:
+        return math.isfinite(value) and (value > 0 if positive else value >= 0)
+
+    if not finite(e.step_seconds, True):
+        fail(f"step of {float(e.step_seconds):.6g} s")
+    if not finite(e.tokens_per_second, True):
+        fail(f"throughput of {float(e.tokens_per_second):.6g} tokens/s")
+    for key, value in e.breakdown.items():
+        if not finite(value, False):
+            fail(f"{key} time of {float(value):.6g} s")
+    total = sum(e.breakdown.values())
+    if not math.isclose(total, e.step_seconds, rel_tol=1e-6):
+        fail(f"breakdown: its parts sum to {float(total):.6g} s, the step is {float(e.step_seconds):.6g} s")
+    for key in ("stage_seconds", "stage_forward_seconds", "stage_backward_seconds"):
+        for value in e.details[key]:
+            if not finite(value, True):
+                fail(f"{key.replace('_', ' ')[:-8]} time of {float(value):.6g} s")
+    for value in [*e.details["send_seconds"], e.details["once_seconds"]]:
+        if not finite(value, False):
+            fail(f"time of {float(value):.6g} s outside the stages")
+    # MFU is 0 only for a model without matrix products (nothing for it to count)
+    if not (0 <= e.mfu <= e.hfu <= 1 + 1e-12) or (e.mfu == 0 < e.hfu):
+        fail(f"MFU {float(e.mfu):.6g} / HFU {float(e.hfu):.6g} (0 < MFU <= HFU <= 1)")
+    if not finite(e.memory_bytes, True):
+        fail(f"peak memory of {float(e.memory_bytes):.6g} bytes")
+    for key, value in e.memory.items():
+        if not finite(value, False):
+            fail(f"{key.replace('_', ' ')} of {float(value):.6g} bytes")
 
 
 def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
@@ -202,10 +244,11 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
 
 
 def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> tuple[float, float]:
-    """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3) and the
-    hardware FLOP (plus the recomputed forward)."""
-    per_sample = 0.0
-    again = 0.0
+    """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3; an expert
+    counts the tokens routed to it, not its padded capacity) and the hardware FLOP (every
+    capacity slot, plus the recomputed forward)."""
+    model = hardware = again = 0.0
+    active = active_fractions(graph)
     for p, unit in zip(ops, units):
         if p.op.kind == "Einsum":
             full = 2.0 * math.prod(d.size for d in p.op.dims)
@@ -213,12 +256,30 @@ def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> t
             full = float(op_work(p.op, np.ones((1, len(p.op.dims)), dtype=np.int64)).matmul_flop[0])
         else:  # an embedding is a lookup, not a product (MFU formulas leave it out)
             continue
-        per_sample += full
+        model += full * active.get(p.op.name, 1.0)
+        hardware += full
         if (lay.recompute == "full" and unit not in ("pre", "post")) or \
                 (lay.recompute == "selective" and p.attention_core):
             again += full
     scale = lay.global_batch / lay.micro_batch
-    return 3 * per_sample * scale, (3 * per_sample + again) * scale
+    return 3 * model * scale, (3 * hardware + again) * scale
+
+
+def active_fractions(graph: Graph) -> dict[str, float]:
+    """Op name -> the share of its expert capacity slots that hold routed tokens, for the ops
+    between a MoEDispatch and its MoECombine: ``k * tokens / (experts * capacity)`` (at most
+    1; under 1 when the capacity factor pads the buffers)."""
+    share: dict[str, float] = {}
+    for op in graph.ops:  # in topological order: a buffer's readers come after its writer
+        if op.kind == "MoEDispatch":
+            size = {d.name: d.size for d in op.dims}
+            share[op.name] = min(1.0, attr(op, "k") * size["l"] / (size["x"] * size["c"]))
+        elif op.kind != "MoECombine":
+            fed = [share[port.source[0]] for port in op.inputs
+                   if port.source is not None and port.source[0] in share]
+            if fed:
+                share[op.name] = min(fed)
+    return share
 
 
 def _sequence(graph: Graph) -> int:
