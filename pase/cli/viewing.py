@@ -129,7 +129,7 @@ def _solved(args: argparse.Namespace) -> Any:
 
 
 def _from_layout(args: argparse.Namespace) -> Any:
-    from pase.perf.layout import make_layout, op_splits
+    from pase.perf.layout import check_graph, make_layout, op_splits
 
     if args.micro_batch is None:
         raise OptionError("--layout needs --micro-batch (the batch is micro-batch x dp)")
@@ -141,6 +141,7 @@ def _from_layout(args: argparse.Namespace) -> Any:
                           f"view a pipeline plan (`pase solve --pipeline --output plan.json`) "
                           f"with --strategy instead")
     built = _build(args, batch=lay.micro_batch * lay.dp)
+    check_graph(built.graph, lay)  # evaluate's checks: ep without experts, cp without a sequence
     configs, unsplit = {}, []
     for op in built.graph.ops:
         split = dict(zip(op.dim_names, op_splits(op, lay)))
