@@ -91,13 +91,13 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
                    precision: str = "bf16", attention: str = "fused", dropout: bool = False,
                    max_micro_batch: int = 64,
                    virtual: tuple[int, ...] = (2, 3, 4), context: bool = True, keep: int = 5,
-                   max_layouts: int = MAX_LAYOUTS,
+                   max_layouts: int | None = None,
                    progress: Callable[[str], None] | None = None) -> SearchResult:
     """Price every layout of the family (module docstring); ``build(m)`` gives the
     graph at micro-batch size ``m``. The result ranks fitting layouts by step time.
 
-    An empty family is an OptionError that says why, a family over ``max_layouts`` a
-    TooLargeError; ``progress`` gets a line every :data:`PROGRESS_SECONDS` of a long search."""
+    An empty family is an OptionError that says why, a family over ``max_layouts``
+    (default :data:`MAX_LAYOUTS`) a TooLargeError, both before any pricing; ``progress`` gets a line every :data:`PROGRESS_SECONDS` of a long search."""
     start, clock = time.process_time(), time.perf_counter()
     cl = get_cluster(cluster, devices)
     hw = achieved(cl.device)
@@ -109,6 +109,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
                                             dropout=dropout))
     size = sum(len(s) for *_, shapes in groups for _, _, s in shapes) * len(ZERO_STAGES) * \
         len(RECOMPUTE_ORDER)
+    max_layouts = MAX_LAYOUTS if max_layouts is None else max_layouts
     if size > max_layouts:
         raise TooLargeError(f"the layout family of {graph1.name} on {devices} devices for global "
                             f"batch {global_batch} has {size:,} layouts, over the limit of "
