@@ -140,8 +140,10 @@ def _from_layout(args: argparse.Namespace) -> Any:
         raise OptionError(f"--layout pp={lay.pp}: a view shows one strategy on all devices; "
                           f"view a pipeline plan (`pase solve --pipeline --output plan.json`) "
                           f"with --strategy instead")
+    # evaluate's checks (ep without experts, cp without a sequence...), before the build
+    check_graph(api.load_graph(args.model, batch=lay.micro_batch * lay.dp,
+                               **space_kwargs(args)["model_options"]), lay)
     built = _build(args, batch=lay.micro_batch * lay.dp)
-    check_graph(built.graph, lay)  # evaluate's checks: ep without experts, cp without a sequence
     configs, unsplit = {}, []
     for op in built.graph.ops:
         split = dict(zip(op.dim_names, op_splits(op, lay)))
