@@ -4,7 +4,17 @@
     >>> strategy = pase.solve("alexnet", devices=8)            # PaSE DP, paper cost model
     >>> print(strategy.table())                                 # doctest: +SKIP
 """
-from pase.api import build_problem, build_space, dry_run, evaluate, load_graph, run_solver, solve
+from pase.api import (
+    build_problem,
+    build_space,
+    dry_run,
+    evaluate,
+    evaluate_layout,
+    load_graph,
+    run_solver,
+    search_layouts,
+    solve,
+)
 from pase.comparison import compare
 from pase.errors import PaseError
 from pase.frontends import from_torch, import_torch  # torch is imported only when called
@@ -19,8 +29,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigSpace", "Dim", "Graph", "Op", "PaseError", "PipelinePlan", "Port", "Problem", "Solution",
     "Status", "Strategy", "Variant", "build_problem", "build_space", "compare", "dry_run",
-    "evaluate", "from_torch", "import_torch", "load_graph", "load_results", "run_solver", "solve",
-    "solve_pipeline", "sweep", "view", "__version__",
+    "evaluate", "evaluate_layout", "from_torch", "import_torch", "load_graph", "load_results",
+    "run_solver", "search_layouts", "solve", "solve_pipeline", "sweep", "view", "__version__",
 ]
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from pase.claims import check_answer
 from pase.costing import CostModel, problem_shape
 from pase.deadline import Deadline, active, current, share
@@ -29,6 +31,7 @@ from pase.errors import (
     SolverUnavailableError,
     TimeLimitError,
     UnknownNameError,
+    check_int,
 )
 from pase.files import regular_file
 from pase.ir import Graph, read_graph_file
@@ -39,8 +42,9 @@ from pase.sizes import check_model_size
 from pase.space import ConfigSpace, check_devices
 from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping, strategy_variants
 
-__all__ = ["Built", "build_problem", "build_space", "choice_of", "dry_run", "evaluate", "load_graph",
-           "make_cost_model", "memory_report", "parse_bytes", "run_solver", "solve", "to_strategy"]
+__all__ = ["Built", "build_problem", "build_space", "choice_of", "dry_run", "evaluate",
+           "evaluate_layout", "load_graph", "make_cost_model", "memory_report", "parse_bytes",
+           "run_solver", "search_layouts", "solve", "to_strategy"]
 
 def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
     """A Graph from a registered model name, a graph JSON path, or a Graph."""
@@ -413,38 +417,102 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
             "cost_model": pricing.name, **report}
 
 
+# make_layout's keywords (the layout's options) and the search's
+LAYOUT_OPTIONS = ("schedule", "zero", "recompute", "sequence_parallel", "precision", "attention",
+                  "dropout")
+SEARCH_OPTIONS = ("precision", "attention", "dropout", "max_micro_batch", "virtual", "context",
+                  "keep", "max_layouts", "progress")
+
+
 def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mapping[str, int], *,
                     cluster: Any, micro_batch: int, global_batch: int,
                     model_options: Mapping[str, Any] | None = None, **options: Any):
-    """Price one training step of a named layout (``"tp=8,pp=2,dp=4"``) with the
-    performance model (:mod:`pase.perf`): an :class:`pase.perf.Estimate`.
+    """Price one training step of a named layout (``"tp=8,pp=2,dp=4"`` or
+    ``{"tp": 8, "pp": 2, "dp": 4}``) with the performance model (:mod:`pase.perf`): an
+    :class:`pase.perf.Estimate`.
 
     ``options`` are :func:`pase.perf.make_layout`'s: ``schedule``, ``zero``,
     ``recompute``, ``sequence_parallel``, ``precision``, ``attention``, ``dropout``.
+    Arguments are checked as the CLI checks them (degrees, ``micro_batch`` and
+    ``global_batch`` integers >= 1, the flags real booleans); a bad one is an OptionError.
     The graph is built at the micro-batch size (a ``batch`` model option is refused).
     """
     from pase.perf import evaluate_layout as price
     from pase.perf import make_layout
 
     devices = check_devices(devices)
-    opts = dict(model_options or {})
-    if "batch" in opts:
-        raise OptionError("--layout builds the model at the micro-batch size: give --micro-batch, "
-                          "not a batch model option")
+    _known(options, LAYOUT_OPTIONS, "evaluate_layout")
+    opts = _layout_model_options(model_options)
     lay = make_layout(layout, devices=devices, micro_batch=micro_batch, global_batch=global_batch,
                       **options)
-    graph = load_graph(model, **opts) if isinstance(model, Graph) else load_graph(model, batch=micro_batch, **opts)
+    if isinstance(model, Graph):
+        graph = load_graph(model, **opts)
+    else:
+        graph = load_graph(model, batch=lay.micro_batch, **opts)
     return price(graph, cluster, lay)
 
 
-def search_layouts(model: str | Path | Graph, devices: int, *, cluster: Any, global_batch: int,
-                   model_options: Mapping[str, Any] | None = None, **options: Any):
+def search_layouts(model: str, devices: int, *, cluster: Any, global_batch: int,
+                   model_options: Mapping[str, Any] | None = None,
+                   time_limit: float | None = None, **options: Any):
     """The best Megatron-LM/FSDP layout of ``model`` on ``devices`` devices for a global
     batch, under the performance model (:func:`pase.perf.search.search_layouts`; its
-    ``options``: ``precision``, ``attention``, ``max_micro_batch``, ``progress``...)."""
+    ``options``: ``precision``, ``attention``, ``dropout``, ``max_micro_batch``,
+    ``virtual``, ``context``, ``keep``, ``max_layouts``, ``progress``).
+
+    ``model`` is a registered name or ``FILE.py:FUNCTION`` (the graph is rebuilt at each
+    micro-batch size, so a Graph or a graph file is refused).
+    A family with no layout is an OptionError saying why; one over ``max_layouts``
+    (default :data:`pase.perf.search.MAX_LAYOUTS`) a TooLargeError, before any pricing.
+    ``time_limit`` (wall seconds): past it the search returns the best layout priced so
+    far with ``exhaustive`` False, as a solver with a partial answer does.
+    """
     from pase.perf.search import search_layouts as search
 
     devices = check_devices(devices)
+    global_batch = check_int("global_batch", global_batch, 1)
+    _known(options, SEARCH_OPTIONS, "search_layouts")
+    for name in ("max_micro_batch", "keep", "max_layouts"):
+        if name in options:
+            options[name] = check_int(name, options[name], 1)
+    for name in ("dropout", "context"):
+        if name in options and not isinstance(options[name], (bool, np.bool_)):
+            raise OptionError(f"{name} must be True or False, got {options[name]!r}")
+    if "virtual" in options:
+        options["virtual"] = _virtual(options["virtual"])
+    if options.get("progress") is not None and not callable(options["progress"]):
+        raise OptionError(f"progress must be a function of one line of text or None, got "
+                          f"{options['progress']!r}")
+    if not isinstance(model, str) or not (model in MODELS or _is_reference(model)):
+        raise OptionError(f"search_layouts rebuilds the model at each micro-batch size: give a "
+                          f"registered model name (`pase models`) or FILE.py:FUNCTION, got "
+                          f"{str(model)[:60]!r}")
+    opts = _layout_model_options(model_options)
+    with active(Deadline(check_time_limit(time_limit))):
+        return search(lambda m: load_graph(model, batch=m, **opts), devices, cluster,
+                      global_batch, **options)
+
+
+def _known(options: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    extra = sorted(set(options) - set(allowed))
+    if extra:
+        raise OptionError(f"{where}: unknown option {extra[0]!r}; allowed: {', '.join(allowed)}")
+
+
+def _layout_model_options(model_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model's options; ``batch`` is refused (the layout sets it from the micro-batch)."""
+    if model_options is not None and not isinstance(model_options, Mapping):
+        raise OptionError(f"model_options must be a mapping such as {{'layers': 2}}, got "
+                          f"{model_options!r}")
     opts = dict(model_options or {})
-    return search(lambda m: load_graph(model, batch=m, **opts), devices, cluster, global_batch,
-                  **options)
+    if "batch" in opts:
+        raise OptionError("a layout builds the model at the micro-batch size: give "
+                          "micro_batch (--micro-batch), not a batch model option")
+    return opts
+
+
+def _virtual(virtual: Any) -> tuple[int, ...]:
+    """The interleaved schedules' chunk counts: integers >= 2."""
+    if isinstance(virtual, (str, bytes)) or not isinstance(virtual, (tuple, list)):
+        raise OptionError(f"virtual must be a tuple of integers >= 2, got {virtual!r}")
+    return tuple(check_int("virtual", v, 2) for v in virtual)

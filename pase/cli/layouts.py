@@ -85,11 +85,14 @@ def describe(d: dict) -> str:
 
 
 def cmd_search_layouts(args: argparse.Namespace) -> None:
-    """``pase solve --layouts``: the best layout of the family under the performance model."""
+    """``pase solve --layouts``: the best layout of the family under the performance model.
+
+    ``--time-limit`` bounds the search's wall time: past it, the best layout priced so
+    far is printed, marked not exhaustive (as a solver's best answer at its limit)."""
     checks.refuse(args, ("pipeline", "dry_run", "solver", "option", "cost_model", "cost_option",
                          "tflops", "bandwidth", "build_budget", "cutoff", "mesh", "batch",
                          "powers_of_two", "microbatches", "schedule", "zero", "recompute",
-                         "time_limit", "seed"), "does not apply with --layouts")
+                         "seed"), "does not apply with --layouts")
     for flag in ("cluster", "global_batch"):
         if getattr(args, flag) is None:
             raise OptionError(f"--layouts needs --{flag.replace('_', '-')}")
@@ -100,21 +103,27 @@ def cmd_search_layouts(args: argparse.Namespace) -> None:
                           "model option")
     result = api.search_layouts(args.model, args.devices, cluster=args.cluster,
                                 global_batch=args.global_batch, model_options=options,
-                                progress=progress)
+                                time_limit=args.time_limit, progress=progress)
     ranked = [dict(e.to_dict(), model=args.model, devices=args.devices) for e in result.ranked]
     data = {"version": 1, "model": args.model, "devices": args.devices, "cluster": args.cluster,
-            "global_batch": args.global_batch, "priced": result.priced, "fitting": result.fitting,
+            "global_batch": args.global_batch, "family": result.family,
+            "exhaustive": result.exhaustive, "priced": result.priced, "fitting": result.fitting,
             "search_seconds": result.seconds, "best": ranked[0] if ranked else None,
             "ranked": ranked}
+    stopped = "" if result.exhaustive else (
+        f"; the time limit of {args.time_limit:g} s stopped the search, so the ranking is of "
+        f"the layouts priced, not of the whole family")
     if not ranked:
-        emit(data, f"no layout of {args.model} on {args.devices} devices fits in memory "
-                   f"({result.priced} priced)", args.output, args.format)
+        found = "fits in memory" if result.exhaustive else "that fits in memory was found"
+        emit(data, f"no layout of {args.model} on {args.devices} devices {found} "
+                   f"({result.priced} priced of a family of {result.family:,}){stopped}",
+             args.output, args.format)
         return
     rows = [(i + 1, _layout_text(r["layout"]), f"{r['step_seconds']:.4g}", f"{r['mfu']:.1%}",
              f"{r['memory_bytes'] / 2**30:.1f}") for i, r in enumerate(ranked)]
     head = (f"{args.model} on {args.devices} devices ({ranked[0]['cluster']}), global batch "
-            f"{args.global_batch}: {result.priced} layouts priced in {result.seconds:.1f} CPU s, "
-            f"{result.fitting} fit")
+            f"{args.global_batch}: {result.priced} layouts priced of a family of "
+            f"{result.family:,} in {result.seconds:.1f} CPU s, {result.fitting} fit{stopped}")
     text = "\n".join([head, "", table(rows, ("rank", "layout", "step s", "MFU", "GiB"),
                                         right=(0, 2, 3, 4)), "", describe(ranked[0])])
     emit(data, text, args.output, args.format)

@@ -136,7 +136,7 @@ def _solved(args: argparse.Namespace) -> Any:
 
 
 def _from_layout(args: argparse.Namespace) -> Any:
-    from pase.perf.layout import make_layout, op_splits
+    from pase.perf.layout import check_graph, make_layout, op_splits
 
     if args.micro_batch is None:
         raise OptionError("--layout needs --micro-batch (the batch is micro-batch x dp)")
@@ -147,6 +147,9 @@ def _from_layout(args: argparse.Namespace) -> Any:
         raise OptionError(f"--layout pp={lay.pp}: a view shows one strategy on all devices; "
                           f"view a pipeline plan (`pase solve --pipeline --output plan.json`) "
                           f"with --strategy instead")
+    # evaluate's checks (ep without experts, cp without a sequence...), before the build
+    check_graph(api.load_graph(args.model, batch=lay.micro_batch * lay.dp,
+                               **space_kwargs(args)["model_options"]), lay)
     built = _build(args, batch=lay.micro_batch * lay.dp)
     configs, unsplit = {}, []
     for op in built.graph.ops:

@@ -22,8 +22,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
-from pase.errors import OptionError
+import numpy as np
+
+from pase.cluster import PRECISIONS
+from pase.errors import OptionError, check_int
 from pase.ir import Graph, Op
 
 AXES = ("tp", "pp", "dp", "cp", "ep")
@@ -63,20 +67,49 @@ class Layout:
         return self.global_batch // (self.micro_batch * self.dp)
 
 
-def parse_degrees(text: str) -> dict[str, int]:
-    """``"tp=8,pp=2,dp=4"`` as a dict; unknown keys and bad values are OptionErrors."""
+def parse_degrees(layout: str | Mapping[str, int]) -> dict[str, int]:
+    """``"tp=8,pp=2,dp=4"`` or ``{"tp": 8, "pp": 2, "dp": 4}`` as a dict of positive ints;
+    unknown keys, repeated keys and values that are not integers >= 1 are OptionErrors,
+    the same ones for both spellings (a mapping's values are checked by ``check_int``)."""
+    if isinstance(layout, str):
+        pairs = [part.strip().partition("=") for part in layout.split(",")]
+        items = [(key, value) for key, _, value in pairs]
+    elif isinstance(layout, Mapping):
+        items = list(layout.items())
+    else:
+        raise OptionError(f"layout must be text such as 'tp=8,pp=2,dp=4' or a mapping such as "
+                          f"{{'tp': 8, 'pp': 2, 'dp': 4}}, got {_shown(layout)}")
+    if not items:
+        raise OptionError(f"--layout: no degree given; allowed keys: {', '.join(AXES)} "
+                          f"(e.g. tp=8,pp=2,dp=4)")
     out: dict[str, int] = {}
-    for part in str(text).split(","):
-        key, eq, value = part.strip().partition("=")
+    for key, value in items:
         if key not in AXES:
-            raise OptionError(f"--layout: unknown key {key!r} in {text!r}; allowed: {', '.join(AXES)} "
-                              f"(e.g. tp=8,pp=2,dp=4)")
-        if not eq or not re.fullmatch(r"[1-9]\d*", value.strip()):
-            raise OptionError(f"--layout: {key} must be a positive integer, got {value!r}")
+            raise OptionError(f"--layout: unknown key {_shown(key)} in {_shown(layout)}; allowed: "
+                              f"{', '.join(AXES)} (e.g. tp=8,pp=2,dp=4)")
         if key in out:
-            raise OptionError(f"--layout: {key} is given twice in {text!r}")
-        out[key] = int(value)
+            raise OptionError(f"--layout: {key} is given twice in {_shown(layout)}")
+        out[key] = _degree(key, value, isinstance(layout, str))
     return out
+
+
+def _degree(key: str, value: object, text: bool) -> int:
+    """One degree: digits in text; in a mapping, an integer >= 1 (``check_int``: 8.0 is 8,
+    but 2.5, "8", True and None are refused)."""
+    if text and re.fullmatch(r"[1-9]\d*", str(value).strip()):
+        return int(value)
+    if not text and not isinstance(value, str):
+        try:
+            return check_int(key, value, 1)
+        except OptionError:
+            pass
+    raise OptionError(f"--layout: {key} must be a positive integer, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to 40 characters, so a message stays one line."""
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_schedule(text: str) -> tuple[str, int]:
@@ -90,18 +123,26 @@ def parse_schedule(text: str) -> tuple[str, int]:
     raise OptionError(f"unknown schedule {text!r}; allowed: {', '.join(SCHEDULES)}")
 
 
-def make_layout(degrees: str | dict, *, devices: int, micro_batch: int, global_batch: int,
-                schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
+def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,
+                global_batch: int, schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
                 sequence_parallel: bool = False, precision: str = "bf16", attention: str = "fused",
                 dropout: bool = False) -> Layout:
-    """A checked :class:`Layout` (everything that needs no graph)."""
-    d = parse_degrees(degrees) if isinstance(degrees, str) else dict(degrees)
+    """A checked :class:`Layout` (everything that needs no graph): ``degrees`` as text or a
+    mapping (:func:`parse_degrees`), batches integers >= 1, the flags real booleans."""
+    d = parse_degrees(degrees)
+    micro_batch = check_int("micro_batch", micro_batch, 1)
+    global_batch = check_int("global_batch", global_batch, 1)
+    for flag, value in (("sequence_parallel", sequence_parallel), ("dropout", dropout)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise OptionError(f"{flag} must be True or False, got {_shown(value)}")
     name, virtual = parse_schedule(schedule)
     if str(zero) not in ("0", "1", "2", "3"):
         raise OptionError(f"unknown zero {zero!r}; allowed: 0, 1, 2, 3")
     recompute = "full" if recompute == "all" else recompute
     if recompute not in RECOMPUTE:
         raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise OptionError(f"unknown precision {_shown(precision)}; allowed: {', '.join(PRECISIONS)}")
     if attention not in ATTENTION:
         raise OptionError(f"unknown attention {attention!r}; allowed: {', '.join(ATTENTION)}")
     lay = Layout(d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("cp", 1), d.get("ep", 1),
@@ -165,8 +206,8 @@ def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
 
 def check_graph(graph: Graph, lay: Layout) -> None:
     """OptionErrors for a layout the graph cannot run: tp not dividing the heads, the
-    key/value heads or the MLP size, cp not dividing the sequence, ep not dividing
-    the experts, more stages than blocks."""
+    key/value heads or the MLP size, cp not dividing the sequence or on a model with none,
+    ep not dividing the experts or on a model with none."""
     for op in graph.ops:
         for i in tensor_split_dims(op) if lay.tp > 1 else []:
             d = op.dims[i]
@@ -186,6 +227,9 @@ def check_graph(graph: Graph, lay: Layout) -> None:
                               f"op {op.name!r})")
     if lay.ep > 1 and not any(_first(op, "expert") is not None for op in graph.ops):
         raise OptionError(f"--layout: ep={lay.ep} but model {graph.name!r} has no experts")
+    if lay.cp > 1 and not any(_first(op, "sequence") is not None for op in graph.ops):
+        raise OptionError(f"--layout: cp={lay.cp} but model {graph.name!r} has no sequence dim "
+                          f"(context parallelism splits the sequence)")
 
 
 def tile(op: Op, splits: tuple[int, ...]) -> dict[str, float]:
