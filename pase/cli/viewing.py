@@ -114,9 +114,12 @@ def _priced(built: Any, configs: dict) -> Any:
 
     check_graph(built.graph, configs)
     choice = api.choice_of(built, configs)
+    meta = api.memory_report(built.problem, choice)
+    if hasattr(built.cost_model, "price_plan"):  # the plan's own price (calibrated)
+        meta.update(built.cost_model.price_plan(built.graph, built.problem, choice))
     strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                     cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                    meta=api.memory_report(built.problem, choice))
+                                    meta=meta)
     return planned_from(built, choice, strategy)
 
 
@@ -136,7 +139,8 @@ def _solved(args: argparse.Namespace) -> Any:
 
 
 def _from_layout(args: argparse.Namespace) -> Any:
-    from pase.perf.layout import check_graph, make_layout, op_splits
+    from pase.perf.layout import check_graph, make_layout
+    from pase.perf.plan import layout_configs
 
     if args.micro_batch is None:
         raise OptionError("--layout needs --micro-batch (the batch is micro-batch x dp)")
@@ -151,17 +155,8 @@ def _from_layout(args: argparse.Namespace) -> Any:
     check_graph(api.load_graph(args.model, batch=lay.micro_batch * lay.dp,
                                **space_kwargs(args)["model_options"]), lay)
     built = _build(args, batch=lay.micro_batch * lay.dp)
-    configs, unsplit = {}, []
-    for op in built.graph.ops:
-        split = dict(zip(op.dim_names, op_splits(op, lay)))
-        batch = next((d.name for d in op.dims if d.role == "batch"), None)
-        if batch is not None:
-            split[batch] *= lay.dp
-        for d in op.dims:  # Megatron-LM pads a vocabulary tp does not divide; pase cannot
-            if d.size % split[d.name]:
-                unsplit.append(f"{op.name}.{d.name}")
-                split[d.name] = 1
-        configs[op.name] = {d: f for d, f in split.items() if f > 1}
+    unsplit: list[str] = []  # Megatron-LM pads a vocabulary tp does not divide; pase cannot
+    configs = layout_configs(built.graph, lay, unsplit)
     planned = _priced(built, configs)
     if unsplit:
         planned.notes.append(f"layout {args.layout}: {len(unsplit)} dims left unsplit because "
