@@ -17,30 +17,53 @@ helper module the model file imports is a miss too. An entry is only written
 when the graph reads back from its JSON equal to the one imported; warnings the
 import gave are stored and given again on a hit.
 
+Nothing in an entry is trusted. Entries are named ``pase-import-<key>.json`` and
+pruning touches no other file (nor anything but a regular file). An entry carries
+the SHA-256 of its own content; one that is damaged, sealed for another content or
+key, past :data:`MAX_ENTRY_BYTES`, nested past the parser's recursion limit, or not
+a regular file (a FIFO, a link to a device) is a miss: the graph is built again.
+Only regular files are ever read or hashed, so nothing blocks on a FIFO or reads a
+device forever; a build that read a FIFO, socket or device is not cached, since
+what it read cannot be checked. A stored warning names its class, which must be one
+of Python's built-in warning classes: nothing is imported by a name from an entry.
+
 Only the command line uses the cache (:func:`enabled`); ``--no-cache`` or
 ``PASE_NO_CACHE=1`` bypasses it. It lives in ``$PASE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/pase``, else ``~/.cache/pase``; deleting the folder is safe.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import contextvars
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import site
+import stat
 import sys
 import sysconfig
+import tempfile
 import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["FORMAT", "MAX_ENTRIES", "active", "cache_dir", "cached_graph", "enabled"]
+from pase.errors import PaseError
+from pase.files import regular_file
 
-FORMAT = 1  # the entry layout; a change makes every old entry a miss
+__all__ = ["FORMAT", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "active", "cache_dir", "cached_graph",
+           "enabled"]
+
+FORMAT = 2  # the entry layout; a change makes every old entry a miss
 MAX_ENTRIES = 256  # oldest-used entries past this are deleted when one is written
+MAX_ENTRY_BYTES = 64 << 20  # a larger entry is neither written nor read (GPT-2's: 0.2 MB)
+_NAME = re.compile(r"pase-import-[0-9a-f]{32}\.json")  # the only files pruning touches
+# Warning classes an entry may name: Python's own (pase defines none of its own).
+_WARNINGS = {f"builtins.{name}": cls for name, cls in vars(builtins).items()
+             if isinstance(cls, type) and issubclass(cls, Warning)}
 _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("pase_import_cache", default=False)
 _PLAIN = (str, int, float, bool, type(None))
 _SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
@@ -75,7 +98,7 @@ def cached_graph(path: Path, function: str, options: dict[str, Any],
     key = _key(path, function, options)
     if key is None:  # not cacheable (torch missing, an option JSON cannot hold...)
         return build()
-    entry_path = cache_dir() / f"{key}.json"
+    entry_path = cache_dir() / f"pase-import-{key}.json"
     graph = _read(entry_path, key)
     if graph is not None:
         return graph
@@ -92,7 +115,8 @@ def _key(path: Path, function: str, options: dict[str, Any]) -> str | None:
             return None  # the build says torch is missing, one line
         torch_version = metadata.version("torch")
         source, cwd = _digest(path.resolve()), os.getcwd()
-    except (OSError, ValueError, metadata.PackageNotFoundError):  # a vanished working folder
+    except (OSError, ValueError, metadata.PackageNotFoundError,  # a vanished working folder
+            _NotRegular):  # a FIFO named like a model file: the build refuses it
         return None
     if source is None or not all(isinstance(v, _PLAIN) for v in options.values()):
         return None
@@ -121,12 +145,35 @@ def _pase_sources() -> str:
     return _PASE_SOURCES
 
 
-def _digest(path: str | Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it is not a readable regular file."""
+class _NotRegular(Exception):
+    """A path that names a FIFO, socket, device or folder: never opened, never hashed."""
+
+
+@contextlib.contextmanager
+def _opened_regular(path: str | Path) -> Iterator[Any]:
+    """``path`` open for binary reading when it is a regular file (links followed);
+    :class:`_NotRegular` when it is not. Checked before the open (pase.files' guard) and
+    again on the open descriptor, so a FIFO put in its place meanwhile never blocks."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest() if hasattr(hashlib, "file_digest") \
-                else hashlib.sha256(f.read()).hexdigest()
+        regular_file(path, "file")
+    except PaseError as exc:
+        raise _NotRegular(str(path)) from exc
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotRegular(str(path))
+        yield f
+
+
+def _digest(path: str | Path) -> str | None:
+    """SHA-256 of a regular file's bytes; None when it is missing or unreadable;
+    :class:`_NotRegular` when it is something else."""
+    try:
+        with _opened_regular(path) as f:
+            h = hashlib.sha256()
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+            return h.hexdigest()
     except OSError:
         return None
 
@@ -169,6 +216,8 @@ def _recorded(build: Callable[[], Any]) -> tuple[Any, dict[str, Any] | None, lis
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     try:
         deps = _dependencies(opened)
+    except _NotRegular:  # it read a FIFO or a device: what it read cannot be checked
+        deps = None
     except Exception:  # unreadable package metadata...: this graph is not cached, not an error
         deps = None
     return graph, deps, caught
@@ -201,7 +250,7 @@ def _dependencies(opened: set[str]) -> dict[str, Any]:
         elif not f.startswith(std + (cache,) + _SKIP_PREFIXES) and not os.path.isdir(f) \
                 and f"{os.sep}__pycache__{os.sep}" not in f:  # bytecode: its source counts
             out[f] = _digest(f)
-    owners = metadata.packages_distributions()
+    owners = _owners()
     packages = {}
     for top in sorted(tops):
         for dist in owners.get(top, []):
@@ -210,9 +259,24 @@ def _dependencies(opened: set[str]) -> dict[str, Any]:
     return {"files": out, "packages": packages}
 
 
+_OWNERS: tuple[tuple[str, ...], dict[str, list[str]]] | None = None
+
+
+def _owners() -> dict[str, list[str]]:
+    """Top-level module name -> the distributions that install it: 0.3 CPU s to find (every
+    distribution's file list), so found once per process for one ``sys.path``."""
+    global _OWNERS
+    if _OWNERS is None or _OWNERS[0] != tuple(sys.path):
+        _OWNERS = (tuple(sys.path), metadata.packages_distributions())
+    return _OWNERS[1]
+
+
 def _unchanged(deps: dict[str, Any]) -> bool:
     for f, digest in deps["files"].items():
-        if _digest(f) != digest:
+        try:
+            if _digest(f) != digest:
+                return False
+        except _NotRegular:  # never opened: a FIFO would block, /dev/zero never ends
             return False
     for dist, version in deps["packages"].items():
         try:
@@ -225,45 +289,65 @@ def _unchanged(deps: dict[str, Any]) -> bool:
 
 # -- entries ----------------------------------------------------------------------------
 
+def _seal(entry: dict[str, Any]) -> str:
+    """The entry's digest: SHA-256 of every field but ``digest`` as canonical JSON."""
+    rest = {k: v for k, v in entry.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()
+                          ).hexdigest()
+
+
 def _read(entry_path: Path, key: str) -> Any:
-    """The entry's graph when it is valid and nothing it read changed, else None."""
+    """The entry's graph when it is valid and nothing it read changed, else None (a miss:
+    never an error, whatever the file holds)."""
     from pase.ir import Graph
 
     try:
-        entry = json.loads(entry_path.read_text(encoding="utf-8"))
-        if entry.get("format") != FORMAT or entry.get("key") != key \
-                or not _unchanged(entry["depends"]):
+        with _opened_regular(entry_path) as f:
+            raw = f.read(MAX_ENTRY_BYTES + 1)
+        entry = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_ENTRY_BYTES else None
+    except (OSError, ValueError, RecursionError, _NotRegular):  # a cycle of links, not UTF-8..
+        return None
+    try:
+        if not _well_formed(entry, key) or not _unchanged(entry["depends"]):
             return None
+    except RecursionError:  # nested deeper than the digest's encoder goes
+        return None
+    try:
         graph = Graph.from_dict(entry["graph"])
-        categories = [_category(name) for name, *_ in entry["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-        return None  # unreadable or half-written: a miss, overwritten below
-    with contextlib.suppress(OSError):
-        os.utime(entry_path)  # recently used: kept when old entries are pruned
-    for cat, (_, message, filename, lineno) in zip(categories, entry["warnings"]):
-        warnings.warn_explicit(message, cat, filename, lineno)
+    except Exception:  # sealed but not a graph (a forged entry): rebuilt, never an error
+        return None
+    with contextlib.suppress(OSError, NotImplementedError):  # recently used: kept by pruning
+        os.utime(entry_path, follow_symlinks=False)
+    for name, message, filename, lineno in entry["warnings"]:
+        warnings.warn_explicit(message, _WARNINGS[name], filename, lineno)
     return graph
 
 
-def _category(name: str) -> type[Warning]:
-    """A warning class by name: a built-in one, or one of pase's (never another package's,
-    which could import torch)."""
-    import builtins
-    import importlib
-
-    module, _, qual = name.rpartition(".")
-    obj = getattr(builtins, qual, None) if module == "builtins" else \
-        getattr(importlib.import_module(module), qual, None) \
-        if module == "pase" or module.startswith("pase.") else None
-    if not (isinstance(obj, type) and issubclass(obj, Warning)):
-        raise ValueError(f"warning class {name!r} cannot be given again")
-    return obj
+def _well_formed(entry: Any, key: str) -> bool:
+    """Every field of the layout, of its type, sealed by its digest, for this key."""
+    if not (isinstance(entry, dict) and set(entry) == {"format", "key", "depends", "warnings",
+                                                       "graph", "digest"}
+            and type(entry["format"]) is int and entry["format"] == FORMAT
+            and entry["key"] == key and isinstance(entry["graph"], dict)
+            and entry["digest"] == _seal(entry)):
+        return False
+    deps, warned = entry["depends"], entry["warnings"]
+    if not (isinstance(deps, dict) and set(deps) == {"files", "packages"}
+            and isinstance(deps["files"], dict) and isinstance(deps["packages"], dict)
+            and all(os.path.isabs(f) and (d is None or isinstance(d, str))
+                    for f, d in deps["files"].items())
+            and all(isinstance(v, str) for v in deps["packages"].values())):
+        return False
+    return isinstance(warned, list) and all(
+        isinstance(w, list) and len(w) == 4 and w[0] in _WARNINGS and isinstance(w[1], str)
+        and isinstance(w[2], str) and type(w[3]) is int for w in warned)
 
 
 def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any] | None,
            caught: list) -> None:
-    """Store the entry, atomically; skipped when the graph would not read back equal or a
-    warning's class is not a built-in or pase's. A cache that cannot be written is no error."""
+    """Store the entry, atomically; skipped when the graph would not read back equal, a
+    warning's class is not a built-in one or the entry would pass the size cap. A cache
+    that cannot be written is no error."""
     from pase.ir import Graph
 
     if deps is None:
@@ -271,27 +355,47 @@ def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any] | None,
     data = graph.to_dict()
     warned = [[f"{w.category.__module__}.{w.category.__qualname__}", str(w.message),
                w.filename, w.lineno] for w in caught]
+    if not all(_WARNINGS.get(name) is w.category and isinstance(filename, str)
+               and type(lineno) is int for w, (name, _, filename, lineno) in zip(caught, warned)):
+        return  # given again on a hit only as the class it was: not cached
     try:
-        for name, *_ in warned:
-            _category(name)
         if Graph.from_dict(json.loads(json.dumps(data))) != graph:
             return
-    except (ValueError, TypeError, ImportError):
+    except (ValueError, TypeError):
         return
     entry = {"format": FORMAT, "key": key, "depends": deps, "warnings": warned, "graph": data}
-    tmp = entry_path.with_name(f".{entry_path.name}.{os.getpid()}.tmp")
+    entry["digest"] = _seal(entry)
+    text = json.dumps(entry).encode("utf-8")
+    if len(text) > MAX_ENTRY_BYTES:
+        return
+    tmp = None
     try:
         entry_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(entry), encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{entry_path.name}.", suffix=".tmp",
+                                   dir=entry_path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # whole on disk before it takes the entry's name
         os.replace(tmp, entry_path)
+        tmp = None
         _prune(entry_path.parent)
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES:]:
+    """Delete the least recently used entries past :data:`MAX_ENTRIES`: regular files named
+    as pase names its entries, nothing else the folder holds."""
+    entries = []
+    with os.scandir(folder) as found:
+        for item in found:
+            with contextlib.suppress(OSError):
+                if _NAME.fullmatch(item.name) and item.is_file(follow_symlinks=False):
+                    entries.append((item.stat(follow_symlinks=False).st_mtime, item.path))
+    entries.sort(reverse=True)
+    for _, old in entries[MAX_ENTRIES:]:
         with contextlib.suppress(OSError):
-            old.unlink()
+            os.unlink(old)
