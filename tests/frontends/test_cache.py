@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pase
-from pase.frontends import cache
+from pase.frontends import cache, cache_store
 
 pytest.importorskip("torch")  # the cache keys on torch's version: without it nothing is cached
 
@@ -266,7 +266,7 @@ def test_an_entry_past_the_size_cap_is_a_miss(store, monkeypatch):
     folder, model, build = store
     entry = written(store)
     size = entry.stat().st_size
-    monkeypatch.setattr(cache, "MAX_ENTRY_BYTES", size)
+    monkeypatch.setattr(cache_store, "MAX_ENTRY_BYTES", size)
     assert lookup(model, build) == (MLP, False)  # at the cap: read
     entry.write_bytes(entry.read_bytes() + b" ")  # still the same JSON, one byte over
     assert lookup(model, build) == (MLP, True)
@@ -274,7 +274,7 @@ def test_an_entry_past_the_size_cap_is_a_miss(store, monkeypatch):
 
 def test_a_graph_past_the_size_cap_is_not_written(store, monkeypatch):
     folder, model, build = store
-    monkeypatch.setattr(cache, "MAX_ENTRY_BYTES", len(MLP.to_json()) // 2)
+    monkeypatch.setattr(cache_store, "MAX_ENTRY_BYTES", len(MLP.to_json()) // 2)
     assert lookup(model, build) == (MLP, True)
     assert not folder.exists() or not list(folder.glob("*.json"))
 
