@@ -31,6 +31,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 def cmd_import(args: argparse.Namespace) -> None:
     from pase.frontends.reference import load_reference
+    from pase.frontends.torch_logs import quiet_logs
 
     checks.output_file(args.output, "-o/--output", stdout=True)
     options: dict = key_values(args.model_option, "--model-option")
@@ -38,7 +39,8 @@ def cmd_import(args: argparse.Namespace) -> None:
         options["fuse_elementwise"] = False
     if args.unsupported is not None:
         options["unsupported"] = args.unsupported
-    with warnings.catch_warnings(record=True) as caught:
+    with quiet_logs(not getattr(args, "debug", False)), \
+            warnings.catch_warnings(record=True) as caught:  # torch's log: only with --debug
         warnings.simplefilter("always")
         graph = load_reference(args.reference, **options)
     for w in caught:  # the importer's approximations, one line each

@@ -17,6 +17,14 @@ helper module the model file imports is a miss too. An entry is only written
 when the graph reads back from its JSON equal to the one imported; warnings the
 import gave are stored and given again on a hit.
 
+Nothing in an entry is trusted (:mod:`pase.frontends.cache_store` reads and
+writes them): a damaged, foreign, oversized or non-regular entry is a miss, and the
+graph is built again. Only regular files are ever read or hashed, so nothing blocks
+on a FIFO or reads a device forever; a build that read a FIFO, socket or device
+outside ``/dev`` is not cached, since what it read cannot be checked without reading
+it again. A stored warning is given again only as one of Python's built-in warning
+classes: nothing is imported by a name read from an entry.
+
 Only the command line uses the cache (:func:`enabled`); ``--no-cache`` or
 ``PASE_NO_CACHE=1`` bypasses it. It lives in ``$PASE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/pase``, else ``~/.cache/pase``; deleting the folder is safe.
@@ -37,10 +45,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["FORMAT", "MAX_ENTRIES", "active", "cache_dir", "cached_graph", "enabled"]
+from pase.frontends import cache_store as store
+from pase.frontends.cache_store import FORMAT, MAX_ENTRIES, MAX_ENTRY_BYTES
 
-FORMAT = 1  # the entry layout; a change makes every old entry a miss
-MAX_ENTRIES = 256  # oldest-used entries past this are deleted when one is written
+__all__ = ["FORMAT", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "active", "cache_dir", "cached_graph",
+           "enabled"]
+
 _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("pase_import_cache", default=False)
 _PLAIN = (str, int, float, bool, type(None))
 _SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
@@ -75,7 +85,7 @@ def cached_graph(path: Path, function: str, options: dict[str, Any],
     key = _key(path, function, options)
     if key is None:  # not cacheable (torch missing, an option JSON cannot hold...)
         return build()
-    entry_path = cache_dir() / f"{key}.json"
+    entry_path = store.entry_path(cache_dir(), key)
     graph = _read(entry_path, key)
     if graph is not None:
         return graph
@@ -91,8 +101,9 @@ def _key(path: Path, function: str, options: dict[str, Any]) -> str | None:
         if importlib.util.find_spec("torch") is None:
             return None  # the build says torch is missing, one line
         torch_version = metadata.version("torch")
-        source, cwd = _digest(path.resolve()), os.getcwd()
-    except (OSError, ValueError, metadata.PackageNotFoundError):  # a vanished working folder
+        source, cwd = store.digest(path.resolve()), os.getcwd()
+    except (OSError, ValueError, metadata.PackageNotFoundError,  # a vanished working folder
+            store.NotRegular):  # a FIFO named like a model file: the build refuses it
         return None
     if source is None or not all(isinstance(v, _PLAIN) for v in options.values()):
         return None
@@ -119,16 +130,6 @@ def _pase_sources() -> str:
             h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
         _PASE_SOURCES = h.hexdigest()
     return _PASE_SOURCES
-
-
-def _digest(path: str | Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it is not a readable regular file."""
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest() if hasattr(hashlib, "file_digest") \
-                else hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
 
 
 # -- what a build read ------------------------------------------------------------------
@@ -169,6 +170,8 @@ def _recorded(build: Callable[[], Any]) -> tuple[Any, dict[str, Any] | None, lis
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     try:
         deps = _dependencies(opened)
+    except store.NotRegular:  # it read a FIFO or a device: what it read cannot be checked
+        deps = None
     except Exception:  # unreadable package metadata...: this graph is not cached, not an error
         deps = None
     return graph, deps, caught
@@ -200,8 +203,8 @@ def _dependencies(opened: set[str]) -> dict[str, Any]:
             tops.add(rest.split(os.sep)[0].split(".")[0])
         elif not f.startswith(std + (cache,) + _SKIP_PREFIXES) and not os.path.isdir(f) \
                 and f"{os.sep}__pycache__{os.sep}" not in f:  # bytecode: its source counts
-            out[f] = _digest(f)
-    owners = metadata.packages_distributions()
+            out[f] = store.digest(f)
+    owners = _owners()
     packages = {}
     for top in sorted(tops):
         for dist in owners.get(top, []):
@@ -210,9 +213,24 @@ def _dependencies(opened: set[str]) -> dict[str, Any]:
     return {"files": out, "packages": packages}
 
 
+_OWNERS: tuple[tuple[str, ...], dict[str, list[str]]] | None = None
+
+
+def _owners() -> dict[str, list[str]]:
+    """Top-level module name -> the distributions that install it: 0.3 CPU s to find (every
+    distribution's file list), so found once per process for one ``sys.path``."""
+    global _OWNERS
+    if _OWNERS is None or _OWNERS[0] != tuple(sys.path):
+        _OWNERS = (tuple(sys.path), metadata.packages_distributions())
+    return _OWNERS[1]
+
+
 def _unchanged(deps: dict[str, Any]) -> bool:
-    for f, digest in deps["files"].items():
-        if _digest(f) != digest:
+    for f, sha in deps["files"].items():
+        try:
+            if store.digest(f) != sha:
+                return False
+        except store.NotRegular:  # never opened: a FIFO would block, /dev/zero never ends
             return False
     for dist, version in deps["packages"].items():
         try:
@@ -226,44 +244,27 @@ def _unchanged(deps: dict[str, Any]) -> bool:
 # -- entries ----------------------------------------------------------------------------
 
 def _read(entry_path: Path, key: str) -> Any:
-    """The entry's graph when it is valid and nothing it read changed, else None."""
+    """The entry's graph when it is valid and nothing it read changed, else None (a miss:
+    never an error, whatever the file holds)."""
     from pase.ir import Graph
 
+    entry = store.load(entry_path, key)
+    if entry is None or not _unchanged(entry["depends"]):
+        return None
     try:
-        entry = json.loads(entry_path.read_text(encoding="utf-8"))
-        if entry.get("format") != FORMAT or entry.get("key") != key \
-                or not _unchanged(entry["depends"]):
-            return None
         graph = Graph.from_dict(entry["graph"])
-        categories = [_category(name) for name, *_ in entry["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-        return None  # unreadable or half-written: a miss, overwritten below
-    with contextlib.suppress(OSError):
-        os.utime(entry_path)  # recently used: kept when old entries are pruned
-    for cat, (_, message, filename, lineno) in zip(categories, entry["warnings"]):
-        warnings.warn_explicit(message, cat, filename, lineno)
+    except Exception:  # sealed but not a graph (a forged entry): rebuilt, never an error
+        return None
+    store.touch(entry_path)
+    for name, message, filename, lineno in entry["warnings"]:
+        warnings.warn_explicit(message, store.WARNINGS[name], filename, lineno)
     return graph
-
-
-def _category(name: str) -> type[Warning]:
-    """A warning class by name: a built-in one, or one of pase's (never another package's,
-    which could import torch)."""
-    import builtins
-    import importlib
-
-    module, _, qual = name.rpartition(".")
-    obj = getattr(builtins, qual, None) if module == "builtins" else \
-        getattr(importlib.import_module(module), qual, None) \
-        if module == "pase" or module.startswith("pase.") else None
-    if not (isinstance(obj, type) and issubclass(obj, Warning)):
-        raise ValueError(f"warning class {name!r} cannot be given again")
-    return obj
 
 
 def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any] | None,
            caught: list) -> None:
-    """Store the entry, atomically; skipped when the graph would not read back equal or a
-    warning's class is not a built-in or pase's. A cache that cannot be written is no error."""
+    """Store the entry; skipped when what the build read cannot be checked, the graph
+    would not read back equal or a warning's class is not a built-in one."""
     from pase.ir import Graph
 
     if deps is None:
@@ -271,27 +272,13 @@ def _write(entry_path: Path, key: str, graph: Any, deps: dict[str, Any] | None,
     data = graph.to_dict()
     warned = [[f"{w.category.__module__}.{w.category.__qualname__}", str(w.message),
                w.filename, w.lineno] for w in caught]
+    if not all(store.WARNINGS.get(name) is w.category and isinstance(filename, str)
+               and type(lineno) is int for w, (name, _, filename, lineno) in zip(caught, warned)):
+        return  # given again on a hit only as the class it was: not cached
     try:
-        for name, *_ in warned:
-            _category(name)
         if Graph.from_dict(json.loads(json.dumps(data))) != graph:
             return
-    except (ValueError, TypeError, ImportError):
+    except (ValueError, TypeError):
         return
-    entry = {"format": FORMAT, "key": key, "depends": deps, "warnings": warned, "graph": data}
-    tmp = entry_path.with_name(f".{entry_path.name}.{os.getpid()}.tmp")
-    try:
-        entry_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(tmp, entry_path)
-        _prune(entry_path.parent)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES:]:
-        with contextlib.suppress(OSError):
-            old.unlink()
+    store.save(entry_path, {"format": FORMAT, "key": key, "depends": deps,
+                            "warnings": warned, "graph": data})
