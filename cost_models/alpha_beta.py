@@ -192,6 +192,10 @@ class AlphaBetaCostModel(CostModel):
     def work(self, op: Op, configs: np.ndarray) -> OpWork:
         return op_work(op, configs, self.bytes_per_element, self.optimizer)
 
+    def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
+        """The collectives of ``op``'s work (what an edge may take over)."""
+        return self.work(op, configs).collectives
+
     def for_devices(self, devices: int) -> "AlphaBetaCostModel":
         """This model on its cluster resolved for ``devices`` devices (a preset grows
         to enough nodes; a fixed cluster that is too small is an OptionError).
@@ -337,7 +341,7 @@ class AlphaBetaCostModel(CostModel):
             if tag is not None and tag in self.moved.get(op.name, ()):
                 owns, _ = owned_axes(op, configs, self.p)
                 weights = np.left_shift(np.int64(1), np.arange(owns.shape[2], dtype=np.int64))
-                for c in self.work(op, configs).collectives:
+                for c in self.op_collectives(op, configs):
                     if c.port == tag and c.dims:
                         mask[:, 0] |= (owns[:, list(c.dims), :].any(axis=1) * weights).sum(axis=1)
             masks.append(mask)

@@ -197,12 +197,7 @@ class CalibratedCostModel(AlphaBetaCostModel):
         e = self.bytes_per_element
         base = op_work(op, configs, e, "adam")
         ctx = self.context(op)
-        owned = owned_weight_indices(op)
-        # a tied matrix's gradient is summed into its owner's and synced once, by the owner
-        colls = tuple(c for c in base.collectives if c.phase != "gradient" or c.weight is None
-                      or c.weight in owned)
-        if ctx.shares_input_gradient:  # summed into the first reader's all-reduce
-            colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
+        colls = self._kept_collectives(op, base.collectives)
         fwd, bwd = self._kernels(op, configs, base, ctx)
         kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras)
         block = self._kept_bytes(op, configs, ctx.block_outputs, ())
@@ -215,6 +210,20 @@ class CalibratedCostModel(AlphaBetaCostModel):
                           base.input_tiles, base.output_tiles, e, factor,
                           forward_seconds=fwd, backward_seconds=bwd,
                           base_backward_flop=base.backward_flop, block_bytes=block, element_bytes=e)
+
+    def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
+        return self._kept_collectives(op, op_work(op, configs, self.bytes_per_element).collectives)
+
+    def _kept_collectives(self, op: Op, collectives: tuple) -> tuple:
+        """``op``'s collectives less the ones another op runs for it: a tied matrix's
+        gradient is synced once, by its owner; partial input gradients of a tensor
+        several projections read are summed into the first reader's all-reduce."""
+        owned = owned_weight_indices(op)
+        colls = tuple(c for c in collectives if c.phase != "gradient" or c.weight is None
+                      or c.weight in owned)
+        if self.context(op).shares_input_gradient:
+            colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
+        return colls
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
                  ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
