@@ -4,8 +4,8 @@ Per model (tests/torch_models, small default sizes): IR ops, parameters (pase's
 count and the sum of ``numel()`` over the module's unique parameters), the
 matrix-product FLOP torch's ``FlopCounterMode`` counts next to pase's
 ``matmul_flops`` of the same ops (both 2 FLOP per multiply-add), the FLOP pase
-counts that torch does not (element-wise ops, norms, softmaxes, biases, the
-embedding as a one-hot product), the import seconds (``torch.export`` included), and the dp's cost and
+counts that torch does not (element-wise ops, norms, softmaxes, biases; an
+embedding is a gather, no FLOP in either), the import seconds (``torch.export`` included), and the dp's cost and
 seconds at p = 8 under ``paper`` and ``alpha-beta``. Then a full-width two-layer
 GPT-2 (made on torch's meta device) against ``pase.load_graph("gpt2", layers=2)``:
 parameters, forward FLOP and the dp optimum under alpha-beta on h100-sxm.

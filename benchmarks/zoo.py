@@ -234,8 +234,8 @@ clusters of 8-device nodes grown to p. The solver is `auto`, the default: the dp
 plan fits, otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
 the answer is feasible rather than proven optimal). Ratios are auto's cost over the baseline's (below 1:
 auto's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
-FLOP: pase's forward FLOP (a multiply-add is two FLOP; the embedding priced as the one-hot
-product). Out-of-reach rows show the dry run's prediction (`pase solve --dry-run`) instead.
+FLOP: pase's forward FLOP (a multiply-add is two FLOP; an embedding is a gather, no FLOP:
+its bytes run at memory speed). Out-of-reach rows show the dry run's prediction (`pase solve --dry-run`) instead.
 Rows that hit the first run's 60 s limit or were predicted over it were run again with
 180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
 `dp time limit` are memory-capped searches on the largest models, where the cap binds and

@@ -6,6 +6,8 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
 - compute: ``FLOP / (peak_tflops * 1e12 * efficiency)``, forward plus backward, the
   FLOP in standard units (a multiply-add is two, as the peak counts it;
   :mod:`pase.work.ops`), so ``efficiency`` is the achieved fraction of the dense peak;
+  plus the bytes of work priced by memory (an embedding's gather and scatter-add) at
+  the device's achieved HBM bandwidth (:mod:`pase.traffic`);
 - collectives: the alpha-beta ring formulas, hierarchical when a group spans
   nodes (:mod:`pase.work.collectives`): ring all-reduce ``2(q-1)(a + n/(qB))``,
   all-gather and reduce-scatter ``(q-1)(a + n/(qB))``; across ``N`` nodes of
@@ -56,6 +58,7 @@ from pase.perf.roofline import achieved_rate, pricer
 from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
+from pase.traffic import traffic_rate
 from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
 from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_order, owned_axes
@@ -189,6 +192,14 @@ class AlphaBetaCostModel(CostModel):
         return achieved_rate(work.op, work.configs, base.flop,
                              pricer(self.cluster.device, self.precision))
 
+    def memory_rate(self, work: OpWork) -> np.ndarray:
+        """Bytes/s per config for the op's memory traffic (:mod:`pase.traffic`)."""
+        if self.compute == "flat" or not work.traffic.any():
+            return traffic_rate(work.op, work.configs, work.flop, work.traffic, self.cluster.device)
+        base = op_work(work.op, work.configs, self.bytes_per_element, self.optimizer)
+        return traffic_rate(work.op, work.configs, base.flop, base.traffic, self.cluster.device,
+                            pricer(self.cluster.device, self.precision))
+
     def work(self, op: Op, configs: np.ndarray) -> OpWork:
         return op_work(op, configs, self.bytes_per_element, self.optimizer)
 
@@ -275,12 +286,12 @@ class AlphaBetaCostModel(CostModel):
         return self.work_costs(self.work(op, configs))
 
     def work_costs(self, work: OpWork) -> np.ndarray:
-        """Seconds per config: compute plus every collective, serially."""
+        """Seconds per config: compute and memory traffic plus every collective, serially."""
         if self.devices is None:
             return self._at(work.configs).work_costs(work)
         if self.cluster.groups:
             return hetero.work_costs(self, work)
-        total = work.flop / self.compute_rate(work)
+        total = work.flop / self.compute_rate(work) + work.traffic / self.memory_rate(work)
         moved = self.moved.get(work.op.name, frozenset())
         off = None
         for c in work.collectives:

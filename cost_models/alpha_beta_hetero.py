@@ -11,6 +11,8 @@ here, so its costs are the homogeneous model's, bit for bit.
   or at the balanced rate ``sum_j s_j / b`` (``balanced``), collectives on the
   slowest link crossed. Activation collectives (phases forward and backward)
   scale by the worst device's share multiple; parameter-gradient syncs do not.
+  Memory traffic (an embedding's gather) scales by that multiple too and runs at
+  the lowest HBM bandwidth of the groups the prefix touches (:mod:`pase.traffic`).
 - Memory: per device type, parameters and optimizer state where the op runs plus
   activations times that type's share multiple; the vector holds, per config,
   the most over types of those bytes times ``M_min / M_type`` (bytes of the
@@ -30,6 +32,7 @@ import dataclasses
 import numpy as np
 
 from pase.ir import Op, Port
+from pase.traffic import hbm_rate
 from pase.work import collective_time, group_topology
 from pase.work.hetero import config_terms
 from pase.work.layout import mesh_axes
@@ -70,6 +73,10 @@ def work_costs(model, work: OpWork) -> np.ndarray:
         idx = np.flatnonzero(terms.placed == n)
         sub, part = model._homogeneous(n), take(work, idx)
         seconds = part.flop / (terms.speed[idx] * 1e12 * model.efficiency)
+        if part.traffic.any():
+            touched = model.cluster.groups[:int(model.cluster.group_of(n - 1)) + 1]
+            memory = min(hbm_rate(g.device) for g in touched)
+            seconds = seconds + part.traffic * terms.activation[idx] / memory
         for c in part.collectives:  # every collective on the op (reduce_scatter: no effect here)
             nodes, local = group_topology(part.op, part.configs, c.dims, sub.cluster, n)
             time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, sub.cluster)

@@ -7,15 +7,17 @@
 - ``forward_flops``: the forward FLOP of the unsplit op as :mod:`pase.work`
   prices it for the alpha-beta model and the simulator, in standard units: a
   multiply-add is TWO FLOP (a GEMM ``m n k`` is ``2 m n k`` FLOP), as device
-  peaks and MFU count them. An Embedding is the product of the one-hot ids with
-  its table (``2 x tokens x vocab x width``), as the paper models it, where a
-  lookup-based count says 0. What is not a multiply-add (a GEMM's bias and
-  point-wise tail, the other ops' element counts, one third of an op's total
-  being its forward part) is one FLOP per element operation, the paper's counts.
+  peaks and MFU count them. An Embedding is a gather (memory traffic, priced at
+  memory speed), so 0 here, as torch counts a lookup; only the paper's model
+  prices it as the product of one-hot ids with the table. What is not a
+  multiply-add (a GEMM's bias and point-wise tail, the other ops' element counts,
+  one third of an op's total being its forward part) is one FLOP per element
+  operation, the paper's counts.
 - ``matmul_flops``: the part of ``forward_flops`` that is matrix products (Conv,
-  FC, Einsum, Embedding, LSTM, MoE dispatch and combine; 2 per multiply-add, no
-  bias, no point-wise tail): what ``torch.utils.flop_counter.FlopCounterMode``
-  counts, except where the two price an op differently (``docs/cost-model.md``).
+  FC, Einsum, LSTM, MoE dispatch and combine; 2 per multiply-add, no bias, no
+  point-wise tail): what ``torch.utils.flop_counter.FlopCounterMode`` counts for a
+  whole imported model, except for a broadcast multiply the importer writes as an
+  Einsum without contraction (``docs/pytorch.md``).
 
 >>> from pase.api import load_graph
 >>> c = counts(load_graph("mlp", batch=1, width=4, layers=1, classes=2))

@@ -22,7 +22,8 @@ ALL = [Variant(z, r) for z in range(4) for r in (False, True)]
 @pytest.mark.parametrize("name", ["gpt2", "alexnet", "rnnlm"])
 def test_recompute_never_raises_memory_and_adds_exactly_the_forward(name):
     """Over every config of every op: memory never rises; time rises by the forward FLOP
-    time plus the forward collectives' time, priced here collective by collective."""
+    and memory-traffic time (an embedding's gather) plus the forward collectives' time,
+    priced here collective by collective."""
     options = {"layers": 1} if name == "gpt2" else {}
     graph = load_graph(name, **options)
     space = ConfigSpace(graph, 8, powers_of_two=True)
@@ -35,7 +36,8 @@ def test_recompute_never_raises_memory_and_adds_exactly_the_forward(name):
             after = apply_variant(work, zero, True)
             assert (after.memory <= before.memory).all(), op.name
             assert (after.activation_bytes == 0).all()
-            forward = before.forward_flop / model.flops
+            forward = before.forward_flop / model.flops \
+                + before.forward_traffic / model.memory_rate(before)
             for c in work.collectives:  # the op's own forward collectives (not zero's gather)
                 if c.phase == "forward":
                     nodes, local = group_topology(op, configs, c.dims, model.cluster, 8)

@@ -227,7 +227,7 @@ def _scatter(w: Walk, node: Any, a: dict) -> Any:
 @handles("embedding_bag", "_embedding_bag", "_embedding_bag_forward_only")
 def _embedding_bag(w: Walk, node: Any, a: dict) -> Any:
     """Sums (means, maxima) of bags of rows: the Embedding ``bkv,vd->bkd`` of the ids in
-    ``b`` bags of ``k`` (the one-hot product the paper prices), then a ReduceMean over k."""
+    ``b`` bags of ``k`` (a gather, written as the one-hot product), then a ReduceMean over k."""
     table, ids = a["weight"], a["indices"]
     atoms = w.atoms
     if ids.rank == 1:

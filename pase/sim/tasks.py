@@ -18,8 +18,10 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
   nothing but the end of the step, so they overlap later backward compute.
 
 Compute durations are ``FLOP / (peak * efficiency)``, the FLOP of :mod:`pase.work`
-(a multiply-add is two, as the dense peak counts it); a device runs forward
-tasks in topological order before backward ones in reverse order.
+(a multiply-add is two, as the dense peak counts it), plus its memory traffic (an
+embedding's gather) at the rate of :mod:`pase.traffic`, as the alpha-beta model
+prices both; a device runs forward tasks in topological order before backward ones
+in reverse order.
 
 On a heterogeneous cluster (docs/heterogeneous.md) each device computes at its own
 speed and its ports run at its group's links (a flow moves at the slowest port it
@@ -41,6 +43,7 @@ from pase.ir import Graph
 from pase.perf.roofline import achieved_rate
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
+from pase.traffic import hbm_rate, traffic_rate
 from pase.work import Collective, collective_phases, op_work
 from pase.work.hetero import shares
 from pase.work.layout import active_devices, group_members, port_blocks
@@ -109,6 +112,8 @@ class _Builder:
         # a heterogeneous cluster: per device its group's device and links
         self.hetero = bool(cluster.groups)
         self.speed = cluster.speeds(devices) * 1e12 * efficiency if self.hetero else None
+        self.hbm = [hbm_rate(cluster.device_at(d)) for d in range(devices)] \
+            if self.hetero else None  # bytes/s of each device's memory traffic
         groups = [cluster.groups[int(g)] for g in cluster.group_of(np.arange(devices))] \
             if self.hetero else [cluster] * devices
         self.links = [{"intra": g.intra, "inter": g.inter} for g in groups]
@@ -182,19 +187,23 @@ class _Builder:
                 ids: list[int], share: np.ndarray | None = None, placed: int | None = None) -> None:
         """One op's compute tasks on ``ids`` and its collectives; ``share`` (heterogeneous
         clusters) scales each device's work and activation collectives, at its own speed."""
-        rate = self.flops
+        rate, base = self.flops, work
         if self.roofline is not None:  # the op's own work over its kernels' seconds
             base = op_work(op, cfg[None, :], self.dt, self.optimizer)
             rate = float(achieved_rate(op, cfg[None, :], base.flop, self.roofline)[0])
+        memory = float(traffic_rate(op, cfg[None, :], base.flop, base.traffic, self.cluster.device,
+                                    self.roofline)[0]) if share is None else 0.0
 
-        def seconds(flop: np.ndarray, d: int) -> float:
-            return float(flop[0]) / rate if share is None \
-                else float(flop[0]) * share[d] / self.speed[d]
+        def seconds(flop: np.ndarray, traffic: np.ndarray, d: int) -> float:
+            if share is None:
+                return float(flop[0]) / rate + float(traffic[0]) / memory
+            return float(flop[0]) * share[d] / self.speed[d] \
+                + float(traffic[0]) * share[d] / self.hbm[d]
 
-        fwd = [self.tg.compute(d, seconds(work.forward_flop, d), (0, position[v]), f"{op.name} fwd",
-                               "forward") for d in ids]
-        bwd = [self.tg.compute(d, seconds(work.backward_flop, d), (1, -position[v]), f"{op.name} bwd",
-                               "backward") for d in ids]
+        fwd = [self.tg.compute(d, seconds(work.forward_flop, work.forward_traffic, d),
+                               (0, position[v]), f"{op.name} fwd", "forward") for d in ids]
+        bwd = [self.tg.compute(d, seconds(work.backward_flop, work.backward_traffic, d),
+                               (1, -position[v]), f"{op.name} bwd", "backward") for d in ids]
         for f, b in zip(fwd, bwd):
             self.tg.after(b, f)
         tokens = dict(zip(ids, fwd))

@@ -11,6 +11,16 @@ the other ops' element counts, one third forward and two thirds backward. The
 paper's own model (``cost_models/paper.py``) has its own formulas and keeps the
 paper's unit (a multiply-add is one FLOP); nothing here feeds it.
 
+An Embedding is a gather, not a product: no FLOP, but memory traffic
+(``forward_traffic``, ``backward_traffic``: bytes per device, that the seconds-based
+models price at memory speed). Forward it reads the looked-up rows and writes the
+output (``2 x`` its output tile); backward it scatter-adds the output's gradient
+into the table's gradient (reads the gradient, reads and writes those rows of the
+table's gradient: ``3 x``), as the performance model's kernels count it. It keeps
+the collectives of the one-hot product it is written as (``abc,cd->abd``): the
+output's all-reduce over a split vocabulary (Megatron's vocabulary-parallel
+embedding) and the table's gradient sync over the token dims.
+
 Collectives follow from the GEMM view ``C[m, n] = A[m, k] B[k, n]``:
 
 - forward, all-reduce of the output tile over the devices splitting ``k``;
@@ -83,13 +93,17 @@ class OpWork:
 
     ``matmul_flop`` is the part of ``forward_flop`` that is the op's matrix
     products (2 FLOP per multiply-add; no bias, no point-wise tail), 0 for ops
-    that are not products."""
+    that are not products. ``forward_traffic`` and ``backward_traffic`` are the bytes
+    of memory traffic of the work that is priced by memory, not FLOP (an Embedding's
+    gather and scatter-add; 0 for every other kind, whose FLOP carry its cost)."""
 
     op: Op
     configs: np.ndarray
     forward_flop: np.ndarray
     backward_flop: np.ndarray
     matmul_flop: np.ndarray
+    forward_traffic: np.ndarray
+    backward_traffic: np.ndarray
     collectives: tuple[Collective, ...]
     parameter_bytes: np.ndarray
     state_bytes: np.ndarray
@@ -102,6 +116,11 @@ class OpWork:
     @property
     def flop(self) -> np.ndarray:
         return self.forward_flop + self.backward_flop
+
+    @property
+    def traffic(self) -> np.ndarray:
+        """Bytes of memory traffic per device, forward plus backward."""
+        return self.forward_traffic + self.backward_traffic
 
     @property
     def memory(self) -> np.ndarray:
@@ -133,11 +152,12 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     flop, colls = formula(op, cfg, float(bytes_per_element))
     colls = [one for c in colls for one in _per_dim(c)]
     fwd, bwd, matmul = flop
+    traffic = _TRAFFIC.get(op.kind, _no_traffic)(op, cfg, float(bytes_per_element))
     params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in owned_parameters(op)),
                  start=np.zeros(len(configs))) * bytes_per_element
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
     acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
-    return OpWork(op, configs, fwd, bwd, matmul, tuple(colls), params,
+    return OpWork(op, configs, fwd, bwd, matmul, *traffic, tuple(colls), params,
                   params * OPTIMIZER_STATE[optimizer], acts,
                   tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
                   float(bytes_per_element), float(OPTIMIZER_STATE[optimizer]))
@@ -298,6 +318,26 @@ def _einsum(op: Op, cfg: np.ndarray, dt: float):
     if op.kind != "Einsum":
         return gemm
     return _with_bias(op, cfg, dt, gemm, _idx(op, out))
+
+
+def _embedding(op: Op, cfg: np.ndarray, dt: float):
+    """A lookup: the collectives of its one-hot product (module docstring), none of that
+    product's FLOP; a point-wise tail (``pw``) keeps its per-element FLOP."""
+    (fwd, bwd, matmul), colls = _einsum(op, cfg, dt)
+    return (fwd - matmul, bwd - 2.0 * matmul, np.zeros_like(matmul)), colls
+
+
+def _embedding_traffic(op: Op, cfg: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) bytes per device: read the looked-up rows and write the output;
+    backward, read the output's gradient and add it into those rows of the table's
+    gradient (read and write)."""
+    out = _tile_elems(op, op.outputs[0], cfg) * dt
+    return 2.0 * out, 3.0 * out
+
+
+def _no_traffic(op: Op, cfg: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    zero = np.zeros(len(cfg))
+    return zero, zero
 
 
 def _lstm(op: Op, cfg: np.ndarray, dt: float):
@@ -479,7 +519,7 @@ def _free(op: Op, cfg: np.ndarray, dt: float):
 
 
 _KINDS: dict[str, Formula] = {
-    "Conv": _conv, "FC": _fc, "Einsum": _einsum, "Embedding": _einsum, "LSTM": _lstm,
+    "Conv": _conv, "FC": _fc, "Einsum": _einsum, "Embedding": _embedding, "LSTM": _lstm,
     "Pooling": _pooling, "Resize": _resize, "Elementwise": _elementwise, "Norm": _norm,
     "BatchNorm": _norm,
     "ReduceMean": _reduce_mean, "Softmax": _softmax, "SoftmaxCrossEntropy": _softmax_xent,
@@ -488,3 +528,5 @@ _KINDS: dict[str, Formula] = {
     "Unravel": _free,
 }
 KNOWN_KINDS = tuple(sorted(_KINDS))
+# Kinds priced by their memory traffic: (forward, backward) bytes per device.
+_TRAFFIC = {"Embedding": _embedding_traffic}

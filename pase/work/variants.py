@@ -116,13 +116,16 @@ def apply_variant(work: OpWork, zero: int = 0, recompute: bool = False) -> OpWor
         colls, groups = _zero_collectives(work, variant.zero)
         state = _zero_state(work, variant.zero, groups)
     fwd, bwd, acts = work.forward_flop, work.backward_flop, work.activation_bytes
+    traffic = work.backward_traffic
     if variant.recompute:
         again = [dataclasses.replace(c, phase="backward", port=None, label=f"{c.label} (recompute)")
                  for c in work.collectives if c.phase == "forward"]
         colls += again
         bwd = bwd + fwd
+        traffic = traffic + work.forward_traffic  # the forward's memory traffic again too
         acts = np.zeros_like(acts)
-    return dataclasses.replace(work, backward_flop=bwd, collectives=tuple(colls), state_bytes=state,
+    return dataclasses.replace(work, backward_flop=bwd, backward_traffic=traffic,
+                               collectives=tuple(colls), state_bytes=state,
                                parameter_bytes=params, activation_bytes=acts)
 
 
