@@ -205,10 +205,10 @@ class CalibratedCostModel(AlphaBetaCostModel):
             kept = kept + self._kept_bytes(op, configs, tuple(set(ctx.block_outputs) -
                                                                 set(ctx.kept_outputs)), ())
         factor = STATE_BYTES["mixed" if e < 4 else "fp32"] / e
-        return PricedWork(op, configs, base.forward_flop, base.backward_flop, base.matmul_flop,
-                          colls, base.parameter_bytes, base.parameter_bytes * factor, kept,
-                          base.input_tiles, base.output_tiles, e, factor,
-                          forward_seconds=fwd, backward_seconds=bwd,
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(OpWork)}
+        fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
+                      activation_bytes=kept, state_factor=factor)
+        return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
                           base_backward_flop=base.backward_flop, block_bytes=block, element_bytes=e)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
