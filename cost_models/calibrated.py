@@ -191,6 +191,13 @@ class CalibratedCostModel(AlphaBetaCostModel):
 
         return price_plan(graph, self, problem, choice)
 
+    def search(self, graph: Graph, problem: Problem, run) -> tuple:
+        """A certified search: ``run(problem)`` solves, up to three bounding Problems
+        tighten the bound (:func:`pase.cost_models.calibrated_search.certified`)."""
+        from pase.cost_models.calibrated_search import certified  # it builds on this module
+
+        return certified(graph, self, problem, run)
+
     # -- an op's work: kernels, kept bytes, states --------------------------------------
     def work(self, op: Op, configs: np.ndarray) -> PricedWork:
         configs = np.asarray(configs, dtype=np.int64)

@@ -165,3 +165,47 @@ def _samples(graph: Graph, m: int) -> float:
 
 
 __all__ = ["price_plan"]
+
+
+def sync_slack(graph: Graph, model: CalibratedCostModel, problem: Problem) -> list[np.ndarray]:
+    """Per candidate of each vertex, ``(1 - tax) (s - w)``: its gradient syncs ``s`` (alone,
+    once a step) less its share ``w`` of the backward window that hides them.
+
+    The exposed sync of a plan is ``max(tax S, S - (1 - tax) W)`` for all syncs ``S`` and
+    the window ``W``; the Problem charges ``tax S``. For any ``x`` in [0, 1], the
+    Problem's costs plus ``x`` times these terms are a sum over ops that is still at
+    most every plan's price, so its optimum is a lower bound too (a convex combination
+    of the two sides of the max). :func:`pase.cost_models.calibrated_search.certified`
+    uses them to tighten the bound and steer the search away from exposed syncs.
+    """
+    bound = model.bind(graph, problem.devices)
+    m, tax = bound.microbatches, bound.hw.overlap
+    blocks = {bound.context(op).unit for op in graph.ops} - {"pre", "post"}
+    share = 1 - 1 / len(blocks) if len(blocks) > 1 else 1.0
+    out: list[np.ndarray] = []
+    cache: dict[tuple, np.ndarray] = {}
+    for i, op in enumerate(graph.ops):
+        configs = np.asarray(problem.candidates[i].configs)
+        maps = problem.variants
+        variants = [(0, False)] * len(configs) if maps is None else \
+            [maps[i].variant(k) for k in range(len(configs))]
+        key = (bound.vertex_key(op, configs), tuple(variants))
+        if key not in cache:
+            slack = np.zeros(len(configs))
+            for variant in sorted(set(variants)):
+                rows = np.flatnonzero([v == variant for v in variants])
+                work = apply_variant(bound.work(op, configs[rows]), *variant)
+                assert isinstance(work, PricedWork)
+                again = work.forward_seconds if variant[1] else 0.0
+                window = 0.0 if bound.context(op).unit == "pre" else \
+                    m * (work.backward_seconds + again) * share
+                sync = np.zeros(len(rows))
+                fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+                           for c in work.collectives)
+                for c in work.collectives:
+                    if c.phase == "gradient" and not (fsdp and c.weight is not None):
+                        sync = sync + bound.collective(op, work.configs, c)
+                slack[rows] = (1 - tax) * (sync - window)
+            cache[key] = slack
+        out.append(cache[key])
+    return out

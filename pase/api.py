@@ -274,9 +274,21 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "auto",
                               powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
                               memory_cap=memory_cap, model_options=model_options,
                               cost_options=cost_options, build_budget=build_budget)
-        solution = run_solver(solver, built.problem, time_limit=time_limit, seed=seed,
-                              **solver_options)
-    return to_strategy(built, solution)
+        return solve_built(built, solver, time_limit=time_limit, seed=seed, **solver_options)
+
+
+def solve_built(built: Built, solver: str, *, time_limit: float | None = None,
+                seed: int | None = None, **options: Any) -> Strategy:
+    """Solve a built Problem with ``solver`` (:func:`run_solver`), as a certified search
+    where the cost model has one (the calibrated model: up to three bounding solves, each
+    cut to what the ambient deadline has left), and make its Strategy."""
+    def run(problem: Problem) -> Solution:
+        return run_solver(solver, problem, time_limit=time_limit, seed=seed, **options)
+
+    if hasattr(built.cost_model, "search"):
+        solution, price = built.cost_model.search(built.graph, built.problem, run)
+        return to_strategy(built, solution, price)
+    return to_strategy(built, run(built.problem))
 
 
 def _model_keywords(model: Any, solver: str, options: dict[str, Any],
@@ -298,12 +310,17 @@ def _model_keywords(model: Any, solver: str, options: dict[str, Any],
     return {k: v for k, v in options.items() if k not in moved}, merged
 
 
-def to_strategy(built: Built, solution: Solution) -> Strategy:
+def to_strategy(built: Built, solution: Solution, price: Mapping[str, Any] | None = None
+                ) -> Strategy:
+    """The Strategy of ``solution``; ``price``: its plan's price, from a certified search
+    (:meth:`pase.cost_models.calibrated.CalibratedCostModel.search`), whose status, bound and
+    cost already follow it."""
     meta = memory_report(built.problem, solution.choice)
     if solution.choice is not None and hasattr(built.cost_model, "price_plan"):
-        price = built.cost_model.price_plan(built.graph, built.problem, solution.choice)
+        if price is None:
+            price = built.cost_model.price_plan(built.graph, built.problem, solution.choice)
+            solution = certified(solution, price, built.problem.memory_cap)
         meta.update(price)
-        solution = certified(solution, price, built.problem.memory_cap)
     if solution.choice is None:
         return Strategy(built.graph.name, built.space.devices, {}, float("inf"), built.problem.unit,
                         {}, [], built.cost_model.name, solution, built.seconds, meta)

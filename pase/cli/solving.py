@@ -71,9 +71,9 @@ def cmd_solve(args: argparse.Namespace) -> None:
     with active(deadline):
         built = api.build_problem(args.model, args.devices, **space_kwargs(args),
                                   **cost_kwargs(args))
-        solution = api.run_solver(solver, built.problem, time_limit=args.time_limit,
-                                  seed=args.seed, **options)
-    _emit(api.to_strategy(built, solution), args)
+        strategy = api.solve_built(built, solver, time_limit=args.time_limit, seed=args.seed,
+                                   **options)
+    _emit(strategy, args)
 
 
 def _dry_run(args: argparse.Namespace) -> None:

@@ -130,12 +130,14 @@ def _solved(args: argparse.Namespace) -> Any:
     options = solver_options(args.option)
     SOLVERS.entry(args.solver)  # an unknown name fails before the build
     built = _build(args)
-    solution = api.run_solver(args.solver, built.problem, time_limit=args.time_limit,
-                              seed=args.seed, **options)
-    if solution.choice is None:
-        raise OptionError(f"solver {args.solver!r} found no strategy ({solution.status}); nothing "
+    strategy = api.solve_built(built, args.solver, time_limit=args.time_limit, seed=args.seed,
+                               **options)
+    solution = strategy.solution
+    if solution is None or solution.choice is None:
+        status = solution.status if solution is not None else "no answer"
+        raise OptionError(f"solver {args.solver!r} found no strategy ({status}); nothing "
                           f"to view (a memory cap too small? --memory-cap none lifts it)")
-    return planned_from(built, solution.choice, api.to_strategy(built, solution))
+    return planned_from(built, solution.choice, strategy)
 
 
 def _from_layout(args: argparse.Namespace) -> Any:
