@@ -53,14 +53,16 @@ def moved_seconds(cluster: Cluster, p: int, bytes_per_element: float, shape: tup
             nodes, local = (worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
                                         cluster.devices_per_node)
                             if cluster.spans_nodes(p) else (1, q))
-            ar = collective_time("all-reduce", nbytes, nodes, local, cluster)
-            rs = collective_time("reduce-scatter", nbytes, nodes, local, cluster)
+            here = np.flatnonzero(mask == m)  # only these rows (columns) take this group
+            ar = collective_time("all-reduce", nbytes[here], nodes, local, cluster)
+            rs = collective_time("reduce-scatter", nbytes[here], nodes, local, cluster)
+            whole = (sliced_by & m) == m
             if along_src:
-                here, ar, rs, sliced = (mask == m)[:, None], ar[:, None], rs[:, None], sliced_by[None, :]
+                scatter = (moved[here] == 0) & whole[None, :]
+                total[here] += np.where(scatter, rs[:, None], ar[:, None])
             else:
-                here, ar, rs, sliced = (mask == m)[None, :], ar[None, :], rs[None, :], sliced_by[:, None]
-            scatter = (moved == 0) & ((sliced & m) == m)
-            total = total + np.where(here, np.where(scatter, rs, ar), 0.0)
+                scatter = (moved[:, here] == 0) & whole[:, None]
+                total[:, here] += np.where(scatter, rs[None, :], ar[None, :])
     return total
 
 
