@@ -141,6 +141,9 @@ class CalibratedCostModel(AlphaBetaCostModel):
         self.pricer = Pricer(self.cluster.device, self.hw, self.cluster.device.peak(precision) * 1e12,
                              self.bytes_per_element)
         self.contexts: dict[str, OpContext] = {}
+        # the share of once-per-step terms (syncs, optimizer) charged here: a pipeline
+        # stage prices one micro-batch and is charged 1 / m of them (pase.pipeline.stages)
+        self.once_share = 1.0
 
     # -- the graph's facts, bound once per Problem ---------------------------------------
     def problem(self, graph: Graph, space: ConfigSpace, *,
@@ -304,7 +307,7 @@ class CalibratedCostModel(AlphaBetaCostModel):
         if updated is None:
             updated = work.parameter_bytes
         optimizer = updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
-        return m * per_micro + once + optimizer
+        return m * per_micro + (once + optimizer) * self.once_share
 
     def work_memory(self, work: OpWork) -> np.ndarray:
         """Bytes per device: states plus kept activations (a recomputed op keeps only

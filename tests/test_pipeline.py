@@ -24,17 +24,17 @@ def _compositions(n: int):
 
 
 def brute_force(model, devices, batch, sizes, schedule, cap, model_options, cost_options,
-                cuts="blocks"):
+                cuts="blocks", cost_model="alpha-beta"):
     """min over every partition of units, every size assignment and every m of the priced
     step, each stage solved by exhaustive search (not the dp), the formula written out."""
     load = lambda size: api.load_graph(model, batch=size, **model_options)  # noqa: E731
     costs = {"cluster": "dgx-a100", **cost_options}
     oracle = StageOracle(load, batch, costs, cap, {"powers_of_two": True},
-                         solve=lambda p: api.run_solver("exhaustive", p))
+                         solve=lambda p: api.run_solver("exhaustive", p), cost_model=cost_model)
     cluster = get_cluster("dgx-a100", devices)
     graph = oracle.graph(1)
     units = cut_points(graph, cuts)
-    elem = 4.0
+    elem = 2.0 if cost_model == "calibrated" else 4.0  # bf16 activations, or alpha-beta's fp32
     best = math.inf
     ms = [m for m in (1, 2, 4, 8, 16, 32) if batch % m == 0]
     for m in ms:
@@ -70,12 +70,15 @@ def brute_force(model, devices, batch, sizes, schedule, cap, model_options, cost
     return best
 
 
+@pytest.mark.parametrize("cost_model", ["calibrated", "alpha-beta"])
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
-def test_search_equals_brute_force_chain(schedule):
+def test_search_equals_brute_force_chain(schedule, cost_model):
     opts = {"length": 4, "width": 64}
     plan = solve_pipeline("chain", 4, batch=8, schedule=schedule, model_options=opts,
-                          memory_cap="none")
-    want = brute_force("chain", 4, 8, (1, 2, 4), schedule, None, opts, {})
+                          memory_cap="none", cost_model=cost_model)
+    assert plan.cost_model == cost_model
+    want = brute_force("chain", 4, 8, (1, 2, 4), schedule, None, opts, {},
+                       cost_model=cost_model)
     assert plan.step_time == pytest.approx(want, rel=1e-9)
     assert plan.status == "optimal"
 
@@ -83,9 +86,11 @@ def test_search_equals_brute_force_chain(schedule):
 def test_search_equals_brute_force_under_a_binding_memory_cap():
     # The cap makes the held micro-batches matter: 1F1B's first stage holds the most.
     opts = {"length": 4, "width": 512}
-    free = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap="none")
+    free = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap="none",
+                          cost_model="alpha-beta")
     cap = 0.8 * max(st.memory_bytes for st in free.stages)
-    plan = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap=cap)
+    plan = solve_pipeline("chain", 4, batch=16, model_options=opts, memory_cap=cap,
+                          cost_model="alpha-beta")
     want = brute_force("chain", 4, 16, (1, 2, 4), "1f1b", cap, opts, {})
     assert plan.step_time == pytest.approx(want, rel=1e-9)
     assert all(st.memory_bytes <= cap for st in plan.stages)
@@ -94,7 +99,8 @@ def test_search_equals_brute_force_under_a_binding_memory_cap():
 def test_search_equals_brute_force_mlp_uneven_units():
     # "all" cuts: fc1 | fc2 | fc3 | classifier | loss, units of different sizes
     opts = {"layers": 3, "width": 256}
-    plan = solve_pipeline("mlp", 4, batch=8, model_options=opts, memory_cap="none", cuts="all")
+    plan = solve_pipeline("mlp", 4, batch=8, model_options=opts, memory_cap="none", cuts="all",
+                          cost_model="alpha-beta")
     assert plan.search["units"] == [0, 1, 2, 3, 4, 5]
     want = brute_force("mlp", 4, 8, (1, 2, 4), "1f1b", None, opts, {}, cuts="all")
     assert plan.step_time == pytest.approx(want, rel=1e-9)
@@ -109,7 +115,7 @@ def test_in_flight_by_schedule():
 def test_stage_memory_is_state_plus_in_flight_activations():
     opts = {"length": 4, "width": 256}
     plan = solve_pipeline("chain", 4, batch=8, microbatches=4, model_options=opts,
-                          stage_sizes=[1], memory_cap="none")
+                          stage_sizes=[1], memory_cap="none", cost_model="alpha-beta")
     graph = api.load_graph("chain", batch=2, **opts)
     assert len(plan.stages) == 4
     for i, st in enumerate(plan.stages):

@@ -57,7 +57,8 @@ def test_simulated_uniform_pipeline_matches_the_bubble_formula(schedule):
     (m + s - 1) / m within 2% (issue 17's check)."""
     opts = {"length": 32, "width": 16384}
     plan = solve_pipeline("chain", 4, batch=256, microbatches=16, stage_sizes=[1],
-                          schedule=schedule, model_options=opts, memory_cap="none")
+                          schedule=schedule, model_options=opts, memory_cap="none",
+                          cost_model="alpha-beta")  # the simulator replays alpha-beta's tasks
     assert [st.op_range[1] - st.op_range[0] for st in plan.stages] == [8, 8, 8, 8]
     result = simulate_pipeline(plan)
     s, m = len(plan.stages), plan.microbatches

@@ -27,12 +27,12 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
     if args.solver not in (None, "auto", "dp"):
         raise OptionError(f"--pipeline solves each stage with auto (the exact dp, which fits "
                           f"every stage); --solver {args.solver} does not apply")
-    if args.cost_model not in (None, "alpha-beta"):
-        raise OptionError(f"--pipeline prices steps in seconds with the alpha-beta model; cost "
-                          f"model {args.cost_model!r} has no seconds or memory for a pipeline "
-                          f"step (use --cost-model alpha-beta or leave it out)")
+    if args.cost_model not in (None, "calibrated", "alpha-beta"):
+        raise OptionError(f"--pipeline prices steps in seconds with the calibrated (default) or "
+                          f"alpha-beta model; cost model {args.cost_model!r} has no seconds or "
+                          f"memory for a pipeline step")
     checks.output_file(args.output, "--output")
-    costs = cost_kwargs(args, default="alpha-beta")
+    costs = cost_kwargs(args, default="calibrated")
     options = dict(costs["cost_options"])
     cluster = options.pop("cluster", "dgx-a100")
     search = _search_options(key_values(args.option, "--option"))
@@ -43,7 +43,7 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
         powers_of_two=True,  # stage spaces: power-of-two split factors (docs/pipelines.md)
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
-        **search)
+        cost_model=costs["cost_model"], **search)
     emit(plan.to_dict(), plan.describe(), args.output, args.format)
 
 

@@ -6,7 +6,7 @@ reads it back) is one object:
 - ``version`` (1), ``kind`` (``"pipeline"``), ``model``, ``model_options``,
   ``devices``, ``batch``, ``microbatches`` (m), ``microbatch_size``
   (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
-  (``alpha-beta``), ``cost_options`` (what the stages were priced with:
+  (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
 - ``step_time`` (seconds, the priced step), ``bubble`` (the idle fraction
   ``1 - sum_i t_i * m / (s * step)`` of the priced step), ``status``
@@ -72,6 +72,7 @@ class PipelinePlan:
     cost_options: dict[str, Any] = field(default_factory=dict)
     memory_cap_bytes: float | None = None
     search: dict[str, Any] = field(default_factory=dict)
+    cost_model: str = "alpha-beta"  # what priced the stages: calibrated or alpha-beta
 
     @property
     def microbatch_size(self) -> int:
@@ -120,7 +121,7 @@ class PipelinePlan:
             "model_options": dict(self.model_options), "devices": self.devices,
             "batch": self.batch, "microbatches": self.microbatches,
             "microbatch_size": self.microbatch_size, "schedule": self.schedule,
-            "cost_model": "alpha-beta", "cost_options": dict(self.cost_options),
+            "cost_model": self.cost_model, "cost_options": dict(self.cost_options),
             "step_time": self.step_time, "bubble": self.bubble, "status": self.status,
             "memory_cap_bytes": self.memory_cap_bytes,
             "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
@@ -157,7 +158,7 @@ class PipelinePlan:
                        [float(x) for x in data.get("links", [])], float(data["step_time"]),
                        str(data.get("status", "optimal")), dict(data.get("model_options", {})),
                        dict(data.get("cost_options", {})), data.get("memory_cap_bytes"),
-                       dict(data.get("search", {})))
+                       dict(data.get("search", {})), str(data.get("cost_model", "alpha-beta")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StrategyError(f"malformed pipeline plan: {exc!r}") from None
         _check(plan)

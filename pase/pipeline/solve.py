@@ -27,7 +27,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    cuts: str = "blocks", every: int = 1,
                    stage_sizes: str | Sequence[int] = "powers", uniform: bool = False,
                    max_stages: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> PipelinePlan:
+                   progress: Callable[[str], None] | None = None,
+                   cost_model: str = "calibrated") -> PipelinePlan:
     """Search stages, sub-mesh sizes and micro-batches with the per-layer dp in each stage.
 
     Args:
@@ -38,7 +39,10 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         microbatches: ``m``, or the choices of ``m`` (default: the powers of two
             dividing the batch).
         schedule: ``1f1b`` (default) or ``gpipe``.
-        cluster, cost_options: the alpha-beta model's (``efficiency``,
+        cost_model: what prices each stage: ``calibrated`` (default: the performance
+            model's rules, :mod:`pase.cost_models.calibrated`) or ``alpha-beta``.
+        cluster, cost_options: the cost model's (calibrated: ``precision``, ``zero``,
+            ``recompute``...; alpha-beta: ``efficiency``,
             ``bytes_per_element``, ``optimizer``, ``zero``, ``recompute`` ...).
         memory_cap: bytes per device (or text such as ``"80GiB"``, or ``"none"``);
             default the cluster's device memory.
@@ -67,10 +71,14 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     cl = get_cluster(cluster, devices)
     cap = _cap(memory_cap, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
-    oracle = StageOracle(load, full_batch, costs, cap, space_options, progress=progress)
+    if cost_model not in ("calibrated", "alpha-beta"):
+        raise OptionError(f"--pipeline prices stages with calibrated or alpha-beta; cost model "
+                          f"{cost_model!r} has no seconds or memory for a pipeline step")
+    oracle = StageOracle(load, full_batch, costs, cap, space_options, progress=progress,
+                         cost_model=cost_model)
     graph = oracle.graph(1)
     choices = _microbatches(microbatches, full_batch)
-    element = float(api.make_cost_model("alpha-beta", **costs).bytes_per_element)
+    element = float(api.make_cost_model(cost_model, **costs).bytes_per_element)
     links = LinkPricer(cl, lambda cut, m: crossing_elements(oracle.graph(m), cut) * element)
     units = cut_points(graph, cuts, every)
     sizes = _sizes(stage_sizes, devices)
@@ -98,7 +106,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    **found.stats, "seconds": time.perf_counter() - start}
     return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
                         found.links, found.cost, "optimal" if found.optimal else "feasible",
-                        options, plain_costs, cap, search_info)
+                        options, plain_costs, cap, search_info, cost_model)
 
 
 def _loader(model: Any, batch: int | None,

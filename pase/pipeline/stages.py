@@ -66,10 +66,17 @@ def _stage_class(base: type) -> type:
     return type("StageCostModel", (GradientShare, base), {"__doc__": GradientShare.__doc__})
 
 
-def stage_cost_model(options: Mapping[str, Any], microbatches: int) -> CostModel:
-    """The registry's alpha-beta model from cost ``options`` (validated by its signature),
-    pricing one of ``microbatches`` micro-batches (:class:`GradientShare`)."""
-    model = api.make_cost_model("alpha-beta", **dict(options))
+def stage_cost_model(options: Mapping[str, Any], microbatches: int,
+                     name: str = "alpha-beta") -> CostModel:
+    """The registry's model ``name`` from cost ``options`` (validated by its signature),
+    pricing one of ``microbatches`` micro-batches: the calibrated model charges its
+    once-per-step terms (gradient syncs, the optimizer step) ``1 / microbatches`` per
+    micro-batch itself; alpha-beta gets :class:`GradientShare`."""
+    if name == "calibrated":
+        model = api.make_cost_model("calibrated", **dict(options))
+        model.once_share = 1.0 / int(microbatches)
+        return model
+    model = api.make_cost_model(name, **dict(options))
     cls = _stage_class(type(model))
     stage = cls.__new__(cls)
     stage.__dict__.update(model.__dict__)
@@ -132,8 +139,9 @@ class StageOracle:
     def __init__(self, load: Callable[[int], Graph], batch: int, cost_options: Mapping[str, Any],
                  memory_cap: float | None, space_options: Mapping[str, Any] | None = None,
                  solve: Callable[[Problem], Any] | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, cost_model: str = "alpha-beta"):
         self.load, self.batch = load, int(batch)
+        self.cost_model = cost_model
         self.progress = progress
         self.cost_options = dict(cost_options)
         self.memory_cap = memory_cap
@@ -163,9 +171,10 @@ class StageOracle:
         if key not in self._layered:
             graph = self.graph(microbatches)
             space = ConfigSpace(graph, devices, **self.space_options)
-            model = stage_cost_model(self.cost_options, microbatches)
+            model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
             problem = model.problem(graph, space)
-            bound = model.for_devices(devices)
+            bound = model.bind(graph, devices) if hasattr(model, "bind") else \
+                model.for_devices(devices)
             state, activation = _memory_terms(bound, graph, space, problem)
             self._layered[key] = Layered(graph, space, problem, state, activation, microbatches)
         return self._layered[key]
