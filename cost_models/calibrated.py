@@ -74,6 +74,7 @@ from pase.work.tiles import port_tiles
 from pase.work.variants import Variant, owned_weight_indices
 
 RECOMPUTE = ("none", "selective", "full", "auto")
+MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training run takes
 OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
 STATE_BYTES = {"mixed": 16.0, "fp32": 16.0}  # weight + gradient + optimizer state per parameter
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
@@ -117,9 +118,12 @@ class CalibratedCostModel(AlphaBetaCostModel):
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
                  attention: str = "fused"):
-        if precision is None:  # mixed bf16 where the device has tensor cores, else its own
-            device = get_cluster(cluster).device
-            precision = "bf16" if device.bf16_tflops > 0 else device.precision
+        resolved = get_cluster(cluster)
+        if resolved.groups:
+            raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
+                              f"mixes device types (use --cost-model alpha-beta)")
+        if precision is None:
+            precision = default_precision(resolved.device)
         recompute = "full" if str(recompute) == "all" else str(recompute)
         if recompute not in RECOMPUTE:
             raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
@@ -130,8 +134,9 @@ class CalibratedCostModel(AlphaBetaCostModel):
                          zero=str(zero), recompute="auto" if recompute == "auto" else "none",
                          compute="roofline", precision=precision)
         if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) \
-                or microbatches < 1:
-            raise OptionError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+                or not 1 <= microbatches <= MAX_MICROBATCHES:
+            raise OptionError(f"microbatches must be an integer from 1 to {MAX_MICROBATCHES:,}, "
+                              f"got {microbatches!r}")
         if attention not in ("fused", "unfused"):
             raise OptionError(f"unknown attention {attention!r}; allowed: fused, unfused")
         self.microbatches = int(microbatches)
@@ -285,7 +290,6 @@ class CalibratedCostModel(AlphaBetaCostModel):
         moved = self.moved.get(work.op.name, frozenset())
         off = None
         tax = self.hw.overlap
-        updated = None
         # ZeRO-3 (FSDP) gathers each unit's parameters and reduce-scatters its gradient
         # every micro-batch, prefetched behind the neighbouring unit's compute
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
@@ -301,13 +305,18 @@ class CalibratedCostModel(AlphaBetaCostModel):
                 once = once + tax * t
             else:
                 per_micro = per_micro + t
+        return m * per_micro + (once + self.optimizer_seconds(work)) * self.once_share
+
+    def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
+        """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
+        updated = None
+        for c in work.collectives:
             if c.kind == "reduce-scatter" and c.weight is not None:  # ZeRO: a shard is updated
                 q = np.prod(work.configs[:, list(c.dims)], axis=1) if c.dims else 1.0
                 updated = (0.0 if updated is None else updated) + c.nbytes / q
         if updated is None:
             updated = work.parameter_bytes
-        optimizer = updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
-        return m * per_micro + (once + optimizer) * self.once_share
+        return updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
 
     def work_memory(self, work: OpWork) -> np.ndarray:
         """Bytes per device: states plus kept activations (a recomputed op keeps only
@@ -355,6 +364,16 @@ class CalibratedCostModel(AlphaBetaCostModel):
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
         return super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
+
+
+def default_precision(device) -> str:
+    """bf16 where the device has a bf16 peak, fp16 on a 16-bit tensor-core device without
+    one (V100), else the device's own precision (fp32)."""
+    if device.bf16_tflops > 0:
+        return "bf16"
+    if "16" in device.precision:
+        return "fp16"
+    return device.precision if device.precision in PRECISIONS else "fp32"
 
 
 def recomputed(ctx: OpContext, mode: str) -> bool:

@@ -68,9 +68,7 @@ def price_plan(graph: Graph, model: CalibratedCostModel, problem: Problem,
         critical += m * parts["critical"]
         sync += parts["sync"]
         gathers += m * parts["gathers"]
-        optimizer += float(bound.work_costs(work)[0]) - m * (f + b + again + parts["critical"]
-                                                              + tax * parts["gathers"]) \
-            - tax * parts["sync"]
+        optimizer += float(bound.optimizer_seconds(work)[0])
         fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
         fsdp += (f, b + again, parts["gather_f"], parts["gather_b"], parts["scatter"])
         params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \

@@ -44,7 +44,7 @@ from pase.strategy import OUTPUT_VERSION, Strategy, strategy_mapping, strategy_v
 
 __all__ = ["Built", "build_problem", "build_space", "choice_of", "dry_run", "evaluate",
            "evaluate_layout", "load_graph", "make_cost_model", "memory_report", "parse_bytes",
-           "run_solver", "search_layouts", "solve", "to_strategy"]
+           "default_cost_model", "priced_report", "run_solver", "search_layouts", "solve", "to_strategy"]
 
 def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
     """A Graph from a registered model name, a graph JSON path, or a Graph."""
@@ -77,17 +77,34 @@ def _is_reference(name: str) -> bool:
 
 
 def make_cost_model(cost_model: str | CostModel | None = None, **options: Any) -> CostModel:
-    """A cost model by name with its options (no name: calibrated with a cluster option,
-    else the paper's), or ``cost_model`` itself when it is one."""
+    """A cost model by name with its options (no name: :func:`default_cost_model` of a
+    cluster option, else the paper's), or ``cost_model`` itself when it is one."""
     if cost_model is None:
-        cost_model = "calibrated" if "cluster" in options else "paper"
+        cost_model = default_cost_model(options["cluster"]) if "cluster" in options else "paper"
     if isinstance(cost_model, CostModel):
         if options:
             raise OptionError(f"cost model options {sorted(options)} apply only to a cost model "
                               f"given by name, not to a CostModel instance")
         return cost_model
+    if cost_model == "calibrated" and "cluster" in options and _mixed(options["cluster"]):
+        raise OptionError(f"the calibrated model prices a homogeneous cluster; "
+                          f"{_mixed(options['cluster'])} mixes device types (use alpha-beta)")
     cls = COST_MODELS.get(cost_model)
     return cls(**coerce_options(cls, options, f"cost model {cost_model!r}"))
+
+
+def default_cost_model(cluster: Any) -> str:
+    """The cost model a cluster gets when none is named: the calibrated model, or for a
+    mixed cluster (which it does not price) the alpha-beta model, which does."""
+    return "alpha-beta" if _mixed(cluster) else "calibrated"
+
+
+def _mixed(cluster: Any) -> str:
+    """The cluster's name when it mixes device types, else "" (a bad name is refused here)."""
+    from pase.cluster import get_cluster
+
+    found = get_cluster(cluster)
+    return found.name if found.groups else ""
 
 
 @dataclass
@@ -137,7 +154,7 @@ def build_problem(model: str | Path | Graph, devices: int = 8, cost_model: str |
     """Graph -> ConfigSpace -> Problem, timed.
 
     ``cost_model``: a registered name or a CostModel; by default the calibrated model
-    when a ``cluster`` is given, else the paper's. ``cluster`` goes to cost models that
+    when a ``cluster`` is given (alpha-beta for a mixed one), else the paper's. ``cluster`` goes to cost models that
     take one (``calibrated``, ``alpha-beta``).
     ``memory_cap`` (bytes, or text such as ``"16GiB"``; ``"none"`` for no cap)
     bounds each device's memory; by default a cost model with memory vectors
@@ -179,10 +196,13 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
 def _pricing_model(cost_model: str | CostModel | None, cluster: Any,
                    cost_options: Mapping[str, Any] | None) -> CostModel:
     """The cost model with its options, ``cluster`` among them when given. No name: the
-    calibrated model when a cluster is given (in ``cluster`` or the options), else the paper's."""
+    calibrated model when a cluster is given (in ``cluster`` or the options; alpha-beta for
+    a mixed one), else the paper's."""
     kwargs = dict(cost_options or {})
+    if cost_model is None and (cluster is not None or "cluster" in kwargs):
+        cost_model = default_cost_model(cluster if cluster is not None else kwargs["cluster"])
     if cost_model is None:
-        cost_model = "calibrated" if cluster is not None or "cluster" in kwargs else "paper"
+        cost_model = "paper"
     if cluster is not None:
         if "cluster" in kwargs:
             raise OptionError("cluster given twice: as an argument and as a cost option")
@@ -315,12 +335,16 @@ def to_strategy(built: Built, solution: Solution, price: Mapping[str, Any] | Non
     """The Strategy of ``solution``; ``price``: its plan's price, from a certified search
     (:meth:`pase.cost_models.calibrated.CalibratedCostModel.search`), whose status, bound and
     cost already follow it."""
-    meta = memory_report(built.problem, solution.choice)
-    if solution.choice is not None and hasattr(built.cost_model, "price_plan"):
-        if price is None:
-            price = built.cost_model.price_plan(built.graph, built.problem, solution.choice)
-            solution = certified(solution, price, built.problem.memory_cap)
+    if price is None:
+        meta = priced_report(built, solution.choice)
+        if "step_seconds" in meta:
+            solution = certified(solution, meta, built.problem.memory_cap)
+    else:
+        meta = memory_report(built.problem, solution.choice)
         meta.update(price)
+        cap = built.problem.memory_cap
+        if cap is not None:
+            meta["fits_memory_cap"] = bool(meta["memory_bytes"] <= cap)
     if solution.choice is None:
         return Strategy(built.graph.name, built.space.devices, {}, float("inf"), built.problem.unit,
                         {}, [], built.cost_model.name, solution, built.seconds, meta)
@@ -346,6 +370,20 @@ def certified(solution: Solution, price: Mapping[str, Any], cap: float | None) -
         status = Status.FEASIBLE
     stats = dict(solution.stats, search_cost=solution.cost)
     return replace(solution, cost=step, status=status, lower_bound=bound, stats=stats)
+
+
+def priced_report(built: Built, choice: Any) -> dict[str, Any]:
+    """:func:`memory_report`, and the plan's own price where the cost model prices plans
+    (calibrated). That price adds transient memory to the Problem's, so the verdict on the
+    cap is taken again on the priced memory: a plan over the cap is never said to fit."""
+    meta = memory_report(built.problem, choice)
+    if choice is None or not hasattr(built.cost_model, "price_plan"):
+        return meta
+    meta.update(built.cost_model.price_plan(built.graph, built.problem, choice))
+    cap = built.problem.memory_cap
+    if cap is not None and "memory_bytes" in meta:
+        meta["fits_memory_cap"] = bool(meta["memory_bytes"] <= cap)
+    return meta
 
 
 def memory_report(problem: Problem, choice: Any) -> dict[str, Any]:
@@ -382,9 +420,7 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
                           cost_options=cost_options, build_budget=build_budget,
                           variants=strategy_variants(strategy))
     choice = choice_of(built, configs)
-    meta = memory_report(built.problem, choice)
-    if hasattr(built.cost_model, "price_plan"):
-        meta.update(built.cost_model.price_plan(built.graph, built.problem, choice))
+    meta = priced_report(built, choice)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                 cost_model=built.cost_model.name, build_seconds=built.seconds,
                                 meta=meta)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pase.api import Built, build_problem, run_solver
+from pase.api import Built, build_problem, certified, run_solver
 from pase.claims import ClaimError
 from pase.errors import OptionError, PaseError, SolverUnavailableError
 from pase.files import save_figure
@@ -94,6 +94,11 @@ def _run_one(built: Built, name: str, time_limit: float | None, seed: int | None
         return failed("refused", exc)
     except Exception as exc:  # a crashing solver (a bug) must not lose the others' answers
         return failed("error", exc, f"{type(exc).__name__}: ")
+    if sol.choice is not None and hasattr(built.cost_model, "price_plan"):
+        # the plan's own price (calibrated), as `pase solve` reports it: optimal only where
+        # it is the Problem's bound
+        price = built.cost_model.price_plan(built.graph, built.problem, sol.choice)
+        sol = certified(sol, price, built.problem.memory_cap)
     cost = None if sol.choice is None or not math.isfinite(sol.cost) else sol.cost
     return Row(name, str(sol.status), cost, None, sol.gap, sol.lower_bound, sol.wall_time)
 

@@ -14,7 +14,8 @@ Exit statuses, each failure one line on stderr:
   scheduler), 129: hung up (SIGHUP). Each ends the command's child processes and removes
   its temporary folders first (:mod:`pase.cleanup`), as a normal exit and an error do.
 
-Warnings from dependencies (Dask's ports, numpy) are not shown unless ``--debug``.
+Warnings from dependencies (Dask's ports, numpy) and torch's log records (a failed
+export's traceback) are not shown unless ``--debug``.
 
 Output the reader no longer wants (``pase solve ... | head``) is not an error.
 """
@@ -123,8 +124,12 @@ def _run(argv: Sequence[str] | None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
         return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     from pase.frontends import cache  # FILE.py:FUNCTION models: graphs kept on disk
+    from pase.frontends.torch_logs import quiet_logs
 
-    with cache.enabled(not getattr(args, "no_cache", False)):
+    # torch logs a failed export's traceback before pase says it in one line: every
+    # command that can import a FILE.py:FUNCTION model keeps it for --debug
+    with cache.enabled(not getattr(args, "no_cache", False)), \
+            quiet_logs(not getattr(args, "debug", False)):
         return args.run(args) or EXIT_OK
 
 

@@ -148,10 +148,14 @@ def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
 
     ``--cluster`` without ``--cost-model`` selects the calibrated model (the one model
     of the hardware, :mod:`pase.cost_models.calibrated`), so the flag means the same
-    on every command.
+    on every command; a mixed cluster, which it does not price, selects alpha-beta.
     """
-    name = args.cost_model or ("calibrated" if getattr(args, "cluster", None) else default)
+    from pase.api import default_cost_model
+
     options: dict[str, Any] = key_values(args.cost_option, "--cost-option")
+    cluster = getattr(args, "cluster", None)
+    cluster = options.get("cluster") if cluster is None else cluster  # the same, either way
+    name = args.cost_model or (default_cost_model(cluster) if cluster is not None else default)
     params = _parameters(COST_MODELS.get(name))  # an unknown name fails here, listing the known
     for flag in COST_FLAGS:
         value = getattr(args, flag, None)

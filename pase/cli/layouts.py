@@ -27,7 +27,8 @@ def check_strategy_flags(args: argparse.Namespace) -> None:
         given.append("recompute " + args.recompute)
     if given:
         raise OptionError(f"--{given[0].replace('_', '-')} applies only with --layout; "
-                          f"with --strategy use --cost-option (alpha-beta model)")
+                          f"with --strategy the cost model's options set the like "
+                          f"(--cost-option KEY=VALUE; `pase cost-models --options`)")
 
 
 def cmd_evaluate_layout(args: argparse.Namespace) -> None:

@@ -68,8 +68,7 @@ def describe(strategy: Strategy) -> str:
     if sol is not None and sol.choice is None:
         lines.append(_no_strategy(meta))
     else:
-        lines.append(f"total cost: {strategy.total_cost:.6g} {strategy.unit} "
-                     f"(cost model {strategy.cost_model})")
+        lines.append(_cost_line(strategy))
     if meta.get("memory_bytes") is not None:
         lines.append(_memory_line(meta))
     if strategy.configs:
@@ -78,6 +77,19 @@ def describe(strategy: Strategy) -> str:
         if legend:
             lines.append(legend)
     return "\n".join(lines)
+
+
+def _cost_line(strategy: Strategy) -> str:
+    """The answer's cost: the plan's own price where the cost model prices plans
+    (calibrated), which the status and the gap are about, with the Problem's sum (the
+    table's total, a lower bound) beside it when the price adds to it."""
+    total, unit = strategy.total_cost, strategy.unit
+    step = strategy.meta.get("step_seconds")
+    if step is None or abs(step - total) <= 1e-12 * abs(step):
+        return f"total cost: {total:.6g} {unit} (cost model {strategy.cost_model})"
+    return (f"total cost: {step:.6g} {unit} (cost model {strategy.cost_model}): the ops and "
+            f"edges below, {total:.6g} {unit}, and {step - total:.4g} {unit} of communication "
+            f"the backward pass does not hide")
 
 
 def dim_legend(strategy: Strategy) -> str:

@@ -144,8 +144,8 @@ def _model(s: Parser, formats: bool = True) -> None:
 
 
 def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
-    s.add_argument("--cost-model", help=f"cost model name (default: {default}, alpha-beta when "
-                                        f"--cluster is given; `pase cost-models`)")
+    s.add_argument("--cost-model", help=f"cost model name (default: {default}; calibrated "
+                                        f"with --cluster; `pase cost-models`)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
                    help=options_help("cost model", "An option of the cost model, e.g. "
                                                    "efficiency=0.4 for alpha-beta."))
@@ -154,8 +154,8 @@ def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
     s.add_argument("--bandwidth", type=positive_number,
                    help="link bandwidth in GB/s: --cost-option bandwidth=Y (paper model)")
     s.add_argument("--cluster", help="cluster preset or JSON file (`pase clusters`): "
-                                     "--cost-option cluster=NAME; selects the alpha-beta model "
-                                     "unless --cost-model names another")
+                                     "--cost-option cluster=NAME; selects the calibrated model "
+                                     "(alpha-beta if mixed) unless --cost-model names another")
     s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (cost models with memory; "
                         "default: the cluster's device memory)")
@@ -164,10 +164,10 @@ def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
                         "(default 4GiB); a larger build is refused before it starts")
     s.add_argument("--zero", choices=("0", "1", "2", "3", "auto"),
                    help="ZeRO sharding over each op's data-parallel group: a stage for every op, "
-                        "or auto (searched per op): --cost-option zero=Z (alpha-beta model)")
+                        "or auto (searched per op): --cost-option zero=Z (calibrated, alpha-beta)")
     s.add_argument("--recompute", choices=("none", "auto", "all") + (("selective", "full") if layout else ()),
                    help="activation recomputation: none, every op, or searched per op (auto): "
-                        "--cost-option recompute=R (alpha-beta model)" + (
+                        "--cost-option recompute=R (calibrated, alpha-beta)" + (
                             "; with --layout: none, selective (the attention core) or full "
                             "(every layer)" if layout else ""))
 
@@ -251,7 +251,8 @@ def _simulate(s: Parser) -> None:
     s.add_argument("--strategy", metavar="FILE", help="JSON strategy file (else solve with --solver)")
     s.add_argument("--solver", help="solver when no --strategy is given (default: auto)")
     s.add_argument("--seed", type=seed, help="seed for a randomised --solver")
-    s.add_argument("--cost-model", help="cost model for --solver (default: alpha-beta on --cluster)")
+    s.add_argument("--cost-model", help="cost model for --solver (default: calibrated on --cluster, "
+                                           "alpha-beta on a mixed one)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
                    help=options_help("cost model", "An option of --solver's cost model; "
                                                    "efficiency, bytes_per_element and optimizer "

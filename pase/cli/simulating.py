@@ -83,7 +83,7 @@ def _check_simulate(args: argparse.Namespace) -> None:
 
 
 def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
-    """The --solver's strategy under --cost-model (alpha-beta on --cluster by default)."""
+    """The --solver's strategy under --cost-model (calibrated on --cluster by default)."""
     solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     costs = cost_kwargs(args, default="alpha-beta")
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **costs)

@@ -148,9 +148,28 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         return
     layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
-    strategy = api.evaluate(args.model, data, args.devices, **space_kwargs(args),
-                            **cost_kwargs(args))
+    costs = cost_kwargs(args)
+    _check_plan(args.strategy, data, costs["cost_options"])
+    strategy = api.evaluate(args.model, data, args.devices, **space_kwargs(args), **costs)
     _emit(strategy, args)
+
+
+def _check_plan(path: str, data: object, cost_options: dict) -> None:
+    """Refuse what evaluate would misread: a pipeline plan (not an ``{op: {dim: factor}}``
+    strategy), and --zero / --recompute beside a file that records variants, where the
+    option would set only the ops the file does not name and silently miss the others."""
+    from pase.strategy import strategy_variants
+
+    if isinstance(data, dict) and data.get("kind") == "pipeline":
+        raise OptionError(f"--strategy {path} is a pipeline plan (`pase solve --pipeline`); "
+                          f"evaluate prices a per-op strategy: show or run a pipeline plan with "
+                          f"`pase view` or `pase simulate --strategy {path}`")
+    given = [k for k in ("zero", "recompute") if k in cost_options]
+    if given and strategy_variants(data):
+        raise OptionError(f"--strategy {path} records each op's ZeRO stage and recomputation "
+                          f"(its \"variants\"); {given[0]}={cost_options[given[0]]} would set "
+                          f"only the ops it does not name: drop the option, or the file's "
+                          f"\"variants\" to set every op")
 
 
 def _emit(strategy: Strategy, args: argparse.Namespace) -> None:

@@ -87,10 +87,13 @@ def _planned(args: argparse.Namespace) -> Any:
     return _solved(args)
 
 
-def _build(args: argparse.Namespace, variants: Any = None, batch: int | None = None) -> Any:
+def _build(args: argparse.Namespace, variants: Any = None, batch: int | None = None,
+           cutoff: int | None = None) -> Any:
     kwargs = space_kwargs(args)
     if batch is not None:
         kwargs["batch"] = batch
+    if cutoff is not None and kwargs.get("cutoff") is None:
+        kwargs["cutoff"] = cutoff
     return api.build_problem(args.model, args.devices, **kwargs, **cost_kwargs(args),
                              variants=variants or None)
 
@@ -114,9 +117,7 @@ def _priced(built: Any, configs: dict) -> Any:
 
     check_graph(built.graph, configs)
     choice = api.choice_of(built, configs)
-    meta = api.memory_report(built.problem, choice)
-    if hasattr(built.cost_model, "price_plan"):  # the plan's own price (calibrated)
-        meta.update(built.cost_model.price_plan(built.graph, built.problem, choice))
+    meta = api.priced_report(built, choice)  # the plan's own price (calibrated)
     strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                     cost_model=built.cost_model.name, build_seconds=built.seconds,
                                     meta=meta)
@@ -154,9 +155,12 @@ def _from_layout(args: argparse.Namespace) -> Any:
                           f"view a pipeline plan (`pase solve --pipeline --output plan.json`) "
                           f"with --strategy instead")
     # evaluate's checks (ep without experts, cp without a sequence...), before the build
-    check_graph(api.load_graph(args.model, batch=lay.micro_batch * lay.dp,
-                               **space_kwargs(args)["model_options"]), lay)
-    built = _build(args, batch=lay.micro_batch * lay.dp)
+    graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp,
+                           **space_kwargs(args)["model_options"])
+    check_graph(graph, lay)
+    # the layout's tiles are candidates: without --cutoff, its smallest tile is the cutoff
+    # when that is below the default (tp=2 on a batch of 4 leaves tiles of 2)
+    built = _build(args, batch=lay.micro_batch * lay.dp, cutoff=_least_tile(graph, lay))
     unsplit: list[str] = []  # Megatron-LM pads a vocabulary tp does not divide; pase cannot
     configs = layout_configs(built.graph, lay, unsplit)
     planned = _priced(built, configs)
@@ -165,6 +169,16 @@ def _from_layout(args: argparse.Namespace) -> Any:
                              f"their size is not a multiple of the split (Megatron-LM pads "
                              f"them): {', '.join(unsplit[:5])}{' ...' if len(unsplit) > 5 else ''}")
     return planned
+
+
+def _least_tile(graph: Any, lay: Any) -> int | None:
+    """The smallest per-device extent of a dim the layout splits (None: it splits none)."""
+    from pase.perf.plan import layout_configs
+    from pase.space import DEFAULT_CUTOFF
+
+    tiles = [op.shape[op.dim_index(d)] // f for op in graph.ops
+             for d, f in layout_configs(graph, lay).get(op.name, {}).items()]
+    return min(min(tiles), DEFAULT_CUTOFF) if tiles else None
 
 
 def _dp(layout: str) -> int:
