@@ -132,3 +132,29 @@ def test_cli_solve_and_evaluate_a_plan_with_the_layout_keys(tmp_path, capsys):
         assert key in priced
     assert priced["step_seconds"] == pytest.approx(solved["step_seconds"], rel=1e-9)
     assert math.isclose(sum(priced["breakdown"].values()), priced["step_seconds"], rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [[], ["--recompute", "full", "--zero", "1"]])
+def test_a_layout_written_as_a_plan_reprices_the_same(tmp_path, capsys, extra):
+    """`evaluate --layout --output` writes the layout as a per-op plan; `evaluate --strategy`
+    of that file prices it with the calibrated model: the same step within 2%."""
+    out = tmp_path / "layout.json"
+    common = ["gpt2", "-p", "8", "--cluster", "dgx-a100-80gb", "--model-option", "layers=2",
+              "--model-option", "vocab=50304"]
+    assert main(["evaluate", *common, "--layout", "tp=2,dp=4", "--micro-batch", "2",
+                 "--global-batch", "16", *extra, "--format", "json", "--output", str(out)]) == 0
+    layout = json.loads(out.read_text())
+    assert layout["plan"]["cost_model"] == "calibrated" and layout["strategy"]["h0.mlp.fc1"]
+    capsys.readouterr()
+    assert main(["evaluate", *common, "--strategy", str(out), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["cost_model"] == "calibrated"
+    assert plan["step_seconds"] == pytest.approx(layout["step_seconds"], rel=0.02)
+    assert plan["memory_bytes"] == pytest.approx(layout["memory_bytes"], rel=0.02)
+
+
+def test_a_pipeline_layout_has_no_per_op_plan(capsys):
+    assert main(["evaluate", "gpt2", "-p", "8", "--cluster", "dgx-a100-80gb", "--layout",
+                 "tp=2,pp=2,dp=2", "--micro-batch", "1", "--global-batch", "8", "--model-option",
+                 "layers=2", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"] is None

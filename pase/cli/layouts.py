@@ -53,11 +53,31 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
     data = estimate.to_dict()
     data["model"] = args.model
     data["devices"] = args.devices
+    data.update(layout_plan(args, estimate))
     if args.memory_cap is not None and str(args.memory_cap).lower() != "none":
         from pase.options import parse_bytes
         data["memory_cap_bytes"] = parse_bytes(args.memory_cap)
         data["fits_memory"] = estimate.memory_bytes <= data["memory_cap_bytes"]
     emit(data, describe(data), args.output, args.format)
+
+
+def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
+    """The layout as a per-op plan (pp = 1): ``strategy`` (each op's split), ``variants``
+    (ZeRO stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
+    at), so `pase evaluate --strategy` of this output prices the same plan with the
+    calibrated cost model. A pipeline layout (pp > 1) is no per-op plan: ``plan`` is null."""
+    from pase.perf.plan import layout_configs, layout_variants
+
+    lay = estimate.layout
+    if lay.pp > 1:
+        return {"plan": None}
+    options = key_values(args.model_option, "--model-option")
+    graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp, **options)
+    costs = {"microbatches": lay.microbatches, "zero": str(lay.zero),
+             "recompute": lay.recompute, "precision": lay.precision, "attention": lay.attention}
+    return {"strategy": layout_configs(graph, lay), "variants": layout_variants(graph, lay),
+            "plan": {"version": 1, "layout": args.layout, "batch": lay.micro_batch * lay.dp,
+                     "cost_model": "calibrated", "cost_options": costs, "model_options": options}}
 
 
 def describe(d: dict) -> str:

@@ -150,8 +150,27 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
-    strategy = api.evaluate(args.model, data, args.devices, **space_kwargs(args), **costs)
+    space = space_kwargs(args)
+    _plan_settings(data, args, space, costs)
+    strategy = api.evaluate(args.model, data, args.devices, **space, **costs)
     _emit(strategy, args)
+
+
+def _plan_settings(data: object, args: argparse.Namespace, space: dict, costs: dict) -> None:
+    """A plan written by ``evaluate --layout`` records what it was priced at (its ``plan``
+    block: the batch, the cost model and its options, the model options); they apply
+    where the command line does not set them."""
+    plan = data.get("plan") if isinstance(data, dict) else None
+    if not isinstance(plan, dict):
+        return
+    if space["batch"] is None and plan.get("batch") is not None:
+        space["batch"] = plan["batch"]
+    if not space["model_options"]:
+        space["model_options"] = dict(plan.get("model_options") or {})
+    if args.cost_model is None and plan.get("cost_model") and getattr(args, "cluster", None):
+        costs["cost_model"] = plan["cost_model"]
+    if costs["cost_model"] == plan.get("cost_model"):
+        costs["cost_options"] = {**dict(plan.get("cost_options") or {}), **costs["cost_options"]}
 
 
 def _check_plan(path: str, data: object, cost_options: dict) -> None:
