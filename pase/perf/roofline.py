@@ -22,7 +22,10 @@ from pase.perf.hardware import achieved
 from pase.perf.kernels import MEMORY_BOUND, VIEWS, OpTime, Pricer, einsum_time, memory_bound_time
 from pase.work.ops import op_work
 
-ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
+# Bytes of an activation between kernels. Mixed-precision training at fp8 casts GEMM inputs
+# to fp8 inside the kernels and keeps activations in bf16, as pase.perf.step and the
+# calibrated cost model count them: one element size for every part of pase.
+ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp32": 4.0}
 
 
 def pricer(device: Device, precision: str = "bf16") -> Pricer:
