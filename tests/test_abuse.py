@@ -156,7 +156,7 @@ ROWS = [
     Row("replan-shrink", "replan mlp --from {tmp}/mlp.json --from-devices 8 -p 4 --format json", 0,
         check=optimal),
     Row("solve-pipeline-paper-model", "solve chain -p 4 --pipeline --cost-model paper", 2,
-        r"^--pipeline prices steps in seconds with the alpha-beta model"),
+        r"^--pipeline prices steps in seconds with the calibrated \(default\) or alpha-beta model"),
     Row("microbatches-without-pipeline", "solve chain -p 4 --microbatches 4", 2,
         r"^--microbatches applies only with --pipeline$"),
     Row("solve-zero-unknown", "solve chain -p 4 --cost-model alpha-beta --cost-option zero=7", 2,
