@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pase.cost_models.calibrated import CalibratedCostModel, PricedWork
+from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
 from pase.ir import Graph
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
@@ -36,7 +36,7 @@ from pase.work.variants import apply_variant
 VERSION = 1
 
 
-def price_plan(graph: Graph, model: CalibratedCostModel, problem: Problem,
+def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
                choice: tuple[int, ...], *, global_batch: int | None = None) -> dict[str, Any]:
     """The price of ``choice`` (candidate indices of ``problem``, built by ``model`` for
     ``graph``): ``step_seconds``, ``memory_bytes``, ``fits_memory``, ``mfu``, ``hfu``,
@@ -120,7 +120,7 @@ def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
     return max(0.0, exposed - charged)
 
 
-def _collectives(model: CalibratedCostModel, work: PricedWork) -> dict[str, float]:
+def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:
     """One config's collective seconds: critical path (per micro-batch), gradient syncs
     (once, standalone) and ZeRO-3 gathers (per micro-batch, standalone)."""
     out = {"critical": 0.0, "sync": 0.0, "gathers": 0.0, "gather_f": 0.0, "gather_b": 0.0,
@@ -143,7 +143,7 @@ def _collectives(model: CalibratedCostModel, work: PricedWork) -> dict[str, floa
     return out
 
 
-def _model_flop(graph: Graph, model: CalibratedCostModel, m: int) -> tuple[float, float]:
+def _model_flop(graph: Graph, model: CalibratedRules, m: int) -> tuple[float, float]:
     """Model FLOP of a step (MFU's count) and the hardware's (with recomputation)."""
     lay = Layout(micro_batch=1, global_batch=m, recompute=model.recompute_mode
                  if model.recompute_mode in ("selective", "full") else "none",
@@ -165,7 +165,7 @@ def _samples(graph: Graph, m: int) -> float:
 __all__ = ["price_plan"]
 
 
-def sync_slack(graph: Graph, model: CalibratedCostModel, problem: Problem) -> list[np.ndarray]:
+def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:
     """Per candidate of each vertex, ``(1 - tax) (s - w)``: its gradient syncs ``s`` (alone,
     once a step) less its share ``w`` of the backward window that hides them.
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pase.cost_models.calibrated import CalibratedCostModel
 from pase.cost_models.calibrated_plan import price_plan, sync_slack
+from pase.cost_models.calibrated_rules import CalibratedRules
 from pase.deadline import remaining
 from pase.ir import Graph
 from pase.problem import Problem, Solution, Status
@@ -27,7 +27,7 @@ from pase.problem import Problem, Solution, Status
 TOLERANCE = 1e-9  # relative: a price within this of the bound is the bound
 
 
-def certified(graph: Graph, model: CalibratedCostModel, problem: Problem,
+def certified(graph: Graph, model: CalibratedRules, problem: Problem,
               run: Callable[[Problem], Solution]) -> tuple[Solution, dict[str, Any] | None]:
     """The best plan ``run`` finds over up to three bounding Problems, priced, with the
     status and lower bound its price supports."""

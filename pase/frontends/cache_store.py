@@ -19,12 +19,11 @@ import json
 import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 from pase.errors import PaseError
-from pase.files import regular_file
+from pase.files import regular_file, write_bytes_atomic
 
 FORMAT = 2  # the entry layout; a change makes every old entry a miss
 MAX_ENTRIES = 256  # least recently used entries past this are deleted when one is written
@@ -126,21 +125,14 @@ def save(path: Path, entry: dict[str, Any]) -> None:
     text = json.dumps(entry).encode("utf-8")
     if len(text) > MAX_ENTRY_BYTES:
         return
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())  # whole on disk before it takes the entry's name
-        os.replace(tmp, path)
-        tmp = None
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            path.unlink()  # a FIFO or link under the entry's own name: the cache's to replace
+        write_bytes_atomic(path, text, what="import cache entry")  # whole or not at all
         prune(path.parent)
-    except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    except (OSError, PaseError):
+        pass
 
 
 def prune(folder: Path) -> None:

@@ -96,3 +96,14 @@ def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
                                  tuple(sorted(block_outputs.get(op.name, ()))),
                                  op.name in shares, unit_of[op.name], op.name in cores)
     return out
+
+
+def recomputed(ctx: OpContext, mode: str) -> bool:
+    """Whether an op runs its forward again under ``selective`` or ``full`` recomputation:
+    full, every op of a layer; selective, the attention core but its context product
+    (its output is the projection's input, which stays kept)."""
+    if mode == "full":
+        return ctx.unit not in ("pre", "post")
+    if mode == "selective":
+        return ctx.core and not (ctx.attention == "inner" and ctx.kept_outputs)
+    return False

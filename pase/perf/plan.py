@@ -14,7 +14,7 @@ unsplit and reported: pase's tiles are exact.
 from __future__ import annotations
 
 from pase.ir import Graph
-from pase.perf.context import op_contexts
+from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, op_splits
 from pase.work.variants import owned_weight_indices
 
@@ -41,8 +41,6 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
 def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
     """``{op: {"zero": Z, "recompute": R}}`` of ``lay``: its ZeRO stage on every op that
     holds parameters, and recomputation by its rule (:func:`recomputed`)."""
-    from pase.cost_models.calibrated import recomputed  # the model's own rule
-
     contexts = op_contexts(graph, lay.attention)
     out = {}
     for op in graph.ops:

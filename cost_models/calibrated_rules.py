@@ -1,0 +1,363 @@
+"""The calibrated cost model's rules: the performance model priced for every config of every op.
+
+``pase evaluate --layout`` prices one named layout with the performance model
+(:mod:`pase.perf`), calibrated on published runs. This cost model prices every
+candidate config of every op, and every re-layout between them, with the same
+rules, so the solvers search the model that prices published runs and every
+plan they find can be priced by it (:mod:`pase.cost_models.calibrated_plan`):
+
+- **kernels**: the roofline of :mod:`pase.perf.kernels` per config (each GEMM at
+  the efficiency its per-device shape reaches, fused attention, memory-bound ops
+  at achieved HBM bandwidth, an embedding lookup as a gather, a fixed cost per
+  kernel), forward and backward, times the micro-batches of a step;
+- **collectives** at NCCL bus bandwidth for the group's real placement
+  (:func:`pase.perf.comms.collective_seconds`: NVLink inside a node, the node's
+  network across nodes, ring or tree): an op's forward and backward collectives on
+  the critical path each micro-batch; parameter-gradient syncs (and ZeRO's
+  reduce-scatter and all-gather) once per step, hidden behind the backward pass
+  but for the overlap tax; ZeRO-3's parameter gathers each micro-batch, hidden
+  behind the compute they prefetch for, but for the tax;
+- **re-layouts** on edges: the bytes :mod:`pase.work.relayout` counts, at the
+  achieved bus bandwidth of the links they cross, each micro-batch;
+- **the optimizer step**: Adam's traffic over the parameters a device updates
+  (30 bytes each) at HBM speed;
+- **memory**: mixed-precision states (2 + 2 + 12 bytes a parameter: weight,
+  gradient, fp32 master and Adam's two moments; fp32: 4 + 4 + 8), sharded by the
+  ZeRO stage over the parameter's data-parallel group; kept activations by the
+  performance model's rules, each kept tensor charged once to its producer.
+
+Candidates are configs times variants (ZeRO stage, recomputation; :mod:`pase.costing.variants`).
+``recompute``: ``none``; ``selective`` (the attention core recomputed); ``full``
+(every op of every layer recomputed, only layer inputs kept); ``auto`` (searched per op).
+
+Two terms are not a sum over ops, so the Problem carries a bound and the plan
+pricing adds the rest (docs/cost-model.md, "The calibrated model"): the
+gradient sync is charged at its overlap tax, exact while the backward pass hides
+it (the exposed excess is added when the plan is priced, which the solve reports
+as a gap); under full recomputation the working set of the layer being rebuilt
+is added to the memory of the priced plan.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+
+from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
+from pase.cost_models import alpha_beta_edges as edges
+from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
+from pase.errors import OptionError
+from pase.gather import outer_take
+from pase.ir import Graph, Op, Port
+from pase.perf.comms import collective_seconds
+from pase.perf.context import OpContext, op_contexts, recomputed
+from pase.perf.hardware import Achieved, achieved
+from pase.perf.kernels import (
+    MEMORY_BOUND,
+    VIEWS,
+    OpTime,
+    Pricer,
+    attention_time,
+    einsum_time,
+    memory_bound_time,
+)
+from pase.problem import Problem
+from pase.space import ConfigSpace
+from pase.work import op_work
+from pase.work.layout import owned_axes
+from pase.work.mapping import group_topology
+from pase.work.ops import Collective, OpWork, owned_parameters
+from pase.work.relayout import relayout_matrix
+from pase.work.tiles import port_tiles
+from pase.work.variants import Variant, owned_weight_indices
+
+RECOMPUTE = ("none", "selective", "full", "auto")
+MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training run takes
+OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
+STATE_BYTES = {"mixed": 16.0, "fp32": 16.0}  # weight + gradient + optimizer state per parameter
+_KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
+
+
+@dataclasses.dataclass(frozen=True)
+class PricedWork(OpWork):
+    """An op's work with the calibrated model's extras per config."""
+
+    forward_seconds: np.ndarray | None = None  # kernels, one micro-batch
+    backward_seconds: np.ndarray | None = None
+    base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
+    block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
+    element_bytes: float = 2.0
+
+
+class CalibratedRules(AlphaBetaCostModel):
+    """The performance model's rules as a cost model (module docstring); registered, with
+    its plan pricing and certified search, as
+    :class:`pase.cost_models.calibrated.CalibratedCostModel`.
+
+    Args:
+        cluster: a :class:`~pase.cluster.Cluster`, a preset name or a cluster JSON path
+            (a preset grows to the device count); homogeneous clusters only.
+        precision: ``bf16``, ``fp16``, ``fp8`` (mixed precision: 2-byte activations, 16
+            bytes of state a parameter) or ``fp32``; default bf16 where the device has a
+            bf16 peak, else the device's own precision.
+        microbatches: micro-batches per step (gradient accumulation): the graph is one
+            micro-batch of every data-parallel rank together; per-micro-batch terms are
+            charged this many times, once-per-step terms once. Default 1.
+        zero: ZeRO stage of every op (``0``-``3``) or ``auto`` (searched per op).
+        recompute: ``none`` (default), ``selective``, ``full`` or ``auto``.
+        attention: ``fused`` (default: one flash-attention kernel, no ``L x M`` tensor)
+            or ``unfused``.
+    """
+
+    name = "calibrated"
+    unit = "s"
+
+    def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
+                 microbatches: int = 1, zero: str = "0", recompute: str = "none",
+                 attention: str = "fused"):
+        resolved = get_cluster(cluster)
+        if resolved.groups:
+            raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
+                              f"mixes device types (use --cost-model alpha-beta)")
+        if precision is None:
+            precision = default_precision(resolved.device)
+        recompute = "full" if str(recompute) == "all" else str(recompute)
+        if recompute not in RECOMPUTE:
+            raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+        if precision not in PRECISIONS:
+            raise OptionError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        mixed = precision != "fp32"
+        super().__init__(cluster, bytes_per_element=2.0 if mixed else 4.0, reduce_scatter=True,
+                         zero=str(zero), recompute="auto" if recompute == "auto" else "none",
+                         compute="roofline", precision=precision)
+        if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) \
+                or not 1 <= microbatches <= MAX_MICROBATCHES:
+            raise OptionError(f"microbatches must be an integer from 1 to {MAX_MICROBATCHES:,}, "
+                              f"got {microbatches!r}")
+        if attention not in ("fused", "unfused"):
+            raise OptionError(f"unknown attention {attention!r}; allowed: fused, unfused")
+        self.microbatches = int(microbatches)
+        self.recompute_mode = recompute
+        self.attention = attention
+        self.hw: Achieved = achieved(self.cluster.device)
+        self.pricer = Pricer(self.cluster.device, self.hw, self.cluster.device.peak(precision) * 1e12,
+                             self.bytes_per_element)
+        self.contexts: dict[str, OpContext] = {}
+        # the share of once-per-step terms (syncs, optimizer) charged here: a pipeline
+        # stage prices one micro-batch and is charged 1 / m of them (pase.pipeline.stages)
+        self.once_share = 1.0
+
+    # -- the graph's facts, bound once per Problem ---------------------------------------
+    def problem(self, graph: Graph, space: ConfigSpace, *,
+                memory_budget: float | None = None) -> Problem:
+        bound = self.bind(graph, space.devices)
+        return super(AlphaBetaCostModel, bound).problem(graph, space, memory_budget=memory_budget)
+
+    def bind(self, graph: Graph, devices: int) -> "CalibratedRules":
+        """A copy bound to ``graph`` and ``devices``: what :meth:`problem` prices with."""
+        bound = self.for_graph(graph).for_devices(devices)
+        bound.moved = movable_collectives(graph)
+        return bound
+
+    def for_graph(self, graph: Graph) -> "CalibratedRules":
+        """A copy that knows ``graph``'s facts (:func:`pase.perf.context.op_contexts`) and,
+        for ``selective`` and ``full`` recomputation, each op's recompute flag."""
+        bound = copy.copy(self)
+        bound.contexts = op_contexts(graph, self.attention)
+        if self.recompute_mode in ("selective", "full"):
+            zero = 0 if str(self.zero) == "auto" else int(self.zero)
+            if str(self.zero) == "auto":
+                raise OptionError(f"zero=auto searches ZeRO with recompute none or auto; "
+                                  f"recompute={self.recompute_mode} fixes it per op")
+            fixed = dict(getattr(self, "fixed_variants", None) or {})
+            for op in graph.ops:
+                if op.name not in fixed:
+                    fixed[op.name] = Variant(zero if owned_parameters(op) and zero else 0,
+                                             recomputed(bound.contexts[op.name], self.recompute_mode))
+            bound.fixed_variants = fixed
+        return bound
+
+    def for_devices(self, devices: int) -> "CalibratedRules":
+        bound = super().for_devices(devices)
+        if bound.cluster.groups:
+            raise OptionError(f"the calibrated model prices a homogeneous cluster; {bound.cluster.name} "
+                              f"mixes device types (use --cost-model alpha-beta)")
+        return bound
+
+    def context(self, op: Op) -> OpContext:
+        return self.contexts.get(op.name, OpContext())
+
+    def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
+        return super().vertex_key(op, configs) + (self.context(op).key(),)
+
+    def work(self, op: Op, configs: np.ndarray) -> PricedWork:
+        configs = np.asarray(configs, dtype=np.int64)
+        e = self.bytes_per_element
+        base = op_work(op, configs, e, "adam")
+        ctx = self.context(op)
+        colls = self._kept_collectives(op, base.collectives)
+        fwd, bwd = self._kernels(op, configs, base, ctx)
+        kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras)
+        block = self._kept_bytes(op, configs, ctx.block_outputs, ())
+        if self.recompute_mode == "full":
+            kept = kept + self._kept_bytes(op, configs, tuple(set(ctx.block_outputs) -
+                                                                set(ctx.kept_outputs)), ())
+        factor = STATE_BYTES["mixed" if e < 4 else "fp32"] / e
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(OpWork)}
+        fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
+                      activation_bytes=kept, state_factor=factor)
+        return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
+                          base_backward_flop=base.backward_flop, block_bytes=block, element_bytes=e)
+
+    def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
+        return self._kept_collectives(op, op_work(op, configs, self.bytes_per_element).collectives)
+
+    def _kept_collectives(self, op: Op, collectives: tuple) -> tuple:
+        """``op``'s collectives less the ones another op runs for it: a tied matrix's
+        gradient is synced once, by its owner; partial input gradients of a tensor
+        several projections read are summed into the first reader's all-reduce."""
+        owned = owned_weight_indices(op)
+        colls = tuple(c for c in collectives if c.phase != "gradient" or c.weight is None
+                      or c.weight in owned)
+        if self.context(op).shares_input_gradient:
+            colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
+        return colls
+
+    def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
+                 ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
+        """Forward and backward kernel seconds of one micro-batch, per config."""
+        K = len(configs)
+        cfg = configs.astype(np.float64)
+        splits = {d.name: cfg[:, i] for i, d in enumerate(op.dims)}
+        tile = {d.name: np.ceil(d.size / cfg[:, i]) for i, d in enumerate(op.dims)}
+        t = OpTime(op.name)
+        if ctx.attention == "inner" or op.kind in VIEWS:
+            return np.zeros(K), np.zeros(K)
+        if ctx.attention == "scores":
+            attention_time(op, op, ctx.causal, tile, self.pricer, t)
+        elif op.kind == "Einsum":
+            einsum_time(op, tile, splits, self.pricer, t, collectives=False)
+        elif op.kind in MEMORY_BOUND:
+            memory_bound_time(op, tile, splits, self.pricer, t, False, collectives=False)
+        else:  # convolutions, LSTMs...: pase.work's FLOP at large-GEMM efficiency
+            rate = self.pricer.peak_flops * self.hw.gemm
+            return (base.forward_flop / rate + self.hw.launch_s,
+                    base.backward_flop / rate + 2 * self.hw.launch_s)
+        return (np.broadcast_to(np.asarray(t.forward_s, dtype=np.float64), (K,)).copy(),
+                np.broadcast_to(np.asarray(t.backward_s, dtype=np.float64), (K,)).copy())
+
+    def _kept_bytes(self, op: Op, configs: np.ndarray, outputs: tuple[int, ...],
+                    extras: tuple[str, ...]) -> np.ndarray:
+        e = self.bytes_per_element
+        total = np.zeros(len(configs))
+        for i in outputs:
+            total = total + np.prod(port_tiles(op, op.outputs[i], configs), axis=1) * e
+        if "pre-activation" in extras:
+            total = total + np.prod(port_tiles(op, op.outputs[0], configs), axis=1) * e
+        if "probabilities" in extras:  # the loss keeps fp32 probabilities
+            total = total + sum(np.prod(port_tiles(op, p, configs), axis=1) for p in op.inputs) * 4.0
+        return total
+
+    # -- seconds and bytes per config ---------------------------------------------------
+    def work_costs(self, work: OpWork) -> np.ndarray:
+        """Seconds per step of each config: every micro-batch's kernels and critical-path
+        collectives, the once-per-step syncs at their overlap tax, the optimizer step."""
+        assert isinstance(work, PricedWork)
+        if self.devices is None:
+            return self._at(work.configs).work_costs(work)
+        m = self.microbatches
+        again = work.backward_flop > work.base_backward_flop * (1 + 1e-12)
+        per_micro = work.forward_seconds + work.backward_seconds + \
+            np.where(again, work.forward_seconds, 0.0)
+        once = np.zeros(len(work.configs))
+        moved = self.moved.get(work.op.name, frozenset())
+        off = None
+        tax = self.hw.overlap
+        # ZeRO-3 (FSDP) gathers each unit's parameters and reduce-scatters its gradient
+        # every micro-batch, prefetched behind the neighbouring unit's compute
+        fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+                   for c in work.collectives)
+        for c in work.collectives:
+            t = self.collective(work.op, work.configs, c)
+            if c.port is not None and c.port in moved:  # charged on the edge (reduce-scatter)
+                off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
+                t = np.where(off, t, 0.0)
+            if c.weight is not None and (fsdp or c.phase != "gradient"):
+                per_micro = per_micro + tax * t
+            elif c.phase == "gradient":
+                once = once + tax * t
+            else:
+                per_micro = per_micro + t
+        return m * per_micro + (once + self.optimizer_seconds(work)) * self.once_share
+
+    def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
+        """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
+        updated = None
+        for c in work.collectives:
+            if c.kind == "reduce-scatter" and c.weight is not None:  # ZeRO: a shard is updated
+                q = np.prod(work.configs[:, list(c.dims)], axis=1) if c.dims else 1.0
+                updated = (0.0 if updated is None else updated) + c.nbytes / q
+        if updated is None:
+            updated = work.parameter_bytes
+        return updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
+
+    def work_memory(self, work: OpWork) -> np.ndarray:
+        """Bytes per device: states plus kept activations (a recomputed op keeps only
+        the outputs that leave its layer)."""
+        assert isinstance(work, PricedWork)
+        again = work.backward_flop > work.base_backward_flop * (1 + 1e-12)
+        acts = np.where(again, work.block_bytes, work.activation_bytes)
+        return work.state_bytes + acts
+
+    def collective(self, op: Op, configs: np.ndarray, c: Collective) -> np.ndarray:
+        """Seconds of collective ``c`` over the devices splitting its dims, per config; a
+        parameter's (gradient sync, ZeRO gather) travels in a bucket: no hop latency."""
+        dims = list(c.dims)
+        q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
+        nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
+        return collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
+                                  nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
+
+    # -- edges at achieved bandwidth, each micro-batch ----------------------------------
+    @property
+    def link_cluster(self) -> Cluster:
+        """The cluster with its links at the bus bandwidth NCCL achieves on them."""
+        cl = self.cluster
+        return dataclasses.replace(
+            cl, intra=Link(cl.intra.bandwidth_gbps * self.hw.nvlink, cl.intra.latency_us),
+            inter=Link(cl.inter.bandwidth_gbps * self.hw.network, cl.inter.latency_us))
+
+    def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
+                   consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+        if self.devices is None:
+            return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
+                                                                 consumer, input, dst_configs)
+        links = self.link_cluster
+        extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input,
+                                              dst_configs)
+        parts, src_of, dst_of, src, dst = relayout_matrix(
+            producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
+            src_extra=extra_s, dst_extra=extra_d)
+        seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, *parts)
+        if extra_s is not None:
+            seconds = seconds + edges.moved_seconds(links, self.p, self.bytes_per_element,
+                                                    output.shape, src, dst, parts)
+        return outer_take(seconds * self.microbatches, src_of, dst_of)
+
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
+        return super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
+
+
+def default_precision(device) -> str:
+    """bf16 where the device has a bf16 peak, fp16 on a 16-bit tensor-core device without
+    one (V100), else the device's own precision (fp32)."""
+    if device.bf16_tflops > 0:
+        return "bf16"
+    if "16" in device.precision:
+        return "fp16"
+    return device.precision if device.precision in PRECISIONS else "fp32"
+
+
+__all__ = ["CalibratedRules", "PricedWork", "default_precision"]
