@@ -172,3 +172,28 @@ def test_a_pipeline_layout_has_no_per_op_plan(capsys):
                  "tp=2,pp=2,dp=2", "--micro-batch", "1", "--global-batch", "8", "--model-option",
                  "layers=2", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan"] is None
+
+
+def test_the_whole_plan_search_takes_the_global_batch(capsys):
+    """`solve --global-batch B` searches stages, micro-batches and per-op splits; on one
+    node its plan is one stage, priced as the per-op search prices it."""
+    common = ["gpt2", "-p", "8", "--cluster", "h100-sxm", "--model-option", "layers=2",
+              "--model-option", "vocab=50304", "--format", "json"]
+    assert main(["solve", *common, "--global-batch", "16"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["kind"] == "pipeline" and whole["cost_model"] == "calibrated"
+    assert main(["solve", *common, "--batch", "16"]) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert whole["step_seconds"] <= flat["step_seconds"] * (1 + 1e-9)
+    for key in ("step_seconds", "memory_bytes", "fits_memory", "status", "gap"):
+        assert key in whole
+
+
+def test_a_pipeline_with_exposed_syncs_claims_no_proof(capsys):
+    """64 devices, a batch of 16: the gradient syncs outlast the backward pass, which the
+    stages' price assumes hides them, so the plan is feasible, not optimal."""
+    assert main(["solve", "gpt2", "-p", "64", "--cluster", "h100-sxm", "--model-option",
+                 "layers=2", "--global-batch", "16", "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["search"]["exposed_sync_stages"] and plan["status"] == "feasible"
+    assert plan["gap"] is None

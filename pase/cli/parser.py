@@ -206,7 +206,7 @@ def _solve(s: Parser) -> None:
     s.add_argument("--layouts", action="store_true",
                    help="search Megatron/FSDP layouts under the performance model (needs --cluster "
                         "and --global-batch; docs/performance-model.md)")
-    s.add_argument("--global-batch", type=positive_int, metavar="B", help="with --layouts: sequences per step")
+    s.add_argument("--global-batch", type=positive_int, metavar="B", help="sequences per step (--layouts; else --pipeline)")
 
 
 def _compare(s: Parser) -> None:

@@ -59,7 +59,11 @@ def cmd_solve(args: argparse.Namespace) -> None:
         return _dry_run(args)
     if args.layouts:
         return layouts.cmd_search_layouts(args)
-    checks.refuse(args, ("global_batch",), "applies only with --layouts")
+    if args.global_batch is not None:  # the whole plan: stages, micro-batches, per-op splits
+        checks.refuse(args, ("batch",), "is the model's batch; with --global-batch the global "
+                      "batch is searched as pipeline stages and micro-batches")
+        args.batch = args.global_batch
+        args.pipeline = True
     if args.pipeline:
         return solve_pipeline_command(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")

@@ -75,6 +75,15 @@ class PipelinePlan:
     cost_model: str = "alpha-beta"  # what priced the stages: calibrated or alpha-beta
 
     @property
+    def memory_bytes(self) -> float:
+        """The most memory any stage's device needs."""
+        return max((st.memory_bytes for st in self.stages), default=0.0)
+
+    @property
+    def fits_memory(self) -> bool:
+        return self.memory_cap_bytes is None or self.memory_bytes <= self.memory_cap_bytes
+
+    @property
     def microbatch_size(self) -> int:
         return self.batch // self.microbatches
 
@@ -123,6 +132,9 @@ class PipelinePlan:
             "microbatch_size": self.microbatch_size, "schedule": self.schedule,
             "cost_model": self.cost_model, "cost_options": dict(self.cost_options),
             "step_time": self.step_time, "bubble": self.bubble, "status": self.status,
+            # the keys of a per-op plan's price, for scripts that read either
+            "step_seconds": self.step_time, "memory_bytes": self.memory_bytes,
+            "fits_memory": self.fits_memory, "gap": 0.0 if self.status == "optimal" else None,
             "memory_cap_bytes": self.memory_cap_bytes,
             "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
                         "device_range": list(st.device_range), "devices": st.devices,

@@ -98,14 +98,20 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
             {op: dict(config) for op, config in result.configs},
             {op: {"zero": z, "recompute": r} for op, z, r in result.variants}))
         rank += d
+    # The calibrated stages charge gradient syncs at the overlap tax, as if the backward
+    # pass hid them; a stage whose syncs outlast it pays more than priced: no proof then.
+    exposed = [i for i, ((first, _, d), result) in enumerate(zip(found.stages, found.results))
+               if oracle.exposed_sync(first, d, found.microbatches, result) > 0]
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                    for k, v in costs.items()}
     search_info = {"units": units, "cuts": cuts, "every": every,
                    "stage_sizes": list(sizes), "uniform": uniform,
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
-                   **found.stats, "seconds": time.perf_counter() - start}
+                   **found.stats, "seconds": time.perf_counter() - start,
+                   **({"exposed_sync_stages": exposed} if exposed else {})}
     return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
-                        found.links, found.cost, "optimal" if found.optimal else "feasible",
+                        found.links, found.cost,
+                        "optimal" if found.optimal and not exposed else "feasible",
                         options, plain_costs, cap, search_info, cost_model)
 
 

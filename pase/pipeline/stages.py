@@ -96,6 +96,7 @@ class Layered:
     activation: list[np.ndarray]
     microbatches: int = 1
     digests: dict[int, tuple] = field(default_factory=dict)
+    slack: list[np.ndarray] | None = None  # calibrated: each candidate's sync slack
 
     def digest(self, array: np.ndarray) -> tuple:
         """Shape and a 128-bit digest of ``array``'s bytes, memoised by identity (the
@@ -178,6 +179,22 @@ class StageOracle:
             state, activation = _memory_terms(bound, graph, space, problem)
             self._layered[key] = Layered(graph, space, problem, state, activation, microbatches)
         return self._layered[key]
+
+    def exposed_sync(self, first: int, devices: int, microbatches: int,
+                     result: StageResult) -> float:
+        """Under the calibrated model, by how much the stage's gradient syncs outlast the
+        backward pass that should hide them (``<= 0``: hidden, as its price assumes); the
+        summed sync slack of its ops (:func:`pase.cost_models.calibrated_plan.sync_slack`).
+        0 under alpha-beta, which charges each sync in full."""
+        if self.cost_model != "calibrated":
+            return 0.0
+        from pase.cost_models.calibrated_plan import sync_slack
+
+        lay = self.layered(devices, microbatches)
+        if lay.slack is None:
+            model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
+            lay.slack = sync_slack(lay.graph, model, lay.problem)
+        return float(sum(lay.slack[first + j][c] for j, c in enumerate(result.choice)))
 
     def stage(self, first: int, end: int, devices: int, microbatches: int,
               in_flight: int) -> StageResult | None:
