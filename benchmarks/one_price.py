@@ -1,0 +1,114 @@
+"""One price: named layouts priced as layouts and as per-op plans, side by side.
+
+Each row is a Megatron-LM/FSDP layout priced twice by pase: by the performance model's
+layout path (``pase.perf.evaluate_layout``, what ``pase evaluate --layout`` runs) and
+as a per-op plan by the calibrated cost model (``pase.perf.plan.layout_configs`` and
+``pase.api.evaluate``, what the solvers search). The ratio plan / layout of step time,
+memory and MFU is the check that the search optimises the model that prices runs.
+Rows the per-op plan cannot hold yet (pipelines, context and expert parallelism) are
+priced by the layout path alone and say so.
+
+    python benchmarks/one_price.py            # prints the table (about 1 CPU minute)
+    python benchmarks/one_price.py --write    # and writes benchmarks/results/one_price.md
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from provenance import stamp
+
+from pase import api
+from pase.errors import PaseError
+from pase.perf import evaluate_layout, make_layout
+from pase.perf.plan import layout_configs, layout_variants
+
+GPT2 = {"layers": 2, "vocab": 50304}  # a vocabulary tp divides, as Megatron-LM pads it
+LLAMA = {"layers": 2}
+# (model, model options, devices, layout, cluster, micro-batch, global batch, options)
+ROWS = [
+    ("gpt2", GPT2, 8, "tp=1,dp=8", "dgx-a100-80gb", 4, 32, {}),
+    ("gpt2", GPT2, 8, "tp=2,dp=4", "dgx-a100-80gb", 2, 16, {}),
+    ("gpt2", GPT2, 16, "tp=2,dp=8", "dgx-a100-80gb", 4, 64, {}),
+    ("gpt2", GPT2, 16, "tp=4,dp=4", "dgx-a100-80gb", 4, 32, {"zero": 1}),
+    ("gpt2", GPT2, 16, "tp=1,dp=16", "dgx-a100-80gb", 4, 64, {"zero": 2}),
+    ("gpt2", GPT2, 16, "tp=4,dp=4", "dgx-a100-80gb", 4, 32, {"zero": 3}),
+    ("gpt2", GPT2, 8, "tp=2,dp=4", "dgx-a100-80gb", 2, 16, {"recompute": "full"}),
+    ("gpt2", GPT2, 8, "tp=2,dp=4", "dgx-a100-80gb", 2, 16, {"recompute": "selective"}),
+    ("gpt2", GPT2, 8, "tp=4,dp=2", "h100-sxm", 2, 8, {"sequence_parallel": True}),
+    ("llama2-7b", LLAMA, 16, "tp=4,dp=4", "h100-sxm", 1, 16, {}),
+    ("llama2-7b", {"layers": 8}, 16, "tp=4,dp=4", "h100-sxm", 1, 16, {}),
+    ("llama2-7b", LLAMA, 64, "tp=1,dp=64", "h100-sxm", 1, 128, {"zero": 3}),
+    ("llama2-7b", LLAMA, 16, "tp=8,dp=2", "h100-sxm", 1, 8,
+     {"zero": 1, "recompute": "selective", "sequence_parallel": True}),
+    ("mixtral-8x7b", {"layers": 2}, 16, "tp=2,dp=8", "dgx-a100-80gb", 1, 8, {}),
+    ("mixtral-8x7b", {"layers": 2}, 16, "tp=2,dp=8,ep=8", "dgx-a100-80gb", 1, 8, {}),
+    ("llama2-7b", LLAMA, 16, "tp=4,cp=2,dp=2", "h100-sxm", 1, 8, {}),
+    ("llama2-7b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", "h100-sxm", 1, 8, {}),
+]
+
+
+def price(model, opts, p, degrees, cluster, micro, gb, options) -> dict:
+    lay = make_layout(degrees, devices=p, micro_batch=micro, global_batch=gb, **options)
+    est = evaluate_layout(api.load_graph(model, batch=micro, **opts), cluster, lay)
+    row = {"layout": est, "plan": None, "why": ""}
+    if lay.pp > 1 or lay.cp > 1:
+        row["why"] = "pp > 1" if lay.pp > 1 else "cp > 1"
+        return row
+    graph = api.load_graph(model, batch=micro * lay.dp, **opts)
+    costs = {"microbatches": lay.microbatches, "zero": str(lay.zero), "recompute": lay.recompute,
+             "precision": lay.precision, "attention": lay.attention}
+    try:
+        plan = api.evaluate(graph, {"strategy": layout_configs(graph, lay),
+                                    "variants": layout_variants(graph, lay)}, p, "calibrated",
+                            cluster=cluster, cost_options=costs)
+    except PaseError as exc:  # e.g. ep: an expert op split by dp x ep is more than p
+        row["why"] = str(exc).split(";")[0][:90]
+        return row
+    row["plan"] = plan.meta
+    return row
+
+
+def table(rows: list[tuple]) -> str:
+    out = ["| model | p | layout | options | cluster | layout step (s) | plan step (s) | step ratio "
+           "| memory ratio | MFU ratio |", "|" + "---|" * 10]
+    for spec, r in rows:
+        model, opts, p, degrees, cluster, micro, gb, options = spec
+        est, plan = r["layout"], r["plan"]
+        name = model + ("" if opts in (GPT2, LLAMA) else f" ({', '.join(f'{k}={v}' for k, v in opts.items())})")
+        extra = ", ".join(f"{k}={v}" for k, v in options.items()) or "-"
+        if plan is None:
+            out.append(f"| {name} | {p} | {degrees} | {extra} | {cluster} | {est.step_seconds:.4g} | "
+                       f"not a per-op plan yet ({r['why']}) | - | - | - |")
+            continue
+        out.append(f"| {name} | {p} | {degrees} | {extra} | {cluster} | {est.step_seconds:.4g} | "
+                   f"{plan['step_seconds']:.4g} | {plan['step_seconds'] / est.step_seconds:.3f} | "
+                   f"{plan['memory_bytes'] / est.memory_bytes:.3f} | {plan['mfu'] / est.mfu:.3f} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write benchmarks/results/one_price.md")
+    args = parser.parse_args(argv)
+    print(stamp())
+    start = time.process_time()
+    rows = [(spec, price(*spec)) for spec in ROWS]
+    text = table(rows)
+    ratios = [r["plan"]["step_seconds"] / r["layout"].step_seconds for _, r in rows if r["plan"]]
+    within = sum(abs(x - 1) <= 0.02 for x in ratios)
+    summary = (f"{len(ratios)} rows priced both ways: step within 2% on {within}, worst "
+               f"{max(abs(x - 1) for x in ratios):.1%}; {len(rows) - len(ratios)} rows by the "
+               f"layout path only; {time.process_time() - start:.0f} CPU s")
+    print(text + "\n\n" + summary)
+    if args.write:
+        path = Path(__file__).parent / "results" / "one_price.md"
+        path.write_text(f"# One price: layouts priced as layouts and as per-op plans\n\n{stamp()}\n\n"
+                        f"Produced by `python benchmarks/one_price.py --write`.\n\n{text}\n\n{summary}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
