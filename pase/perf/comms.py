@@ -20,6 +20,7 @@ A hop across nodes costs the network latency, inside a node the NVLink one.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -82,12 +83,35 @@ def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achiev
     return float(out) if scalar else out
 
 
+ENUMERATED_RANKS = 1 << 16  # a group this small is listed rank by rank
+
+
 def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
-    """Nodes spanned by the group of ranks ``sum_i k_i * stride_i`` (``k_i < size_i``)."""
+    """Nodes spanned by the group of ranks ``sum_i k_i * stride_i`` (``k_i < size_i``).
+
+    A small group is listed. A large one (data parallelism over millions of ranks) is
+    counted without listing it: an outer term whose stride is a whole number of nodes and
+    at least the span of the terms inside it moves every inner rank to nodes of its own,
+    so it multiplies the count; a single progression left is counted by its step; what is
+    left otherwise is listed (it is small in every layout).
+    """
+    terms = sorted((int(n), int(s)) for n, s in sizes_strides if n > 1)
+    d = cluster.devices_per_node
+    factor = 1
+    while terms and math.prod(n for n, _ in terms) > ENUMERATED_RANKS:
+        n, stride = terms[-1]
+        span = sum((m - 1) * t for m, t in terms[:-1]) + 1  # ranks the inner terms cover
+        if stride % d or stride < span:
+            break  # not separable: list it all
+        factor *= n
+        terms.pop()
+    if len(terms) == 1:  # one progression: steps of a node or more land on new nodes,
+        n, stride = terms[0]  # shorter steps skip none between the first and the last
+        return factor * (n if stride >= d else (n - 1) * stride // d + 1)
     ranks = np.zeros(1, dtype=np.int64)
-    for size, stride in sizes_strides:
+    for size, stride in terms:
         ranks = (ranks[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).ravel()
-    return int(np.unique(ranks // cluster.devices_per_node).size)
+    return factor * int(np.unique(ranks // d).size)
 
 
 def group_collectives(cluster: Cluster, lay: Layout, hw: Achieved) -> Callable[[str, float, str], float]:
