@@ -123,7 +123,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         if lay.dropout:
             _dropout_time(op, fused, out_elems, kinds, t, splits, pricer, time)
         _expert_exchange(op, t, splits, pricer, time, lay)
-        p.expert = lay.ep > 1 and _experts_of(op) is not None and bool(owned_parameters(op))
+        p.expert = lay.ep > 1 and experts_of(op) is not None and bool(owned_parameters(op))
         weight_splits = {d.name: s for d, s in zip(op.dims, held if p.expert else splits_t)}
         p.parameter_elements = sum(port_elements(op, w, t, weight_splits) for w in owned_parameters(op))
         p.kept = _kept(op, lay, fused, out_elems, t, splits, e, kinds)
@@ -150,7 +150,7 @@ def token_splits(op: Op, lay: Layout) -> tuple[int, ...]:
     return op_splits(op, replace(lay, ep=1)) if lay.ep > 1 else op_splits(op, lay)
 
 
-def _experts_of(op: Op) -> str | None:
+def experts_of(op: Op) -> str | None:
     """The expert dim of an op that runs the experts themselves (its data inputs carry
     the experts: their MLPs, the exchanges), None otherwise (a router holds every expert)."""
     expert = next((d.name for d in op.dims if d.role == "expert"), None)
@@ -163,7 +163,7 @@ def _experts_of(op: Op) -> str | None:
 def expert_tile(op: Op, t: dict[str, float], lay: Layout) -> dict[str, float]:
     """The per-rank GEMM extents of an expert einsum under ep: experts/ep experts, each with
     ep times the rank's tokens (its first batch dim, else sequence dim, not in a weight)."""
-    expert = _experts_of(op) if lay.ep > 1 else None
+    expert = experts_of(op) if lay.ep > 1 else None
     if expert is None:
         return t
     in_weights = {n for port in op.weights for axis in port.dims for n in axis}

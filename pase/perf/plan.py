@@ -3,7 +3,10 @@
 ``tp=2,dp=4`` is one way to write a plan: :func:`layout_configs` gives each op's
 split (``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them,
 ``dp`` on the batch) for a graph built at the micro-batch of every data-parallel
-rank together (``micro_batch x dp``), and :func:`layout_variants` each op's ZeRO
+rank together (``micro_batch x dp``). Under expert parallelism an op that runs the
+experts (their MLPs, dispatch and combine) splits its experts ``ep`` ways and its
+batch ``dp / ep`` ways: each rank runs its experts on the tokens of the ``ep`` ranks
+of its group, as the layout pricing has it; a router holds every expert; and :func:`layout_variants` each op's ZeRO
 stage and recomputation flag. The calibrated cost model prices that plan with the
 same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
 two prices are checked against each other, and ``pase view --layout`` draws it.
@@ -13,9 +16,12 @@ unsplit and reported: pase's tiles are exact.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pase.ir import Graph
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, op_splits
+from pase.perf.ops import experts_of
 from pase.work.variants import owned_weight_indices
 
 
@@ -25,10 +31,13 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
     dims left unsplit are appended to ``unsplit`` as ``op.dim``."""
     configs = {}
     for op in graph.ops:
-        split = dict(zip(op.dim_names, op_splits(op, lay)))
+        # the router's softmax and top-k read every expert's score: they hold all experts
+        experts = experts_of(op) if op.kind not in ("Softmax", "TopK") else None
+        split = dict(zip(op.dim_names, op_splits(op, replace(lay, ep=1) if experts is None
+                                                 else lay)))
         batch = next((d.name for d in op.dims if d.role == "batch"), None)
-        if batch is not None:
-            split[batch] *= lay.dp
+        if batch is not None:  # an expert op's ep group gathers the tokens of ep ranks of dp
+            split[batch] *= lay.dp // lay.ep if experts is not None else lay.dp
         for d in op.dims:
             if d.size % split[d.name]:
                 if unsplit is not None:
