@@ -6,8 +6,9 @@ sum over ops (:mod:`pase.cost_models.calibrated`):
 
 - **the exposed gradient sync**: the Problem charges each parameter's sync at the
   overlap tax, as if the backward pass hid it. All syncs together take ``S``
-  seconds and the backward pass leaves a window ``W`` (its compute, less the
-  first layer's, which nothing follows); the step pays ``max(0, S - W)`` plus the
+  seconds and the last micro-batch's backward pass leaves a window ``W`` (its
+  compute, less the first layer's, which nothing follows; the earlier micro-batches'
+  gradients are accumulated, not synced); the step pays ``max(0, S - W)`` plus the
   tax on the rest, as ``pase evaluate --layout`` does. The difference is
   ``>= 0``, so the Problem's optimum is a lower bound on every plan's price and
   ``correction / step`` bounds how far the searched plan can be from the best;
@@ -46,7 +47,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     m = bound.microbatches
     tax = bound.hw.overlap
     compute = critical = sync = gathers = optimizer = 0.0
-    window = 0.0
+    window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
     acts_by_unit: dict[str, float] = {}
     params_by_unit: dict[str, float] = {}
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
@@ -63,10 +64,12 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
         compute += m * (f + b + again)
         ctx = bound.context(op)
         if ctx.unit not in ("pre",):
-            window += m * (b + again)
+            window += b + again  # the last micro-batch's backward hides the syncs
+            forward_window += f  # the next step's first forward hides the refresh
         parts = _collectives(bound, work)
         critical += m * parts["critical"]
         sync += parts["sync"]
+        refresh += parts["refresh"]
         gathers += m * parts["gathers"]
         optimizer += float(bound.optimizer_seconds(work)[0])
         fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
@@ -78,8 +81,10 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
     units = max(1, len(acts_by_unit))
-    exposed_window = window * (1 - 1 / units) if units > 1 else window
-    exposed_sync = max(0.0, sync - exposed_window) + tax * min(sync, exposed_window)
+    share = 1 - 1 / units if units > 1 else 1.0
+    exposed_sync = bound.hw.overlapped(sync, window * share) + \
+        bound.hw.overlapped(refresh, forward_window * share)
+    sync += refresh
     fsdp_exposed = m * _fsdp_correction(by_unit, bound.hw)
     correction = exposed_sync - tax * sync + fsdp_exposed
     step = search + correction
@@ -123,8 +128,8 @@ def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
 def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:
     """One config's collective seconds: critical path (per micro-batch), gradient syncs
     (once, standalone) and ZeRO-3 gathers (per micro-batch, standalone)."""
-    out = {"critical": 0.0, "sync": 0.0, "gathers": 0.0, "gather_f": 0.0, "gather_b": 0.0,
-           "scatter": 0.0}
+    out = {"critical": 0.0, "sync": 0.0, "refresh": 0.0, "gathers": 0.0, "gather_f": 0.0,
+           "gather_b": 0.0, "scatter": 0.0}
     moved = model.moved.get(work.op.name, frozenset())
     fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
                for c in work.collectives)
@@ -137,7 +142,7 @@ def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:
             out["gathers"] += t
             out[{"forward": "gather_f", "backward": "gather_b"}.get(col.phase, "scatter")] += t
         elif col.phase == "gradient":
-            out["sync"] += t
+            out["refresh" if col.kind == "all-gather" else "sync"] += t
         else:
             out["critical"] += t
     return out
@@ -170,14 +175,15 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
     once a step) less its share ``w`` of the backward window that hides them.
 
     The exposed sync of a plan is ``max(tax S, S - (1 - tax) W)`` for all syncs ``S`` and
-    the window ``W``; the Problem charges ``tax S``. For any ``x`` in [0, 1], the
+    the window ``W`` (and the same for ZeRO 1-2's gather of the updated weights against
+    the forward pass); the Problem charges ``tax S``. For any ``x`` in [0, 1], the
     Problem's costs plus ``x`` times these terms are a sum over ops that is still at
     most every plan's price, so its optimum is a lower bound too (a convex combination
     of the two sides of the max). :func:`pase.cost_models.calibrated_search.certified`
     uses them to tighten the bound and steer the search away from exposed syncs.
     """
     bound = model.bind(graph, problem.devices)
-    m, tax = bound.microbatches, bound.hw.overlap
+    tax = bound.hw.overlap
     blocks = {bound.context(op).unit for op in graph.ops} - {"pre", "post"}
     share = 1 - 1 / len(blocks) if len(blocks) > 1 else 1.0
     out: list[np.ndarray] = []
@@ -196,14 +202,19 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
                 assert isinstance(work, PricedWork)
                 again = work.forward_seconds if variant[1] else 0.0
                 window = 0.0 if bound.context(op).unit == "pre" else \
-                    m * (work.backward_seconds + again) * share
-                sync = np.zeros(len(rows))
+                    (work.backward_seconds + again) * share  # the last micro-batch's
+                sync, refresh = np.zeros(len(rows)), np.zeros(len(rows))
                 fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
                            for c in work.collectives)
                 for c in work.collectives:
                     if c.phase == "gradient" and not (fsdp and c.weight is not None):
-                        sync = sync + bound.collective(op, work.configs, c)
-                slack[rows] = (1 - tax) * (sync - window)
+                        t = bound.collective(op, work.configs, c)
+                        if c.kind == "all-gather":
+                            refresh = refresh + t
+                        else:
+                            sync = sync + t
+                forward = 0.0 if bound.context(op).unit == "pre" else work.forward_seconds * share
+                slack[rows] = (1 - tax) * (sync - window + refresh - forward)
             cache[key] = slack
         out.append(cache[key])
     return out

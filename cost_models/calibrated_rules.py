@@ -303,12 +303,16 @@ class CalibratedRules(AlphaBetaCostModel):
         return updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
 
     def work_memory(self, work: OpWork) -> np.ndarray:
-        """Bytes per device: states plus kept activations (a recomputed op keeps only
-        the outputs that leave its layer)."""
+        """Bytes per device: states plus kept activations."""
+        return work.state_bytes + self.kept_activation_bytes(work)
+
+    def kept_activation_bytes(self, work: OpWork) -> np.ndarray:
+        """Activation bytes an op keeps for its backward pass, per config: a recomputed op
+        keeps only the outputs that leave its layer (a pipeline stage holds these for each
+        micro-batch in flight)."""
         assert isinstance(work, PricedWork)
         again = work.backward_flop > work.base_backward_flop * (1 + 1e-12)
-        acts = np.where(again, work.block_bytes, work.activation_bytes)
-        return work.state_bytes + acts
+        return np.where(again, work.block_bytes, work.activation_bytes)
 
     def collective(self, op: Op, configs: np.ndarray, c: Collective) -> np.ndarray:
         """Seconds of collective ``c`` over the devices splitting its dims, per config; a

@@ -274,6 +274,9 @@ def _memory_terms(model: Any, graph: Graph, space: ConfigSpace,
 
     cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     state, activation = [], []
+    # what an op keeps per micro-batch: the model's own rule where it has one (the
+    # calibrated model: a recomputed op keeps its layer's outputs), else the work's figure
+    kept = getattr(model, "kept_activation_bytes", lambda w: w.activation_bytes)
     maps = getattr(problem, "variants", None)
     for i, op in enumerate(graph.ops):
         vm = None if maps is None else maps[i]
@@ -282,14 +285,14 @@ def _memory_terms(model: Any, graph: Graph, space: ConfigSpace,
             work = model.work(op, space.configs[i])
             if vm is None:
                 cache[key] = (np.asarray(work.state_bytes, dtype=np.float64),
-                              np.asarray(work.activation_bytes, dtype=np.float64))
+                              np.asarray(kept(work), dtype=np.float64))
             else:
                 st, act = np.zeros(len(vm.config)), np.zeros(len(vm.config))
                 for z, r in sorted(set(zip(vm.zero.tolist(), vm.recompute.tolist()))):
                     mask = (vm.zero == z) & (vm.recompute == r)
                     w = apply_variant(work, int(z), bool(r))
                     st[mask] = np.asarray(w.state_bytes, dtype=np.float64)[vm.config[mask]]
-                    act[mask] = np.asarray(w.activation_bytes, dtype=np.float64)[vm.config[mask]]
+                    act[mask] = np.asarray(kept(w), dtype=np.float64)[vm.config[mask]]
                 cache[key] = (st, act)
         s, a = cache[key]
         if s.shape != problem.vertex_costs[i].shape:
