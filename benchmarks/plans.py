@@ -82,12 +82,15 @@ from provenance import stamp
 from pase import api
 from pase.cluster import get_cluster
 from pase.counts import counts
+from pase.perf.layout import Layout
+from pase.perf.plan import layout_configs
 from pase.pipeline import solve_pipeline
-from pase.sim.pipeline import simulate_pipeline
 
 RESULTS = Path(__file__).parent / "results" / "plans.md"
-# Shared by both sides (see the module docstring).
-COSTS = {"bytes_per_element": 2, "efficiency": 0.5, "optimizer": "adam"}
+# Both sides are priced by the calibrated model (see the module docstring): bf16 on H100,
+# 16 bytes of state per parameter, fused attention (the models' default).
+MODEL = "calibrated"
+COSTS: dict[str, Any] = {}
 # pase's plan may also shard the optimizer state over each op's data-parallel group
 # (ZeRO stage 1, Megatron-LM's later "distributed optimizer"; the 2021 runs did not).
 PASE_EXTRA = {"zero": "1"}
@@ -148,7 +151,7 @@ CASES = [
 ]
 
 
-def run_case(case: Case, quick: bool, log) -> dict[str, Any]:
+def run_case(case: Case, quick: bool, log, stage_counts=None, microbatches=None) -> dict[str, Any]:
     ref = case.reference
     costs = {**COSTS, "recompute": ref.recompute}
     t0 = time.perf_counter()
@@ -156,59 +159,59 @@ def run_case(case: Case, quick: bool, log) -> dict[str, Any]:
                                microbatches=ref.microbatches, schedule=ref.schedule,
                                cluster=case.cluster, cost_options=costs,
                                stage_sizes=[ref.tensor * ref.data], uniform=True,
-                               every=case.reference_every, progress=log)
-    log(f"{case.name}: reference priced in {time.perf_counter() - t0:.0f} s")
+                               every=case.reference_every, progress=log, cost_model=MODEL)
+    log(f"{case.name}: reference degrees solved in {time.perf_counter() - t0:.0f} s")
     layers = _count_blocks(case.model)
     found, searched, t0 = None, [], time.perf_counter()
-    counts_ = (ref.pipeline,) if quick else case.stage_counts
+    counts_ = (ref.pipeline,) if quick else tuple(stage_counts or case.stage_counts)
+    ms = (ref.microbatches,) if quick else tuple(microbatches or case.microbatches)
     for s in counts_:
+        t1 = time.perf_counter()
         plan = solve_pipeline(case.model, case.devices, batch=ref.global_batch,
-                              microbatches=list(case.microbatches if not quick else
-                                                (ref.microbatches,)),
-                              schedule=ref.schedule, cluster=case.cluster,
+                              microbatches=list(ms), schedule=ref.schedule, cluster=case.cluster,
                               cost_options={**costs, **PASE_EXTRA},
                               stage_sizes=[case.devices // s], uniform=True,
-                              every=layers // s, progress=log)
+                              every=layers // s, progress=log, cost_model=MODEL)
         searched.append(plan.search)
-        log(f"{case.name}: {s} stages: {plan.step_time:.4g} s")
+        log(f"{case.name}: {s} stages: {plan.step_time:.4g} s ({time.perf_counter() - t1:.0f} s)")
         if found is None or plan.step_time < found.step_time:
             found = plan
     search_seconds = time.perf_counter() - t0
     log(f"{case.name}: pase searched in {search_seconds:.0f} s")
     literal = megatron_plan(case, reference, costs)
-    rows = []
-    for label, plan in (("Megatron-LM layout", literal), ("reference degrees, pase splits", reference),
-                        ("pase", found)):
-        t0 = time.perf_counter()
-        sim = simulate_pipeline(plan, timeline=False)
-        log(f"{case.name} {label}: simulated in {time.perf_counter() - t0:.0f} s")
-        rows.append(_row(case, label, plan, sim))
+    rows = [_row(case, label, plan) for label, plan in
+            (("Megatron-LM layout", literal), ("reference degrees, pase splits", reference),
+             ("pase", found))]
     return {"case": case, "rows": rows, "perf": perf_rows(case), "stage_counts": counts_,
             "stage_solves": sum(x.get("stage_solves", 0) for x in searched),
-            "microbatches": case.microbatches if not quick else (ref.microbatches,),
-            "search_seconds": search_seconds}
+            "microbatches": ms, "search_seconds": search_seconds,
+            "differ": differing_ops(literal, found), "differ_ref": differing_ops(literal, reference)}
 
 
 def perf_rows(case: Case) -> list[dict[str, Any]]:
-    """The reference layout priced by the performance model on the case's cluster, and on
-    the published run's hardware where there is one."""
+    """The reference layout priced by the performance model on the case's cluster with the
+    model's defaults (what the calibrated rows price), as the published run ran where that
+    differs, and on the published run's hardware where there is one."""
     ref = case.reference
-    targets = [(case.cluster, case.devices, None)]
+    targets = [(case.cluster, case.devices, None, {})]
+    if ref.perf_options:
+        targets.append((case.cluster, case.devices, None, ref.perf_options))
     if case.published is not None:
-        targets.append((case.published.cluster, case.published.devices, case.published))
+        targets.append((case.published.cluster, case.published.devices, case.published,
+                        ref.perf_options))
     rows = []
-    for cluster, devices, published in targets:
+    for cluster, devices, published, options in targets:
         data = devices // (ref.tensor * ref.pipeline)
         layout = f"tp={ref.tensor},pp={ref.pipeline},dp={data}"
         # Keep m: the global batch follows the data degree.
         batch = ref.global_batch * data // ref.data
         est = api.evaluate_layout(case.model, devices, layout, cluster=cluster,
                                   micro_batch=ref.micro_batch, global_batch=batch,
-                                  schedule=ref.schedule, recompute=ref.recompute,
-                                  **ref.perf_options)
+                                  schedule=ref.schedule, recompute=ref.recompute, **options)
         peak = get_cluster(cluster, devices).device.peak_tflops
+        run = ", ".join(f"{k}={v}" for k, v in options.items()) or "defaults"
         rows.append({"case": case.name, "cluster": cluster, "devices": devices, "layout": layout,
-                     "batch": batch, "step": est.step_seconds, "mfu": est.mfu,
+                     "run": run, "batch": batch, "step": est.step_seconds, "mfu": est.mfu,
                      "tflops": est.hfu * peak, "memory": est.memory_bytes, "fits": est.fits_memory,
                      "breakdown": est.breakdown, "published": published})
     return rows
@@ -218,58 +221,44 @@ def perf_section(results: list[dict[str, Any]]) -> list[str]:
     lines = ["## Under the performance model", "",
              "Each reference layout as Megatron-LM runs it, priced by `pase.perf` "
              "(`pase.api.evaluate_layout`, what `pase evaluate --layout` runs): the layout's "
-             "tp/pp/dp, micro-batch, global batch, 1F1B and full recomputation; GPT-3 175B with "
-             "unfused attention and dropout, as the 2021 run had; Llama 2 with the model's "
-             "defaults (fused attention, no dropout). MFU here is model FLOP over the dense bf16 "
-             "peak; TFLOP/s per device counts the recomputed forward too, as Megatron-LM's "
-             "published figure does.", "",
-             "| case | cluster | devices | layout | global batch | predicted step (s) | MFU "
+             "tp/pp/dp, micro-batch, global batch, 1F1B and full recomputation, with the "
+             "model's defaults (fused attention, no dropout: what the calibrated rows above "
+             "price) and, for GPT-3 175B, also as the 2021 run had it (unfused attention and "
+             "dropout). MFU here is model FLOP over the dense bf16 peak; TFLOP/s per device "
+             "counts the recomputed forward too, as Megatron-LM's published figure does.", "",
+             "| case | cluster | devices | layout | run | global batch | predicted step (s) | MFU "
              "| TFLOP/s per device | memory / device (GiB) | compute / exposed comm. / bubble (s) "
              "| published step (s) | error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         for r in res["perf"]:
             b, pub = r["breakdown"], r["published"]
             measured = (f"{pub.step_seconds:g} ({pub.tflops_per_device:g} TFLOP/s)",
                         f"{r['step'] / pub.step_seconds - 1:+.1%}") if pub else ("-", "-")
             lines.append(f"| {r['case']} | {r['cluster']} | {r['devices']} | {r['layout']} | "
-                         f"{r['batch']} | {r['step']:.2f} | {r['mfu']:.1%} | {r['tflops']:.0f} | "
+                         f"{r['run']} | {r['batch']} | {r['step']:.2f} | {r['mfu']:.1%} | "
+                         f"{r['tflops']:.0f} | "
                          f"{r['memory'] / 2**30:.1f}{'' if r['fits'] else ' (does not fit)'} | "
                          f"{b['compute']:.2f} / {b['communication']:.2f} / {b['bubble']:.2f} | "
                          f"{measured[0]} | {measured[1]} |")
-    lines += ["", PERF_READING]
     return lines
 
 
-PERF_READING = """The alpha-beta rows above are the solver's model and stay as they are. Both models
-keep each tensor-parallel group of the literal Megatron-LM layout inside a node on
-NVLink: the performance model orders ranks as Megatron-LM does (dp, pp, tp, outermost
-first), and the alpha-beta placement puts an op's batch splits on the first mesh axes
-and its model splits on the last.
-"""
-
-
-def megatron_configs(graph, first: int, end: int, tensor: int, data: int) -> dict[str, dict]:
-    """Megatron-LM's split of ops ``first .. end-1``: the batch over ``data`` devices, and
-    over ``tensor`` devices the attention heads (the first heads-role dim) or the MLP's
-    hidden dim (the parameter-role dim) or the vocabulary; norms and residuals keep only
-    the batch split (replicated across the tensor group)."""
-    out = {}
-    for op in graph.ops[first:end]:
-        roles = [d.role for d in op.dims]
-        config = {op.dims[roles.index("batch")].name: data}
-        for role in ("heads", "parameter", "vocabulary"):
-            if role in roles:
-                config[op.dims[roles.index(role)].name] = tensor
-                break
-        out[op.name] = config
-    return out
+def megatron_configs(graph, tensor: int, data: int) -> tuple[dict[str, dict], list[str]]:
+    """Megatron-LM's split of every op (:func:`pase.perf.plan.layout_configs`, the per-op
+    form of ``tp=tensor,dp=data``: the batch over ``data``, the heads, the MLP's hidden
+    dim or the vocabulary over ``tensor``; norms and residuals only the batch), for a
+    graph built at ``micro-batch x data``; and the dims it leaves unsplit (a vocabulary
+    that ``tensor`` does not divide: Megatron-LM pads it, pase's tiles are exact)."""
+    unsplit: list[str] = []
+    configs = layout_configs(graph, Layout(tp=tensor, dp=data), unsplit)
+    return configs, unsplit
 
 
 def megatron_plan(case: Case, reference, costs: dict[str, Any]):
-    """The reference's stages with Megatron-LM's own per-op splits (tensor x data), priced by
-    the same stage model; an op whose tensor split is outside its space (a vocabulary
-    that 8 does not divide) keeps only the batch split."""
+    """The reference's stages with Megatron-LM's own per-op splits (tensor x data), priced
+    by the same stage oracle as pase's plans: each op's cost at its literal config, the
+    re-layouts between them, state plus in-flight activations."""
     from dataclasses import replace
 
     from pase.pipeline.search import step_seconds
@@ -277,22 +266,18 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
 
     ref = case.reference
     oracle = StageOracle(lambda size: api.load_graph(case.model, batch=size), ref.global_batch,
-                         {"cluster": case.cluster, **costs}, None, {"powers_of_two": True})
+                         {"cluster": case.cluster, **costs}, None, {"powers_of_two": True},
+                         cost_model=MODEL)
     stages, times = [], []
+    unsplit_all: list[str] = []
     for st in reference.stages:
         lay = oracle.layered(st.devices, reference.microbatches)
         first, end = st.op_range
-        configs = megatron_configs(lay.graph, first, end, ref.tensor, ref.data)
-        choice = {}
-        for name, config in configs.items():
-            try:
-                choice[name] = lay.space.index_of(name, config)
-            except Exception:  # not in the space: batch split only
-                config = {k: v for k, v in config.items() if v == ref.data and k in
-                          [d.name for d in lay.graph.op(name).dims if d.role == "batch"]}
-                configs[name] = config
-                choice[name] = lay.space.index_of(name, config)
-        index = {lay.graph.ops[i].name: i for i in range(first, end)}
+        configs, unsplit = megatron_configs(lay.graph, ref.tensor, ref.data)
+        unsplit_all += unsplit
+        names = [op.name for op in lay.graph.ops[first:end]]
+        choice = {n: lay.space.index_of(n, configs[n]) for n in names}
+        index = {n: first + j for j, n in enumerate(names)}
         seconds = sum(float(lay.problem.vertex_costs[index[n]][c]) for n, c in choice.items())
         for (u, v), m in zip(lay.problem.edges, lay.problem.edge_costs):
             if first <= u < end and first <= v < end:
@@ -300,12 +285,39 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
         memory = sum(float(lay.state[index[n]][c] + st.in_flight * lay.activation[index[n]][c])
                      for n, c in choice.items())
         full = {n: {d.name: configs[n].get(d.name, 1) for d in lay.graph.op(n).dims}
-                for n in configs}
+                for n in names}
         stages.append(replace(st, seconds_per_microbatch=seconds, memory_bytes=memory,
-                              configs=full))
+                              configs=full, variants={}))
         times.append(seconds)
     step = step_seconds(times, reference.links, reference.microbatches, reference.schedule)
-    return replace(reference, stages=stages, step_time=step, status="given")
+    plan = replace(reference, stages=stages, step_time=step, status="given")
+    plan.unsplit = sorted(set(unsplit_all))
+    return plan
+
+
+def differing_ops(given, found) -> list[tuple[str, str, str, int]]:
+    """Where two plans of the same stages split ops differently, per op of a layer (the
+    name after the layer's prefix): (op, given split, found split, layers it differs in),
+    in the middle stage. Plans with different stages are compared stage for stage only
+    when their stage counts match; otherwise nothing is listed."""
+    if len(given.stages) != len(found.stages):
+        return []
+    mid = len(given.stages) // 2
+    a, b = given.stages[mid].configs, found.stages[mid].configs
+    out: dict[tuple[str, str, str], int] = {}
+    for name, config in a.items():
+        other = b.get(name)
+        if other is None:
+            continue
+        sa, sb = _split_text(config), _split_text(other)
+        if sa != sb:
+            key = (name.split(".", 1)[1] if "." in name else name, sa, sb)
+            out[key] = out.get(key, 0) + 1
+    return [(op, sa, sb, n) for (op, sa, sb), n in out.items()]
+
+
+def _split_text(config: dict[str, int]) -> str:
+    return "·".join(f"{d}{f}" for d, f in config.items() if f > 1) or "replicated"
 
 
 def _count_blocks(model: str) -> int:
@@ -314,15 +326,18 @@ def _count_blocks(model: str) -> int:
     return len(cut_points(api.load_graph(model, batch=1))) - 1
 
 
-def _row(case: Case, label: str, plan, sim) -> dict[str, Any]:
+def _row(case: Case, label: str, plan) -> dict[str, Any]:
     graph = api.load_graph(case.model, batch=plan.batch)
     model_flop = 3 * counts(graph).forward_flops  # 2 FLOP per multiply-add; x3: fwd, bwd twice that
     peak = get_cluster(case.cluster, case.devices).device.peak_tflops * 1e12
     middle = plan.stages[len(plan.stages) // 2]
+    busy = plan.microbatches * sum(st.seconds_per_microbatch for st in plan.stages)
+    memory = max(st.memory_bytes for st in plan.stages)
+    cap = get_cluster(case.cluster, case.devices).device.memory_bytes
     return {"label": label, "plan": plan.one_line(), "splits": _splits(middle),
-            "priced": plan.step_time, "simulated": sim.step_time, "bubble": sim.bubble,
-            "memory": max(sim.peak_memory), "mfu": model_flop / (sim.step_time * case.devices * peak),
-            "status": plan.status}
+            "priced": plan.step_time, "bubble": 1 - busy / (len(plan.stages) * plan.step_time),
+            "memory": memory, "fits": memory <= cap,
+            "mfu": model_flop / (plan.step_time * case.devices * peak), "status": plan.status}
 
 
 def _splits(stage) -> str:
@@ -336,11 +351,17 @@ def _splits(stage) -> str:
     return ", ".join(picks) or "-"
 
 
-def report(results: list[dict[str, Any]], command: str) -> str:
+def report(results: list[dict[str, Any]], command: str, note: str = "") -> str:
     lines = ["# Whole training plans: pase's pipeline search vs published Megatron-LM layouts", "",
              stamp() + ".", "",
              f"Produced by `{command}` (see `benchmarks/plans.py` for the sources of every "
-             "reference number, the cost options and what is fixed).", ""]
+             "reference number, the cost options and what is fixed). Every row of the plan "
+             "tables is priced by the calibrated cost model (the performance model's rules per "
+             "op, `cost_models/calibrated.py`): bf16, 16 bytes of state per parameter, fused "
+             "attention, full recomputation; the pipeline formula over the stages' per-micro-"
+             "batch prices.", ""]
+    if note:
+        lines += [note, ""]
     for res in results:
         case, ref = res["case"], res["case"].reference
         lines += [f"## {case.name} on {case.devices} x {case.cluster}", "",
@@ -353,16 +374,29 @@ def report(results: list[dict[str, Any]], command: str) -> str:
                   f"{list(res['microbatches'])}, recomputation {ref.recompute}, ZeRO stage "
                   f"{PASE_EXTRA['zero']}, per-layer splits by the dp inside each stage; "
                   f"{res['stage_solves']} stage solves, {res['search_seconds']:.0f} s.", "",
-                  "| plan | priced step (s) | simulated step (s) | bubble | memory / device (GiB) "
-                  "| MFU | status | layout |",
+                  "| plan | priced step (s) | vs Megatron-LM layout | bubble "
+                  "| memory / device (GiB) | MFU | status | layout |",
                   "|---|---|---|---|---|---|---|---|"]
+        base = res["rows"][0]["priced"]
         for r in res["rows"]:
-            lines.append(f"| {r['label']} | {r['priced']:.3f} | {r['simulated']:.3f} | "
-                         f"{r['bubble']:.1%} | {r['memory'] / 2**30:.1f} | {r['mfu']:.1%} | "
+            fits = "" if r["fits"] else " (over the cap)"
+            lines.append(f"| {r['label']} | {r['priced']:.3f} | {base / r['priced']:.3f}x | "
+                         f"{r['bubble']:.1%} | {r['memory'] / 2**30:.1f}{fits} | {r['mfu']:.1%} | "
                          f"{r['status']} | {r['plan']}; middle stage: {r['splits']} |")
         lines.append("")
+        for key, label in (("differ_ref", "reference degrees, pase splits"), ("differ", "pase")):
+            if res[key]:
+                lines += [f"Ops of the middle stage that {label} splits differently from the "
+                          f"Megatron-LM layout (per op of a layer; how many of the stage's "
+                          f"layers):", "", "| op | Megatron-LM | pase | layers |",
+                          "|---|---|---|---|"]
+                lines += [f"| {op} | {a} | {b} | {n} |" for op, a, b, n in res[key]]
+                lines.append("")
+            elif key == "differ":
+                lines += [f"{label}: a different stage count from the reference; no op-by-op "
+                          "comparison.", ""]
     lines += perf_section(results)
-    return "\n".join(lines) + "\n" + READING
+    return "\n".join(lines) + "\n\n" + READING
 
 
 READING = """## Reading the tables
@@ -397,12 +431,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="search only the reference's m")
     parser.add_argument("--only", help="run one case (a model name); results are printed, not written")
+    parser.add_argument("--stages", type=int, nargs="+",
+                        help="pipeline depths to search (default: each case's list)")
+    parser.add_argument("--microbatches", type=int, nargs="+",
+                        help="m choices to search (default: each case's list)")
+    parser.add_argument("--note", default="", help="a line for the results file (what was reduced)")
     args = parser.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    results = [run_case(c, args.quick, log) for c in CASES if args.only in (None, c.model)]
+    results = [run_case(c, args.quick, log, args.stages, args.microbatches)
+               for c in CASES if args.only in (None, c.model)]
     command = "python benchmarks/plans.py" + (" --quick" if args.quick else "") + \
-        (f" --only {args.only}" if args.only else "")
-    text = report(results, command)
+        (f" --only {args.only}" if args.only else "") + \
+        (f" --stages {' '.join(map(str, args.stages))}" if args.stages else "") + \
+        (f" --microbatches {' '.join(map(str, args.microbatches))}" if args.microbatches else "")
+    text = report(results, command, args.note)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     if args.only is None:
         RESULTS.write_text(text + "\n")
