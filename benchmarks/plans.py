@@ -133,6 +133,7 @@ class Case:
     stage_counts: tuple[int, ...]  # pase: pipeline depths searched (equal blocks per stage)
     microbatches: tuple[int, ...]  # pase: m searched
     published: Published | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)  # the graph every plan row prices
 
 
 CASES = [
@@ -142,7 +143,10 @@ CASES = [
                    "(the SC'21 paper's 175B setup; 1,024 GPUs, not scaled)",
                    perf_options={"attention": "unfused", "dropout": True}),
          reference_every=6, stage_counts=(8, 16), microbatches=(192, 384),
-         published=Published("dgx-a100-80gb", 1024, 32.0, 138.0)),
+         published=Published("dgx-a100-80gb", 1024, 32.0, 138.0),
+         # Megatron-LM pads the vocabulary to a multiple of 128 x tp (50257 -> 51200) so
+         # that tp splits it; pase's tiles are exact, so every plan row runs the padded one.
+         model_options={"vocab": 51200}),
     Case("Llama 2 70B", "llama2-70b", 256, "h100-sxm",
          Reference(8, 4, 8, 1, 448, "1f1b", "all",
                    "SC'21 Table 1, row 76.1B (t=8, p=4, 1,024 GPUs, batch 1792), "
@@ -159,7 +163,8 @@ def run_case(case: Case, quick: bool, log, stage_counts=None, microbatches=None)
                                microbatches=ref.microbatches, schedule=ref.schedule,
                                cluster=case.cluster, cost_options=costs,
                                stage_sizes=[ref.tensor * ref.data], uniform=True,
-                               every=case.reference_every, progress=log, cost_model=MODEL)
+                               every=case.reference_every, progress=log, cost_model=MODEL,
+                               model_options=case.model_options)
     log(f"{case.name}: reference degrees solved in {time.perf_counter() - t0:.0f} s")
     layers = _count_blocks(case.model)
     found, searched, t0 = None, [], time.perf_counter()
@@ -171,7 +176,8 @@ def run_case(case: Case, quick: bool, log, stage_counts=None, microbatches=None)
                               microbatches=list(ms), schedule=ref.schedule, cluster=case.cluster,
                               cost_options={**costs, **PASE_EXTRA},
                               stage_sizes=[case.devices // s], uniform=True,
-                              every=layers // s, progress=log, cost_model=MODEL)
+                              every=layers // s, progress=log, cost_model=MODEL,
+                              model_options=case.model_options)
         searched.append(plan.search)
         log(f"{case.name}: {s} stages: {plan.step_time:.4g} s ({time.perf_counter() - t1:.0f} s)")
         if found is None or plan.step_time < found.step_time:
@@ -265,7 +271,8 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
     from pase.pipeline.stages import StageOracle
 
     ref = case.reference
-    oracle = StageOracle(lambda size: api.load_graph(case.model, batch=size), ref.global_batch,
+    oracle = StageOracle(lambda size: api.load_graph(case.model, batch=size, **case.model_options),
+                         ref.global_batch,
                          {"cluster": case.cluster, **costs}, None, {"powers_of_two": True},
                          cost_model=MODEL)
     stages, times = [], []
@@ -327,7 +334,7 @@ def _count_blocks(model: str) -> int:
 
 
 def _row(case: Case, label: str, plan) -> dict[str, Any]:
-    graph = api.load_graph(case.model, batch=plan.batch)
+    graph = api.load_graph(case.model, batch=plan.batch)  # the model's own FLOP, unpadded
     model_flop = 3 * counts(graph).forward_flops  # 2 FLOP per multiply-add; x3: fwd, bwd twice that
     peak = get_cluster(case.cluster, case.devices).device.peak_tflops * 1e12
     middle = plan.stages[len(plan.stages) // 2]
