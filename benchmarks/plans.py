@@ -28,45 +28,56 @@ Clusters Using Megatron-LM") and the repository that accompanies it:
   data 8, and the global batch scaled with the data degree, 1792 x 8 / 32 = 448,
   keeping m = 448 / (8 x 1) = 56 micro-batches per pipeline.
 
-Both sides are priced by the same alpha-beta model and simulated by the same
-simulator: fp16 elements (``bytes_per_element=2``), Adam state (4 copies of the
-weights, at 2 bytes: 8 bytes per parameter; real mixed-precision training keeps
-about 16, so memory here is an underestimate of states), and
-``efficiency=0.5``: half of the device's dense fp16 peak (989 TFLOP/s per H100,
-a multiply-add being two FLOP there as in pase), near what Megatron-LM reports
-on A100s (44-52%).
+Both sides are priced by one model, the calibrated cost model
+(``cost_models/calibrated.py``: the performance model's rules per op and per
+re-layout, the model ``pase evaluate --layout`` prices published runs with), through
+the same stage oracle (``pase.pipeline.stages.StageOracle``, ``cost_model=
+"calibrated"``): bf16 on H100-SXM, 16 bytes of state per parameter (2 weight, 2
+gradient, 12 for the fp32 master weight and Adam's moments), fused attention and no
+dropout (the models' defaults; the calibrated model has no dropout), full
+recomputation. A stage's price is one micro-batch's forward and backward with its
+once-per-step terms (gradient syncs, the optimizer step) charged 1/m; the step is the
+pipeline formula over the stages (``pase.pipeline.search.step_seconds``); the bubble
+is the formula's idle share, ``1 - m sum_i t_i / (s step)``.
 
-Three rows per model:
+Four rows per model:
 
 - **Megatron-LM layout**: the reference's stages (equal layer counts), m and
-  schedule, and Megatron's own split inside each stage: the batch over the data
-  degree, and over the tensor degree the attention heads, the MLP's hidden
-  dimension or the vocabulary (norms and residuals replicated across the tensor
-  group). GPT-3's vocabulary (50257) is not divisible by 8 (Megatron pads it to
-  51200), so the embedding, head and loss keep only the batch split there.
+  schedule, and Megatron's own split inside each stage, per op
+  (``pase.perf.plan.layout_configs``, the per-op form of ``tp=8,dp=D``): the batch
+  over the data degree, and over the tensor degree the attention heads, the MLP's
+  hidden dimension or the vocabulary (norms and residuals replicated across the
+  tensor group); no ZeRO, as the 2021 runs. GPT-3's vocabulary (50257) is not
+  divisible by 8; Megatron-LM pads it to 51200 (a multiple of 128 x tp), and every
+  GPT-3 plan row here runs that padded vocabulary so the literal split exists (MFU
+  counts the unpadded model's FLOP).
 - **reference degrees, pase splits**: the same stages, m, schedule and
-  recomputation, with the per-layer splits chosen by pase's exact dp on each
-  stage's sub-mesh (Megatron's split is one point of that space, so this row is
-  at least as fast as the previous one under pase's cost model).
+  recomputation (no ZeRO), with the per-layer splits chosen by pase's exact dp on
+  each stage's sub-mesh (Megatron's split is one point of that space, so this row
+  is at least as fast as the previous one under the same model).
 - **pase**: searched. The pipeline depth from the listed stage counts (equal
   layer counts on equal sub-meshes, the form Megatron-LM uses), m from the
   listed choices, per-layer splits by the dp, recomputation as the reference's,
   and ZeRO stage 1 (the optimizer state sharded over each op's data-parallel
-  group, which Megatron-LM later added as its distributed optimizer). The space
-  is kept small for time: for GPT-3, 4 stages (24 layers each) and m = 96 were
-  left out because the memory-capped dp on such stages ran for more than nine
-  minutes; within the space listed the plan is optimal.
+  group, which Megatron-LM later added as its distributed optimizer). Within
+  the space listed the plan is optimal.
+
+The plan tables also give each plan's step with its gradient sync exposed as the
+layout path charges it (:func:`sync_exposure`): after the last backward, hidden
+only behind that one micro-batch's backward. The calibrated pipeline price hides
+it behind every micro-batch's backward at the overlap tax; the column says how
+much that difference moves each row.
 
 MFU: model FLOP per step (3 x the forward FLOP of ``pase.counts``, 2 per
 multiply-add: forward and twice that backward; recomputation not counted) over
-simulated step time x devices x peak (989 TFLOP/s dense fp16 per H100).
+priced step time x devices x peak (989 TFLOP/s dense bf16 per H100).
 
 Under the performance model (``pase.perf``, what ``pase evaluate --layout`` runs):
 each reference layout priced literally (tp/pp/dp, micro-batch, global batch, 1F1B,
 full recomputation) on the case's cluster and, for GPT-3 175B, on the hardware it
-ran on (``dgx-a100-80gb``, 1,024 GPUs) against the published step time. The 2021
-GPT-3 run is priced as it ran: unfused attention (scores stored) and dropout; the
-Llama 2 row keeps the model's defaults (fused attention, no dropout).
+ran on (``dgx-a100-80gb``, 1,024 GPUs) against the published step time. Each layout is priced with the models' defaults (fused attention, no dropout: the
+options the calibrated rows price, so the literal plan row can be checked against it)
+and the 2021 GPT-3 run also as it ran: unfused attention (scores stored) and dropout.
 """
 from __future__ import annotations
 
@@ -142,7 +153,7 @@ CASES = [
                    "Megatron-LM examples/pretrain_gpt3_175B.sh and its README paragraph "
                    "(the SC'21 paper's 175B setup; 1,024 GPUs, not scaled)",
                    perf_options={"attention": "unfused", "dropout": True}),
-         reference_every=6, stage_counts=(8, 16), microbatches=(192, 384),
+         reference_every=6, stage_counts=(4, 8, 16, 32), microbatches=(96, 192, 384),
          published=Published("dgx-a100-80gb", 1024, 32.0, 138.0),
          # Megatron-LM pads the vocabulary to a multiple of 128 x tp (50257 -> 51200) so
          # that tp splits it; pase's tiles are exact, so every plan row runs the padded one.
@@ -151,7 +162,7 @@ CASES = [
          Reference(8, 4, 8, 1, 448, "1f1b", "all",
                    "SC'21 Table 1, row 76.1B (t=8, p=4, 1,024 GPUs, batch 1792), "
                    "data degree and batch scaled by 256/1024"),
-         reference_every=20, stage_counts=(4, 8, 16), microbatches=(28, 56, 112)),
+         reference_every=20, stage_counts=(2, 4, 8, 16), microbatches=(28, 56, 112, 224)),
 ]
 
 
@@ -185,9 +196,12 @@ def run_case(case: Case, quick: bool, log, stage_counts=None, microbatches=None)
     search_seconds = time.perf_counter() - t0
     log(f"{case.name}: pase searched in {search_seconds:.0f} s")
     literal = megatron_plan(case, reference, costs)
-    rows = [_row(case, label, plan) for label, plan in
-            (("Megatron-LM layout", literal), ("reference degrees, pase splits", reference),
-             ("pase", found))]
+    rows = []
+    for label, plan, zero in (("Megatron-LM layout", literal, {}),
+                              ("reference degrees, pase splits", reference, {}),
+                              ("pase", found, PASE_EXTRA)):
+        rows.append(_row(case, label, plan))
+        rows[-1]["exposed"] = sync_exposure(case, plan, {**costs, **zero})
     return {"case": case, "rows": rows, "perf": perf_rows(case), "stage_counts": counts_,
             "stage_solves": sum(x.get("stage_solves", 0) for x in searched),
             "microbatches": ms, "search_seconds": search_seconds,
@@ -302,6 +316,47 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
     return plan
 
 
+def sync_exposure(case: Case, plan, costs: dict[str, Any]) -> float:
+    """Seconds a step would add if each stage's gradient sync were exposed as the layout
+    path (``pase.perf``) charges it: after the stage's last backward, hidden only behind
+    that one micro-batch's backward (``max(0, S - W1)`` plus the overlap tax on the rest).
+    The calibrated pipeline price charges the sync at the tax alone, 1/m per micro-batch
+    (hidden behind all m backwards). The step adds the largest stage's difference, as the
+    layout path adds its largest stage's once-per-step term."""
+    import numpy as np
+
+    from pase.cost_models.calibrated_plan import _collectives
+    from pase.pipeline.stages import stage_cost_model
+    from pase.space import ConfigSpace
+    from pase.work.variants import apply_variant
+
+    graph = api.load_graph(case.model, batch=plan.microbatch_size, **case.model_options)
+    model = stage_cost_model({"cluster": case.cluster, **costs}, 1, MODEL)
+    extra, seen = 0.0, {}
+    for st in plan.stages:
+        if st.devices not in seen:
+            seen[st.devices] = (model.bind(graph, st.devices),
+                                ConfigSpace(graph, st.devices, powers_of_two=True))
+        bound, space = seen[st.devices]
+        fixed = getattr(bound, "fixed_variants", {}) or {}
+        sync = window = 0.0
+        first, end = st.op_range
+        for i in range(first, end):
+            op = graph.ops[i]
+            k = space.index_of(op.name, {d: f for d, f in st.configs[op.name].items() if f > 1})
+            work = bound.work(op, np.asarray(space.configs[i][k:k + 1]))
+            variant = st.variants.get(op.name)
+            zero, again = ((int(variant["zero"]), bool(variant["recompute"])) if variant else
+                           tuple(fixed.get(op.name, (0, False))))
+            work = apply_variant(work, zero, again)
+            sync += _collectives(bound, work)["sync"]
+            window += float(work.backward_seconds[0]) + \
+                (float(work.forward_seconds[0]) if again else 0.0)
+        tax = bound.hw.overlap
+        extra = max(extra, max(0.0, sync - window) + tax * min(sync, window) - tax * sync)
+    return extra
+
+
 def differing_ops(given, found) -> list[tuple[str, str, str, int]]:
     """Where two plans of the same stages split ops differently, per op of a layer (the
     name after the layer's prefix): (op, given split, found split, layers it differs in),
@@ -382,14 +437,19 @@ def report(results: list[dict[str, Any]], command: str, note: str = "") -> str:
                   f"{PASE_EXTRA['zero']}, per-layer splits by the dp inside each stage; "
                   f"{res['stage_solves']} stage solves, {res['search_seconds']:.0f} s.", "",
                   "| plan | priced step (s) | vs Megatron-LM layout | bubble "
-                  "| memory / device (GiB) | MFU | status | layout |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| memory / device (GiB) | MFU | status | + sync exposed as the layout path "
+                  "charges it (s) | step with it (s) | vs Megatron-LM layout, with it | layout |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         base = res["rows"][0]["priced"]
+        base_exposed = base + res["rows"][0]["exposed"]
         for r in res["rows"]:
             fits = "" if r["fits"] else " (over the cap)"
+            with_sync = r["priced"] + r["exposed"]
             lines.append(f"| {r['label']} | {r['priced']:.3f} | {base / r['priced']:.3f}x | "
                          f"{r['bubble']:.1%} | {r['memory'] / 2**30:.1f}{fits} | {r['mfu']:.1%} | "
-                         f"{r['status']} | {r['plan']}; middle stage: {r['splits']} |")
+                         f"{r['status']} | {r['exposed']:.3f} | {with_sync:.3f} | "
+                         f"{base_exposed / with_sync:.3f}x | "
+                         f"{r['plan']}; middle stage: {r['splits']} |")
         lines.append("")
         for key, label in (("differ_ref", "reference degrees, pase splits"), ("differ", "pase")):
             if res[key]:
