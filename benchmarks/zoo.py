@@ -251,20 +251,20 @@ def main(argv: list[str] | None = None) -> int:
 HEADER = """# Model zoo: auto against the baselines
 
 `python benchmarks/zoo.py` on this project's 2-core machine. Default sizes of each model
-(`pase models`); alpha-beta cost model with the device memory as the cap (2-byte elements:
-bf16 activations, weights and gradients; Adam's two moments at the same size: 8 bytes a
-parameter; attention scores are kept for the backward pass, as the IR models them);
-clusters of 8-device nodes grown to p. The solver is `auto`, the default: the dp where its
-plan fits, otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
-the answer is feasible rather than proven optimal). Ratios are auto's cost over the baseline's (below 1:
-auto's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
-FLOP: pase's forward FLOP (a multiply-add is two FLOP; an embedding is a gather, no FLOP:
-its bytes run at memory speed). Out-of-reach rows show the dry run's prediction (`pase solve --dry-run`) instead.
-Rows that hit the first run's 60 s limit or were predicted over it were run again with
-180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
-`dp time limit` are memory-capped searches on the largest models, where the cap binds and
-the capped dp is much slower than its uncapped prediction. The build budget counts the
-arrays alpha-beta builds, a shared matrix once.
+(`pase models`); the calibrated cost model (`cost_models/calibrated.py`: the performance
+model's rules per op; bf16 on A100 and H100, so 2-byte activations, weights and gradients
+and 16 bytes of state a parameter with Adam's fp32 moments and master weight; fused
+attention; no recomputation, no ZeRO) with the device memory as the cap; clusters of
+8-device nodes grown to p. The solver is `auto`, the default: the dp where its plan fits,
+otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
+the answer is feasible rather than proven optimal). Every cost is the plan's own price
+(the Problem's sum plus the exposed gradient sync and transient memory, what `pase solve`
+reports), and the status is the certified one: `feasible` where that price is above the
+Problem's bound. Ratios are auto's price over the baseline's (below 1: auto's strategy is
+faster); `infeasible` means the baseline does not fit the memory cap. FLOP: pase's forward
+FLOP (a multiply-add is two FLOP; an embedding is a gather, no FLOP). Out-of-reach rows
+show the dry run's prediction (`pase solve --dry-run`) instead. The build budget counts
+the arrays the calibrated model builds, a shared matrix once.
 
 """
 FOOTER = ""
