@@ -65,7 +65,7 @@ Four rows per model:
   minutes on this machine.
 
 The plan tables also give each plan's step with its gradient sync exposed as the
-layout path charges it (:func:`sync_exposure`): after the last backward, hidden
+layout path charges it (:func:`layout_rules`): after the last backward, hidden
 only behind that one micro-batch's backward. The calibrated pipeline price hides
 it behind every micro-batch's backward at the overlap tax; the column says how
 much that difference moves each row.
@@ -198,16 +198,18 @@ def run_case(case: Case, quick: bool, log, stage_counts=None, microbatches=None)
     search_seconds = time.perf_counter() - t0
     log(f"{case.name}: pase searched in {search_seconds:.0f} s")
     literal = megatron_plan(case, reference, costs)
+    roles = api.load_graph(case.model, batch=1, **case.model_options)  # dims' roles
     rows = []
     for label, plan, zero in (("Megatron-LM layout", literal, {}),
                               ("reference degrees, pase splits", reference, {}),
                               ("pase", found, PASE_EXTRA)):
         rows.append(_row(case, label, plan))
-        rows[-1]["exposed"] = sync_exposure(case, plan, {**costs, **zero})
+        rows[-1]["exposed"], rows[-1]["memory_full"] = layout_rules(case, plan, {**costs, **zero})
     return {"case": case, "rows": rows, "perf": perf_rows(case), "stage_counts": counts_,
             "stage_solves": sum(x.get("stage_solves", 0) for x in searched),
             "microbatches": ms, "search_seconds": search_seconds,
-            "differ": differing_ops(literal, found), "differ_ref": differing_ops(literal, reference)}
+            "differ": differing_ops(literal, found, roles),
+            "differ_ref": differing_ops(literal, reference, roles)}
 
 
 def perf_rows(case: Case) -> list[dict[str, Any]]:
@@ -318,13 +320,18 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
     return plan
 
 
-def sync_exposure(case: Case, plan, costs: dict[str, Any]) -> float:
-    """Seconds a step would add if each stage's gradient sync were exposed as the layout
-    path (``pase.perf``) charges it: after the stage's last backward, hidden only behind
-    that one micro-batch's backward (``max(0, S - W1)`` plus the overlap tax on the rest).
-    The calibrated pipeline price charges the sync at the tax alone, 1/m per micro-batch
-    (hidden behind all m backwards). The step adds the largest stage's difference, as the
-    layout path adds its largest stage's once-per-step term."""
+def layout_rules(case: Case, plan, costs: dict[str, Any]) -> tuple[float, float]:
+    """What the layout path (``pase.perf``) and a plan's own price charge that the
+    calibrated pipeline price leaves out: (seconds, bytes per device).
+
+    Seconds: each stage's gradient sync exposed as the layout path charges it, after the
+    stage's last backward, hidden only behind that one micro-batch's backward
+    (``max(0, S - W1)`` plus the overlap tax on the rest), less the tax alone, which is
+    what the pipeline price charges (1/m per micro-batch, as if every backward hid it);
+    the step adds the largest stage's difference, as the layout path adds its largest
+    stage's once-per-step term. Bytes: the largest stage's memory with full
+    recomputation's working set (the largest layer's activations, rebuilt in the
+    backward pass), as ``price_plan`` adds it."""
     import numpy as np
 
     from pase.cost_models.calibrated_plan import _collectives
@@ -334,7 +341,7 @@ def sync_exposure(case: Case, plan, costs: dict[str, Any]) -> float:
 
     graph = api.load_graph(case.model, batch=plan.microbatch_size, **case.model_options)
     model = stage_cost_model({"cluster": case.cluster, **costs}, 1, MODEL)
-    extra, seen = 0.0, {}
+    extra, memory, seen = 0.0, 0.0, {}
     for st in plan.stages:
         if st.devices not in seen:
             seen[st.devices] = (model.bind(graph, st.devices),
@@ -342,11 +349,15 @@ def sync_exposure(case: Case, plan, costs: dict[str, Any]) -> float:
         bound, space = seen[st.devices]
         fixed = getattr(bound, "fixed_variants", {}) or {}
         sync = window = 0.0
+        layers: dict[str, float] = {}
         first, end = st.op_range
         for i in range(first, end):
             op = graph.ops[i]
             k = space.index_of(op.name, {d: f for d, f in st.configs[op.name].items() if f > 1})
             work = bound.work(op, np.asarray(space.configs[i][k:k + 1]))
+            unit = bound.context(op).unit
+            if unit not in ("pre", "post"):
+                layers[unit] = layers.get(unit, 0.0) + float(work.activation_bytes[0])
             variant = st.variants.get(op.name)
             zero, again = ((int(variant["zero"]), bool(variant["recompute"])) if variant else
                            tuple(fixed.get(op.name, (0, False))))
@@ -356,28 +367,46 @@ def sync_exposure(case: Case, plan, costs: dict[str, Any]) -> float:
                 (float(work.forward_seconds[0]) if again else 0.0)
         tax = bound.hw.overlap
         extra = max(extra, max(0.0, sync - window) + tax * min(sync, window) - tax * sync)
-    return extra
+        working = max(layers.values(), default=0.0) if costs.get("recompute") in ("all", "full") \
+            else 0.0
+        memory = max(memory, st.memory_bytes + working)
+    return extra, memory
 
 
-def differing_ops(given, found) -> list[tuple[str, str, str, int]]:
-    """Where two plans of the same stages split ops differently, per op of a layer (the
-    name after the layer's prefix): (op, given split, found split, layers it differs in),
-    in the middle stage. Plans with different stages are compared stage for stage only
-    when their stage counts match; otherwise nothing is listed."""
-    if len(given.stages) != len(found.stages):
-        return []
-    mid = len(given.stages) // 2
-    a, b = given.stages[mid].configs, found.stages[mid].configs
-    out: dict[tuple[str, str, str], int] = {}
+def differing_ops(given, found, graph) -> list[tuple[str, str, str, int, int]]:
+    """Where ``found`` splits ops differently from ``given``, over the whole model (any
+    stage counts): per op of a layer (the name after the layer's prefix; an op outside the
+    layers by its name), each plan's most common split, and in how many of the layers
+    holding that op the two differ: (op, given split, found split, differing, layers).
+    A batch split counts as the share of the micro-batch it splits (``b8`` of 8 samples
+    and ``b16`` of 16 are the same split); ``graph`` gives the dims' roles."""
+    from collections import Counter
+
+    batch = {op.name: {d.name for d in op.dims if d.role == "batch"} for op in graph.ops}
+
+    def same(name: str, x: dict[str, int], y: dict[str, int]) -> bool:
+        def key(config: dict[str, int], size: int) -> tuple:
+            return tuple(sorted((d, f / size if d in batch[name] else f)
+                                for d, f in config.items() if f > 1))
+        return key(x, given.microbatch_size) == key(y, found.microbatch_size)
+
+    def merged(plan) -> dict[str, dict[str, int]]:
+        return {name: config for st in plan.stages for name, config in st.configs.items()}
+
+    a, b = merged(given), merged(found)
+    splits: dict[str, tuple[Counter, Counter]] = {}
+    differ: Counter = Counter()
     for name, config in a.items():
-        other = b.get(name)
-        if other is None:
+        if name not in b:
             continue
-        sa, sb = _split_text(config), _split_text(other)
-        if sa != sb:
-            key = (name.split(".", 1)[1] if "." in name else name, sa, sb)
-            out[key] = out.get(key, 0) + 1
-    return [(op, sa, sb, n) for (op, sa, sb), n in out.items()]
+        key = name.split(".", 1)[1] if "." in name else name
+        sa, sb = _split_text(config), _split_text(b[name])
+        ca, cb = splits.setdefault(key, (Counter(), Counter()))
+        ca[sa] += 1
+        cb[sb] += 1
+        differ[key] += not same(name, config, b[name])
+    return [(key, ca.most_common(1)[0][0], cb.most_common(1)[0][0], differ[key], sum(ca.values()))
+            for key, (ca, cb) in splits.items() if differ[key]]
 
 
 def _split_text(config: dict[str, int]) -> str:
@@ -400,7 +429,7 @@ def _row(case: Case, label: str, plan) -> dict[str, Any]:
     cap = get_cluster(case.cluster, case.devices).device.memory_bytes
     return {"label": label, "plan": plan.one_line(), "splits": _splits(middle),
             "priced": plan.step_time, "bubble": 1 - busy / (len(plan.stages) * plan.step_time),
-            "memory": memory, "fits": memory <= cap,
+            "memory": memory, "fits": memory <= cap, "cap": cap,
             "mfu": model_flop / (plan.step_time * case.devices * peak), "status": plan.status}
 
 
@@ -440,8 +469,9 @@ def report(results: list[dict[str, Any]], command: str, note: str = "") -> str:
                   f"{res['stage_solves']} stage solves, {res['search_seconds']:.0f} s.", "",
                   "| plan | priced step (s) | vs Megatron-LM layout | bubble "
                   "| memory / device (GiB) | MFU | status | + sync exposed as the layout path "
-                  "charges it (s) | step with it (s) | vs Megatron-LM layout, with it | layout |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "charges it (s) | step with it (s) | vs Megatron-LM layout, with it "
+                  "| memory with the recompute working set (GiB) | layout |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         base = res["rows"][0]["priced"]
         base_exposed = base + res["rows"][0]["exposed"]
         for r in res["rows"]:
@@ -450,20 +480,21 @@ def report(results: list[dict[str, Any]], command: str, note: str = "") -> str:
             lines.append(f"| {r['label']} | {r['priced']:.3f} | {base / r['priced']:.3f}x | "
                          f"{r['bubble']:.1%} | {r['memory'] / 2**30:.1f}{fits} | {r['mfu']:.1%} | "
                          f"{r['status']} | {r['exposed']:.3f} | {with_sync:.3f} | "
-                         f"{base_exposed / with_sync:.3f}x | "
+                         f"{base_exposed / with_sync:.3f}x | {r['memory_full'] / 2**30:.1f}"
+                         f"{'' if r['memory_full'] <= r['cap'] else ' (over the cap)'} | "
                          f"{r['plan']}; middle stage: {r['splits']} |")
         lines.append("")
         for key, label in (("differ_ref", "reference degrees, pase splits"), ("differ", "pase")):
             if res[key]:
-                lines += [f"Ops of the middle stage that {label} splits differently from the "
-                          f"Megatron-LM layout (per op of a layer; how many of the stage's "
-                          f"layers):", "", "| op | Megatron-LM | pase | layers |",
+                lines += [f"Ops that {label} splits differently from the Megatron-LM layout, per "
+                          "op of a layer (each plan's most common split; in how many of the "
+                          "layers holding the op the two differ; a batch split counts as the "
+                          "share of the micro-batch it splits):", "",
+                          "| op | Megatron-LM | " + label + " | layers differing |",
                           "|---|---|---|---|"]
-                lines += [f"| {op} | {a} | {b} | {n} |" for op, a, b, n in res[key]]
+                lines += [f"| {op} | {a} | {b} | {n} of {total} |"
+                          for op, a, b, n, total in res[key]]
                 lines.append("")
-            elif key == "differ":
-                lines += [f"{label}: a different stage count from the reference; no op-by-op "
-                          "comparison.", ""]
     lines += perf_section(results)
     return "\n".join(lines) + "\n\n" + READING
 
