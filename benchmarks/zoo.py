@@ -4,8 +4,11 @@ For each model (default sizes) and device count: vertices, edges and total
 configurations; parameters and forward FLOP (``pase.counts``; a multiply-add is
 two FLOP, as device peaks count it); the dp's build and solve seconds; and the cost
 of the dp's strategy relative to data parallelism and to the megatron baseline
-under the alpha-beta model on ``dgx-a100`` and ``h100-sxm`` (nodes of 8, the
-device memory as the cap), with one line describing the dp's strategy.
+under the calibrated model on ``dgx-a100`` and ``h100-sxm`` (nodes of 8, the
+device memory as the cap), with one line describing the dp's strategy. Every cost is
+the plan's own price (``price_plan``: the Problem's sum plus the exposed gradient
+sync and transient memory), as ``pase solve`` reports it; auto's status is the
+certified one (``optimal`` only where the plan's price is the Problem's bound).
 
 Each row is solved by ``auto``, the default solver (the dp, or where the dp's
 tables do not fit, the decomposition, marked ``(decompose)``). A (model, p) whose dp
@@ -18,7 +21,8 @@ dp can be slower than its uncapped prediction) stops at the same time limit and
 is marked too.
 
     python benchmarks/zoo.py [--models gpt2,llama2-7b] [--devices 8,64,256]
-                             [--max-seconds 60] [--out benchmarks/results/zoo.md]
+                             [--max-seconds 60] [--precision bf16]
+                             [--out benchmarks/results/zoo.md]
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from pathlib import Path
 
 from provenance import stamp
 
-from pase.api import build_problem, build_space, make_cost_model, run_solver
+from pase.api import build_problem, build_space, certified, make_cost_model, run_solver
 from pase.costing import problem_shape
 from pase.counts import counts
 from pase.errors import PaseError, TimeLimitError
@@ -81,11 +85,21 @@ def _ratio(a: float, b: float | None) -> str:
     return "infeasible" if b is None or not math.isfinite(b) else f"{a / b:.3f}"
 
 
-def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: float) -> dict:
+def _options(precision: str | None) -> dict:
+    return {} if precision is None else {"precision": precision}
+
+
+def solve_on(model: str, p: int, cluster: str, max_seconds: float, precision: str | None) -> dict:
     start = time.perf_counter()
-    built = build_problem(model, p, "alpha-beta", cluster=cluster,
-                          cost_options={"bytes_per_element": dtype_bytes})
+    built = build_problem(model, p, "calibrated", cluster=cluster,
+                          cost_options=_options(precision))
     build_s = time.perf_counter() - start
+    cap = built.problem.memory_cap
+
+    def priced(sol):  # the plan's own price and the status it supports
+        return certified(sol, built.cost_model.price_plan(built.graph, built.problem, sol.choice),
+                         cap)
+
     row = {"build_s": build_s}
     try:
         sol = run_solver("auto", built.problem, time_limit=max_seconds)
@@ -96,6 +110,8 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: 
         row.update(status=f"out of reach: {str(exc)[:80]}")
         return row
     row["solve_s"] = sol.wall_time
+    if sol.choice is not None:
+        sol = priced(sol)
     if sol.choice is None:
         row["status"] = f"infeasible (least memory {built.problem.min_memory() / 2**30:.1f} GiB)"
         return row
@@ -105,22 +121,29 @@ def solve_on(model: str, p: int, cluster: str, max_seconds: float, dtype_bytes: 
     row["cost_s"] = sol.cost
     for base in ("data-parallel", "megatron"):
         other = run_solver(base, built.problem)
+        if other.choice is not None and math.isfinite(other.cost):
+            other = priced(other)
+            if cap is not None and other.status.name == "FEASIBLE" and \
+                    built.cost_model.price_plan(built.graph, built.problem,
+                                                other.choice)["memory_bytes"] > cap:
+                other = replace(other, cost=math.inf)  # its transient memory breaks the cap
         row[base] = _ratio(sol.cost, other.cost if other.choice is not None else None)
     row["strategy"] = describe(built.graph, built.space, sol.choice)
     return row
 
 
 def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
-            dtype_bytes: float) -> dict:
+            precision: str | None) -> dict:
     graph, space = build_space(model, p)
     # The dry run finds repeated blocks by the paper model's structural keys, prices their
     # fold at alpha-beta's rate (its edges read the placement) and counts no probe (every
     # row is capped at the device memory): what `pase solve --dry-run --cluster C` says.
     shape = replace(problem_shape(graph, space, cost_model=make_cost_model("paper")),
                     port_classes=False)
-    # The build budget holds the arrays alpha-beta builds: a matrix shared by its keys counts once.
+    # The build budget holds the arrays the calibrated model builds: a matrix shared by its
+    # keys counts once.
     built_shape = problem_shape(graph, space, cost_model=make_cost_model(
-        "alpha-beta", cluster=CLUSTERS[0], bytes_per_element=dtype_bytes).for_devices(p))
+        "calibrated", cluster=CLUSTERS[0], **_options(precision)).bind(graph, p))
     c = counts(graph)
     row = {"model": model, "p": p, "vertices": shape.num_vertices, "edges": len(shape.edges),
            "configs": int(sum(space.sizes)), "parameters": c.parameters, "flops": c.forward_flops}
@@ -139,7 +162,7 @@ def run_one(model: str, p: int, max_seconds: float, max_build_bytes: float,
                           f"(dependent set {best['max_dependent_set']})")
         return row
     for cluster in CLUSTERS:
-        row[cluster] = solve_on(model, p, cluster, max_seconds, dtype_bytes)
+        row[cluster] = solve_on(model, p, cluster, max_seconds, precision)
     return row
 
 
@@ -185,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(ZOO))
     ap.add_argument("--devices", default="8,64,256")
     ap.add_argument("--max-seconds", type=float, default=60.0)
-    ap.add_argument("--bytes-per-element", type=float, default=2.0,
-                    help="the alpha-beta model's element size (2: bf16 training, the default)")
+    ap.add_argument("--precision", default=None,
+                    help="the calibrated model's precision (default: the device's, bf16 on "
+                         "A100 and H100: 2-byte activations, 16 bytes of state a parameter)")
     ap.add_argument("--max-build-gib", type=float, default=4.0,
                     help="skip a (model, p) whose cost arrays are predicted larger than this")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "zoo.md"))
@@ -212,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             say(f"{model} p={p} ...")
             row = run_one(model, p, args.max_seconds, args.max_build_gib * 2**30,
-                          args.bytes_per_element)
+                          args.precision)
             rows.append(row)
             say(f"  {time.perf_counter() - start:.1f} s: {json.dumps(row, default=str)}")
             if args.rows:
@@ -227,20 +251,20 @@ def main(argv: list[str] | None = None) -> int:
 HEADER = """# Model zoo: auto against the baselines
 
 `python benchmarks/zoo.py` on this project's 2-core machine. Default sizes of each model
-(`pase models`); alpha-beta cost model with the device memory as the cap (2-byte elements:
-bf16 activations, weights and gradients; Adam's two moments at the same size: 8 bytes a
-parameter; attention scores are kept for the backward pass, as the IR models them);
-clusters of 8-device nodes grown to p. The solver is `auto`, the default: the dp where its
-plan fits, otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
-the answer is feasible rather than proven optimal). Ratios are auto's cost over the baseline's (below 1:
-auto's strategy is faster); `infeasible` means the baseline does not fit the memory cap.
-FLOP: pase's forward FLOP (a multiply-add is two FLOP; an embedding is a gather, no FLOP:
-its bytes run at memory speed). Out-of-reach rows show the dry run's prediction (`pase solve --dry-run`) instead.
-Rows that hit the first run's 60 s limit or were predicted over it were run again with
-180-400 s (`--models M --devices P --max-seconds 400`); the cells still marked
-`dp time limit` are memory-capped searches on the largest models, where the cap binds and
-the capped dp is much slower than its uncapped prediction. The build budget counts the
-arrays alpha-beta builds, a shared matrix once.
+(`pase models`); the calibrated cost model (`cost_models/calibrated.py`: the performance
+model's rules per op; bf16 on A100 and H100, so 2-byte activations, weights and gradients
+and 16 bytes of state a parameter with Adam's fp32 moments and master weight; fused
+attention; no recomputation, no ZeRO) with the device memory as the cap; clusters of
+8-device nodes grown to p. The solver is `auto`, the default: the dp where its plan fits,
+otherwise the decomposition (`status` marks its answers `(decompose)`, with the gap when
+the answer is feasible rather than proven optimal). Every cost is the plan's own price
+(the Problem's sum plus the exposed gradient sync and transient memory, what `pase solve`
+reports), and the status is the certified one: `feasible` where that price is above the
+Problem's bound. Ratios are auto's price over the baseline's (below 1: auto's strategy is
+faster); `infeasible` means the baseline does not fit the memory cap. FLOP: pase's forward
+FLOP (a multiply-add is two FLOP; an embedding is a gather, no FLOP). Out-of-reach rows
+show the dry run's prediction (`pase solve --dry-run`) instead. The build budget counts
+the arrays the calibrated model builds, a shared matrix once.
 
 """
 FOOTER = ""
