@@ -200,3 +200,14 @@ def test_a_pipeline_with_exposed_syncs_claims_no_proof(capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["search"]["exposed_sync_stages"] and plan["status"] == "feasible"
     assert plan["gap"] is None
+
+
+def test_simulate_runs_the_kernels_as_the_calibrated_model_priced_them(capsys):
+    """`pase simulate --cluster` solves with the calibrated model; its simulation used to run
+    at alpha-beta's flat 50% of peak with 4-byte elements (20 us for a plan priced 134 us)."""
+    argv = ["mlp", "-p", "8", "--cluster", "dgx-a100", "--format", "json"]
+    assert main(["simulate", *argv]) == 0
+    simulated = json.loads(capsys.readouterr().out)["step_time"]
+    assert main(["solve", *argv]) == 0
+    priced = json.loads(capsys.readouterr().out)["step_seconds"]
+    assert 0.5 < simulated / priced < 2.0

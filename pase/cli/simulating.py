@@ -87,13 +87,17 @@ def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     costs = cost_kwargs(args, default="alpha-beta")
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **costs)
-    solution = api.run_solver(solver, built.problem, seed=args.seed)
-    if solution.choice is None:
-        raise OptionError(f"solver {solver!r} found no strategy ({solution.status}) to simulate")
+    strategy = api.solve_built(built, solver, seed=args.seed)
+    solution = strategy.solution
+    if solution is None or solution.choice is None:
+        status = "no answer" if solution is None else solution.status
+        raise OptionError(f"solver {solver!r} found no strategy ({status}) to simulate")
+    # the simulator runs the kernels as the model priced them: the calibrated model's own
+    # roofline, precision and element size; alpha-beta's options where they were given
+    own = hasattr(built.cost_model, "price_plan")
     shared = {k: v for k, v in built.cost_model.__dict__.items() if k in _SHARED_OPTIONS
-              and k in costs["cost_options"]}
+              and (k in costs["cost_options"] or (own and k != "split"))}
     source = f"solver {solver} ({built.cost_model.name} cost model)"
-    strategy = api.to_strategy(built, solution)
     shared["variants"] = strategy.variants  # each op's ZeRO stage and recomputation
     return strategy.configs, source, shared
 
