@@ -504,10 +504,9 @@ READING = """## Reading the tables
 - **One price for the reference.** Megatron-LM's literal layout, priced per op by the
   calibrated model through the pipeline (13.40 s for GPT-3 175B, 13.21 s for Llama 2
   70B), is within 1% of the layout path's price of the same layout with the same
-  options (13.52 s and 13.28 s, "defaults" rows above). Its memory is lower here
-  (22.6 and 32.6 GiB against 26.5 and 37.7): the pipeline stages count state and
-  in-flight activations by the calibrated model's rules, and the two memory counts
-  are not yet reconciled for pipelines.
+  options (13.52 s and 13.28 s, "defaults" rows above). Its memory is 27.1 and 37.6 GiB
+  against the layout path's 26.5 and 37.7 (a recomputed layer's kept outputs now count
+  in each micro-batch in flight, as the layout path counts them).
 - **The op-level plan still wins, by less.** At the reference's own depth, m and
   recomputation, without ZeRO, pase's per-op splits are 1.19x (GPT-3) and 1.23x
   (Llama 2) faster than the literal layout (1.16x and 1.20x with the sync exposed as
@@ -515,7 +514,7 @@ READING = """## Reading the tables
   over it once full recomputation's working set is added). Searched, with ZeRO-1,
   pase is 1.235x faster for GPT-3 175B (8 stages of 128 devices, m = 96 of 16, not the
   published 16 x 64) and 1.311x for Llama 2 70B (the published 4 stages, m = 28 of
-  16), at 45 and 68 GiB; 1.224x and 1.315x with the sync exposed.
+  16), at 45 and 69 GiB; 1.236x and 1.315x with the sync exposed.
 - **Which ops differ.** Megatron-LM splits every projection and MLP GEMM 8 ways by
   heads or hidden units and replicates norms and residuals across the tensor group.
   pase's GPT-3 plan keeps the attention core split 8 ways by heads, but splits the
