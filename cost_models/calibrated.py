@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pase.cost_models.calibrated_plan import price_plan
+import numpy as np
+
+from pase.cost_models.calibrated_plan import price_plan, sync_slack
 from pase.cost_models.calibrated_rules import CalibratedRules
 from pase.cost_models.calibrated_search import certified
 from pase.ir import Graph
@@ -25,6 +27,10 @@ class CalibratedCostModel(CalibratedRules):
     def price_plan(self, graph: Graph, problem: Problem, choice) -> dict[str, Any]:
         """The plan's price (:func:`pase.cost_models.calibrated_plan.price_plan`)."""
         return price_plan(graph, self, problem, choice)
+
+    def sync_slack(self, graph: Graph, problem: Problem) -> list[np.ndarray]:
+        """Each candidate's sync slack (:func:`pase.cost_models.calibrated_plan.sync_slack`)."""
+        return sync_slack(graph, self, problem)
 
     def search(self, graph: Graph, problem: Problem,
                run: Callable[[Problem], Solution]) -> tuple[Solution, dict[str, Any] | None]:

@@ -184,16 +184,14 @@ class StageOracle:
                      result: StageResult) -> float:
         """Under the calibrated model, by how much the stage's gradient syncs outlast the
         backward pass that should hide them (``<= 0``: hidden, as its price assumes); the
-        summed sync slack of its ops (:func:`pase.cost_models.calibrated_plan.sync_slack`).
-        0 under alpha-beta, which charges each sync in full."""
-        if self.cost_model != "calibrated":
+        summed sync slack of its ops (the model's ``sync_slack``). 0 under alpha-beta, which
+        charges each sync in full."""
+        model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
+        if not hasattr(model, "sync_slack"):
             return 0.0
-        from pase.cost_models.calibrated_plan import sync_slack
-
         lay = self.layered(devices, microbatches)
         if lay.slack is None:
-            model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
-            lay.slack = sync_slack(lay.graph, model, lay.problem)
+            lay.slack = model.sync_slack(lay.graph, lay.problem)
         return float(sum(lay.slack[first + j][c] for j, c in enumerate(result.choice)))
 
     def stage(self, first: int, end: int, devices: int, microbatches: int,
