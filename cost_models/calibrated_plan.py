@@ -31,14 +31,13 @@ from pase.perf.ops import price_ops
 from pase.perf.pipeline import placement
 from pase.perf.step import _flop, _sequence
 from pase.problem import Problem
-from pase.work.layout import owned_axes
 from pase.work.variants import apply_variant
 
 VERSION = 1
 
 
 def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
-               choice: tuple[int, ...], *, global_batch: int | None = None) -> dict[str, Any]:
+               choice: tuple[int, ...]) -> dict[str, Any]:
     """The price of ``choice`` (candidate indices of ``problem``, built by ``model`` for
     ``graph``): ``step_seconds``, ``memory_bytes``, ``fits_memory``, ``mfu``, ``hfu``,
     ``breakdown``, ``memory`` and the Problem's own sum (``search_seconds``)."""
@@ -73,7 +72,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
         gathers += m * parts["gathers"]
         optimizer += float(bound.optimizer_seconds(work)[0])
         fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
-        fsdp += (f, b + again, parts["gather_f"], parts["gather_b"], parts["scatter"])
+        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
         params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
             float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
         if ctx.unit not in ("pre", "post"):
@@ -126,25 +125,10 @@ def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
 
 
 def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:
-    """One config's collective seconds: critical path (per micro-batch), gradient syncs
-    (once, standalone) and ZeRO-3 gathers (per micro-batch, standalone)."""
-    out = {"critical": 0.0, "sync": 0.0, "refresh": 0.0, "gathers": 0.0, "gather_f": 0.0,
-           "gather_b": 0.0, "scatter": 0.0}
-    moved = model.moved.get(work.op.name, frozenset())
-    fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
-               for c in work.collectives)
-    for col in work.collectives:
-        t = float(model.collective(work.op, work.configs, col)[0])
-        if col.port is not None and col.port in moved and \
-                not owned_axes(work.op, work.configs, model.p)[1][0]:
-            t = 0.0  # charged on the edge
-        if col.weight is not None and (fsdp or col.phase != "gradient"):
-            out["gathers"] += t
-            out[{"forward": "gather_f", "backward": "gather_b"}.get(col.phase, "scatter")] += t
-        elif col.phase == "gradient":
-            out["refresh" if col.kind == "all-gather" else "sync"] += t
-        else:
-            out["critical"] += t
+    """One config's collective seconds by role (:meth:`CalibratedRules.collective_roles`),
+    each alone, and ``gathers``: ZeRO-3's three together."""
+    out = {role: float(t[0]) for role, t in model.collective_roles(work).items()}
+    out["gathers"] = out["gather_forward"] + out["gather_backward"] + out["scatter"]
     return out
 
 
@@ -203,16 +187,8 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
                 again = work.forward_seconds if variant[1] else 0.0
                 window = 0.0 if bound.context(op).unit == "pre" else \
                     (work.backward_seconds + again) * share  # the last micro-batch's
-                sync, refresh = np.zeros(len(rows)), np.zeros(len(rows))
-                fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
-                           for c in work.collectives)
-                for c in work.collectives:
-                    if c.phase == "gradient" and not (fsdp and c.weight is not None):
-                        t = bound.collective(op, work.configs, c)
-                        if c.kind == "all-gather":
-                            refresh = refresh + t
-                        else:
-                            sync = sync + t
+                roles = bound.collective_roles(work)
+                sync, refresh = roles["sync"], roles["refresh"]
                 forward = 0.0 if bound.context(op).unit == "pre" else work.forward_seconds * share
                 slack[rows] = (1 - tax) * (sync - window + refresh - forward)
             cache[key] = slack

@@ -87,7 +87,6 @@ class PricedWork(OpWork):
     backward_seconds: np.ndarray | None = None
     base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
     block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
-    element_bytes: float = 2.0
 
 
 class CalibratedRules(AlphaBetaCostModel):
@@ -166,10 +165,10 @@ class CalibratedRules(AlphaBetaCostModel):
         bound = copy.copy(self)
         bound.contexts = op_contexts(graph, self.attention)
         if self.recompute_mode in ("selective", "full"):
-            zero = 0 if str(self.zero) == "auto" else int(self.zero)
             if str(self.zero) == "auto":
                 raise OptionError(f"zero=auto searches ZeRO with recompute none or auto; "
                                   f"recompute={self.recompute_mode} fixes it per op")
+            zero = int(self.zero)
             fixed = dict(getattr(self, "fixed_variants", None) or {})
             for op in graph.ops:
                 if op.name not in fixed:
@@ -208,7 +207,7 @@ class CalibratedRules(AlphaBetaCostModel):
         fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
                       activation_bytes=kept, state_factor=factor)
         return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
-                          base_backward_flop=base.backward_flop, block_bytes=block, element_bytes=e)
+                          base_backward_flop=base.backward_flop, block_bytes=block)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
         return self._kept_collectives(op, op_work(op, configs, self.bytes_per_element).collectives)
@@ -262,34 +261,45 @@ class CalibratedRules(AlphaBetaCostModel):
     # -- seconds and bytes per config ---------------------------------------------------
     def work_costs(self, work: OpWork) -> np.ndarray:
         """Seconds per step of each config: every micro-batch's kernels and critical-path
-        collectives, the once-per-step syncs at their overlap tax, the optimizer step."""
+        collectives (ZeRO-3's prefetched ones at the overlap tax), the once-per-step syncs
+        at their tax, the optimizer step."""
         assert isinstance(work, PricedWork)
         if self.devices is None:
             return self._at(work.configs).work_costs(work)
-        m = self.microbatches
-        again = work.backward_flop > work.base_backward_flop * (1 + 1e-12)
+        t, tax = self.collective_roles(work), self.hw.overlap
         per_micro = work.forward_seconds + work.backward_seconds + \
-            np.where(again, work.forward_seconds, 0.0)
-        once = np.zeros(len(work.configs))
-        moved = self.moved.get(work.op.name, frozenset())
-        off = None
-        tax = self.hw.overlap
-        # ZeRO-3 (FSDP) gathers each unit's parameters and reduce-scatters its gradient
-        # every micro-batch, prefetched behind the neighbouring unit's compute
+            np.where(recomputes(work), work.forward_seconds, 0.0) + t["critical"] + \
+            tax * (t["gather_forward"] + t["gather_backward"] + t["scatter"])
+        once = tax * (t["sync"] + t["refresh"]) + self.optimizer_seconds(work)
+        return self.microbatches * per_micro + once * self.once_share
+
+    def collective_roles(self, work: PricedWork) -> dict[str, np.ndarray]:
+        """Seconds per config of the op's collectives by role: ``critical`` (on the path each
+        micro-batch; a GEMM all-reduce an edge takes over is not here); ZeRO-3's
+        ``gather_forward``, ``gather_backward`` and ``scatter`` (each micro-batch, prefetched
+        behind the neighbouring unit's compute); ``sync`` (a gradient's all-reduce or
+        reduce-scatter, once a step, behind the backward pass) and ``refresh`` (ZeRO 1-2's
+        gather of the updated weights, once a step, behind the next forward pass)."""
+        roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
+                               "refresh"), np.zeros(len(work.configs)))
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
                    for c in work.collectives)
+        moved = self.moved.get(work.op.name, frozenset())
+        off = None
         for c in work.collectives:
             t = self.collective(work.op, work.configs, c)
-            if c.port is not None and c.port in moved:  # charged on the edge (reduce-scatter)
-                off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
-                t = np.where(off, t, 0.0)
             if c.weight is not None and (fsdp or c.phase != "gradient"):
-                per_micro = per_micro + tax * t
+                role = {"forward": "gather_forward", "backward": "gather_backward"}.get(c.phase,
+                                                                                      "scatter")
             elif c.phase == "gradient":
-                once = once + tax * t
+                role = "refresh" if c.kind == "all-gather" else "sync"
             else:
-                per_micro = per_micro + t
-        return m * per_micro + (once + self.optimizer_seconds(work)) * self.once_share
+                role = "critical"
+                if c.port is not None and c.port in moved:  # charged on the edge instead
+                    off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
+                    t = np.where(off, t, 0.0)
+            roles[role] = roles[role] + t
+        return roles
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
         """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
@@ -300,7 +310,7 @@ class CalibratedRules(AlphaBetaCostModel):
                 updated = (0.0 if updated is None else updated) + c.nbytes / q
         if updated is None:
             updated = work.parameter_bytes
-        return updated / work.element_bytes * OPTIMIZER_BYTES / self.pricer.hbm
+        return updated / work.bytes_per_element * OPTIMIZER_BYTES / self.pricer.hbm
 
     def work_memory(self, work: OpWork) -> np.ndarray:
         """Bytes per device: states plus kept activations."""
@@ -311,8 +321,7 @@ class CalibratedRules(AlphaBetaCostModel):
         keeps only the outputs that leave its layer (a pipeline stage holds these for each
         micro-batch in flight)."""
         assert isinstance(work, PricedWork)
-        again = work.backward_flop > work.base_backward_flop * (1 + 1e-12)
-        return np.where(again, work.block_bytes, work.activation_bytes)
+        return np.where(recomputes(work), work.block_bytes, work.activation_bytes)
 
     def collective(self, op: Op, configs: np.ndarray, c: Collective) -> np.ndarray:
         """Seconds of collective ``c`` over the devices splitting its dims, per config; a
@@ -349,9 +358,10 @@ class CalibratedRules(AlphaBetaCostModel):
                                                     output.shape, src, dst, parts)
         return outer_take(seconds * self.microbatches, src_of, dst_of)
 
-    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
-                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
-        return super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
+
+def recomputes(work: PricedWork) -> np.ndarray:
+    """Per config, whether a variant runs the op's forward again (its backward FLOP grew)."""
+    return work.backward_flop > work.base_backward_flop * (1 + 1e-12)
 
 
 def default_precision(device) -> str:
@@ -364,4 +374,4 @@ def default_precision(device) -> str:
     return device.precision if device.precision in PRECISIONS else "fp32"
 
 
-__all__ = ["CalibratedRules", "PricedWork", "default_precision"]
+__all__ = ["CalibratedRules", "PricedWork", "default_precision", "recomputes"]
