@@ -92,7 +92,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     gathered = max(params_by_unit.values(), default=0.0) * 3.0  # 2 weight copies + gradient
     memory = mem + working + gathered
     model_flop, hardware_flop = _model_flop(graph, bound, m)
-    peak = bound.pricer.peak_flops * problem.devices
+    peak = bound.pricer.top_flops * problem.devices
     tokens = _samples(graph, m) * _sequence(graph)
     cap = bound.cluster.device.memory_bytes
     return {"version": VERSION, "step_seconds": step, "search_seconds": search,

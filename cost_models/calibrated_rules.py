@@ -57,9 +57,9 @@ from pase.perf.kernels import (
     MEMORY_BOUND,
     VIEWS,
     OpTime,
-    Pricer,
     attention_time,
     einsum_time,
+    make_pricer,
     memory_bound_time,
 )
 from pase.problem import Problem
@@ -107,6 +107,9 @@ class CalibratedRules(AlphaBetaCostModel):
         recompute: ``none`` (default), ``selective``, ``full`` or ``auto``.
         attention: ``fused`` (default: one flash-attention kernel, no ``L x M`` tensor)
             or ``unfused``.
+        tp_overlap: hide an op's own critical-path collectives behind its GEMMs (Megatron-LM's
+            --tp-comm-overlap), as ``pase evaluate --layout --tp-overlap on`` does; a
+            collective a re-layout on an edge takes over is not hidden. Default False.
     """
 
     name = "calibrated"
@@ -114,7 +117,7 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused"):
+                 attention: str = "fused", tp_overlap: bool = False):
         resolved = get_cluster(cluster)
         if resolved.groups:
             raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
@@ -139,9 +142,11 @@ class CalibratedRules(AlphaBetaCostModel):
         self.microbatches = int(microbatches)
         self.recompute_mode = recompute
         self.attention = attention
+        if not isinstance(tp_overlap, (bool, np.bool_)):
+            raise OptionError(f"tp_overlap must be true or false, got {tp_overlap!r}")
+        self.tp_overlap = bool(tp_overlap)
         self.hw: Achieved = achieved(self.cluster.device)
-        self.pricer = Pricer(self.cluster.device, self.hw, self.cluster.device.peak(precision) * 1e12,
-                             self.bytes_per_element)
+        self.pricer = make_pricer(self.cluster.device, self.hw, precision)
         self.contexts: dict[str, OpContext] = {}
         # the share of once-per-step terms (syncs, optimizer) charged here: a pipeline
         # stage prices one micro-batch and is charged 1 / m of them (pase.pipeline.stages)
@@ -286,6 +291,7 @@ class CalibratedRules(AlphaBetaCostModel):
                    for c in work.collectives)
         moved = self.moved.get(work.op.name, frozenset())
         off = None
+        by_phase = {"forward": 0.0, "backward": 0.0}  # the critical ones tp overlap can hide
         for c in work.collectives:
             t = self.collective(work.op, work.configs, c)
             if c.weight is not None and (fsdp or c.phase != "gradient"):
@@ -298,7 +304,14 @@ class CalibratedRules(AlphaBetaCostModel):
                 if c.port is not None and c.port in moved:  # charged on the edge instead
                     off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
                     t = np.where(off, t, 0.0)
+                if self.tp_overlap and c.phase in by_phase:
+                    by_phase[c.phase] = by_phase[c.phase] + t
+                    continue
             roles[role] = roles[role] + t
+        if self.tp_overlap:  # as pase.perf.step: behind two GEMMs forward, the op's backward
+            hide = self.hw.overlapped
+            roles["critical"] = roles["critical"] + hide(by_phase["forward"], 2 * work.forward_seconds) \
+                + hide(by_phase["backward"], work.backward_seconds)
         return roles
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
@@ -356,7 +369,24 @@ class CalibratedRules(AlphaBetaCostModel):
         if extra_s is not None:
             seconds = seconds + edges.moved_seconds(links, self.p, self.bytes_per_element,
                                                     output.shape, src, dst, parts)
-        return outer_take(seconds * self.microbatches, src_of, dst_of)
+        full = outer_take(seconds * self.microbatches, src_of, dst_of)
+        if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
+                {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
+            full = self._hidden(full, producer, src_configs, consumer, dst_configs)
+        return full
+
+    def _hidden(self, seconds: np.ndarray, producer: Op, src_configs: np.ndarray,
+                consumer: Op, dst_configs: np.ndarray) -> np.ndarray:
+        """tp overlap on an edge beside a GEMM (sequence parallelism's reduce-scatter after
+        a row-parallel einsum, its all-gather before a column-parallel one, the partial
+        sums a re-layout reduces): hidden behind the einsum's kernels, as pase.perf.step
+        hides them (two GEMMs forward, the backward's own)."""
+        budget = np.zeros(seconds.shape)
+        if producer.kind == "Einsum":
+            budget = budget + 2 * self.work(producer, src_configs).forward_seconds[:, None]
+        if consumer.kind == "Einsum":
+            budget = budget + self.work(consumer, dst_configs).backward_seconds[None, :]
+        return self.hw.overlapped(seconds, budget * self.microbatches)
 
 
 def recomputes(work: PricedWork) -> np.ndarray:

@@ -49,7 +49,7 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
         global_batch=args.global_batch, model_options=key_values(args.model_option, "--model-option"),
         schedule=args.schedule, zero=args.zero or 0, recompute=args.recompute or "none",
         sequence_parallel=args.sequence_parallel, precision=args.precision,
-        attention=args.attention, dropout=args.dropout)
+        attention=args.attention, dropout=args.dropout, tp_overlap=args.tp_overlap)
     data = estimate.to_dict()
     data["model"] = args.model
     data["devices"] = args.devices
@@ -65,16 +65,18 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     """The layout as a per-op plan (pp = 1): ``strategy`` (each op's split), ``variants``
     (ZeRO stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
     at), so `pase evaluate --strategy` of this output prices the same plan with the
-    calibrated cost model. A pipeline layout (pp > 1) is no per-op plan: ``plan`` is null."""
+    calibrated cost model. A pipeline layout (pp > 1), or one whose experts fold over the
+    tensor-parallel ranks (etp < tp), is no per-op plan: ``plan`` is null."""
     from pase.perf.plan import layout_configs, layout_variants
 
     lay = estimate.layout
-    if lay.pp > 1:
+    if lay.pp > 1 or lay.expert_tp != lay.tp:  # stages, or experts folded over tp: no per-op plan
         return {"plan": None}
     options = key_values(args.model_option, "--model-option")
     graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp, **options)
     costs = {"microbatches": lay.microbatches, "zero": str(lay.zero),
-             "recompute": lay.recompute, "precision": lay.precision, "attention": lay.attention}
+             "recompute": lay.recompute, "precision": lay.precision, "attention": lay.attention,
+             "tp_overlap": lay.tp_overlap}
     return {"strategy": layout_configs(graph, lay), "variants": layout_variants(graph, lay),
             "plan": {"version": 1, "layout": args.layout, "batch": lay.micro_batch * lay.dp,
                      "cost_model": "calibrated", "cost_options": costs, "model_options": options}}

@@ -237,9 +237,15 @@ def _evaluate(s: Parser) -> None:
                      help="pipeline schedule (default 1f1b)")
     lay.add_argument("--sequence-parallel", action="store_true",
                      help="split norms and residuals over the tp group along the sequence")
-    lay.add_argument("--precision", default="bf16", choices=("bf16", "fp16", "fp8", "fp32"),
-                     help="compute precision: the device peak and element sizes (default bf16, "
-                          "mixed precision with fp32 master weights and Adam moments)")
+    lay.add_argument("--precision", default="bf16",
+                     choices=("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"),
+                     help="compute precision (default bf16, mixed precision with fp32 master "
+                          "weights and Adam moments); fp8, mxfp8 and nvfp4 run the linear "
+                          "layers' GEMMs in that format")
+    lay.add_argument("--tp-overlap", default="auto", choices=("auto", "on", "off"),
+                     help="hide tensor-parallel collectives behind the GEMMs beside them "
+                          "(Megatron-LM --tp-comm-overlap, torchtitan async TP); auto: on with "
+                          "--sequence-parallel and fused attention, as current recipes run")
     lay.add_argument("--attention", default="fused", choices=("fused", "unfused"),
                      help="fused (flash) attention, or the unfused form that stores the scores")
     lay.add_argument("--dropout", action="store_true", help="dropout masks and kernels (off by default)")

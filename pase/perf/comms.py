@@ -13,7 +13,9 @@ one GPU per node (tensor parallelism inside nodes) one NIC's. For ``S`` bytes
 - all-reduce: ring ``2(n-1)/n * S / bw`` plus ``2(n-1)`` hops of latency, or a
   tree ``2 S / bw`` plus ``2 log2(n)`` hops, whichever is faster (NCCL picks by size);
 - all-gather, reduce-scatter: ``(n-1)/n * S / bw`` plus ``n-1`` hops;
-- all-to-all: ``(n-1)/n * S / bw`` plus ``n-1`` hops;
+- all-to-all: inside a node ``(n-1)/n * S / bw`` plus ``n-1`` hops; across nodes each
+  rank's share for other nodes, ``(n-L)/n * S``, leaves through its own NIC (no ring
+  spreads it over the node's NICs), beside its ``(L-1)/n * S`` on NVLink;
 - send: ``S / bw`` plus one hop.
 
 A hop across nodes costs the network latency, inside a node the NVLink one.
@@ -74,6 +76,12 @@ def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achiev
         hop = np.where(spans, inter, intra)
         tree = 2 * nbytes / bw + 2 * np.ceil(np.log2(nf)) * hop
         out = np.minimum(ring, tree)
+    elif kind == "all-to-all":
+        nvlink = cluster.intra.bytes_per_second * hw.nvlink
+        nic = np.minimum(cluster.inter.bytes_per_second * hw.network, nvlink)
+        inside = (per_node - 1) / nf * nbytes / nvlink
+        out = np.where(spans, np.maximum(inside, (nf - per_node) / nf * nbytes / nic),
+                       (nf - 1) / nf * nbytes / nvlink) + ring_hops(1)
     else:
         out = (nf - 1) / nf * nbytes / bw + ring_hops(1)
     if kind != "send":
@@ -122,12 +130,12 @@ def group_collectives(cluster: Cluster, lay: Layout, hw: Achieved) -> Callable[[
     data-parallel group of a parameter (``"dp"``: ``dp x cp`` ranks; ``"edp"``: an
     expert's, ``dp x cp / ep``) spans the rest.
     """
-    tp, cp, pp, dp, ep = lay.tp, lay.cp, lay.pp, lay.dp, lay.ep
+    tp, cp, pp, dp, ep, etp = lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp
     groups = {"tp": (tp, group_nodes(cluster, [(tp, 1)])),
               "cp": (cp, group_nodes(cluster, [(cp, tp)])),
-              "ep": (ep, group_nodes(cluster, [(ep, tp)])),
+              "ep": (ep, group_nodes(cluster, [(ep, etp)])),
               "dp": (dp * cp, group_nodes(cluster, [(cp, tp), (dp, tp * cp * pp)])),
-              "edp": (dp * cp // ep, group_nodes(cluster, [(dp * cp // ep, tp * ep)])),
+              "edp": (lay.expert_data, group_nodes(cluster, [(lay.expert_data, etp * ep)])),
               "pp": (2, group_nodes(cluster, [(2, tp * cp)]))}
 
     def coll(kind: str, nbytes: float, group: str) -> float:

@@ -44,13 +44,19 @@ class Achieved:
     network: float
     overlap: float
     source: str
+    # efficiency of the linear GEMMs at a low precision, as a fraction of its own peak:
+    # ((precision, fraction), ...); a precision not listed gets 0.85 of ``gemm``
+    low_gemm: tuple = ()
+
+    def low_precision_gemm(self, precision: str) -> float:
+        return dict(self.low_gemm).get(precision, 0.85 * self.gemm)
 
     def overlapped(self, comm: float, compute: float) -> float:
         """Seconds a collective of ``comm`` seconds adds when it runs beside ``compute``
         seconds of kernels: the part that does not fit under them, plus ``overlap`` of
         the part that does (NCCL's kernels take streaming multiprocessors and HBM
         bandwidth from the compute they hide behind)."""
-        return max(0.0, comm - compute) + self.overlap * min(comm, compute)
+        return np.maximum(0.0, comm - compute) + self.overlap * np.minimum(comm, compute)
 
     def gemm_efficiency(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
         tiles = batch * np.ceil(m / 128) * np.ceil(n / 128)  # scalars or arrays of configs

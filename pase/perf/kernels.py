@@ -60,30 +60,88 @@ class OpTime:
     ring_bytes: float = 0.0  # context parallelism: key/value bytes sent per ring step, forward
 
 
+# Block-scaled and low-precision formats: bytes per element of a quantised copy, the
+# scales included (MXFP8: one 8-bit scale per 32 elements; NVFP4: one 8-bit scale per 16).
+QUANTISED_BYTES = {"fp8": 1.0, "mxfp8": 1.0 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
+LOW_PRECISIONS = tuple(QUANTISED_BYTES)
+
+
 @dataclass(frozen=True)
 class Pricer:
-    """Roofline times of kernels on one device type at one precision."""
+    """Roofline times of kernels on one device type at one precision.
+
+    ``peak_flops`` is the rate of the GEMMs that stay in 16 bits (attention's two
+    einsums, the router, the LM head) or run in fp32. Under a low precision (fp8,
+    mxfp8, nvfp4) the linear layers' GEMMs run at ``linear_flops`` with efficiency
+    ``linear_gemm``, and each of their activation inputs (forward) and output
+    gradients (backward) is quantised to ``quantised_bytes`` per element twice (row-
+    and column-wise, for the two GEMMs that read it), as Transformer Engine does.
+    """
 
     device: Device
     hw: Achieved
     peak_flops: float
     element_bytes: float
+    linear_flops: float = 0.0  # 0: the linear layers run at peak_flops
+    linear_gemm: float = 0.0  # 0: the device type's gemm efficiency
+    quantised_bytes: float = 0.0  # 0: no quantisation
 
     @property
     def hbm(self) -> float:
         return (self.device.hbm_gbps or 1000.0) * 1e9 * self.hw.hbm
 
-    def gemm(self, batch: float, m: float, n: float, k: float) -> float:
+    @property
+    def top_flops(self) -> float:
+        """The dense peak at the run's precision (what MFU divides by)."""
+        return max(self.peak_flops, self.linear_flops)
+
+    def gemm(self, batch: float, m: float, n: float, k: float, linear: bool = False) -> float:
         flop = 2.0 * batch * m * n * k
+        low = linear and self.linear_flops > 0
         eff = self.hw.gemm_efficiency(m, n, k, batch)
-        moved = batch * (m * k + k * n + m * n) * self.element_bytes
-        return np.maximum(flop / (self.peak_flops * eff), moved / self.hbm) + self.hw.launch_s
+        if low:
+            eff = eff * self.linear_gemm / self.hw.gemm
+        element = self.quantised_bytes if low else self.element_bytes
+        moved = batch * (m * k + k * n) * element + batch * m * n * self.element_bytes
+        rate = self.linear_flops if low else self.peak_flops
+        return np.maximum(flop / (rate * eff), moved / self.hbm) + self.hw.launch_s
+
+    def quantise(self, elements: float) -> float:
+        """Seconds to quantise ``elements`` 16-bit values into two low-precision copies."""
+        if not self.quantised_bytes:
+            return 0.0
+        return self.memory(elements * (self.element_bytes + 2 * self.quantised_bytes))
 
     def memory(self, nbytes: float, kernels: int = 1) -> float:
         return nbytes / self.hbm + kernels * self.hw.launch_s
 
     def attention(self, flop: float) -> float:
         return flop / (self.peak_flops * self.hw.attention) + self.hw.launch_s
+
+
+def make_pricer(device: Device, hw: Achieved, precision: str) -> Pricer:
+    """The pricer of ``device`` (achieving ``hw``) at ``precision``: bf16, fp16 and fp32
+    price every GEMM at that peak; fp8, mxfp8 and nvfp4 price the linear layers at the
+    format's peak and keep the rest in bf16, activations between kernels in bf16."""
+    if precision not in LOW_PRECISIONS:
+        return Pricer(device, hw, device.peak(precision) * 1e12, 4.0 if precision == "fp32" else 2.0)
+    return Pricer(device, hw, device.peak("bf16") * 1e12, 2.0, device.peak(precision) * 1e12,
+                  hw.low_precision_gemm(precision), QUANTISED_BYTES[precision])
+
+
+def is_linear(op: Op) -> bool:
+    """A linear layer's GEMM, the ones low-precision training quantises: an einsum with a
+    weight, not the LM head (vocabulary) nor the router (scores every expert)."""
+    if op.kind != "Einsum" or not op.weights:
+        return False
+    roles = {d.role for d in op.dims}
+    if "vocabulary" in roles:
+        return False
+    if "expert" in roles:  # the router holds all experts but its data input carries none
+        expert = next(d.name for d in op.dims if d.role == "expert")
+        return any(expert in axis for port in op.inputs if not op.is_parameter(port)
+                   for axis in port.dims)
+    return True
 
 
 def port_elements(op: Op, port: Port, tile: dict[str, float], splits: dict[str, int]) -> float:
@@ -112,21 +170,26 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
             (("B", batch), ("M", m), ("N", n), ("K", k))}
     B, M, N, K = size["B"], size["M"], size["N"], size["K"]
     flop = 2.0 * B * M * N * K
+    linear = pr.linear_flops > 0 and is_linear(op)
     out.model_flop += flop
     out.forward_flop += flop
-    out.forward_s += pr.gemm(B, M, N, K)
+    out.forward_s += pr.gemm(B, M, N, K, linear)
     out.kernels += 1
     out_elems = B * M * N
+    if linear:  # the activation input forward, the output gradient backward
+        out.forward_s += pr.quantise(B * M * K)
+        out.backward_s += pr.quantise(out_elems)
+        out.kernels += 2
     if attr(op, "bias") or attr(op, "pw"):
         out.forward_s += pr.memory(2 * out_elems * pr.element_bytes)
         out.backward_s += pr.memory(3 * out_elems * pr.element_bytes)
         out.kernels += 2
     if _has_grad(op, ports[0]):  # dA = dC B^T: M x K, contracting N
-        out.backward_s += pr.gemm(B, M, K, N)
+        out.backward_s += pr.gemm(B, M, K, N, linear)
         out.backward_flop += flop
         out.kernels += 1
     if _has_grad(op, ports[1]):  # dB = A^T dC: K x N, contracting M
-        out.backward_s += pr.gemm(B, K, N, M)
+        out.backward_s += pr.gemm(B, K, N, M, linear)
         out.backward_flop += flop
         out.kernels += 1
     if not collectives:

@@ -30,7 +30,7 @@ from pase.cluster import PRECISIONS
 from pase.errors import OptionError, check_int
 from pase.ir import Graph, Op
 
-AXES = ("tp", "pp", "dp", "cp", "ep")
+AXES = ("tp", "pp", "dp", "cp", "ep", "etp")
 SCHEDULES = ("1f1b", "gpipe", "interleaved:V")
 RECOMPUTE = ("none", "selective", "full")
 ZERO = (0, 1, 2, 3)
@@ -56,6 +56,19 @@ class Layout:
     precision: str = "bf16"
     attention: str = "fused"
     dropout: bool = False
+    tp_overlap: bool = False
+    etp: int = 0  # expert tensor parallelism (0: tp)
+
+    @property
+    def expert_tp(self) -> int:
+        """How many ways an expert's MLP is split (Megatron-Core's expert tensor parallelism)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_data(self) -> int:
+        """Ranks holding the same experts (the expert-data-parallel group):
+        ``tp x dp x cp / (ep x etp)``, MoE parallel folding."""
+        return self.tp * self.dp * self.cp // (self.ep * self.expert_tp)
 
     @property
     def devices(self) -> int:
@@ -126,7 +139,7 @@ def parse_schedule(text: str) -> tuple[str, int]:
 def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,
                 global_batch: int, schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
                 sequence_parallel: bool = False, precision: str = "bf16", attention: str = "fused",
-                dropout: bool = False) -> Layout:
+                dropout: bool = False, tp_overlap: bool | str = "auto") -> Layout:
     """A checked :class:`Layout` (everything that needs no graph): ``degrees`` as text or a
     mapping (:func:`parse_degrees`), batches integers >= 1, the flags real booleans."""
     d = parse_degrees(degrees)
@@ -139,21 +152,25 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
     if str(zero) not in ("0", "1", "2", "3"):
         raise OptionError(f"unknown zero {zero!r}; allowed: 0, 1, 2, 3")
     recompute = "full" if recompute == "all" else recompute
-    if recompute not in RECOMPUTE:
-        raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+    if recompute not in RECOMPUTE + ("auto",):
+        raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}, auto")
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise OptionError(f"unknown precision {_shown(precision)}; allowed: {', '.join(PRECISIONS)}")
     if attention not in ATTENTION:
         raise OptionError(f"unknown attention {attention!r}; allowed: {', '.join(ATTENTION)}")
     lay = Layout(d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("cp", 1), d.get("ep", 1),
                  int(micro_batch), int(global_batch), name, virtual, int(zero), recompute,
-                 bool(sequence_parallel), precision, attention, bool(dropout))
+                 bool(sequence_parallel), precision, attention, bool(dropout),
+                 _tp_overlap(tp_overlap, bool(sequence_parallel), attention, precision),
+                 _expert_tp(d))
     if lay.devices != devices:
         raise OptionError(f"--layout: tp x pp x dp x cp = {lay.tp} x {lay.pp} x {lay.dp} x {lay.cp} "
                           f"= {lay.devices}, but -p is {devices}")
-    if (lay.dp * lay.cp) % lay.ep:
-        raise OptionError(f"--layout: ep ({lay.ep}) must divide dp x cp ({lay.dp * lay.cp}): experts "
-                          f"are split over ranks of the data-parallel group")
+    if lay.tp % lay.expert_tp or (lay.tp * lay.dp * lay.cp) % (lay.ep * lay.expert_tp):
+        raise OptionError(f"--layout: etp ({lay.expert_tp}) must divide tp ({lay.tp}) and ep x etp "
+                          f"({lay.ep} x {lay.expert_tp}) must divide tp x dp x cp "
+                          f"({lay.tp * lay.dp * lay.cp}): experts are split over the ranks that "
+                          f"share their tokens")
     if global_batch % (micro_batch * lay.dp):
         raise OptionError(f"the global batch ({global_batch}) must be a multiple of micro-batch x dp "
                           f"({micro_batch} x {lay.dp} = {micro_batch * lay.dp})")
@@ -167,6 +184,26 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
     if sequence_parallel and lay.tp == 1:
         raise OptionError("--sequence-parallel needs tp > 1 (it splits the sequence over the tp group)")
     return lay
+
+
+def _expert_tp(d: dict[str, int]) -> int:
+    """etp as given; else tp when ep divides dp x cp (experts split like the dense MLP),
+    else 1 (Megatron-Core's MoE parallel folding: ep spans the tensor-parallel ranks)."""
+    if "etp" in d:
+        return d["etp"]
+    tp, dp, cp, ep = d.get("tp", 1), d.get("dp", 1), d.get("cp", 1), d.get("ep", 1)
+    return tp if (dp * cp) % ep == 0 else 1
+
+
+def _tp_overlap(value: bool | str, sequence_parallel: bool, attention: str, precision: str) -> bool:
+    """``on``/``off``/``auto`` (or a bool): auto overlaps tensor-parallel collectives where
+    current recipes do (Megatron-LM's --tp-comm-overlap needs sequence parallelism; the
+    fused-attention, 16-bit-or-lower stacks of 2023 on run it)."""
+    if value == "auto":
+        return sequence_parallel and attention == "fused" and precision != "fp32"
+    if isinstance(value, (bool, np.bool_)) or value in ("on", "off"):
+        return value in (True, "on")
+    raise OptionError(f"unknown tp_overlap {_shown(value)}; allowed: auto, on, off (or True/False)")
 
 
 # -- what the layout splits in each op -----------------------------------------------
@@ -190,12 +227,15 @@ def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
     not divisible by tp is padded, as Megatron-LM pads it)."""
     split = [1] * len(op.dims)
     tp_dims = tensor_split_dims(op) if lay.tp > 1 else []
+    folded = lay.expert_tp != lay.tp and experts_of(op) is not None
     for i in tp_dims:
-        split[i] *= lay.tp
+        split[i] *= lay.expert_tp if folded else lay.tp
     seq = _first(op, "sequence")
     if seq is not None:
         if lay.cp > 1:
             split[seq] *= lay.cp
+        if folded:  # each expert-tensor-parallel group runs its own share of the tokens
+            split[seq] *= lay.tp // lay.expert_tp
         if lay.sequence_parallel and not tp_dims and op.kind not in ("Einsum", "Embedding"):
             split[seq] *= lay.tp
     expert = _first(op, "expert")
@@ -204,17 +244,29 @@ def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
     return tuple(split)
 
 
+def experts_of(op: Op) -> str | None:
+    """The expert dim of an op that runs the experts themselves (its data inputs carry
+    the experts: their MLPs, the exchanges), None otherwise (a router holds every expert)."""
+    expert = next((d.name for d in op.dims if d.role == "expert"), None)
+    if expert is None or not any(expert in (n for axis in port.dims for n in axis)
+                                 for port in op.inputs if not op.is_parameter(port)):
+        return None
+    return expert
+
+
 def check_graph(graph: Graph, lay: Layout) -> None:
     """OptionErrors for a layout the graph cannot run: tp not dividing the heads, the
     key/value heads or the MLP size, cp not dividing the sequence or on a model with none,
     ep not dividing the experts or on a model with none."""
     for op in graph.ops:
-        for i in tensor_split_dims(op) if lay.tp > 1 else []:
+        split = lay.expert_tp if experts_of(op) is not None else lay.tp
+        for i in tensor_split_dims(op) if split > 1 else []:
             d = op.dims[i]
-            if d.role != "vocabulary" and d.size % lay.tp:
+            if d.role != "vocabulary" and d.size % split:
                 what = {"heads": "heads (key/value heads under grouped-query attention)",
                         "parameter": "the MLP hidden size"}[d.role]
-                raise OptionError(f"--layout: tp ({lay.tp}) must divide {what}: op {op.name!r} dim "
+                axis = "etp" if split != lay.tp else "tp"
+                raise OptionError(f"--layout: {axis} ({split}) must divide {what}: op {op.name!r} dim "
                                   f"{d.name!r} has size {d.size}")
         seq = _first(op, "sequence")
         if seq is not None and op.dims[seq].size % (lay.cp * (lay.tp if lay.sequence_parallel else 1)):

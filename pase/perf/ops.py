@@ -39,7 +39,7 @@ from pase.perf.kernels import (
     memory_bound_time,
     port_elements,
 )
-from pase.perf.layout import Layout, op_splits, tile
+from pase.perf.layout import Layout, experts_of, op_splits, tile
 from pase.schema import attr
 from pase.work.ops import op_work, owned_parameters  # owned: who holds a tied matrix
 
@@ -148,16 +148,6 @@ def token_splits(op: Op, lay: Layout) -> tuple[int, ...]:
     """Per dim of ``op``, how many ways the layout splits its data: the layout's splits
     (:func:`pase.perf.layout.op_splits`) without ep's split of the experts."""
     return op_splits(op, replace(lay, ep=1)) if lay.ep > 1 else op_splits(op, lay)
-
-
-def experts_of(op: Op) -> str | None:
-    """The expert dim of an op that runs the experts themselves (its data inputs carry
-    the experts: their MLPs, the exchanges), None otherwise (a router holds every expert)."""
-    expert = next((d.name for d in op.dims if d.role == "expert"), None)
-    if expert is None or not any(expert in (n for axis in port.dims for n in axis)
-                                 for port in op.inputs if not op.is_parameter(port)):
-        return None
-    return expert
 
 
 def expert_tile(op: Op, t: dict[str, float], lay: Layout) -> dict[str, float]:

@@ -20,8 +20,7 @@ from dataclasses import replace
 
 from pase.ir import Graph
 from pase.perf.context import op_contexts, recomputed
-from pase.perf.layout import Layout, op_splits
-from pase.perf.ops import experts_of
+from pase.perf.layout import Layout, experts_of, op_splits
 from pase.work.variants import owned_weight_indices
 
 

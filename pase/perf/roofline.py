@@ -19,18 +19,26 @@ import numpy as np
 from pase.cluster import Device
 from pase.ir import Op
 from pase.perf.hardware import achieved
-from pase.perf.kernels import MEMORY_BOUND, VIEWS, OpTime, Pricer, einsum_time, memory_bound_time
+from pase.perf.kernels import (
+    MEMORY_BOUND,
+    VIEWS,
+    OpTime,
+    Pricer,
+    einsum_time,
+    make_pricer,
+    memory_bound_time,
+)
 from pase.work.ops import op_work
 
 # Bytes of an activation between kernels. Mixed-precision training at fp8 casts GEMM inputs
 # to fp8 inside the kernels and keeps activations in bf16, as pase.perf.step and the
 # calibrated cost model count them: one element size for every part of pase.
-ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp32": 4.0}
+ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "mxfp8": 2.0, "nvfp4": 2.0, "fp32": 4.0}
 
 
 def pricer(device: Device, precision: str = "bf16") -> Pricer:
     """The kernel pricer of one device type at ``precision``."""
-    return Pricer(device, achieved(device), device.peak(precision) * 1e12, ELEMENT_BYTES[precision])
+    return make_pricer(device, achieved(device), precision)
 
 
 def config_seconds(op: Op, configs: np.ndarray, pr: Pricer) -> np.ndarray:

@@ -32,7 +32,7 @@ from pase.deadline import current
 from pase.errors import OptionError, TooLargeError
 from pase.ir import Graph
 from pase.perf.hardware import achieved
-from pase.perf.kernels import Pricer
+from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import check_graph, make_layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import blocks
@@ -101,8 +101,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     start, clock = time.process_time(), time.perf_counter()
     cl = get_cluster(cluster, devices)
     hw = achieved(cl.device)
-    pricer = Pricer(cl.device, hw, cl.device.peak(precision) * 1e12,
-                    4.0 if precision == "fp32" else 2.0)
+    pricer = make_pricer(cl.device, hw, precision)
     graph1 = build(1)
     groups = _family(graph1, devices, cl.devices_per_node, global_batch, max_micro_batch,
                      virtual, context, dict(precision=precision, attention=attention,

@@ -28,7 +28,7 @@ in flight, and, under full recomputation, one block's activations being rebuilt.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,8 +38,8 @@ from pase.errors import InternalError, OptionError
 from pase.ir import Graph
 from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
-from pase.perf.kernels import Pricer
-from pase.perf.layout import Layout, check_graph
+from pase.perf.kernels import Pricer, make_pricer
+from pase.perf.layout import RECOMPUTE, Layout, check_graph
 from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
@@ -81,7 +81,8 @@ class Estimate:
                            else f"interleaved:{lay.virtual}",
                            "zero": lay.zero, "recompute": lay.recompute,
                            "sequence_parallel": lay.sequence_parallel, "precision": lay.precision,
-                           "attention": lay.attention, "dropout": lay.dropout},
+                           "attention": lay.attention, "dropout": lay.dropout,
+                           "tp_overlap": lay.tp_overlap},
                 "cluster": self.cluster, **self.details}
 
 
@@ -96,13 +97,15 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     """
     if priced is None:
         check_graph(graph, lay)
+    if lay.recompute == "auto":
+        return least_recompute(graph, cluster, lay, priced)
     cl = get_cluster(cluster, lay.devices)
     if cl.groups:
         raise OptionError("--layout prices a homogeneous cluster; this one mixes device types "
                           f"({cl.name}): price a strategy file with `pase evaluate --strategy`")
     hw = achieved(cl.device)
     mixed = lay.precision != "fp32"
-    pricer = Pricer(cl.device, hw, cl.device.peak(lay.precision) * 1e12, 2.0 if mixed else 4.0)
+    pricer = make_pricer(cl.device, hw, lay.precision)
     ops = price_ops(graph, lay, pricer) if priced is None else priced
     stages, units, chunks = placement(graph, lay)
     received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
@@ -129,7 +132,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     mem = [stage_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
     model_flop, hardware_flop = _flop(graph, lay, ops, units)
-    peak_flops = pricer.peak_flops * lay.devices
+    peak_flops = pricer.top_flops * lay.devices
     tokens = lay.global_batch * _sequence(graph)
     estimate = Estimate(step, tokens / step, model_flop / (step * peak_flops),
                         hardware_flop / (step * peak_flops), mem[peak]["total"],
@@ -141,6 +144,20 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                          "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
                          "once_seconds": once})
     check_estimate(estimate, graph.name)
+    return estimate
+
+
+def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
+                    priced: list[PricedOp] | None) -> Estimate:
+    """``--recompute auto``: the least recomputation that fits (none, then selective, then
+    full), as a layout search picks it; full recomputation's step when none fits."""
+    cl = get_cluster(cluster, lay.devices)
+    if priced is None:
+        priced = price_ops(graph, lay, make_pricer(cl.device, achieved(cl.device), lay.precision))
+    for recompute in RECOMPUTE:
+        estimate = evaluate_layout(graph, cl, replace(lay, recompute=recompute), priced)
+        if estimate.fits_memory:
+            break
     return estimate
 
 
@@ -195,6 +212,10 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
         t = p.time
         tp_f = sum(coll(k, b, "tp") for k, b in t.tp_forward)
         tp_b = sum(coll(k, b, "tp") for k, b in t.tp_backward)
+        if lay.tp_overlap:  # chunked GEMMs: a reduce-scatter behind this GEMM, the all-gather
+            # behind the next one's (about as long), the backward's behind its two GEMMs
+            tp_f = hw.overlapped(tp_f, 2 * t.forward_s)
+            tp_b = hw.overlapped(tp_b, t.backward_s)
         ep_f = sum(coll(k, b, "ep") for k, b in t.ep_forward)
         ep_b = sum(coll(k, b, "ep") for k, b in t.ep_backward)
         ring_f = ring_b = 0.0
@@ -232,7 +253,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             gather = coll("all-gather", params * grad_bytes, "dp") + \
                 coll("all-gather", expert_params * grad_bytes, "edp")
             once += hw.overlapped(gather, fwd * (1 - 1 / max(1, len(order))))
-    shards = (replicas, max(1, replicas // lay.ep))
+    shards = (replicas, lay.expert_data)
     updated = params / (shards[0] if lay.zero else 1) + expert_params / (shards[1] if lay.zero else 1)
     optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
     exposed = exposed_f + exposed_b + 2 * sum(sends)
