@@ -27,7 +27,8 @@ def test_node_composition():
 
 
 @pytest.mark.parametrize("spec, devices, message", [
-    ("tpu-v9", None, "unknown cluster 'tpu-v9'; presets: dgx-a100, dgx-a100-80gb, dgx1-v100, gtx1080ti"),
+    ("tpu-v9", None, "unknown cluster 'tpu-v9'; presets: dgx-a100, dgx-a100-80gb, dgx-b200, "
+                     "dgx-b300, dgx-h200, dgx1-v100, gb200-nvl72, gb300-nvl72, gtx1080ti"),
     ("dgx-a100x2", 32, "has 16 devices (2 x 8); 32 requested"),
     ("dgx-a100x0", None, "node count must be >= 1"),
 ])

@@ -69,6 +69,8 @@ DEVICE_RANGES = {
     "memory_gib": (1e-6, 2.0**20, "GiB (1 PiB)", False),
     "bf16_tflops": (1e-6, 1e6, "TFLOP/s", True),
     "fp8_tflops": (1e-6, 1e6, "TFLOP/s", True),
+    "mxfp8_tflops": (1e-6, 1e6, "TFLOP/s", True),
+    "nvfp4_tflops": (1e-6, 1e6, "TFLOP/s", True),
     "fp32_tflops": (1e-6, 1e6, "TFLOP/s", True),
     "hbm_gbps": (1e-6, 1e6, "GB/s", True),
 }
@@ -119,8 +121,10 @@ class Link:
         return self.latency_us * 1e-6
 
 
-# The precisions a device's dense peak can be asked for (pase.perf).
-PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+# The precisions a device's dense peak can be asked for (pase.perf). mxfp8 and nvfp4 are the
+# block-scaled formats (OCP MX fp8; NVIDIA's fp4 with fp8 scales per 16 values) that Blackwell's
+# tensor cores run natively; Hopper has fp8 but neither of them.
+PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32")
 
 
 @dataclass(frozen=True)
@@ -128,10 +132,11 @@ class Device:
     """One accelerator: peak TFLOP/s (at ``precision``) and memory in GiB.
 
     The data-sheet figures the performance model reads (:mod:`pase.perf`) are
-    optional (0: unknown): the dense tensor-core peaks in bf16/fp16 and fp8, the
-    fp32 peak (no tensor cores), and the HBM bandwidth in GB/s. Every figure is
-    checked on construction (:data:`DEVICE_RANGES`): finite, positive (or 0 where
-    0 means unknown) and inside a range no real device leaves.
+    optional (0: unknown): the dense tensor-core peaks in bf16/fp16, fp8 and the
+    block-scaled mxfp8 and nvfp4, the fp32 peak (no tensor cores), and the HBM
+    bandwidth in GB/s. Every figure is checked on construction
+    (:data:`DEVICE_RANGES`): finite, positive (or 0 where 0 means unknown) and
+    inside a range no real device leaves.
     """
 
     name: str
@@ -142,6 +147,8 @@ class Device:
     fp8_tflops: float = 0.0
     fp32_tflops: float = 0.0
     hbm_gbps: float = 0.0
+    mxfp8_tflops: float = 0.0  # after hbm_gbps: Device(...) calls by position keep their meaning
+    nvfp4_tflops: float = 0.0
 
     def __post_init__(self) -> None:
         for key in ("name", "precision"):
@@ -155,17 +162,32 @@ class Device:
 
     def peak(self, precision: str) -> float:
         """Dense peak TFLOP/s at ``precision`` (one of :data:`PRECISIONS`); an
-        OptionError names the device and what it has when the figure is unknown."""
+        OptionError names the device and what it has when the figure is unknown.
+
+        A figure of 0 falls back to ``peak_tflops`` only when ``precision`` names that
+        precision (``fp16-tensor`` answers bf16 and fp16); mxfp8 never falls back to fp8,
+        as a device with fp8 need not run the MX formats (Hopper does not)."""
         if precision not in PRECISIONS:
             raise OptionError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        figure = self._peak_or_zero(precision)
+        if figure > 0:
+            return figure
+        # fp16 is listed only where it is not bf16's figure under another name
+        have = [p for p in PRECISIONS if self._peak_or_zero(p) > 0
+                and not (p == "fp16" and self.bf16_tflops > 0)]
+        raise OptionError(f"device {self.name!r} has no {precision} peak; it has: "
+                          f"{', '.join(have or [self.precision])}")
+
+    def _peak_or_zero(self, precision: str) -> float:
         known = {"bf16": self.bf16_tflops, "fp16": self.bf16_tflops, "fp8": self.fp8_tflops,
-                 "fp32": self.fp32_tflops}
+                 "mxfp8": self.mxfp8_tflops, "nvfp4": self.nvfp4_tflops, "fp32": self.fp32_tflops}
         if known[precision] > 0:
             return float(known[precision])
-        if precision in self.precision or (precision in ("bf16", "fp16") and "16" in self.precision):
+        # the headline precision: "fp8" inside "fp8-tensor" but not inside "mxfp8"
+        named = re.search(rf"(?<![a-z0-9]){precision}(?![0-9])", self.precision)
+        if named or (precision in ("bf16", "fp16") and "16" in self.precision):
             return float(self.peak_tflops)
-        have = list(dict.fromkeys([k for k, v in known.items() if v > 0] + [self.precision]))
-        raise OptionError(f"device {self.name!r} has no {precision} peak; it has: {', '.join(have)}")
+        return 0.0
 
 
 @dataclass(frozen=True)
