@@ -51,8 +51,9 @@ def recompute(row: dict) -> str:
     return text.split()[0] if text.split()[0] in ("none", "selective", "full") else "auto"
 
 
-def row_argv(row: dict) -> list[str] | str:
-    """The command's arguments after ``pase``, or why the row cannot be priced."""
+def row_spec(row: dict) -> dict | str:
+    """What the command states for a row (model, devices, cluster, layout and its
+    options, model options), or why the row cannot be priced."""
     if row.get("layout_complete") is False:
         return "layout not published"
     cluster = preset(row.get("device"))
@@ -60,8 +61,9 @@ def row_argv(row: dict) -> list[str] | str:
         return f"device {row.get('device')!r} has no preset"
     tp, pp, cp, ep = (int(row.get(k) or 1) for k in ("tp", "pp", "cp", "ep"))
     dp = row["gpus"] // (tp * pp * cp)
-    # torchtitan's local batch is per data-parallel rank; an unpublished micro-batch is 1
-    micro = row.get("micro_batch") or row.get("local_batch") or 1
+    # torchtitan's local batch is per data-parallel rank, cut into micro-batches of 1 under
+    # pipelining; an unpublished micro-batch is 1
+    micro = row.get("micro_batch") or (row.get("local_batch") if pp == 1 else None) or 1
     if row.get("grad_accum") and row.get("global_batch") and not row.get("micro_batch"):
         micro = max(1, row["global_batch"] // (dp * row["grad_accum"]))
     batch = row.get("global_batch") or (row.get("local_batch") or 0) * dp
@@ -70,21 +72,49 @@ def row_argv(row: dict) -> list[str] | str:
         return "global batch or sequence not published"
     degrees = f"tp={tp},pp={pp},dp={dp}" + (f",cp={cp}" if cp > 1 else "") + \
         (f",ep={ep}" if ep > 1 else "")
-    zero = 3 if row.get("fsdp") or row.get("zero") == 3 else 1
-    argv = ["evaluate", model_name(row), "-p", str(row["gpus"]), "--cluster", cluster,
-            "--layout", degrees, "--micro-batch", str(micro),
-            "--global-batch", str(batch)]
-    if int(row.get("vp") or 1) > 1:
-        argv += ["--schedule", f"interleaved:{row['vp']}"]
-    argv += ["--precision", row.get("precision") or "bf16", "--zero", str(zero),
-             "--recompute", recompute(row)]
-    if tp > 1:
+    options = {"seq": int(seq)}
+    options.update({k: row["options"][k] for k in OPTION_KEYS if k in (row.get("options") or {})})
+    layout = {"schedule": f"interleaved:{row['vp']}" if int(row.get("vp") or 1) > 1 else "1f1b",
+              "precision": row.get("precision") or "bf16",
+              "zero": 3 if row.get("fsdp") or row.get("zero") == 3 else 1,
+              "recompute": recompute(row), "sequence_parallel": tp > 1}
+    return {"model": model_name(row), "devices": row["gpus"], "cluster": cluster,
+            "layout": degrees, "micro_batch": micro, "global_batch": batch,
+            "options": options, **layout}
+
+
+def row_argv(row: dict) -> list[str] | str:
+    """The command's arguments after ``pase``, or why the row cannot be priced."""
+    spec = row_spec(row)
+    if isinstance(spec, str):
+        return spec
+    argv = ["evaluate", spec["model"], "-p", str(spec["devices"]), "--cluster", spec["cluster"],
+            "--layout", spec["layout"], "--micro-batch", str(spec["micro_batch"]),
+            "--global-batch", str(spec["global_batch"])]
+    if spec["schedule"] != "1f1b":
+        argv += ["--schedule", spec["schedule"]]
+    argv += ["--precision", spec["precision"], "--zero", str(spec["zero"]),
+             "--recompute", spec["recompute"]]
+    if spec["sequence_parallel"]:
         argv.append("--sequence-parallel")
-    argv += ["--model-option", f"seq={seq}"]
-    for key in OPTION_KEYS:
-        if key in (row.get("options") or {}):
-            argv += ["--model-option", f"{key}={row['options'][key]}"]
+    for key, value in spec["options"].items():
+        argv += ["--model-option", f"{key}={value}"]
     return argv + ["--format", "json"]
+
+
+def row_case(spec: dict):
+    """The row's graph (at its micro-batch), cluster and layout, as the command builds them:
+    for pricing one row many times (calibration)."""
+    from pase.api import load_graph
+    from pase.cluster import get_cluster
+    from pase.perf import make_layout
+
+    lay = make_layout(spec["layout"], devices=spec["devices"], micro_batch=spec["micro_batch"],
+                      global_batch=spec["global_batch"], schedule=spec["schedule"],
+                      zero=spec["zero"], recompute=spec["recompute"],
+                      sequence_parallel=spec["sequence_parallel"], precision=spec["precision"])
+    graph = load_graph(spec["model"], batch=spec["micro_batch"], **spec["options"])
+    return graph, get_cluster(spec["cluster"], spec["devices"]), lay
 
 
 def measured_step(row: dict) -> float | None:

@@ -29,7 +29,7 @@ from pase.ir import Graph
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import placement
-from pase.perf.step import _flop, _sequence
+from pase.perf.step import _flop, _sequence, recomputed_units
 from pase.problem import Problem
 from pase.work.variants import apply_variant
 
@@ -138,8 +138,8 @@ def _model_flop(graph: Graph, model: CalibratedRules, m: int) -> tuple[float, fl
                  if model.recompute_mode in ("selective", "full") else "none",
                  attention=model.attention)
     ops = price_ops(graph, lay, model.pricer)
-    _, units, _ = placement(graph, lay)
-    return _flop(graph, lay, ops, units)
+    stages, units, _ = placement(graph, lay)
+    return _flop(graph, lay, ops, units, recomputed_units(lay, units, stages))
 
 
 def _samples(graph: Graph, m: int) -> float:

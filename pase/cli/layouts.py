@@ -41,9 +41,9 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
     for flag in ("cluster", "micro_batch", "global_batch"):
         if getattr(args, flag) is None:
             raise OptionError(f"--layout needs --{flag.replace('_', '-')}")
-    if args.zero == "auto" or args.recompute == "auto":
-        raise OptionError("--layout prices one layout: --zero is 0, 1, 2 or 3 and --recompute is "
-                          "none, selective or full (auto searches, with --strategy's cost model)")
+    if args.zero == "auto":
+        raise OptionError("--layout prices one layout: --zero is 0, 1, 2 or 3 (auto searches, "
+                          "with --strategy's cost model)")
     estimate = api.evaluate_layout(
         args.model, args.devices, args.layout, cluster=args.cluster, micro_batch=args.micro_batch,
         global_batch=args.global_batch, model_options=key_values(args.model_option, "--model-option"),

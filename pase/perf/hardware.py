@@ -15,6 +15,7 @@ model: they describe the hardware.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,17 @@ GENERIC = Achieved(
     network=0.80, overlap=0.15,
     source="No calibration: middle-of-the-road fractions for a device pase has no rows for.")
 
-_BY_NAME = (("A100", A100), ("H100", H100))
+B200 = Achieved(
+    gemm=0.70, gemm_half=128.0, sms=148, attention=0.40, hbm=0.80, launch_s=6e-6, nvlink=0.80,
+    network=0.85, overlap=0.15, source="not fitted yet")
+GB200 = dataclasses.replace(B200, source="not fitted yet")
+B300 = dataclasses.replace(B200, sms=160, source="not fitted yet")
+GB300 = dataclasses.replace(B300, source="not fitted yet")
+
+# Name fragments, most specific first ("GB200" holds "B200"). H200 is H100's chip with
+# faster, larger HBM (the data sheet's bandwidth is the device's): H100's fractions.
+_BY_NAME = (("GB300", GB300), ("GB200", GB200), ("B300", B300), ("B200", B200), ("H200", H100),
+            ("A100", A100), ("H100", H100))
 
 
 def achieved(device: Device) -> Achieved:

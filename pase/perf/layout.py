@@ -58,6 +58,7 @@ class Layout:
     dropout: bool = False
     tp_overlap: bool = False
     etp: int = 0  # expert tensor parallelism (0: tp)
+    recompute_layers: int = 0  # full recomputation of this many layers per stage (0: all)
 
     @property
     def expert_tp(self) -> int:

@@ -19,7 +19,7 @@ from pase.perf.pipeline import in_flight
 
 
 def stage_memory(lay: Layout, st: dict[str, Any], index: int,
-                 by_name: dict[str, PricedOp]) -> dict[str, float]:
+                 by_name: dict[str, PricedOp], again: set[str]) -> dict[str, float]:
     """Peak bytes of one stage: states, activations in flight, the recompute working set."""
     mixed = st["mixed"]
     w, g, o = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
@@ -35,6 +35,8 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         return params * (w + g + o) / shards
 
     state = states(st["params"], d) + states(st["expert_params"], de)
+    if lay.zero < 3:  # FSDP gathers each unit's low-precision weights afresh (and drops them)
+        state += st["weight_copies"]
     if lay.zero == 3 and st["unit_params"]:
         state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
     kept: dict[tuple, float] = {}
@@ -43,10 +45,12 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
     rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind == "Softmax"} \
         if lay.recompute == "selective" else set()
     for p, unit in zip(st["ops"], st["units"]):
-        if lay.recompute == "full" and unit not in ("pre", "post"):
+        if unit in again:
             blocks.setdefault(unit, {}).update(p.kept)
         else:
-            kept.update({k: v for k, v in p.kept.items() if k[0] not in rebuilt})
+            for k, v in p.kept.items():  # a tensor kept by two ops at two sizes: the larger
+                if k[0] not in rebuilt:
+                    kept[k] = max(v, kept.get(k, 0.0))
     working = 0.0
     if blocks:
         made = {p.op.name: u for p, u in zip(st["ops"], st["units"])}

@@ -36,6 +36,7 @@ from pase.perf.kernels import (
     Pricer,
     attention_time,
     einsum_time,
+    is_linear,
     memory_bound_time,
     port_elements,
 )
@@ -55,6 +56,7 @@ class PricedOp:
     parameter_elements: float = 0.0  # per device
     expert: bool = False  # its parameters are split over ep
     attention_core: bool = False  # scores/softmax/context (selective recomputation)
+    linear: bool = False  # a linear layer run in a low precision (its weights get copies)
 
 
 def fused_attention(graph: Graph) -> dict[str, tuple[str, str, str]]:
@@ -126,9 +128,16 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         p.expert = lay.ep > 1 and experts_of(op) is not None and bool(owned_parameters(op))
         weight_splits = {d.name: s for d, s in zip(op.dims, held if p.expert else splits_t)}
         p.parameter_elements = sum(port_elements(op, w, t, weight_splits) for w in owned_parameters(op))
-        p.kept = _kept(op, lay, fused, out_elems, t, splits, e, kinds)
+        p.linear = pricer.quantised_bytes > 0 and is_linear(op)
+        p.kept = _kept(op, lay, fused, out_elems, t, splits,
+                       pricer.quantised_bytes if p.linear else e, kinds, graph, e)
         priced.append(p)
     return priced
+
+
+def _activated(op: Op) -> bool:
+    """An einsum with a fused activation function (it keeps its pre-activation)."""
+    return op.kind == "Einsum" and attr(op, "pw") >= 1
 
 
 def _reduce_split(op: Op, splits: dict[str, int]) -> bool:
@@ -207,8 +216,10 @@ def _fallback(op: Op, splits: tuple[int, ...], pricer: Pricer, time: OpTime) -> 
 
 
 def _kept(op: Op, lay: Layout, fused: dict, sizes: dict, t, splits, e: float,
-          kinds: dict[str, str]) -> dict[tuple, float]:
-    """Tensor id -> bytes this op keeps for its backward pass (module docstring)."""
+          kinds: dict[str, str], graph: Graph, activation: float) -> dict[tuple, float]:
+    """Tensor id -> bytes this op keeps for its backward pass (module docstring); ``e``
+    the bytes of an input it keeps (a low-precision linear layer keeps its quantised
+    input), ``activation`` those of its own outputs."""
     kept: dict[tuple, float] = {}
 
     def keep_input(port) -> None:
@@ -217,6 +228,7 @@ def _kept(op: Op, lay: Layout, fused: dict, sizes: dict, t, splits, e: float,
             kept[key] = sizes[key] * e
 
     own = sizes.get((op.name, 0), 0.0)
+    e_out = activation
     triple = fused.get(op.name)
     if triple is not None:
         if op.name != triple[1]:
@@ -228,18 +240,19 @@ def _kept(op: Op, lay: Layout, fused: dict, sizes: dict, t, splits, e: float,
         for port in op.inputs:
             keep_input(port)
         if attr(op, "pw") >= 1:  # an activation function: its input is kept too
-            kept[(op.name, "pre-activation")] = own * e
+            kept[(op.name, "pre-activation")] = own * activation
     elif op.kind == "Norm":
         keep_input(op.inputs[0])
     elif op.kind == "Softmax":
-        kept[(op.name, 0)] = own * e
+        kept[(op.name, 0)] = own * e_out
         if lay.dropout:
             kept[(op.name, "dropout mask")] = own
-            kept[(op.name, "dropout output")] = own * e
+            kept[(op.name, "dropout output")] = own * e_out
     elif op.kind == "Elementwise":
-        if attr(op, "fn") == "mul":
-            for port in op.inputs:
-                keep_input(port)
+        if attr(op, "fn") == "mul":  # a gated activation (SwiGLU) is one fused kernel: the
+            for port in op.inputs:  # activation's output is rebuilt from its kept input
+                if port.source is None or not _activated(graph.op(port.source[0])):
+                    keep_input(port)
     elif op.kind == "SoftmaxCrossEntropy":
         kept[(op.name, "probabilities")] = sum(port_elements(op, p, t, splits) for p in op.inputs) * 4
     elif op.kind in VIEWS or op.kind == "Embedding":

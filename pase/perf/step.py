@@ -82,7 +82,8 @@ class Estimate:
                            "zero": lay.zero, "recompute": lay.recompute,
                            "sequence_parallel": lay.sequence_parallel, "precision": lay.precision,
                            "attention": lay.attention, "dropout": lay.dropout,
-                           "tp_overlap": lay.tp_overlap},
+                           "tp_overlap": lay.tp_overlap,
+                           "recompute_layers": lay.recompute_layers},
                 "cluster": self.cluster, **self.details}
 
 
@@ -111,8 +112,10 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
     pp, replicas = lay.pp, lay.dp * lay.cp
     coll = group_collectives(cl, lay, hw)
+    again = recomputed_units(lay, units, stages)
     per_stage = [_stage(lay, [p for p, s in zip(ops, stages) if s == i],
                         [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed, replicas,
+                        again,
                         [received[c] for c in sorted(set(c for c, s in zip(chunks, stages) if s == i))
                          if c in received])
                  for i in range(pp)]
@@ -129,9 +132,9 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                  "bubble": max(0.0, pipe - m * times[slow]),  # 0 less rounding on one stage
                  "optimizer": last["optimizer"]}
     by_name = {p.op.name: p for p in ops}
-    mem = [stage_memory(lay, st, i, by_name) for i, st in enumerate(per_stage)]
+    mem = [stage_memory(lay, st, i, by_name, again) for i, st in enumerate(per_stage)]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
-    model_flop, hardware_flop = _flop(graph, lay, ops, units)
+    model_flop, hardware_flop = _flop(graph, lay, ops, units, again)
     peak_flops = pricer.top_flops * lay.devices
     tokens = lay.global_batch * _sequence(graph)
     estimate = Estimate(step, tokens / step, model_flop / (step * peak_flops),
@@ -149,16 +152,32 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
 
 def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
                     priced: list[PricedOp] | None) -> Estimate:
-    """``--recompute auto``: the least recomputation that fits (none, then selective, then
-    full), as a layout search picks it; full recomputation's step when none fits."""
+    """``--recompute auto``: the least recomputation that fits: none, then selective, then
+    full recomputation of the fewest layers per stage (all of them at most); full
+    recomputation of every layer when nothing fits."""
     cl = get_cluster(cluster, lay.devices)
     if priced is None:
         priced = price_ops(graph, lay, make_pricer(cl.device, achieved(cl.device), lay.precision))
-    for recompute in RECOMPUTE:
+    for recompute in RECOMPUTE[:-1]:
         estimate = evaluate_layout(graph, cl, replace(lay, recompute=recompute), priced)
         if estimate.fits_memory:
-            break
-    return estimate
+            return estimate
+    # the fewest layers per stage fully recomputed that fit (memory falls as it grows)
+    def full(n: int) -> Estimate:
+        return evaluate_layout(graph, cl, replace(lay, recompute="full", recompute_layers=n), priced)
+
+    _, units, _ = placement(graph, lay)
+    low, high = 1, len(set(units) - {"pre", "post"})
+    best = full(0)
+    if not best.fits_memory:
+        return best
+    while low < high:
+        middle = (low + high) // 2
+        if full(middle).fits_memory:
+            high = middle
+        else:
+            low = middle + 1
+    return full(low)
 
 
 def check_estimate(e: Estimate, model: str) -> None:
@@ -199,12 +218,25 @@ def check_estimate(e: Estimate, model: str) -> None:
             fail(f"{key.replace('_', ' ')} of {float(value):.6g} bytes")
 
 
+def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[str]:
+    """The layers full recomputation rebuilds: every layer, or the first
+    ``recompute_layers`` of each stage (Megatron-LM's block method)."""
+    if lay.recompute != "full":
+        return set()
+    out: set[str] = set()
+    for stage in range(lay.pp):
+        layers = list(dict.fromkeys(u for u, s in zip(units, stages)
+                                    if s == stage and u not in ("pre", "post")))
+        out.update(layers[:lay.recompute_layers] if lay.recompute_layers else layers)
+    return out
+
+
 def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
-           mixed: bool, replicas: int, received: list[float]) -> dict[str, Any]:
+           mixed: bool, replicas: int, again_units: set[str], received: list[float]
+           ) -> dict[str, Any]:
     """One stage's per-micro-batch time, its once-per-step exposure and its memory terms."""
     fwd = bwd = exposed_f = exposed_b = 0.0
     hw = pricer.hw
-    recompute_full = lay.recompute == "full"
     unit_f: dict[str, float] = {}
     unit_b: dict[str, float] = {}
     unit_params: dict[str, float] = {}
@@ -223,7 +255,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             step_send = coll("send", t.ring_bytes, "cp")
             ring_f = (lay.cp - 1) * hw.overlapped(step_send, t.forward_s / lay.cp)
             ring_b = (lay.cp - 1) * hw.overlapped(2 * step_send, t.backward_s / lay.cp)
-        again = (recompute_full and unit not in ("pre", "post")) or \
+        again = unit in again_units or \
             (lay.recompute == "selective" and p.attention_core)
         f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
         fwd, bwd = fwd + f, bwd + b
@@ -261,10 +293,14 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "forward": fwd + exposed_f, "backward": bwd + exposed_b, "sends": sends,
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
-            "unit_params": unit_params, "mixed": mixed}
+            "unit_params": unit_params, "mixed": mixed,
+            # low-precision weight copies (row- and column-wise) kept across micro-batches
+            "weight_copies": 2 * pricer.quantised_bytes * sum(p.parameter_elements for p in ops
+                                                              if p.linear)}
 
 
-def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> tuple[float, float]:
+def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str],
+          again_units: set[str]) -> tuple[float, float]:
     """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3; an expert
     counts the tokens routed to it, not its padded capacity) and the hardware FLOP (every
     capacity slot, plus the recomputed forward)."""
@@ -279,8 +315,7 @@ def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str]) -> t
             continue
         model += full * active.get(p.op.name, 1.0)
         hardware += full
-        if (lay.recompute == "full" and unit not in ("pre", "post")) or \
-                (lay.recompute == "selective" and p.attention_core):
+        if unit in again_units or (lay.recompute == "selective" and p.attention_core):
             again += full
     scale = lay.global_batch / lay.micro_batch
     return 3 * model * scale, (3 * hardware + again) * scale

@@ -1,0 +1,99 @@
+"""Fit one device type's achieved fractions on the published runs of 2024-2026.
+
+    python benchmarks/calibrate_runs.py GB200 [--fit gemm attention low:mxfp8 ...]
+
+The rows are ``benchmarks/data/runs-2024-2026.json``'s, priced exactly as
+``benchmarks/published.py`` prices them (``published_runs.row_spec``). Coordinate
+descent on the sum of squared log errors of the step time over the rows run on
+that device type, from the constants in ``pase/perf/hardware.py``; ``low:P`` is
+the linear GEMMs' efficiency at precision ``P`` (fp8, mxfp8, nvfp4). It prints
+the fitted values and each row's error; copy the values into hardware.py by
+hand, with the rows they were fitted on. The constants describe the hardware:
+one set per device type, none per row or per model.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+from provenance import stamp
+from published_runs import measured_step, row_case, row_spec
+
+from pase.errors import PaseError
+from pase.perf import evaluate_layout, hardware
+
+DATA = Path(__file__).resolve().parent / "data" / "runs-2024-2026.json"
+STEPS = (1.3, 1.1, 1.03)  # multiplicative moves, coarse to fine
+BOUNDED = ("gemm", "attention", "hbm", "nvlink", "network")  # fractions of a peak
+
+
+def _get(hw, key: str) -> float:
+    if key.startswith("low:"):
+        return hw.low_precision_gemm(key[4:])
+    return getattr(hw, key)
+
+
+def _with(hw, values: dict):
+    low = dict(hw.low_gemm)
+    low.update({k[4:]: v for k, v in values.items() if k.startswith("low:")})
+    plain = {k: v for k, v in values.items() if not k.startswith("low:")}
+    return dataclasses.replace(hw, low_gemm=tuple(sorted(low.items())), **plain)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    names = [k for k, _ in hardware._BY_NAME]
+    ap.add_argument("device", choices=names)
+    ap.add_argument("--fit", nargs="+", default=["gemm", "attention"])
+    args = ap.parse_args(argv)
+    print(stamp())
+    index = names.index(args.device)
+    cases = []
+    for row in json.loads(DATA.read_text())["rows"]:
+        spec = row_spec(row)
+        if isinstance(spec, str) or measured_step(row) is None:
+            continue
+        try:
+            graph, cluster, lay = row_case(spec)
+        except PaseError as e:
+            print(f"  skipped row {row['id']}: {e}", file=sys.stderr)
+            continue
+        if hardware.achieved(cluster.device) is not hardware._BY_NAME[index][1]:
+            continue
+        cases.append((row, graph, cluster, lay, measured_step(row)))
+    print(f"{len(cases)} rows on {args.device}")
+    base = hardware._BY_NAME[index][1]
+
+    def loss(values: dict) -> tuple[float, list[float]]:
+        hw = _with(base, values)
+        hardware._BY_NAME = tuple((k, hw if i == index else v)
+                                  for i, (k, v) in enumerate(hardware._BY_NAME))
+        errs = [evaluate_layout(g, c, lay).step_seconds / t - 1 for _, g, c, lay, t in cases]
+        return sum(math.log1p(e) ** 2 for e in errs), errs
+
+    values = {k: _get(base, k) for k in args.fit}
+    best, errs = loss(values)
+    for step in STEPS:
+        improved = True
+        while improved:
+            improved = False
+            for k in args.fit:
+                for factor in (step, 1 / step):
+                    trial = dict(values, **{k: values[k] * factor})
+                    if (k in BOUNDED or k.startswith("low:")) and trial[k] > 1:
+                        continue
+                    score, e = loss(trial)
+                    if score < best - 1e-12:
+                        best, values, errs, improved = score, trial, e, True
+    print("fitted:", ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
+    for (row, *_), e in sorted(zip(cases, errs), key=lambda x: x[1]):
+        print(f"  {row['id']:4d} {row['model']:16.16s} {row.get('precision')} x{row['gpus']}: {e:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
