@@ -3,7 +3,9 @@
     python benchmarks/calibrate_runs.py GB200 [--fit gemm attention low:mxfp8 ...]
 
 The rows are ``benchmarks/data/runs-2024-2026.json``'s, priced exactly as
-``benchmarks/published.py`` prices them (``published_runs.row_spec``). Coordinate
+``benchmarks/published.py`` prices them (``published_runs.row_spec``), plus, on
+A100 and H100, the older runs of ``benchmarks/data/calibration.json`` (the
+constants are shared, so both sets must stay right). Coordinate
 descent on the sum of squared log errors of the step time over the rows run on
 that device type, from the constants in ``pase/perf/hardware.py``; ``low:P`` is
 the linear GEMMs' efficiency at precision ``P`` (fp8, mxfp8, nvfp4). It prints
@@ -65,6 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         if hardware.achieved(cluster.device) is not hardware._BY_NAME[index][1]:
             continue
         cases.append((row, graph, cluster, lay, measured_step(row)))
+    from published import CLUSTERS, DATA as OLDER, measured_step as older_step, row_layout, row_model
+    from pase.api import load_graph
+    from pase.cluster import get_cluster
+    for row in json.loads(OLDER.read_text())["rows"]:
+        name, options = row_model(row)
+        lay = row_layout(row)
+        cluster = get_cluster(CLUSTERS[row["device"]], lay.devices)
+        if hardware.achieved(cluster.device) is hardware._BY_NAME[index][1]:
+            cases.append((row, load_graph(name, **options), cluster, lay,
+                          older_step(row, options.get("seq", 2048))))
     print(f"{len(cases)} rows on {args.device}")
     base = hardware._BY_NAME[index][1]
 
@@ -91,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                         best, values, errs, improved = score, trial, e, True
     print("fitted:", ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
     for (row, *_), e in sorted(zip(cases, errs), key=lambda x: x[1]):
-        print(f"  {row['id']:4d} {row['model']:16.16s} {row.get('precision')} x{row['gpus']}: {e:+.1%}")
+        print(f"  {row.get('id', 'older'):>5} {row['model']:16.16s} {row.get('precision')} x{row['gpus']}: {e:+.1%}")
     return 0
 
 
