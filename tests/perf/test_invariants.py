@@ -130,7 +130,7 @@ def divisor(draw, n: int, largest_first: bool = False) -> int:
     return draw(st.sampled_from(options[::-1] if largest_first else options))
 
 
-MOE = ("mixtral-8x7b", "switch-base-8")
+MOE = ("mixtral-8x7b", "switch-base-8", "deepseek-v3", "nemotron-3-nano", "nemotron-3-super")
 CLASS_TOKEN = ("bert-base", "bert-large", "vit-b16", "vit-l16")  # a sequence of 1: no cp, no sp
 
 
