@@ -65,13 +65,13 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     """The layout as a per-op plan (pp = 1): ``strategy`` (each op's split), ``variants``
     (ZeRO stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
     at), so `pase evaluate --strategy` of this output prices the same plan with the
-    calibrated cost model. A pipeline layout (pp > 1), or one whose experts fold over the
-    tensor-parallel ranks (etp < tp), is no per-op plan: ``plan`` is null."""
+    calibrated cost model. A pipeline layout (pp > 1), or one whose ep group reaches past
+    the data-parallel ranks (over cp or tp ranks), is no per-op plan: ``plan`` is null."""
     from pase.perf.plan import layout_configs, layout_variants
 
     lay = estimate.layout
-    if lay.pp > 1 or lay.expert_tp != lay.tp:  # stages, or experts folded over tp: no per-op plan
-        return {"plan": None}
+    if lay.pp > 1 or lay.expert_tp != lay.tp or lay.dp % lay.ep:
+        return {"plan": None}  # stages, or an ep group wider than dp: no per-op plan
     options = key_values(args.model_option, "--model-option")
     graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp, **options)
     costs = {"microbatches": lay.microbatches, "zero": str(lay.zero),

@@ -206,7 +206,9 @@ def attention_time(scores: Op, context: Op, causal: bool, tile_s: dict, pr: Pric
     """The fused attention kernel standing for scores, softmax and context."""
     a, b, o = parse_einsum(attr(scores, "eq"))
     work = math.prod(tile_s[c] for c in set(a) | set(b))  # B H L M K (every letter once)
-    flop = 4.0 * work
+    # the context's value head size may differ from the scores' (DeepSeek's 128 vs 192)
+    values = math.prod(d.size for d in context.dims) / math.prod(d.size for d in scores.dims)
+    flop = 2.0 * work * (1 + values)
     out.model_flop += flop
     done = 0.5 if causal else 1.0
     out.forward_flop += flop * done

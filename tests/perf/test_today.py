@@ -21,7 +21,7 @@ from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.ops import price_ops
 
-W, HEADS, KV, FF, SEQ = 1024, 8, 2, 4096, 2048  # a small Llama layer
+W, HEADS, KV, FF, SEQ = 4096, 32, 8, 14336, 4096  # Llama 3 8B's layer sizes
 LLAMA = dict(layers=2, width=W, heads=HEADS, kv_heads=KV, ff=FF, vocab=32000, seq=SEQ)
 
 
@@ -116,7 +116,7 @@ def _auto(glob: int, micro: int, cluster: str, degrees: str, devices: int, **mod
 
 def test_recompute_auto_is_the_least_that_fits():
     model = dict(layers=8, width=4096, heads=32, kv_heads=8, ff=14336, seq=8192)
-    g, lay, e = _auto(8, 4, "h100-sxm", "dp=8", 8, **model)
+    g, lay, e = _auto(32, 4, "h100-sxm", "dp=8", 8, **model)
     chosen = e.layout
     assert e.fits_memory and chosen.recompute == "full" and 0 < chosen.recompute_layers < 8
     for weaker in (dict(recompute="none"), dict(recompute="selective"),
