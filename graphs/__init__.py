@@ -1,16 +1,21 @@
 """Built-in model graphs. Importing this package registers them in pase.registry.MODELS.
 
 The paper's five (alexnet, inception, resnet, rnnlm, transformer), the small test
-graphs, and the model zoo of today's workloads (bert, densenet, gpt, llama, moe, unet, vit).
+graphs, and the model zoo of today's workloads (bert, densenet, gpt, gpt_oss, llama, llama4,
+moe, nemotron, qwen3, unet, vit).
 """
 from pase.graphs import (  # noqa: F401
     alexnet,
     bert,
     densenet,
     gpt,
+    gpt_oss,
     inception,
     llama,
+    llama4,
     moe,
+    nemotron,
+    qwen3,
     resnet,
     rnnlm,
     small,
