@@ -14,6 +14,11 @@ input (no edges); the letters of the einsums take their roles from
   heads: no op, no copy; splitting ``r`` replicates k and v (their gradients are
   all-reduced over the ``r`` split). Rotary embeddings are Elementwise ops on q
   and k.
+
+Options of today's models: ``qk_norm`` (Qwen3) puts an RMSNorm over the head
+dim on q and on k (one scale of the head size each, shared by the heads) before
+the rotary embedding; ``window`` (gpt-oss) makes the causal softmax a sliding
+window of that many keys (the Softmax's ``window`` attribute).
 """
 from __future__ import annotations
 
@@ -34,14 +39,27 @@ def residual(b: GraphBuilder, x: Value, y: Value, name: str) -> Value:
     return b.elementwise(x, y, name=name)
 
 
+def _qk(b: GraphBuilder, q: Value, k: Value, p: str, rotary: bool,
+        qk_norm: bool) -> tuple[Value, Value]:
+    """The optional QK-norm, then the optional rotary embedding, of q and k."""
+    if qk_norm:
+        q = norm(b, q, "rms", f"{p}.q_norm")
+        k = norm(b, k, "rms", f"{p}.k_norm")
+    if rotary:
+        q = b.rotary(q, name=f"{p}.rotary_q")
+        k = b.rotary(k, name=f"{p}.rotary_k")
+    return q, k
+
+
 def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_heads: int,
-              d_k: int, causal: bool = False, bias: bool = False, rotary: bool = False) -> Value:
+              d_k: int, causal: bool = False, bias: bool = False, rotary: bool = False,
+              qk_norm: bool = False, window: int = 0) -> Value:
     """Self-attention of ``xs[0]``, or cross-attention of ``[query, memory, memory]``.
 
     Returns the output projection (no residual, no norm).
     """
     if kv_heads != heads:
-        return _grouped(b, xs[0], p, heads, kv_heads, d_k, causal, bias, rotary)
+        return _grouped(b, xs[0], p, heads, kv_heads, d_k, causal, bias, rotary, qk_norm, window)
     x = xs[0]
     width = x.shape[-1]
     w_qkv = b.input((3, heads, width, d_k), names=("s", "h", "e", "k"))
@@ -53,11 +71,9 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
     else:
         qkv = b.einsum("ble,shek->sbhlk", x, w_qkv, name=f"{p}.qkv", roles=ROLES, bias=qkv_bias)
     q, k, v = b.unstack(qkv, axis=0, name=f"{p}.unstack")
-    if rotary:
-        q = b.rotary(q, name=f"{p}.rotary_q")
-        k = b.rotary(k, name=f"{p}.rotary_k")
+    q, k = _qk(b, q, k, p, rotary, qk_norm)
     scores = b.einsum("bhlk,bhmk->bhlm", q, k, name=f"{p}.scores", roles=ROLES)
-    probs = b.softmax(scores, axis=3, name=f"{p}.softmax", causal=causal)
+    probs = b.softmax(scores, axis=3, name=f"{p}.softmax", causal=causal, window=window)
     ctx = b.einsum("bhlm,bhmk->bhlk", probs, v, name=f"{p}.context", roles=ROLES)
     w_out = b.input((heads, width, d_k), names=("h", "e", "k"))
     return b.einsum("bhlk,hek->ble", ctx, w_out, name=f"{p}.out", roles=ROLES,
@@ -65,7 +81,7 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
 
 
 def _grouped(b: GraphBuilder, x: Value, p: str, heads: int, kv_heads: int, d_k: int,
-             causal: bool, bias: bool, rotary: bool) -> Value:
+             causal: bool, bias: bool, rotary: bool, qk_norm: bool, window: int) -> Value:
     """Grouped-query attention from one fused projection (as Megatron-LM's).
 
     Per kv head ``g`` the weight ``(r + 2, g, width, d_k)`` holds its ``r`` query heads,
@@ -78,12 +94,10 @@ def _grouped(b: GraphBuilder, x: Value, p: str, heads: int, kv_heads: int, d_k: 
                    bias="sgk" if bias else None)
     parts = b.unstack(qkv, axis=0, name=f"{p}.unstack")
     q = b.stack(parts[:groups], axis=2, new_name="r", name=f"{p}.queries")
-    k, v = parts[groups], parts[groups + 1]
-    if rotary:
-        q = b.rotary(q, name=f"{p}.rotary_q")
-        k = b.rotary(k, name=f"{p}.rotary_k")
+    q, k = _qk(b, q, parts[groups], p, rotary, qk_norm)
+    v = parts[groups + 1]
     scores = b.einsum("bgrlk,bgmk->bgrlm", q, k, name=f"{p}.scores", roles=ROLES)
-    probs = b.softmax(scores, axis=4, name=f"{p}.softmax", causal=causal)
+    probs = b.softmax(scores, axis=4, name=f"{p}.softmax", causal=causal, window=window)
     ctx = b.einsum("bgrlm,bgmk->bgrlk", probs, v, name=f"{p}.context", roles=ROLES)
     w_out = b.input((kv_heads, groups, d_k, width), names=("g", "r", "k", "e"))
     return b.einsum("bgrlk,grke->ble", ctx, w_out, name=f"{p}.out", roles=ROLES,

@@ -6,14 +6,22 @@ ops with ``fn: rotary``), pre-RMSNorm blocks with causal grouped-query attention
 :mod:`graphs.blocks`) and a SwiGLU MLP (``down(silu(gate x) * up x)``), no
 biases, a final RMSNorm and an untied LM head (Hugging Face ``LlamaForCausalLM``).
 
-=========== ====== ===== ===== ======== ===== ====== ====
-name        layers width heads kv_heads ff    vocab  seq
-=========== ====== ===== ===== ======== ===== ====== ====
-llama2-7b   32     4096  32    32       11008 32000  4096
-llama2-13b  40     5120  40    40       13824 32000  4096
-llama2-70b  80     8192  64    8        28672 32000  4096
-llama3-8b   32     4096  32    8        14336 128256 8192
-=========== ====== ===== ===== ======== ===== ====== ====
+============= ====== ===== ===== ======== ===== ====== ====
+name          layers width heads kv_heads ff    vocab  seq
+============= ====== ===== ===== ======== ===== ====== ====
+llama2-7b     32     4096  32    32       11008 32000  4096
+llama2-13b    40     5120  40    40       13824 32000  4096
+llama2-70b    80     8192  64    8        28672 32000  4096
+llama3-8b     32     4096  32    8        14336 128256 8192
+llama3-70b    80     8192  64    8        28672 128256 8192
+llama3.1-8b   32     4096  32    8        14336 128256 8192
+llama3.1-70b  80     8192  64    8        28672 128256 8192
+llama3.1-405b 126    16384 128   8        53248 128256 8192
+============= ====== ===== ===== ======== ===== ====== ====
+
+Llama 3.1 has Llama 3's architecture (its RoPE scaling for 128k contexts changes
+no size); ``seq`` 8192 is the pre-training context of both (Llama 3.1's 128k is a
+late long-context stage: ``seq=131072``).
 """
 from __future__ import annotations
 
@@ -23,11 +31,19 @@ from pase.graphs.zoo import register_presets, require
 from pase.ir import Graph
 
 
-def check_heads(model: str, width: int, heads: int, kv_heads: int) -> None:
-    require(model, width % heads == 0, f"heads ({heads}) must divide width ({width})")
+def check_heads(model: str, width: int, heads: int, kv_heads: int,
+                head_dim: int | None = None) -> None:
+    """Sizes of rotary grouped-query attention; ``head_dim`` when the head size is its own
+    option (Qwen3, gpt-oss), else ``width / heads``."""
+    if head_dim is None:
+        require(model, width % heads == 0, f"heads ({heads}) must divide width ({width})")
     require(model, heads % kv_heads == 0, f"kv_heads ({kv_heads}) must divide heads ({heads})")
-    require(model, (width // heads) % 2 == 0,
-            f"the head size width / heads = {width // heads} must be even for rotary embeddings")
+    if head_dim is None:
+        require(model, (width // heads) % 2 == 0, f"the head size width / heads = "
+                f"{width // heads} must be even for rotary embeddings")
+    else:
+        require(model, head_dim % 2 == 0,
+                f"head_dim ({head_dim}) must be even for rotary embeddings")
 
 
 def decoder(model: str, batch: int, seq: int, vocab: int, width: int) -> tuple[GraphBuilder, Value]:
@@ -71,5 +87,13 @@ register_presets(llama, {
                    _preset(80, 8192, 64, 8, 28672, 32000, 4096)),
     "llama3-8b": ("Llama 3 8B: 32 layers, width 4096, 8 kv heads, vocabulary 128256, sequence 8192",
                   _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
+    "llama3-70b": ("Llama 3 70B: 80 layers, width 8192, 8 kv heads, vocabulary 128256",
+                   _preset(80, 8192, 64, 8, 28672, 128256, 8192)),
+    "llama3.1-8b": ("Llama 3.1 8B: Llama 3 8B's sizes, sequence 8192",
+                    _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
+    "llama3.1-70b": ("Llama 3.1 70B: Llama 3 70B's sizes, sequence 8192",
+                     _preset(80, 8192, 64, 8, 28672, 128256, 8192)),
+    "llama3.1-405b": ("Llama 3.1 405B: 126 layers, width 16384, 128 heads, 8 kv heads, ff 53248",
+                      _preset(126, 16384, 128, 8, 53248, 128256, 8192)),
 }, tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "kv_heads": 2, "ff": 64,
          "vocab": 64})

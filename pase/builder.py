@@ -134,8 +134,12 @@ class GraphBuilder:
         return self._pointwise("BatchNorm", [x], name, ports, axis=0)
 
     def softmax(self, x: Value, axis: int = -1, name: str | None = None,
-                causal: bool = False) -> Value:
-        extra = {"causal": True} if causal else {}
+                causal: bool = False, window: int = 0) -> Value:
+        """Softmax along ``axis``; ``causal`` masks keys after the query, and a ``window`` > 0
+        (with causal) keeps only each query's last ``window`` keys (sliding-window attention)."""
+        extra: dict[str, Any] = {"causal": True} if causal else {}
+        if window:
+            extra["window"] = window
         return self._pointwise("Softmax", [x], name, axis=_axis(axis, len(x.shape), "Softmax"),
                                **extra)
 

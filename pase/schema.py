@@ -139,7 +139,7 @@ def _choice(*values: str) -> AttrType:
                     lambda v, n: None if isinstance(v, str) and v in values else "")
 
 
-ACTIVATION = _choice("relu", "gelu", "silu", "tanh", "none")
+ACTIVATION = _choice("relu", "gelu", "silu", "tanh", "relu2", "none")
 ELEMENTWISE_FN = _choice("add", "mul", "rotary")
 RESIZE_MODE = _choice("nearest", "linear", "cubic")
 EINSUM = AttrType("string", "a two-operand einsum such as \"bhlk,bhmk->bhlm\": ASCII letters, "
@@ -567,6 +567,9 @@ def _norm_weights_rule(op: Op, where: str) -> list[PortAxis]:
 
 def _softmax_rule(op: Op, where: str) -> list[PortAxis]:
     _pointwise_rule(op, where)
+    if attr(op, "window") and not attr(op, "causal"):
+        raise GraphError(f"{where} has window: {attr(op, 'window')} without causal: true; a "
+                         f"sliding window keeps each query's last keys, so it needs causal")
     if attr(op, "causal"):
         n = len(op.dims)
         if n < 2 or attr(op, "axis") != n - 1 or op.dims[-1].size != op.dims[-2].size:
@@ -821,13 +824,17 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
              (1, 1), (1, 1), (0, 0), _reduce_mean_rule,
              "one dim per input axis; input maps axis i to dim i; the output keeps the other "
              "axes (with keepdims: every axis, the reduced ones unmapped and of size 1)"),
-    OpSchema("Softmax", "softmax along one axis", "softmax(x, axis, causal=...)",
+    OpSchema("Softmax", "softmax along one axis", "softmax(x, axis, causal=..., window=...)",
              (Attr("axis", AXIS, "the softmax axis", required=True),
               Attr("causal", BOOL, "mask keys after the query (entries above the diagonal of the "
-                   "last two axes) before the softmax", default=False)),
+                   "last two axes) before the softmax", default=False),
+              Attr("window", NATURAL_INT, "sliding-window attention (with causal): each query "
+                   "keeps its last `window` keys, itself included, and masks the earlier ones; "
+                   "0: every key up to the query (cost models may price only the window)",
+                   default=0)),
              (1, 1), (1, 1), (0, 0), _softmax_rule,
              _POINTWISE + "; causal: the axis is the last, the last two dims (queries, keys) "
-             "have one size"),
+             "have one size; a window > 0 needs causal"),
     OpSchema("TopK", "keep the k largest entries along one axis, zero the rest (MoE routing)",
              "top_k(x, k, axis, normalize)",
              (Attr("k", POSITIVE_INT, "entries kept per row", required=True),

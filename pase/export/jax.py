@@ -33,11 +33,11 @@ Op kinds and how exactly they are reproduced:
   training-mode batch normalisation over every axis but channels, without
   affine parameters (the graphs give these ops no weights);
 - ``pw`` (point-wise ops per output element, a FLOP count in pase) becomes the
-  op's ``act`` (ReLU by default; GELU, SiLU, tanh) when it is at least 1; biases,
-  norm scales and shifts, parameter operands of adds (learned positions) and of
+  op's ``act`` (ReLU by default; GELU, SiLU, tanh, squared ReLU) when it is at least
+  1; biases, norm scales and shifts, parameter operands of adds (learned positions) and of
   Concats (class tokens) are parameters; a ``tied`` op reads its owner's parameter;
 - ``Elementwise`` ``mul`` (a product) and ``rotary`` (base 10000, positions on the
-  second-last axis); ``Softmax`` ``causal``; ``TopK`` (the ``k`` largest kept,
+  second-last axis); ``Softmax`` ``causal`` and ``window``; ``TopK`` (the ``k`` largest kept,
   renormalised when ``normalize``); ``MoEDispatch`` and ``MoECombine`` as GShard's
   einsums with the one-hot slot tensor recomputed from the gates (first come, first
   served; tokens over capacity dropped; the combine routes each token's expert outputs
@@ -313,8 +313,10 @@ class _Writer:
         return f"batch_norm({self.input(op, 0)}, weights={self.weights(op)})"
 
     def kind_Softmax(self, op: Op, outs):
+        window = self.attr(op, "window", 0)
         return (f"softmax({self.input(op, 0)}, axis={self.attr(op, 'axis', len(op.dims) - 1)!r}, "
-                f"masked={bool(self.attr(op, 'causal', False))!r})")
+                f"masked={bool(self.attr(op, 'causal', False))!r}"
+                + (f", window={window!r})" if window else ")"))
 
     def kind_TopK(self, op: Op, outs):
         return (f"top_k({self.input(op, 0)}, {self.attr(op, 'k')!r}, {self.attr(op, 'axis')!r}, "

@@ -22,7 +22,7 @@ OPS = '''\
 
 
 ACTS = {"relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu, "tanh": jnp.tanh,
-        "none": lambda y: y}
+        "relu2": lambda y: jnp.square(jax.nn.relu(y)), "none": lambda y: y}
 
 
 def act(y, pw, fn="relu"):
@@ -113,10 +113,13 @@ def moe_combine(y, gates):
     return jnp.einsum("blx,blxe->ble", gates, routed)
 
 
-def causal(x):
-    """Mask keys after the query (last axis) for the queries on the second-last."""
+def causal(x, window=0):
+    """Mask keys after the query (last axis) for the queries on the second-last, and with a
+    ``window`` > 0 the keys ``window`` or more before it."""
     n, m = x.shape[-2], x.shape[-1]
     keep = jnp.arange(m)[None, :] <= jnp.arange(n)[:, None]
+    if window:
+        keep = keep & (jnp.arange(m)[None, :] > jnp.arange(n)[:, None] - window)
     return jnp.where(keep, x, jnp.asarray(-1e9, x.dtype))
 
 
@@ -212,8 +215,8 @@ def batch_norm(x, eps=1e-5, weights=()):
     return scale_shift((x - mean) * jax.lax.rsqrt(var + eps), 1, weights)
 
 
-def softmax(x, axis, masked=False):
-    return jax.nn.softmax(causal(x) if masked else x, axis=axis)
+def softmax(x, axis, masked=False, window=0):
+    return jax.nn.softmax(causal(x, window) if masked else x, axis=axis)
 
 
 def softmax_xent(x, labels):

@@ -31,6 +31,9 @@ from pase.registry import MODELS
 SEQUENCE_MODELS = ("bert-base", "bert-large", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
                    "gpt3", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
                    "mixtral-8x7b", "switch-base-8", "vit-b16", "vit-l16", "rnnlm", "transformer",
+                   "llama3-70b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "nemotron4-15b",
+                   "nemotron4-340b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                   "gpt-oss-20b", "gpt-oss-120b", "llama4-scout",
                    "deepseek-v3", "nemotron-3-nano", "nemotron-3-super")
 HOMOGENEOUS = sorted(name for name, c in PRESETS.items() if not c.groups)
 
@@ -130,7 +133,9 @@ def divisor(draw, n: int, largest_first: bool = False) -> int:
     return draw(st.sampled_from(options[::-1] if largest_first else options))
 
 
-MOE = ("mixtral-8x7b", "switch-base-8", "deepseek-v3", "nemotron-3-nano", "nemotron-3-super")
+MOE = ("mixtral-8x7b", "switch-base-8", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+       "gpt-oss-20b", "gpt-oss-120b", "llama4-scout",
+       "deepseek-v3", "nemotron-3-nano", "nemotron-3-super")
 CLASS_TOKEN = ("bert-base", "bert-large", "vit-b16", "vit-l16")  # a sequence of 1: no cp, no sp
 
 
