@@ -239,7 +239,7 @@ class CalibratedRules(AlphaBetaCostModel):
         if ctx.attention == "inner" or op.kind in VIEWS:
             return np.zeros(K), np.zeros(K)
         if ctx.attention == "scores":
-            attention_time(op, op, ctx.causal, tile, self.pricer, t)
+            attention_time(op, op, ctx.causal, tile, self.pricer, t, ctx.window)
         elif op.kind == "Einsum":
             einsum_time(op, tile, splits, self.pricer, t, collectives=False)
         elif op.kind in MEMORY_BOUND:

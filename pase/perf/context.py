@@ -48,10 +48,11 @@ class OpContext:
     shares_input_gradient: bool = False  # another reader all-reduces input 0's gradient
     unit: str = "pre"
     core: bool = False  # attention core: selective recomputation recomputes it
+    window: int = 0  # sliding-window attention: keys per query (0: all)
 
     def key(self) -> tuple:
         return (self.attention, self.causal, self.kept_outputs, self.extras, self.block_outputs,
-                self.shares_input_gradient, self.unit in ("pre", "post"), self.core)
+                self.shares_input_gradient, self.unit in ("pre", "post"), self.core, self.window)
 
 
 def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
@@ -91,10 +92,11 @@ def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
         triple = fused.get(op.name)
         role = None if triple is None else ("scores" if op.name == triple[0] else "inner")
         causal = bool(attr(graph.op(triple[1]), "causal")) if triple is not None else False
+        window = int(attr(graph.op(triple[1]), "window")) if triple is not None else 0
         out[op.name] = OpContext(role, causal, tuple(sorted(kept.get(op.name, ()))),
                                  tuple(sorted(set(extras.get(op.name, ())))),
                                  tuple(sorted(block_outputs.get(op.name, ()))),
-                                 op.name in shares, unit_of[op.name], op.name in cores)
+                                 op.name in shares, unit_of[op.name], op.name in cores, window)
     return out
 
 

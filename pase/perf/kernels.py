@@ -201,16 +201,29 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
         out.tp_backward.append(("all-reduce", port_elements(op, ports[0], tile, splits) * pr.element_bytes))
 
 
+def attention_share(causal: bool, window: int, queries: int, keys: int) -> float:
+    """The share of the ``queries x keys`` scores a fused kernel computes: all, the causal
+    half (with its diagonal), or under a sliding ``window`` each query's last ``window`` keys."""
+    if not causal:
+        return 1.0
+    if not window or window >= keys:
+        return 0.5
+    w = float(window)
+    return (w * (w + 1) / 2 + (queries - w) * w) / (queries * keys) if queries > w else 0.5
+
+
 def attention_time(scores: Op, context: Op, causal: bool, tile_s: dict, pr: Pricer,
-                   out: OpTime) -> None:
-    """The fused attention kernel standing for scores, softmax and context."""
+                   out: OpTime, window: int = 0) -> None:
+    """The fused attention kernel standing for scores, softmax and context (a sliding
+    ``window`` skips the keys outside it)."""
     a, b, o = parse_einsum(attr(scores, "eq"))
     work = math.prod(tile_s[c] for c in set(a) | set(b))  # B H L M K (every letter once)
     # the context's value head size may differ from the scores' (DeepSeek's 128 vs 192)
     values = math.prod(d.size for d in context.dims) / math.prod(d.size for d in scores.dims)
     flop = 2.0 * work * (1 + values)
     out.model_flop += flop
-    done = 0.5 if causal else 1.0
+    o_dims = {d.name: d.size for d in scores.dims}
+    done = attention_share(causal, window, o_dims[o[-2]], o_dims[o[-1]])
     out.forward_flop += flop * done
     out.backward_flop += 2.5 * flop * done
     out.forward_s += pr.attention(flop * done)

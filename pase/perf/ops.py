@@ -101,8 +101,9 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         triple = fused.get(op.name)
         if triple is not None:
             if op.name == triple[0]:
-                attention_time(op, graph.op(triple[2]), bool(attr(graph.op(triple[1]), "causal")),
-                               t, pricer, time)
+                softmax = graph.op(triple[1])
+                attention_time(op, graph.op(triple[2]), bool(attr(softmax, "causal")), t, pricer,
+                               time, int(attr(softmax, "window")))
                 if lay.cp > 1:  # each ring step passes one rank's chunk of the keys and values
                     keys = sum(port_elements(op, q, t, splits) for q in op.inputs[1:])
                     time.ring_bytes = 2 * keys * e / lay.cp

@@ -161,3 +161,24 @@ def test_all_to_all_across_nodes_leaves_through_each_ranks_nic():
     nbytes = 1e9
     t = collective_seconds("all-to-all", nbytes, 16, 2, cl, hw, latency=False)
     assert t == pytest.approx(8 / 16 * nbytes / (50e9 * hw.network))
+
+
+def test_sliding_window_attention_computes_only_the_window():
+    # causal attention over S keys computes S(S+1)/2 scores; a window of w keys per query
+    # computes w(w+1)/2 + (S-w) w of them (gpt-oss: every other layer, w = 128)
+    from pase.perf.kernels import attention_share
+    s, w = 4096, 128
+    assert attention_share(True, w, s, s) == pytest.approx((w * (w + 1) / 2 + (s - w) * w) / s**2)
+    assert attention_share(True, 0, s, s) == 0.5 and attention_share(False, 0, s, s) == 1.0
+    model = dict(layers=2, seq=s)
+    g, full = (load_graph("gpt-oss-20b", batch=1, **model, **extra) for extra in ({}, {"window": 0}))
+    lay = make_layout("dp=8,ep=2", devices=8, micro_batch=1, global_batch=8)
+    cl = get_cluster("dgx-b200", 8)
+    pr = make_pricer(cl.device, achieved(cl.device), "bf16")
+    windowed = {p.op.name: p.time for p in price_ops(g, lay, pr)}
+    dense = {p.op.name: p.time for p in price_ops(full, lay, pr)}
+    # layer 0 slides (the causal kernel counts half the S x S scores), layer 1 attends to all
+    share = (w * (w + 1) / 2 + (s - w) * w) / s**2
+    assert windowed["layers0.attn.scores"].forward_flop == pytest.approx(
+        dense["layers0.attn.scores"].forward_flop * share / 0.5)
+    assert windowed["layers1.attn.scores"].forward_flop == dense["layers1.attn.scores"].forward_flop
