@@ -34,7 +34,9 @@ from pase.ir import Graph
 
 def gpt(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int, ff: int,
         vocab: int, positions: int) -> Graph:
-    """A GPT-2 style decoder; ``positions`` rows in the learned position table."""
+    """A GPT-2 style decoder; ``positions`` rows in the learned position table (0: ``seq``);
+    ``ff`` 0 is GPT-3's ``4 width``."""
+    ff, positions = ff or 4 * width, positions or seq
     require(model, width % heads == 0, f"heads ({heads}) must divide width ({width})")
     require(model, seq <= positions, f"seq ({seq}) must be at most positions ({positions})")
     b = GraphBuilder(model, cutoff=1, batch=batch)
@@ -59,6 +61,18 @@ def _preset(layers: int, width: int, heads: int, seq: int, batch: int) -> dict:
             "ff": 4 * width, "vocab": 50257, "positions": seq}
 
 
+def _gpt3(layers: int, width: int, heads: int) -> dict:
+    """GPT-3's sizes: ``ff`` and ``positions`` 0 follow the width (4x) and the sequence,
+    so a size given by options (``width=6144 seq=4096``) stays a GPT-3."""
+    return {**_preset(layers, width, heads, 2048, 8), "ff": 0, "positions": 0}
+
+
+register_presets(gpt, {
+    "gpt3": ("GPT-3 family, sizes by options (default GPT-3 Small: 12 layers, width 768; ff 4 "
+             "width and positions seq unless given)", _gpt3(12, 768, 12)),
+    "gpt3-175b": ("GPT-3 175B: 96 layers, width 12288, 96 heads, sequence 2048",
+                  _gpt3(96, 12288, 96)),
+}, tiny=TINY, zero_ok=("ff", "positions"))
 register_presets(gpt, {
     "gpt2": ("GPT-2 small (124M): 12 layers, width 768, causal, tied LM head",
              _preset(12, 768, 12, 1024, 16)),
@@ -66,9 +80,5 @@ register_presets(gpt, {
     "gpt2-large": ("GPT-2 large (774M): 36 layers, width 1280", _preset(36, 1280, 20, 1024, 16)),
     "gpt2-xl": ("GPT-2 XL (1.5B): 48 layers, width 1600, 25 heads",
                 _preset(48, 1600, 25, 1024, 16)),
-    "gpt3": ("GPT-3 family, sizes by options (default GPT-3 Small: 12 layers, width 768)",
-             _preset(12, 768, 12, 2048, 8)),
-    "gpt3-175b": ("GPT-3 175B: 96 layers, width 12288, 96 heads, sequence 2048",
-                  _preset(96, 12288, 96, 2048, 8)),
 }, tiny=TINY)
 

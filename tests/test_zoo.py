@@ -163,7 +163,8 @@ def _analytic(model: str, o: dict) -> float:
     t, e, layers = b * s, o["width"], o["layers"]
     attn_tokens = 4 * layers * s * e * t
     if model.startswith(("gpt", "bert")):
-        flops = 2 * t * (layers * (4 * e * e + 2 * e * o["ff"]) + o["vocab"] * e) + attn_tokens
+        ff = o["ff"] or 4 * e  # GPT-3's presets: 0 means 4 x width
+        flops = 2 * t * (layers * (4 * e * e + 2 * e * ff) + o["vocab"] * e) + attn_tokens
         if model.startswith("bert"):
             flops += 2 * t * e * e + 2 * b * e * e  # MLM transform on every token, pooler on one
         return flops
