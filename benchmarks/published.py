@@ -1,7 +1,17 @@
 """How close does pase's performance model come to published training runs?
 
     python benchmarks/published.py [--data benchmarks/data/calibration.json] [--json FILE]
+    python benchmarks/published.py --runs [benchmarks/data/runs-2024-2026.json]
     python benchmarks/published.py --search
+
+``--runs`` prices the published runs of 2024-2026 (NeMo / Megatron-Bridge,
+Megatron-LM, torchtitan, NeMo AutoModel: dense and MoE, H100 to GB300, bf16 to
+NVFP4) each by the `pase evaluate` command its row states
+(``published_runs.row_argv``, run in this process), and prints every row
+(measured and predicted step, error, MFU, memory against the published peak,
+whether it fits, the recomputation ``auto`` chose), then the coverage (rows
+priced / rows), the median |error|, the share within 10% and 20%, the worst, and
+the median |memory error| where a peak is published.
 
 For each published run (``benchmarks/data/calibration.json``: Megatron-LM on A100
 with tensor and pipeline parallelism, PyTorch FSDP runs by MosaicML on A100 and
@@ -27,12 +37,14 @@ import sys
 import time
 from pathlib import Path
 
+import published_runs
 from provenance import stamp
 
 from pase.api import load_graph
 from pase.perf import evaluate_layout, make_layout
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration.json"
+RUNS = published_runs.DATA
 # The rows' device names -> pase cluster presets (nodes of 8 GPUs; presets grow to -p).
 CLUSTERS = {"A100-80GB": "dgx-a100-80gb", "a100_80gb": "dgx-a100-80gb",
             "a100_40gb": "dgx-a100", "h100_80gb": "h100-sxm"}
@@ -94,10 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA, help="published runs (JSON with 'rows')")
     ap.add_argument("--json", type=Path, help="also write every row's estimate here")
+    ap.add_argument("--runs", type=Path, nargs="?", const=RUNS, default=None,
+                    help="price the 2024-2026 runs (default file: %(const)s)")
     ap.add_argument("--search", action="store_true",
                     help="also search the layouts of each row (minutes) and simulate both")
     args = ap.parse_args(argv)
     print(stamp())
+    if args.runs is not None:
+        return report_runs(args.runs, args.json)
     rows = json.loads(args.data.read_text())["rows"]
     if args.search:
         return search(rows)
@@ -122,6 +138,78 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r['estimate']['fits_memory'] for r in results)} of {len(results)}")
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=1))
+    return 0
+
+
+def price_run(row: dict) -> dict:
+    """One 2024-2026 row: its command, measurement and answer (or why it is not priced)."""
+    argv = published_runs.row_argv(row)
+    measured = published_runs.measured_step(row)
+    if isinstance(argv, str):
+        return {"row": row, "unpriced": argv}
+    if measured is None:
+        return {"row": row, "unpriced": "no step time or throughput published"}
+    answer, error = published_runs.run(argv)
+    if answer is None:
+        return {"row": row, "unpriced": error}
+    out = {"row": row, "argv": argv, "measured": measured, "answer": answer,
+           "error": answer["step_seconds"] / measured - 1}
+    if row.get("peak_memory_gib"):
+        out["memory_error"] = answer["memory_bytes"] / (row["peak_memory_gib"] * 2**30) - 1
+    return out
+
+
+def summary(results: list[dict]) -> dict:
+    """Coverage, median, shares within 10% and 20%, the worst, memory and fits."""
+    priced = [r for r in results if "error" in r]
+    errors = sorted(abs(r["error"]) for r in priced)
+    memory = [abs(r["memory_error"]) for r in priced if "memory_error" in r]
+    worst = max(priced, key=lambda r: abs(r["error"]), default=None)
+    return {"rows": len(results), "priced": len(priced),
+            "median": statistics.median(errors) if errors else None,
+            "within_10": sum(e <= 0.10 for e in errors), "within_20": sum(e <= 0.20 for e in errors),
+            "worst": worst, "memory_median": statistics.median(memory) if memory else None,
+            "memory_rows": len(memory),
+            "not_fitting": [r for r in priced if not r["answer"]["fits_memory"]]}
+
+
+def report_runs(path: Path, json_out: Path | None) -> int:
+    print("| id | model | device x GPUs | layout | precision | measured s | predicted s | error | "
+          "MFU | memory GiB (published) | fits | recompute |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    results = []
+    for row in json.loads(path.read_text())["rows"]:
+        r = price_run(row)
+        results.append(r)
+        where = f"{row.get('device') or '?'} x{row['gpus']}"
+        if "unpriced" in r:
+            print(f"| {row['id']} | {row['model'][:24]} | {where} | - | {row.get('precision')} | - | - | "
+                  f"not priced: {r['unpriced'][:80]} | | | | |", flush=True)
+            continue
+        a, lay = r["answer"], r["answer"]["layout"]
+        degrees = " ".join(f"{k}{lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if lay[k] > 1)
+        rc = lay["recompute"] + (f":{lay['recompute_layers']}" if lay["recompute_layers"] else "")
+        peak = f" ({row['peak_memory_gib']})" if row.get("peak_memory_gib") else ""
+        print(f"| {row['id']} | {row['model'][:24]} | {where} | {degrees} mb{lay['micro_batch']} | "
+              f"{lay['precision']} | {r['measured']:.3f} | {a['step_seconds']:.3f} | "
+              f"{r['error']:+.1%} | {a['mfu']:.1%} | {a['memory_bytes'] / 2**30:.1f}{peak} | "
+              f"{'yes' if a['fits_memory'] else 'NO'} | {rc} |", flush=True)
+    s = summary(results)
+    w = s["worst"]
+    print(f"\npriced: {s['priced']} of {s['rows']} rows ({s['priced'] / s['rows']:.0%})")
+    if s["priced"]:
+        print(f"median |step error|: {s['median']:.1%}; within 10%: {s['within_10']} "
+              f"({s['within_10'] / s['priced']:.0%}); within 20%: {s['within_20']} "
+              f"({s['within_20'] / s['priced']:.0%}); worst: {w['error']:+.1%} (row {w['row']['id']}, "
+              f"{w['row']['model']})")
+        print(f"runs called 'does not fit': {len(s['not_fitting'])}"
+              + "".join(f" {r['row']['id']}" for r in s["not_fitting"]))
+    if s["memory_rows"]:
+        print(f"median |memory error| over the {s['memory_rows']} rows with a published peak: "
+              f"{s['memory_median']:.1%}")
+    if json_out:
+        json_out.write_text(json.dumps([{k: v for k, v in r.items() if k != "row"} | {"id": r["row"]["id"]}
+                                        for r in results], indent=1, default=str))
     return 0
 
 

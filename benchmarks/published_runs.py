@@ -19,8 +19,11 @@ import contextlib
 import io
 import json
 import re
+from pathlib import Path
 
 from pase.cli import main as pase_main
+
+DATA = Path(__file__).resolve().parent / "data" / "runs-2024-2026.json"
 
 # The rows' device names -> pase cluster presets (a preset grows to -p devices).
 PRESETS = {"A100-80GB": "dgx-a100-80gb", "H100-80GB": "h100-sxm", "H100": "h100-sxm",
@@ -138,3 +141,29 @@ def run(argv: list[str]) -> tuple[dict | None, str]:
     if status != 0:
         return None, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else f"exit {status}"
     return json.loads(out.getvalue()), ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/published_runs.py ID...``: each row's `pase` command line."""
+    import argparse
+    import shlex
+    import sys
+
+    from provenance import stamp
+
+    ap = argparse.ArgumentParser(description="the pase command that prices a published run")
+    ap.add_argument("ids", nargs="+", type=int, help="row ids of runs-2024-2026.json")
+    args = ap.parse_args(argv)
+    print(stamp())
+    rows = {r["id"]: r for r in json.loads(DATA.read_text())["rows"]}
+    for i in args.ids:
+        if i not in rows:
+            print(f"no row {i}", file=sys.stderr)
+            return 2
+        argv_ = row_argv(rows[i])
+        print(f"{i}: " + (argv_ if isinstance(argv_, str) else "pase " + shlex.join(argv_)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

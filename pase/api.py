@@ -472,7 +472,7 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
 
 # make_layout's keywords (the layout's options) and the search's
 LAYOUT_OPTIONS = ("schedule", "zero", "recompute", "sequence_parallel", "precision", "attention",
-                  "dropout", "tp_overlap")
+                  "dropout", "tp_overlap", "ep_overlap")
 SEARCH_OPTIONS = ("precision", "attention", "dropout", "max_micro_batch", "virtual", "context",
                   "keep", "max_layouts", "progress")
 

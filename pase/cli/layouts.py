@@ -49,7 +49,8 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
         global_batch=args.global_batch, model_options=key_values(args.model_option, "--model-option"),
         schedule=args.schedule, zero=args.zero or 0, recompute=args.recompute or "none",
         sequence_parallel=args.sequence_parallel, precision=args.precision,
-        attention=args.attention, dropout=args.dropout, tp_overlap=args.tp_overlap)
+        attention=args.attention, dropout=args.dropout, tp_overlap=args.tp_overlap,
+        ep_overlap=args.ep_overlap)
     data = estimate.to_dict()
     data["model"] = args.model
     data["devices"] = args.devices

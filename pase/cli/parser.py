@@ -246,6 +246,10 @@ def _evaluate(s: Parser) -> None:
                      help="hide tensor-parallel collectives behind the GEMMs beside them "
                           "(Megatron-LM --tp-comm-overlap, torchtitan async TP); auto: on with "
                           "--sequence-parallel and fused attention, as current recipes run")
+    lay.add_argument("--ep-overlap", default="auto", choices=("auto", "on", "off"),
+                     help="hide expert all-to-alls behind another micro-batch's compute "
+                          "(Megatron-LM's combined 1F1B schedule); auto: on with ep > 1 and "
+                          "two or more micro-batches")
     lay.add_argument("--attention", default="fused", choices=("fused", "unfused"),
                      help="fused (flash) attention, or the unfused form that stores the scores")
     lay.add_argument("--dropout", action="store_true", help="dropout masks and kernels (off by default)")

@@ -48,6 +48,9 @@ class Achieved:
     # efficiency of the linear GEMMs at a low precision, as a fraction of its own peak:
     # ((precision, fraction), ...); a precision not listed gets 0.85 of ``gemm``
     low_gemm: tuple = ()
+    # MoE experts' grouped GEMMs against dense ones of the same shapes (one kernel walks
+    # many small problems; routing leaves their sizes uneven)
+    grouped: float = 1.0
 
     def low_precision_gemm(self, precision: str) -> float:
         return dict(self.low_gemm).get(precision, 0.85 * self.gemm)

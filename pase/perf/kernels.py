@@ -34,6 +34,7 @@ import numpy as np
 from pase.cluster import Device
 from pase.ir import Op, Port
 from pase.perf.hardware import Achieved
+from pase.perf.layout import experts_of
 from pase.schema import attr, parse_einsum
 
 VIEWS = ("Unstack", "Stack", "Ravel", "Unravel")  # free: a view of their input
@@ -95,10 +96,12 @@ class Pricer:
         """The dense peak at the run's precision (what MFU divides by)."""
         return max(self.peak_flops, self.linear_flops)
 
-    def gemm(self, batch: float, m: float, n: float, k: float, linear: bool = False) -> float:
+    def gemm(self, batch: float, m: float, n: float, k: float, linear: bool = False,
+             grouped: bool = False) -> float:
+        """A GEMM's seconds; ``grouped``: one GEMM per local expert in one kernel (MoE)."""
         flop = 2.0 * batch * m * n * k
         low = linear and self.linear_flops > 0
-        eff = self.hw.gemm_efficiency(m, n, k, batch)
+        eff = self.hw.gemm_efficiency(m, n, k, batch) * (self.hw.grouped if grouped else 1.0)
         if low:
             eff = eff * self.linear_gemm / self.hw.gemm
         element = self.quantised_bytes if low else self.element_bytes
@@ -171,9 +174,10 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
     B, M, N, K = size["B"], size["M"], size["N"], size["K"]
     flop = 2.0 * B * M * N * K
     linear = pr.linear_flops > 0 and is_linear(op)
+    grouped = experts_of(op) is not None
     out.model_flop += flop
     out.forward_flop += flop
-    out.forward_s += pr.gemm(B, M, N, K, linear)
+    out.forward_s += pr.gemm(B, M, N, K, linear, grouped)
     out.kernels += 1
     out_elems = B * M * N
     if linear:  # the activation input forward, the output gradient backward
@@ -185,11 +189,11 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
         out.backward_s += pr.memory(3 * out_elems * pr.element_bytes)
         out.kernels += 2
     if _has_grad(op, ports[0]):  # dA = dC B^T: M x K, contracting N
-        out.backward_s += pr.gemm(B, M, K, N, linear)
+        out.backward_s += pr.gemm(B, M, K, N, linear, grouped)
         out.backward_flop += flop
         out.kernels += 1
     if _has_grad(op, ports[1]):  # dB = A^T dC: K x N, contracting M
-        out.backward_s += pr.gemm(B, K, N, M, linear)
+        out.backward_s += pr.gemm(B, K, N, M, linear, grouped)
         out.backward_flop += flop
         out.kernels += 1
     if not collectives:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 import numpy as np
@@ -59,6 +59,7 @@ class Layout:
     tp_overlap: bool = False
     etp: int = 0  # expert tensor parallelism (0: tp)
     recompute_layers: int = 0  # full recomputation of this many layers per stage (0: all)
+    ep_overlap: bool = False  # expert all-to-alls hidden behind another micro-batch's compute
 
     @property
     def expert_tp(self) -> int:
@@ -140,7 +141,8 @@ def parse_schedule(text: str) -> tuple[str, int]:
 def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,
                 global_batch: int, schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
                 sequence_parallel: bool = False, precision: str = "bf16", attention: str = "fused",
-                dropout: bool = False, tp_overlap: bool | str = "auto") -> Layout:
+                dropout: bool = False, tp_overlap: bool | str = "auto",
+                ep_overlap: bool | str = "auto") -> Layout:
     """A checked :class:`Layout` (everything that needs no graph): ``degrees`` as text or a
     mapping (:func:`parse_degrees`), batches integers >= 1, the flags real booleans."""
     d = parse_degrees(degrees)
@@ -164,6 +166,8 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
                  bool(sequence_parallel), precision, attention, bool(dropout),
                  _tp_overlap(tp_overlap, bool(sequence_parallel), attention, precision),
                  _expert_tp(d))
+    m = lay.microbatches
+    lay = replace(lay, ep_overlap=_switch("ep_overlap", ep_overlap, lay.ep > 1 and m > 1))
     if lay.devices != devices:
         raise OptionError(f"--layout: tp x pp x dp x cp = {lay.tp} x {lay.pp} x {lay.dp} x {lay.cp} "
                           f"= {lay.devices}, but -p is {devices}")
@@ -175,7 +179,6 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
     if global_batch % (micro_batch * lay.dp):
         raise OptionError(f"the global batch ({global_batch}) must be a multiple of micro-batch x dp "
                           f"({micro_batch} x {lay.dp} = {micro_batch * lay.dp})")
-    m = lay.microbatches
     if lay.schedule == "interleaved":
         if lay.pp == 1:
             raise OptionError("schedule interleaved:V needs pp > 1")
@@ -197,14 +200,20 @@ def _expert_tp(d: dict[str, int]) -> int:
 
 
 def _tp_overlap(value: bool | str, sequence_parallel: bool, attention: str, precision: str) -> bool:
-    """``on``/``off``/``auto`` (or a bool): auto overlaps tensor-parallel collectives where
-    current recipes do (Megatron-LM's --tp-comm-overlap needs sequence parallelism; the
-    fused-attention, 16-bit-or-lower stacks of 2023 on run it)."""
+    """auto overlaps tensor-parallel collectives where current recipes do (Megatron-LM's
+    --tp-comm-overlap needs sequence parallelism; the fused-attention, 16-bit-or-lower
+    stacks of 2023 on run it)."""
+    return _switch("tp_overlap", value,
+                   sequence_parallel and attention == "fused" and precision != "fp32")
+
+
+def _switch(name: str, value: bool | str, auto: bool) -> bool:
+    """``on``/``off``/``auto`` (or a bool) as a bool, ``auto`` standing for ``auto``."""
     if value == "auto":
-        return sequence_parallel and attention == "fused" and precision != "fp32"
+        return auto
     if isinstance(value, (bool, np.bool_)) or value in ("on", "off"):
         return value in (True, "on")
-    raise OptionError(f"unknown tp_overlap {_shown(value)}; allowed: auto, on, off (or True/False)")
+    raise OptionError(f"unknown {name} {_shown(value)}; allowed: auto, on, off (or True/False)")
 
 
 # -- what the layout splits in each op -----------------------------------------------

@@ -82,7 +82,7 @@ class Estimate:
                            "zero": lay.zero, "recompute": lay.recompute,
                            "sequence_parallel": lay.sequence_parallel, "precision": lay.precision,
                            "attention": lay.attention, "dropout": lay.dropout,
-                           "tp_overlap": lay.tp_overlap,
+                           "tp_overlap": lay.tp_overlap, "ep_overlap": lay.ep_overlap,
                            "recompute_layers": lay.recompute_layers},
                 "cluster": self.cluster, **self.details}
 
@@ -240,6 +240,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     unit_f: dict[str, float] = {}
     unit_b: dict[str, float] = {}
     unit_params: dict[str, float] = {}
+    unit_ep: dict[str, list[float]] = {}  # the layer's expert all-to-alls, forward and backward
     for p, unit in zip(ops, units):
         t = p.time
         tp_f = sum(coll(k, b, "tp") for k, b in t.tp_forward)
@@ -259,11 +260,19 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             (lay.recompute == "selective" and p.attention_core)
         f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
         fwd, bwd = fwd + f, bwd + b
+        if lay.ep_overlap:  # hidden behind the layer's compute, after the loop
+            a2a = unit_ep.setdefault(unit, [0.0, 0.0])
+            a2a[0] += ep_f
+            a2a[1] += ep_b + (ep_f if again else 0.0)
+            ep_f = ep_b = 0.0
         exposed_f += tp_f + ep_f + ring_f
         exposed_b += tp_b + ep_b + ring_b + ((tp_f + ep_f) if again else 0.0)
         unit_f[unit] = unit_f.get(unit, 0.0) + f
         unit_b[unit] = unit_b.get(unit, 0.0) + b
         unit_params[unit] = unit_params.get(unit, 0.0) + p.parameter_elements
+    for unit, (a2a_f, a2a_b) in unit_ep.items():  # another micro-batch's compute hides them
+        exposed_f += hw.overlapped(a2a_f, unit_f[unit])
+        exposed_b += hw.overlapped(a2a_b, unit_b[unit])
     grad_bytes = 2.0 if mixed else 4.0
     order = list(unit_f)
     if lay.zero == 3:

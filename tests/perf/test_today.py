@@ -182,3 +182,14 @@ def test_sliding_window_attention_computes_only_the_window():
     assert windowed["layers0.attn.scores"].forward_flop == pytest.approx(
         dense["layers0.attn.scores"].forward_flop * share / 0.5)
     assert windowed["layers1.attn.scores"].forward_flop == dense["layers1.attn.scores"].forward_flop
+
+
+def test_expert_all_to_alls_hide_behind_another_micro_batch():
+    g = load_graph("mixtral-8x7b", batch=1, **MOE)
+    common = dict(devices=16, micro_batch=1, global_batch=32)  # two nodes: the a2a crosses
+    assert make_layout("dp=16,ep=16", **common).ep_overlap  # auto: ep > 1 and 2 micro-batches
+    assert not make_layout("dp=16,ep=16", devices=16, micro_batch=2, global_batch=32).ep_overlap
+    on, off = (evaluate_layout(g, "h100-sxm", make_layout("dp=16,ep=16", ep_overlap=o, **common))
+               for o in ("on", "off"))
+    assert on.breakdown["compute"] == off.breakdown["compute"]
+    assert on.breakdown["communication"] < off.breakdown["communication"]
