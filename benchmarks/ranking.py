@@ -22,10 +22,10 @@ Data sets, each reported on its own: ``benchmarks/data/calibration.json`` (the r
 pase's constants were fitted on), ``heldout.json`` (Megatron-LM runs not fitted), the
 two pooled (their Korthikanti et al. rows are one paper's full- and selective-
 recomputation runs of the same models), and ``runs-2024-2026.json``. A 2024-26 row is
-priced only when everything pase needs is published and pase has it (zoo model and
-its options, a cluster preset for the device, the precision, the layout fields, the
-ZeRO stage, a recomputation pase models); otherwise it is counted as not priced with
-the reason, never filled in.
+priced by the command its row states, as ``benchmarks/published.py --runs`` prices it
+(``published_runs.row_spec``: ZeRO 3 for FSDP rows and 1 otherwise, the published
+recomputation or ``auto``, sequence parallelism with tp); a row that lacks its layout,
+batch or device is counted as not priced with the reason, never filled in.
 """
 from __future__ import annotations
 
@@ -36,17 +36,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import published_runs
 from provenance import stamp
 from published import evaluate_row
 
 DATA = Path(__file__).resolve().parent / "data"
 OLD_SETS = (("calibration", "calibration.json"), ("held-out", "heldout.json"))
 NEW_SET = ("2024-26", "runs-2024-2026.json")
-# 2024-26 device names -> pase cluster presets; the other devices have none yet.
-DEVICES = {"A100-80GB": "dgx-a100-80gb", "H100-80GB": "h100-sxm"}
-PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
-RECOMPUTE = {"none": "none", "full": "full", "full (--checkpoint-activations)": "full"}
-MEGATRON = ("Megatron", "NeMo")  # frameworks whose "selective" is Korthikanti's
 
 
 def kendall_tau_b(x: list[float], y: list[float]) -> tuple[float, int, int, int, int]:
@@ -152,96 +148,20 @@ def new_layout(row: dict) -> str:
     return " ".join(parts)
 
 
-def new_measured(row: dict) -> float:
-    if row.get("step_seconds") is not None:
-        return float(row["step_seconds"])
-    if row.get("tokens_per_second_per_gpu") and row.get("global_batch") and row.get("seq"):
-        return row["global_batch"] * row["seq"] / (row["tokens_per_second_per_gpu"] * row["gpus"])
-    raise NotPriced("no measured step time or throughput with global batch and sequence")
-
-
-def new_inputs(row: dict) -> dict:
-    """pase.api.evaluate_layout's arguments for a 2024-26 row, or NotPriced naming every
-    reason it cannot be priced (``; ``-separated)."""
-    from pase.registry import MODELS
-
-    why = []
-    name = row["model"]
-    known = name in MODELS.names()
-    if not known:
-        why.append(f"no zoo model {name!r}")
-    device = row.get("device")
-    if device is not None and device not in DEVICES:
-        why.append(f"no cluster preset for device {device!r}")
-    precision = row.get("precision")
-    if precision is not None and precision not in PRECISIONS:
-        why.append(f"precision {precision!r} not in pase ({', '.join(PRECISIONS)})")
-    missing = [k for k in ("device", "precision", "tp", "pp", "dp", "global_batch", "seq")
-               if row.get(k) is None]
-    micro = row.get("micro_batch")
-    if micro is None:
-        # One local batch per step (global = local x dp) is one micro-batch: exact, not a guess.
-        local = row.get("local_batch")
-        if local is not None and row.get("dp") and local * row["dp"] == row.get("global_batch"):
-            micro = local
-        else:
-            missing.append("micro-batch")
-    if row.get("recompute") is None:
-        missing.append("recomputation")
-    if row.get("zero") is None and not row.get("fsdp"):
-        missing.append("ZeRO stage")
-    if (row.get("tp") or 1) > 1 and "sequence_parallel" not in row:
-        missing.append("sequence parallelism")
-    why += [f"{k} not published" for k in missing]
-    recompute = row.get("recompute")
-    if recompute == "selective" and row["framework"].startswith(MEGATRON):
-        pass
-    elif recompute in RECOMPUTE:
-        recompute = RECOMPUTE[recompute]
-    elif recompute is not None:
-        why.append(f"recompute {recompute!r} ({row['framework'].split(' (')[0]}) is not one pase "
-                   f"models (none, full, selective as Korthikanti et al.)")
-    zero = int(row["zero"]) if row.get("zero") is not None else 3 if row.get("fsdp") else 0
-    dp_cp = (row.get("dp") or 1) * (row.get("cp") or 1)
-    if zero == 3 and row.get("fsdp") and row["fsdp"] not in (row.get("dp"), dp_cp):
-        why.append(f"FSDP over {row['fsdp']} of {dp_cp} data-parallel ranks (hybrid sharding) "
-                   f"is not modelled")
-    options = {}
-    if known:
-        declared = MODELS.entry(name).info["options"]
-        unknown = [k for k in row.get("options") or {} if k not in declared]
-        if unknown:
-            why.append(f"zoo model {name!r} has no option {', '.join(unknown)}")
-        options = {k: v for k, v in (row.get("options") or {}).items() if k in declared}
-    if why:
-        raise NotPriced("; ".join(why))
-    options["seq"] = row["seq"]
-    degrees = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep") if row.get(k)}
-    vp = row.get("vp") or 1
-    return {"model": name, "devices": row["gpus"], "layout": degrees, "cluster": DEVICES[device],
-            "micro_batch": micro, "global_batch": row["global_batch"], "model_options": options,
-            "schedule": f"interleaved:{vp}" if vp > 1 else "1f1b", "zero": zero,
-            "recompute": recompute, "precision": precision,
-            "sequence_parallel": bool(row.get("sequence_parallel", False))}
-
-
 def price_new(row: Row) -> None:
-    from pase.api import evaluate_layout
+    """A 2024-26 row priced by the command its row states (``published_runs.row_spec``: the
+    conventions of ``benchmarks/published.py --runs``), or NotPriced saying why not."""
     from pase.errors import PaseError
+    from pase.perf import evaluate_layout
 
-    why = []
-    for step in (new_measured, new_inputs):
-        try:
-            step(row.data)
-        except NotPriced as e:
-            why.append(str(e))
-    if why:
-        raise NotPriced("; ".join(why))
+    spec = published_runs.row_spec(row.data)
+    measured = published_runs.measured_step(row.data)
+    if isinstance(spec, str) or measured is None:
+        raise NotPriced(spec if isinstance(spec, str) else "no measured step time or throughput")
     try:
-        estimate = evaluate_layout(**new_inputs(row.data))
+        estimate = evaluate_layout(*published_runs.row_case(spec))
     except PaseError as e:
         raise NotPriced(f"pase refuses: {e}") from None
-    measured = new_measured(row.data)
     row.measured, row.predicted = measured, float(estimate.step_seconds)
 
 

@@ -37,6 +37,8 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
     state = states(st["params"], d) + states(st["expert_params"], de)
     if lay.zero < 3:  # FSDP gathers each unit's low-precision weights afresh (and drops them)
         state += st["weight_copies"]
+    if lay.zero in (1, 2):  # the distributed optimizer's fp32 master is the weights' only
+        state -= st["linear_params"] * w  # 16-bit source: the low-precision copies replace them
     if lay.zero == 3 and st["unit_params"]:
         state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
     kept: dict[tuple, float] = {}

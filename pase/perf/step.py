@@ -303,7 +303,8 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
             "unit_params": unit_params, "mixed": mixed,
-            # low-precision weight copies (row- and column-wise) kept across micro-batches
+            # low-precision weights (row- and column-wise copies) kept across micro-batches
+            "linear_params": sum(p.parameter_elements for p in ops if p.linear),
             "weight_copies": 2 * pricer.quantised_bytes * sum(p.parameter_elements for p in ops
                                                               if p.linear)}
 
