@@ -28,7 +28,7 @@ from pase.ir import Graph
 from pase.perf.hardware import GENERIC
 from pase.perf.kernels import Pricer
 from pase.perf.layout import Layout
-from pase.perf.ops import fused_attention, price_ops
+from pase.perf.ops import fused_attention, price_ops, selective_rebuilds
 from pase.perf.pipeline import placement
 from pase.schema import attr
 
@@ -58,7 +58,7 @@ class OpContext:
 def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
     """Every op's :class:`OpContext` under fused (or unfused) attention."""
     fused = fused_attention(graph) if attention == "fused" else {}
-    cores = set(fused_attention(graph))
+    cores = selective_rebuilds(graph, attention)
     priced = price_ops(graph, Layout(attention=attention), _ANY)
     kept: dict[str, set[int]] = {}
     extras: dict[str, list[str]] = {}

@@ -84,7 +84,11 @@ A100 = Achieved(
 H100 = Achieved(
     gemm=0.571, gemm_half=128.0, sms=132, attention=0.175, hbm=0.80, launch_s=6e-6, nvlink=0.80,
     network=0.85, overlap=0.15,
-    source="gemm 0.571 fitted on the MosaicML 7B row on 8 H100 (about 565 TFLOP/s on large "
+    low_gemm=(("fp8", 0.820),),
+    source="low_gemm fp8 0.820 fitted on the 11 H100 rows of benchmarks/data/runs-2024-2026.json "
+           "with the 3 older ones (NeMo's Llama 3 70B and GPT-3 fp8 runs, torchtitan's Llama 3.1, "
+           "NeMo AutoModel's MoE; the older constants kept); "
+           "gemm 0.571 fitted on the MosaicML 7B row on 8 H100 (about 565 TFLOP/s on large "
            "GEMMs in that PyTorch stack); attention 0.175 on the 1.3B row at sequence 32,768 "
            "(attention is 73% of its FLOP); network 0.85 of 50 GB/s per GPU as on A100 "
            "(nccl-tests), not fitted: fitted on the 13B row on 64 H100, the only multi-node "
@@ -97,12 +101,37 @@ GENERIC = Achieved(
     network=0.80, overlap=0.15,
     source="No calibration: middle-of-the-road fractions for a device pase has no rows for.")
 
-B200 = Achieved(
-    gemm=0.70, gemm_half=128.0, sms=148, attention=0.40, hbm=0.80, launch_s=6e-6, nvlink=0.80,
-    network=0.85, overlap=0.15, source="not fitted yet")
-GB200 = dataclasses.replace(B200, source="not fitted yet")
-B300 = dataclasses.replace(B200, sms=160, source="not fitted yet")
-GB300 = dataclasses.replace(B300, source="not fitted yet")
+# Blackwell. Not fitted: gemm_half 128 (Hopper's tiles), 148 SMs (B200, GB200) and 160
+# (B300, GB300) from the data sheets, HBM, NVLink and network fractions and the overlap tax
+# as on H100. Fitted with `python benchmarks/calibrate_runs.py DEVICE --fit ...` on the
+# device's rows of benchmarks/data/runs-2024-2026.json (NeMo / Megatron-Bridge 25.09-26.08,
+# their MXFP8, FP8 and NVFP4 recipes): gemm (bf16), attention, low_gemm per precision and
+# grouped, bounded by what kernels are measured to reach (GEMMs 0.9, attention 0.75).
+# ``grouped`` is low: it carries the routing machinery pase does not price op by op
+# (permutation kernels, the host sync on the tokens per expert, uneven loads).
+_BLACKWELL = dict(gemm_half=128.0, hbm=0.80, launch_s=6e-6, nvlink=0.80, network=0.85,
+                  overlap=0.15)
+GB200 = Achieved(
+    gemm=0.748, attention=0.744, sms=148, low_gemm=(("fp8", 0.774), ("mxfp8", 0.387)),
+    grouped=0.318, **_BLACKWELL,
+    source="fitted on the 26 GB200 rows (Llama 3 8B/70B/405B, Mixtral, Qwen3, gpt-oss, "
+           "Llama 4 Scout, Nemotron 3 Super): median |error| 12.6%")
+GB300 = Achieved(
+    gemm=0.564, attention=0.744, sms=160,
+    low_gemm=(("fp8", 0.658), ("mxfp8", 0.534), ("nvfp4", 0.471)), grouped=0.435, **_BLACKWELL,
+    source="fitted on the 23 GB300 rows (Llama 3 8B/70B, Llama 3.1 405B, Qwen3 235B, "
+           "gpt-oss, DeepSeek-V3, Nemotron 3 Super): median |error| 7.1%")
+# DGX B200 and B300 have few rows, all but three of them MoE: their bf16 GEMM and attention
+# fractions are the rack parts' (the same silicon), and only the low precisions and
+# ``grouped`` are fitted on their own rows.
+B200 = dataclasses.replace(
+    GB200, low_gemm=(("fp8", 0.388), ("mxfp8", 0.534)), grouped=0.177,
+    source="gemm and attention as GB200; low_gemm and grouped fitted on the 7 B200 rows "
+           "(Llama 3 8B/70B, DeepSeek-V3, gpt-oss): median |error| 11.2%")
+B300 = dataclasses.replace(
+    GB300, low_gemm=(("fp8", 0.658), ("mxfp8", 0.465), ("nvfp4", 0.471)), grouped=0.304,
+    source="gemm, attention, fp8 and nvfp4 as GB300; mxfp8 and grouped fitted on the 9 B300 "
+           "rows (gpt-oss-120b, Nemotron 3 Nano): median |error| 4.5%")
 
 # Name fragments, most specific first ("GB200" holds "B200"). H200 is H100's chip with
 # faster, larger HBM (the data sheet's bandwidth is the device's): H100's fractions.

@@ -43,8 +43,9 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
     kept: dict[tuple, float] = {}
     blocks: dict[str, dict[tuple, float]] = {}
-    # selective recomputation rebuilds the attention core's L x M tensors (the softmax's)
-    rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind == "Softmax"} \
+    # selective recomputation rebuilds the attention core's L x M tensors (the softmax's),
+    # and under fused attention the norms' and gated activations' outputs
+    rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind != "Einsum"} \
         if lay.recompute == "selective" else set()
     for p, unit in zip(st["ops"], st["units"]):
         if unit in again:

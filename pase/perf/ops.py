@@ -55,7 +55,7 @@ class PricedOp:
     kept: dict[tuple, float] = field(default_factory=dict)  # tensor id -> bytes per micro-batch
     parameter_elements: float = 0.0  # per device
     expert: bool = False  # its parameters are split over ep
-    attention_core: bool = False  # scores/softmax/context (selective recomputation)
+    attention_core: bool = False  # selective recomputation rebuilds it (selective_rebuilds)
     linear: bool = False  # a linear layer run in a low precision (its weights get copies)
 
 
@@ -81,10 +81,24 @@ def fused_attention(graph: Graph) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def selective_rebuilds(graph: Graph, attention: str) -> set[str]:
+    """The ops selective recomputation runs again: the attention core (Korthikanti et al.);
+    with fused attention, whose core keeps no ``L x M`` tensor, also the norms and the gated
+    activations' products, as current recipes do (Megatron-Core's recompute modules
+    ``core_attn``, ``layernorm`` and ``moe_act``; torchtitan's per-op policy keeps the
+    matrix products' outputs and rebuilds the element-wise ops)."""
+    out = set(fused_attention(graph))
+    if attention == "fused":
+        out |= {op.name for op in graph.ops if op.kind == "Norm" or (
+            op.kind == "Elementwise" and attr(op, "fn") == "mul" and any(
+                p.source is not None and _activated(graph.op(p.source[0])) for p in op.inputs))}
+    return out
+
+
 def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
     """Every op of ``graph`` priced for one micro-batch on one device."""
     fused = fused_attention(graph) if lay.attention == "fused" else {}
-    cores = set(fused_attention(graph)) if lay.attention == "unfused" else set(fused)
+    cores = selective_rebuilds(graph, lay.attention)
     out_elems: dict[tuple, float] = {}
     kinds = {op.name: op.kind for op in graph.ops}
     reduced: set = set()  # tensors whose input gradient is all-reduced over tp already
