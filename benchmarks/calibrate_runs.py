@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [k for k, _ in hardware._BY_NAME]
     ap.add_argument("device", choices=names)
     ap.add_argument("--fit", nargs="+", default=["gemm", "attention"])
+    ap.add_argument("--start", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="start a constant here (one at 0 cannot move by factors)")
     args = ap.parse_args(argv)
     print(stamp())
     index = names.index(args.device)
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return sum(math.log1p(e) ** 2 for e in errs), errs
 
     values = {k: _get(base, k) for k in args.fit}
+    values.update({k: float(v) for k, v in (item.split("=", 1) for item in args.start)})
     best, errs = loss(values)
     for step in STEPS:
         improved = True

@@ -253,6 +253,11 @@ def memory_bound_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
         out.forward_s += pr.memory((ins + outs) * e)
         out.backward_s += pr.memory((2 * outs + ins) * e)
         out.kernels += 2
+    if op.kind == "MoEDispatch" and pr.hw.moe_copy_s:  # routing's fixed cost per token copy
+        width = tile[next(d.name for d in op.dims if d.role == "channel")]
+        copies = outs / width
+        out.forward_s += copies * pr.hw.moe_copy_s
+        out.backward_s += 2 * copies * pr.hw.moe_copy_s
     if not collectives:
         return
     if reduce_axis_split:  # row statistics over a split axis (softmax max and sum; vocab-parallel loss)

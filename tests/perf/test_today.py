@@ -193,3 +193,22 @@ def test_expert_all_to_alls_hide_behind_another_micro_batch():
                for o in ("on", "off"))
     assert on.breakdown["compute"] == off.breakdown["compute"]
     assert on.breakdown["communication"] < off.breakdown["communication"]
+
+
+def test_routing_costs_a_fixed_time_per_token_copy():
+    # a rank routes its SEQ' tokens to top_k experts each: 256 x 2 copies, each costing the
+    # device type's moe_copy_s forward and twice that backward, beside the bytes it moves
+    import dataclasses
+
+    from pase.perf.kernels import Pricer
+    cl = get_cluster("gb300-nvl72", 8)
+    hw = achieved(cl.device)
+    lay = make_layout("dp=8,ep=8", devices=8, micro_batch=1, global_batch=8)
+    g = load_graph("mixtral-8x7b", batch=1, **MOE)
+    times = {}
+    for copy_s in (0.0, 1e-6):
+        pr = Pricer(cl.device, dataclasses.replace(hw, moe_copy_s=copy_s), 1e15, 2.0)
+        times[copy_s] = next(p.time for p in price_ops(g, lay, pr) if p.op.kind == "MoEDispatch")
+    copies = MOE["seq"] * MOE["top_k"]
+    assert times[1e-6].forward_s - times[0.0].forward_s == pytest.approx(copies * 1e-6)
+    assert times[1e-6].backward_s - times[0.0].backward_s == pytest.approx(2 * copies * 1e-6)
