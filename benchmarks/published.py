@@ -196,7 +196,10 @@ def report_runs(path: Path, json_out: Path | None) -> int:
               f"{'yes' if a['fits_memory'] else 'NO'} | {rc} |", flush=True)
     s = summary(results)
     w = s["worst"]
-    print(f"\npriced: {s['priced']} of {s['rows']} rows ({s['priced'] / s['rows']:.0%})")
+    stated = sum("unpriced" not in r or "published" not in r["unpriced"] for r in results)
+    print(f"\npriced: {s['priced']} of {s['rows']} rows ({s['priced'] / s['rows']:.0%}); of the "
+          f"{stated} whose layout, batch and measurement are published: {s['priced']} "
+          f"({s['priced'] / max(1, stated):.0%})")
     if s["priced"]:
         print(f"median |step error|: {s['median']:.1%}; within 10%: {s['within_10']} "
               f"({s['within_10'] / s['priced']:.0%}); within 20%: {s['within_20']} "

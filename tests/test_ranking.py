@@ -7,7 +7,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 try:
-    from ranking import NotPriced, Row, candidate_groups, kendall_tau_b, new_inputs, new_key
+    from published_runs import row_argv, row_spec
+    from ranking import Row, candidate_groups, kendall_tau_b, new_key
 finally:
     sys.path.pop(0)
 
@@ -71,30 +72,30 @@ def test_one_layout_in_two_releases_is_not_a_group():
     assert [r.data["tp"] for r in group.rows] == [4, 2]
 
 
-def test_a_row_not_priced_names_every_reason():
-    with pytest.raises(NotPriced) as e:
-        new_inputs(RUN)
-    text = str(e.value)
-    for reason in ("no zoo model 'llama3.1-405b'", "no cluster preset for device 'GB300'",
-                   "precision 'mxfp8'", "recomputation not published", "ZeRO stage not published",
-                   "sequence parallelism not published"):
-        assert reason in text
+def test_a_row_states_its_command():
+    # the conventions of benchmarks/published.py --runs: ZeRO 1 without FSDP, recomputation
+    # auto when unpublished, sequence parallelism with tp, the sizes as model options
+    assert row_argv({**RUN, "options": {"layers": 126}, "vp": 4}) == [
+        "evaluate", "llama3.1-405b", "-p", "256", "--cluster", "gb300-nvl72",
+        "--layout", "tp=4,pp=8,dp=8", "--micro-batch", "1", "--global-batch", "1536",
+        "--schedule", "interleaved:4", "--precision", "mxfp8", "--zero", "1",
+        "--recompute", "auto", "--sequence-parallel", "--model-option", "seq=8192",
+        "--model-option", "layers=126", "--format", "json"]
 
 
 TITAN = {"framework": "torchtitan (Apr 2024)", "model": "llama2-13b", "device": "A100-80GB",
          "gpus": 64, "tp": 1, "pp": 1, "cp": 1, "dp": 64, "fsdp": 64, "zero": 3,
-         "local_batch": 2, "global_batch": 128, "seq": 4096, "recompute": "none",
+         "local_batch": 2, "global_batch": 128, "seq": 4096, "recompute": "selective op",
          "precision": "bf16", "options": {"layers": 40, "width": 5120}}
 
 
-def test_local_batch_is_the_micro_batch_only_without_accumulation():
-    assert new_inputs(TITAN)["micro_batch"] == 2
-    with pytest.raises(NotPriced, match="micro-batch not published"):
-        new_inputs({**TITAN, "global_batch": 256})  # two local batches per step: unknown split
+def test_torchtitans_local_batch_and_recomputation():
+    spec = row_spec(TITAN)
+    assert (spec["micro_batch"], spec["zero"], spec["recompute"]) == (2, 3, "selective")
+    # under pipelining torchtitan cuts the local batch into micro-batches of one
+    assert row_spec({**TITAN, "pp": 2, "dp": 32})["micro_batch"] == 1
 
 
-def test_torchtitan_selective_is_not_pases_selective():
-    with pytest.raises(NotPriced, match="'selective op' \\(torchtitan\\)"):
-        new_inputs({**TITAN, "recompute": "selective op"})
-    with pytest.raises(NotPriced, match="no option attention"):
-        new_inputs({**TITAN, "options": {"layers": 40, "attention": "MLA"}})
+def test_a_row_without_its_layout_is_not_priced():
+    assert row_spec({**RUN, "layout_complete": False}) == "layout not published"
+    assert "no preset" in row_spec({**RUN, "device": "MI300X"})

@@ -137,6 +137,7 @@ B200 = dataclasses.replace(
            "DeepSeek-V3 on 256, gpt-oss-120b on 64): median |error| 6.1%")
 B300 = dataclasses.replace(
     GB300, low_gemm=(("fp8", 0.658), ("mxfp8", 0.465), ("nvfp4", 0.471)), grouped=0.304,
+    moe_copy_s=0.0,
     source="gemm, attention, fp8 and nvfp4 as GB300; mxfp8 and grouped fitted on the 9 B300 "
            "rows (gpt-oss-120b, Nemotron 3 Nano): median |error| 4.5%")
 
