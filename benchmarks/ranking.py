@@ -161,7 +161,7 @@ def price_new(row: Row) -> None:
     try:
         estimate = evaluate_layout(*published_runs.row_case(spec))
     except PaseError as e:
-        raise NotPriced(f"pase refuses: {e}") from None
+        raise NotPriced(f"pase refuses: {str(e).split('; ')[0]}") from None
     row.measured, row.predicted = measured, float(estimate.step_seconds)
 
 
