@@ -221,9 +221,6 @@ def report(name: str, rows: list[Row], groups: list[Group], header: str,
         tau, c, d, tx, ty = kendall_tau_b([r.predicted for r in priced], [r.measured for r in priced])
         print(f"\ntau-b {tau:+.3f} (pairs: concordant {c}, discordant {d}, tied in prediction "
               f"only {tx}, tied in measurement only {ty})")
-        if any((r.data.get("ep") or 1) > 1 for r in priced):
-            print("\nexpert-parallel rows: their prediction changes once pase/perf stops "
-                  "shrinking MoE compute with ep")
         totals["rows"] += len(priced)
         totals["taus"].append(tau)
         for k, v in zip(("c", "d", "tx", "ty"), (c, d, tx, ty)):
