@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import sys
+from typing import Callable
 
 from provenance import stamp
 from published import CLUSTERS, DATA, measured_step, row_layout, row_model
@@ -25,6 +26,27 @@ from pase.api import load_graph
 from pase.perf import evaluate_layout, hardware
 
 STEPS = (1.3, 1.1, 1.03)  # multiplicative moves, coarse to fine
+FRACTIONS = ("gemm", "attention", "hbm", "nvlink", "network")  # of a peak: at most 1
+
+
+def descend(loss: Callable[[dict], tuple[float, list[float]]], values: dict,
+            ceiling: Callable[[str], float]) -> tuple[dict, list[float]]:
+    """Coordinate descent on ``loss`` (score, per-row errors) by multiplicative moves of
+    each value, coarse to fine, none above ``ceiling(key)``: the values and their errors."""
+    best, errs = loss(values)
+    for step in STEPS:
+        improved = True
+        while improved:
+            improved = False
+            for k in list(values):
+                for factor in (step, 1 / step):
+                    trial = dict(values, **{k: values[k] * factor})
+                    if trial[k] > ceiling(k):
+                        continue
+                    score, e = loss(trial)
+                    if score < best - 1e-12:
+                        best, values, errs, improved = score, trial, e, True
+    return values, errs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,19 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return sum(math.log1p(e) ** 2 for e in errs), errs
 
     values = {k: getattr(getattr(hardware, args.device), k) for k in args.fit}
-    best, errs = loss(values)
-    for step in STEPS:
-        improved = True
-        while improved:
-            improved = False
-            for k in args.fit:
-                for factor in (step, 1 / step):
-                    trial = dict(values, **{k: values[k] * factor})
-                    if k in ("gemm", "attention", "hbm", "nvlink", "network") and trial[k] > 1:
-                        continue
-                    score, e = loss(trial)
-                    if score < best - 1e-12:
-                        best, values, errs, improved = score, trial, e, True
+    values, errs = descend(loss, values, lambda k: 1.0 if k in FRACTIONS else math.inf)
     print("fitted:", ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
     for (row, *_), e in zip(cases, errs):
         print(f"  {row['model']} {row.get('options', {}).get('layers', '')}x"

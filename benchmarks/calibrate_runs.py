@@ -22,6 +22,7 @@ import math
 import sys
 from pathlib import Path
 
+from calibrate import descend
 from provenance import stamp
 from published import CLUSTERS, row_layout, row_model
 from published import DATA as OLDER
@@ -34,7 +35,6 @@ from pase.errors import PaseError
 from pase.perf import evaluate_layout, hardware
 
 DATA = Path(__file__).resolve().parent / "data" / "runs-2024-2026.json"
-STEPS = (1.3, 1.1, 1.03)  # multiplicative moves, coarse to fine
 # Fractions of a peak, and the most any kernel of their kind is measured to reach: cuBLAS
 # GEMMs about 0.9 of the dense peak, fused attention (FlashAttention-3, cuDNN) about 0.75.
 BOUNDS = {"gemm": 0.9, "attention": 0.75, "hbm": 1.0, "nvlink": 1.0, "network": 1.0,
@@ -94,21 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         errs = [evaluate_layout(g, c, lay).step_seconds / t - 1 for _, g, c, lay, t in cases]
         return sum(math.log1p(e) ** 2 for e in errs), errs
 
-    values = {k: _get(base, k) for k in args.fit}
-    values.update({k: float(v) for k, v in (item.split("=", 1) for item in args.start)})
-    best, errs = loss(values)
-    for step in STEPS:
-        improved = True
-        while improved:
-            improved = False
-            for k in args.fit:
-                for factor in (step, 1 / step):
-                    trial = dict(values, **{k: values[k] * factor})
-                    if trial[k] > BOUNDS.get(k, 0.9 if k.startswith("low:") else float("inf")):
-                        continue
-                    score, e = loss(trial)
-                    if score < best - 1e-12:
-                        best, values, errs, improved = score, trial, e, True
+    fitted = {k: _get(base, k) for k in args.fit}
+    fixed = {k: float(v) for k, v in (item.split("=", 1) for item in args.start)}
+    fitted.update({k: v for k, v in fixed.items() if k in fitted})
+    fixed = {k: v for k, v in fixed.items() if k not in fitted}
+    fitted, errs = descend(lambda v: loss({**fixed, **v}), fitted,
+                           lambda k: BOUNDS.get(k, 0.9 if k.startswith("low:") else math.inf))
+    values = {**fixed, **fitted}
     print("fitted:", ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
     for (row, *_), e in sorted(zip(cases, errs), key=lambda x: x[1]):
         print(f"  {row.get('id', 'older'):>5} {row['model']:16.16s} {row.get('precision')} x{row['gpus']}: {e:+.1%}")

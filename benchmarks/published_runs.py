@@ -69,8 +69,7 @@ def row_spec(row: dict) -> dict | str:
     micro = row.get("micro_batch") or (row.get("local_batch") if pp == 1 else None) or 1
     if row.get("grad_accum") and row.get("global_batch") and not row.get("micro_batch"):
         micro = max(1, row["global_batch"] // (dp * row["grad_accum"]))
-    batch = row.get("global_batch") or (row.get("local_batch") or 0) * dp
-    seq = row.get("seq") or row.get("seq_config_default")
+    batch, seq = batch_and_sequence(row)
     if not batch or not seq:
         return "global batch or sequence not published"
     degrees = f"tp={tp},pp={pp},dp={dp}" + (f",cp={cp}" if cp > 1 else "") + \
@@ -120,14 +119,22 @@ def row_case(spec: dict):
     return graph, get_cluster(spec["cluster"], spec["devices"]), lay
 
 
+def batch_and_sequence(row: dict) -> tuple[int, int | None]:
+    """Sequences per step (torchtitan publishes a local batch per data-parallel rank) and
+    the sequence length (torchtitan's config default where the table omits it); 0 or None
+    where not published."""
+    tp, pp, cp = (int(row.get(k) or 1) for k in ("tp", "pp", "cp"))
+    dp = row["gpus"] // (tp * pp * cp)
+    return (row.get("global_batch") or (row.get("local_batch") or 0) * dp,
+            row.get("seq") or row.get("seq_config_default"))
+
+
 def measured_step(row: dict) -> float | None:
     """Seconds per step: published, or global tokens over the published throughput."""
     if row.get("step_seconds"):
         return float(row["step_seconds"])
     tps = row.get("tokens_per_second_per_gpu")
-    tp, pp, cp = (int(row.get(k) or 1) for k in ("tp", "pp", "cp"))
-    batch = row.get("global_batch") or (row.get("local_batch") or 0) * row["gpus"] // (tp * pp * cp)
-    seq = row.get("seq") or row.get("seq_config_default")
+    batch, seq = batch_and_sequence(row)
     if tps and batch and seq:
         return batch * seq / (tps * row["gpus"])
     return None

@@ -54,9 +54,9 @@ def decoder(model: str, batch: int, seq: int, vocab: int, width: int) -> tuple[G
     return b, x
 
 
-def finish(b: GraphBuilder, x: Value, vocab: int) -> Graph:
-    """Final RMSNorm, untied LM head and loss."""
-    x = blocks.norm(b, x, "rms", "norm")
+def finish(b: GraphBuilder, x: Value, vocab: int, norm_kind: str = "rms") -> Graph:
+    """Final norm (RMSNorm unless told), untied LM head and loss."""
+    x = blocks.norm(b, x, norm_kind, "norm")
     logits = blocks.lm_head(b, x, vocab, "lm_head")
     b.softmax_cross_entropy(logits, name="loss")
     return b.build()
@@ -79,6 +79,9 @@ def _preset(layers: int, width: int, heads: int, kv_heads: int, ff: int, vocab: 
             "kv_heads": kv_heads, "ff": ff, "vocab": vocab}
 
 
+LLAMA3_8B = _preset(32, 4096, 32, 8, 14336, 128256, 8192)
+LLAMA3_70B = _preset(80, 8192, 64, 8, 28672, 128256, 8192)  # 3.1 changed the weights, not the sizes
+
 register_presets(llama, {
     "llama2-7b": ("Llama 2 7B: 32 layers, width 4096, RMSNorm, SwiGLU, rotary, sequence 4096",
                   _preset(32, 4096, 32, 32, 11008, 32000, 4096)),
@@ -86,13 +89,10 @@ register_presets(llama, {
     "llama2-70b": ("Llama 2 70B: 80 layers, width 8192, grouped-query attention (8 kv heads)",
                    _preset(80, 8192, 64, 8, 28672, 32000, 4096)),
     "llama3-8b": ("Llama 3 8B: 32 layers, width 4096, 8 kv heads, vocabulary 128256, sequence 8192",
-                  _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
-    "llama3-70b": ("Llama 3 70B: 80 layers, width 8192, 8 kv heads, vocabulary 128256",
-                   _preset(80, 8192, 64, 8, 28672, 128256, 8192)),
-    "llama3.1-8b": ("Llama 3.1 8B: Llama 3 8B's sizes, sequence 8192",
-                    _preset(32, 4096, 32, 8, 14336, 128256, 8192)),
-    "llama3.1-70b": ("Llama 3.1 70B: Llama 3 70B's sizes, sequence 8192",
-                     _preset(80, 8192, 64, 8, 28672, 128256, 8192)),
+                  LLAMA3_8B),
+    "llama3-70b": ("Llama 3 70B: 80 layers, width 8192, 8 kv heads, vocabulary 128256", LLAMA3_70B),
+    "llama3.1-8b": ("Llama 3.1 8B: Llama 3 8B's sizes, sequence 8192", LLAMA3_8B),
+    "llama3.1-70b": ("Llama 3.1 70B: Llama 3 70B's sizes, sequence 8192", LLAMA3_70B),
     "llama3.1-405b": ("Llama 3.1 405B: 126 layers, width 16384, 128 heads, 8 kv heads, ff 53248",
                       _preset(126, 16384, 128, 8, 53248, 128256, 8192)),
 }, tiny={"batch": 4, "seq": 16, "layers": 2, "width": 32, "heads": 4, "kv_heads": 2, "ff": 64,

@@ -18,7 +18,7 @@ nemotron4-340b 96     18432 96    8        73728 256000
 from __future__ import annotations
 
 from pase.graphs import blocks
-from pase.graphs.llama import check_heads, decoder
+from pase.graphs.llama import check_heads, decoder, finish
 from pase.graphs.zoo import register_presets
 from pase.ir import Graph
 
@@ -31,10 +31,7 @@ def nemotron4(model: str, *, batch: int, seq: int, layers: int, width: int, head
         x = blocks.pre_norm_layer(b, x, f"layers{i}", heads=heads, kv_heads=kv_heads,
                                   d_k=width // heads, ff=ff, act="relu2", norm_kind="layer",
                                   causal=True, bias=False, rotary=True)
-    x = blocks.norm(b, x, "layer", "norm")
-    logits = blocks.lm_head(b, x, vocab, "lm_head")
-    b.softmax_cross_entropy(logits, name="loss")
-    return b.build()
+    return finish(b, x, vocab, "layer")
 
 
 def _preset(layers: int, width: int, heads: int, ff: int) -> dict:

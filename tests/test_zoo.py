@@ -298,6 +298,28 @@ def test_api_passes_model_options():
     ("llama2-7b", {"layers": 2.5}, "option layers must be an integer >= 1, got 2.5"),
     ("mixtral-8x7b", {"capacity_factor": -1.0}, "option capacity_factor must be a number > 0"),
     ("densenet121", {"growth": "many"}, "option growth must be an integer >= 1, got 'many'"),
+    # today's LLMs (tests/test_zoo_2024.py, tests/test_zoo_hybrid.py)
+    ("qwen3-30b-a3b", {"heads": 30}, "model 'qwen3-30b-a3b': kv_heads (4) must divide heads (30)"),
+    ("qwen3-30b-a3b", {"top_k": 129}, "top_k (129) must be at most experts (128)"),
+    ("qwen3-30b-a3b", {"moe_ff": 0}, "option moe_ff must be an integer >= 1, got 0"),
+    ("gpt-oss-120b", {"head_dim": 63}, "head_dim (63) must be even for rotary embeddings"),
+    ("gpt-oss-20b", {"top_k": 33}, "model 'gpt-oss-20b': top_k (33) must be at most experts (32)"),
+    ("gpt-oss-20b", {"window": -1}, "option window must be an integer >= 0, got -1"),
+    ("mixtral-8x22b", {"shared_experts": -1}, "option shared_experts must be an integer >= 0"),
+    ("mixtral-8x22b", {"heads": 7}, "model 'mixtral-8x22b': heads (7) must divide width (6144)"),
+    ("llama3.1-405b", {"kv_heads": 3}, "kv_heads (3) must divide heads (128)"),
+    ("nemotron4-340b", {"heads": 7}, "heads (7) must divide width (18432)"),
+    ("llama4-scout", {"top_k": 17}, "top_k (17) must be at most experts (16)"),
+    ("llama4-scout", {"head_dim": 64}, "model 'llama4-scout' has no option 'head_dim'"),
+    ("deepseek-v3", {"top_k": 300}, "model 'deepseek-v3': top_k (300) must be at most experts (256)"),
+    ("deepseek-v3", {"layers": 2}, "model 'deepseek-v3': dense_layers (3) must be at most layers (2)"),
+    ("deepseek-v3", {"qk_rope_head_dim": 63}, "qk_rope_head_dim (63) must be even"),
+    ("nemotron-3-nano", {"groups": 3}, "n_groups (3) must divide mamba_heads (64)"),
+    ("nemotron-3-nano", {"seq": 200}, "seq (200) must be a multiple of chunk (128)"),
+    ("nemotron-3-nano", {"kv_heads": 3}, "kv_heads (3) must divide heads (32)"),
+    ("nemotron-3-nano", {"latent": 512}, "model 'nemotron-3-nano' has no option 'latent'"),
+    ("nemotron-3-super", {"top_k": 513}, "top_k (513) must be at most experts (512)"),
+    ("nemotron-3-super", {"chunk": 0}, "option chunk must be an integer >= 1, got 0"),
 ])
 def test_bad_model_options_are_one_line_option_errors(model, options, words):
     with pytest.raises(OptionError) as direct:

@@ -10,6 +10,7 @@ the model card's rounded figure. Big models are built with few layers for speed.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -17,7 +18,7 @@ import pase
 from pase.builder import GraphBuilder
 from pase.cli import main
 from pase.counts import parameters
-from pase.errors import GraphError, OptionError
+from pase.errors import GraphError
 from pase.ir import Graph
 from pase.registry import MODELS
 
@@ -210,7 +211,10 @@ def test_softmax_window_needs_causal_and_is_an_integer():
 
 
 def test_the_jax_exporter_masks_the_window():
-    jnp = pytest.importorskip("jax.numpy")
+    if os.environ.get("CI") == "true":  # every extra is installed under CI: jax must be there
+        import jax.numpy as jnp
+    else:
+        jnp = pytest.importorskip("jax.numpy")
     from pase.export.jax_runtime import HEADER, OPS
     scope: dict = {}
     exec(HEADER + OPS, scope)
@@ -218,26 +222,6 @@ def test_the_jax_exporter_masks_the_window():
     kept = (p > 0).astype(int).tolist()
     assert kept == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
     assert scope["ACTS"]["relu2"](jnp.array([-2.0, 3.0])).tolist() == [0.0, 9.0]
-
-
-@pytest.mark.parametrize("model, options, words", [
-    ("qwen3-30b-a3b", {"heads": 30}, "model 'qwen3-30b-a3b': kv_heads (4) must divide heads (30)"),
-    ("qwen3-30b-a3b", {"top_k": 129}, "top_k (129) must be at most experts (128)"),
-    ("qwen3-30b-a3b", {"moe_ff": 0}, "option moe_ff must be an integer >= 1, got 0"),
-    ("gpt-oss-120b", {"head_dim": 63}, "head_dim (63) must be even for rotary embeddings"),
-    ("gpt-oss-20b", {"top_k": 33}, "model 'gpt-oss-20b': top_k (33) must be at most experts (32)"),
-    ("gpt-oss-20b", {"window": -1}, "option window must be an integer >= 0, got -1"),
-    ("mixtral-8x22b", {"shared_experts": -1}, "option shared_experts must be an integer >= 0"),
-    ("mixtral-8x22b", {"heads": 7}, "model 'mixtral-8x22b': heads (7) must divide width (6144)"),
-    ("llama3.1-405b", {"kv_heads": 3}, "kv_heads (3) must divide heads (128)"),
-    ("nemotron4-340b", {"heads": 7}, "heads (7) must divide width (18432)"),
-    ("llama4-scout", {"top_k": 17}, "top_k (17) must be at most experts (16)"),
-    ("llama4-scout", {"head_dim": 64}, "model 'llama4-scout' has no option 'head_dim'"),
-])
-def test_bad_options_are_one_line_option_errors(model, options, words):
-    with pytest.raises(OptionError) as err:
-        pase.load_graph(model, **options)
-    assert words in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("model", NEW)

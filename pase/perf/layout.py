@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -161,13 +161,13 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
         raise OptionError(f"unknown precision {_shown(precision)}; allowed: {', '.join(PRECISIONS)}")
     if attention not in ATTENTION:
         raise OptionError(f"unknown attention {attention!r}; allowed: {', '.join(ATTENTION)}")
+    m = global_batch // (micro_batch * d.get("dp", 1))  # micro-batches per data-parallel rank
     lay = Layout(d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("cp", 1), d.get("ep", 1),
                  int(micro_batch), int(global_batch), name, virtual, int(zero), recompute,
                  bool(sequence_parallel), precision, attention, bool(dropout),
-                 _tp_overlap(tp_overlap, bool(sequence_parallel), attention, precision),
-                 _expert_tp(d))
-    m = lay.microbatches
-    lay = replace(lay, ep_overlap=_switch("ep_overlap", ep_overlap, lay.ep > 1 and m > 1))
+                 tp_overlap=_tp_overlap(tp_overlap, bool(sequence_parallel), attention, precision),
+                 etp=_expert_tp(d),
+                 ep_overlap=_switch("ep_overlap", ep_overlap, d.get("ep", 1) > 1 and m > 1))
     if lay.devices != devices:
         raise OptionError(f"--layout: tp x pp x dp x cp = {lay.tp} x {lay.pp} x {lay.dp} x {lay.cp} "
                           f"= {lay.devices}, but -p is {devices}")

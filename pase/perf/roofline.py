@@ -30,11 +30,6 @@ from pase.perf.kernels import (
 )
 from pase.work.ops import op_work
 
-# Bytes of an activation between kernels. Mixed-precision training at fp8 casts GEMM inputs
-# to fp8 inside the kernels and keeps activations in bf16, as pase.perf.step and the
-# calibrated cost model count them: one element size for every part of pase.
-ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "mxfp8": 2.0, "nvfp4": 2.0, "fp32": 4.0}
-
 
 def pricer(device: Device, precision: str = "bf16") -> Pricer:
     """The kernel pricer of one device type at ``precision``."""

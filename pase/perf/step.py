@@ -168,16 +168,17 @@ def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
 
     _, units, _ = placement(graph, lay)
     low, high = 1, len(set(units) - {"pre", "post"})
-    best = full(0)
-    if not best.fits_memory:
-        return best
+    fitting = full(0)
+    if not fitting.fits_memory:
+        return fitting
     while low < high:
         middle = (low + high) // 2
-        if full(middle).fits_memory:
-            high = middle
+        estimate = full(middle)
+        if estimate.fits_memory:
+            high, fitting = middle, estimate
         else:
             low = middle + 1
-    return full(low)
+    return fitting if fitting.layout.recompute_layers == low else full(low)
 
 
 def check_estimate(e: Estimate, model: str) -> None:
@@ -283,6 +284,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     # pipeline sends: each chunk's input forward, its gradient back
     sends = [coll("send", nbytes, "pp") for nbytes in received]
     params = sum(p.parameter_elements for p in ops if not p.expert)
+    linear = sum(p.parameter_elements for p in ops if p.linear)
     expert_params = sum(p.parameter_elements for p in ops if p.expert)
     once = 0.0
     if lay.zero < 3:
@@ -304,9 +306,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "params": params, "expert_params": expert_params, "shards": shards,
             "unit_params": unit_params, "mixed": mixed,
             # low-precision weights (row- and column-wise copies) kept across micro-batches
-            "linear_params": sum(p.parameter_elements for p in ops if p.linear),
-            "weight_copies": 2 * pricer.quantised_bytes * sum(p.parameter_elements for p in ops
-                                                              if p.linear)}
+            "linear_params": linear, "weight_copies": 2 * pricer.quantised_bytes * linear}
 
 
 def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str],
