@@ -73,9 +73,12 @@ def _processes_with(tmp: Path) -> dict[int, str]:
     return found
 
 
-def _sigint_default() -> None:
-    # A background shell job starts with SIGINT ignored; Ctrl-C must reach the command.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _signals_default() -> None:
+    # A background shell job starts with SIGINT ignored, and pytest under ``nohup`` (or a
+    # CI wrapper) with SIGHUP ignored; pase rightly keeps an inherited ignore, so the
+    # command under test must start with every signal these tests send at its default.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _run_and_signal(args: list[str], tmp: Path, sig: int, ready, *, group: bool,
@@ -89,7 +92,7 @@ def _run_and_signal(args: list[str], tmp: Path, sig: int, ready, *, group: bool,
     err_path = tmp / "stderr"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "pase", *args], env=env, cwd=cwd or tmp,
-                                start_new_session=True, preexec_fn=_sigint_default,
+                                start_new_session=True, preexec_fn=_signals_default,
                                 stdout=subprocess.DEVNULL, stderr=err)
     seen: dict[int, str] = {}
     try:
