@@ -18,6 +18,7 @@ from pase.papers.pase_ipdps2021 import figure6, table1, table2
 from pase.papers.pase_ipdps2021.report import write_json
 from pase.papers.pase_ipdps2021.runs import Runs
 from pase.papers.pase_ipdps2021.settings import FULL, QUICK, Settings, machine
+from pase.sweeps.engine import require_dask
 
 __all__ = ["FULL", "QUICK", "Settings", "reproduce"]
 
@@ -34,6 +35,7 @@ def reproduce(out_dir: str | Path, quick: bool = False,
     """
     settings = settings or (QUICK if quick else FULL)
     say = progress or (lambda message: None)
+    require_dask("pase reproduce")  # before the output folder is made: no empty folder left
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     info = machine()

@@ -50,6 +50,7 @@ def sweep(spec: "str | Path | Mapping[str, Any] | Spec", db: str | Path | None =
     progress bar; ``progress`` is called with the counts after each run.
     """
     checked = load_spec(spec)
+    require_dask("pase sweep")  # before the store is created: a refusal leaves no file
     if db is None:
         db = Path(spec).with_suffix(".sqlite") if isinstance(spec, (str, Path)) else DEFAULT_DB
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
@@ -84,13 +85,18 @@ def jobs(spec: Spec, todo: list[tuple[str, dict[str, Any]]]) -> list[dict[str, A
     return [{"key": key, **point, **common} for key, point in todo]
 
 
+def require_dask(command: str) -> None:
+    """Refuse in one line, naming the extra, when Dask (or tqdm) is not installed."""
+    try:
+        import distributed  # noqa: F401
+        import tqdm  # noqa: F401  (the progress bar)
+    except ImportError as exc:
+        raise SolverUnavailableError(f'{command} needs Dask: pip install "pase[sweep]"') from exc
+
+
 def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, workers: int | None,
          scheduler: str | None, quiet: bool, progress: Callable | None, skipped: int) -> None:
-    try:
-        import tqdm  # noqa: F401  (the progress bar)
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError as exc:
-        raise SolverUnavailableError('pase sweep needs Dask: pip install "pase[sweep]"') from exc
+    from distributed import Client, LocalCluster, as_completed
     from pase.sweeps.runner import run_point
 
     counts = {"done": 0, "failed": 0, "running": 0, "remaining": len(todo), "skipped": skipped}
