@@ -185,3 +185,28 @@ def test_readme_replan_python_block(tmp_path, monkeypatch):
     assert main(shlex.split(first)[1:]) == 0
     block = next(b for b in BLOCKS if "from pase.replan import replan" in b)
     exec(compile(block, "README replan", "exec"), {})
+
+
+def _written_paths(command: str) -> list[str]:
+    """The relative files or folders a command writes (``-o``, ``--output``, ``--out``)."""
+    words = shlex.split(command)
+    return [after for flag, after in zip(words, words[1:])
+            if flag in ("-o", "--output", "--out") and not after.startswith(("/", "-", "$"))
+            and not after.isupper()]  # DIR, PLAN: placeholders
+
+
+WRITTEN = sorted({path for c in RUNNABLE for path in _written_paths(c)})
+
+
+def test_readme_commands_have_outputs_to_check():
+    assert "plan.html" in WRITTEN  # the viewer's example: the check below covers it
+
+
+@pytest.mark.parametrize("path", WRITTEN)
+def test_what_the_guides_write_into_a_clone_is_ignored(path):
+    """A guide's command run from the clone leaves nothing for ``git status`` to show
+    (issue 39: the README's ``pase view ... -o plan.html`` wrote an untracked file)."""
+    import subprocess
+
+    done = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT)
+    assert done.returncode == 0, f"{path} (written by a guide's command) is not in .gitignore"
