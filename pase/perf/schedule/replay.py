@@ -70,7 +70,6 @@ def replay(pipe: Pipe, work: Sequence[Work], sends: Sequence[float]) -> Replay:
     held, peak = [0] * pipe.stages, [0] * pipe.stages
     steps: list[Ran] = []
     transfers: list[Ran] = []
-    split = {(t.chunk, t.micro) for prog in progs for step in prog for t in step if t.kind == "W"}
 
     def send(task: Task, end: float, to: int) -> None:
         """The output of ``task`` (just ended) to chunk ``to``'s device."""
@@ -84,42 +83,35 @@ def replay(pipe: Pipe, work: Sequence[Work], sends: Sequence[float]) -> Replay:
         if t1 > t0:
             transfers.append(Ran(pair, t0, t1, (task,)))
 
+    def run(d: int, step: Step, start: float) -> None:
+        end = start
+        for task in step:
+            end += work[task.chunk].seconds(task.kind)
+        free[d] = end
+        steps.append(Ran(d, start, end, step))
+        for task in step:
+            done[task] = end
+            if task.kind == "F":
+                held[d] += 1
+                peak[d] = max(peak[d], held[d])
+                if not pipe.last(task.chunk):
+                    send(task, end, task.chunk + 1)
+                continue
+            if task.kind != "I":  # an input gradient leaves its W holding the activations
+                held[d] -= 1
+            if task.kind != "W" and not pipe.first(task.chunk):
+                send(task, end, task.chunk - 1)
+
     while any(at[d] < len(progs[d]) for d in range(pipe.stages)):
         moved = False
         for d in range(pipe.stages):
             while at[d] < len(progs[d]):
-                step = progs[d][at[d]]
-                ready = 0.0
-                for task in step:
-                    t = _ready(pipe, task, done, arrive)
-                    if t is None:
-                        break
-                    ready = max(ready, t)
-                else:
-                    start = max(free[d], ready)
-                    end = start
-                    for task in step:
-                        end += work[task.chunk].seconds(task.kind)
-                    free[d] = end
-                    steps.append(Ran(d, start, end, step))
-                    for task in step:
-                        done[task] = end
-                        if task.kind == "F":
-                            held[d] += 1
-                            peak[d] = max(peak[d], held[d])
-                            if not pipe.last(task.chunk):
-                                send(task, end, task.chunk + 1)
-                        elif task.kind in "BI":
-                            if task.kind == "B" or (task.chunk, task.micro) not in split:
-                                held[d] -= 1
-                            if not pipe.first(task.chunk):
-                                send(task, end, task.chunk - 1)
-                        else:
-                            held[d] -= 1
-                    at[d] += 1
-                    moved = True
-                    continue
-                break
+                ready = [_ready(pipe, task, done, arrive) for task in progs[d][at[d]]]
+                if None in ready:
+                    break
+                run(d, progs[d][at[d]], max(free[d], *ready))
+                at[d] += 1
+                moved = True
         if not moved:
             raise InternalError(f"the {pipe.schedule} program deadlocked at p={pipe.stages}, "
                                 f"m={pipe.microbatches}; a bug in pase.perf.schedule")
