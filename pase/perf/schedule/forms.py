@@ -74,8 +74,7 @@ def step_seconds(schedule: str, times: Sequence[float | Work], microbatches: int
         return sum(total) + 2 * sum(links) + (m - 1) * pace
     pacing = work[max(range(p), key=lambda i: total[i])]
     if schedule == "zb-h1":
-        saved = slowest - bubble_seconds(schedule, 2, pacing)
-        return (m - 1) * slowest + sum(total) - (p - 1) * saved
+        return (m - 1) * slowest + sum(total) - (p - 1) * (slowest - _zb_h1_slot(pacing))
     busiest = max(total[i] + total[p - 1 - i] for i in range(p))
     return m / 2 * busiest + bubble_seconds(schedule, p, pacing, fb=fb)
 
@@ -86,12 +85,14 @@ def bubble_seconds(schedule: str, stages: int, work: Work | float, *, virtual: i
     _known(schedule)
     w = work if isinstance(work, Work) else Work(float(work), 0.0)
     p, t = stages, w.forward + w.backward
+    if p == 1:
+        return 0.0
     if schedule in ("gpipe", "1f1b"):
         return (p - 1) * t
     if schedule == "interleaved":
         return (p - 1) * t / virtual
     if schedule == "zb-h1":
-        return (p - 1) * max(t - 2 * w.weight, w.forward, w.backward - w.weight)
+        return (p - 1) * _zb_h1_slot(w)
     together = t if fb is None else fb
     return (p / 2 - 1) * (together + w.backward - 3 * w.weight)
 
@@ -112,9 +113,10 @@ def in_flight(schedule: str, stages: int, microbatches: int, stage: int,
     p, m = stages, microbatches
     if schedule == "gpipe":
         return m
-    if schedule == "interleaved":
+    if schedule == "interleaved":  # exact on the first stage; the replay holds
+        # p + (p - 2 stage - 1) / V on the others, a little less than this
         return min(float(m), (p - stage) * (1 + (p - 1) / (p * virtual)))
-    if schedule == "zb-h1":
+    if schedule == "zb-h1":  # every stage: p - stage - 1 warm-up forwards, stage W put off
         return min(m, p)
     if schedule == "dualpipe":
         return p + 1
@@ -126,6 +128,11 @@ def parameter_copies(schedule: str) -> int:
     same stages on opposite devices, so each holds two (DeepSeek-V3, table 2)."""
     _known(schedule)
     return 2 if schedule == "dualpipe" else 1
+
+
+def _zb_h1_slot(w: Work) -> float:
+    """ZB-H1's idle seconds per stage boundary (module docstring, (*))."""
+    return max(w.forward + w.backward - 2 * w.weight, w.forward, w.backward - w.weight)
 
 
 def _known(schedule: str) -> None:

@@ -12,6 +12,7 @@ backward of the other (its overlapped ``F&B``).
 """
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -55,11 +56,11 @@ class Pipe:
 def parse(text: str) -> tuple[str, int]:
     """A --schedule spelling as (name, chunks per device): ``interleaved:4`` is ("interleaved", 4)."""
     text = str(text)
-    name, _, v = text.partition(":")
-    if name in NAMES and name != "interleaved" and not _:
-        return name, 1
-    if name == "interleaved" and v.isdigit() and int(v) >= 1 and v[0] != "0":
-        return name, int(v)
+    if text in NAMES and text != "interleaved":
+        return text, 1
+    match = re.fullmatch(r"interleaved:([1-9]\d*)", text)
+    if match:
+        return "interleaved", int(match.group(1))
     raise OptionError(f"unknown schedule {text!r}; allowed: {', '.join(SCHEDULES)}")
 
 
