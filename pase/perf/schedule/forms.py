@@ -113,8 +113,8 @@ def in_flight(schedule: str, stages: int, microbatches: int, stage: int,
     p, m = stages, microbatches
     if schedule == "gpipe":
         return m
-    if schedule == "interleaved":  # exact on the first stage; the replay holds
-        # p + (p - 2 stage - 1) / V on the others, a little less than this
+    if schedule == "interleaved":  # exact on the first stage; on the others the replay
+        # holds p + (p - 2 stage - 1) / V, more than this (the first stage stays the most)
         return min(float(m), (p - stage) * (1 + (p - 1) / (p * virtual)))
     if schedule == "zb-h1":  # every stage: p - stage - 1 warm-up forwards, stage W put off
         return min(m, p)
