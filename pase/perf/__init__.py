@@ -10,7 +10,8 @@ schedules with their bubbles, and the memory of states and kept activations.
 - :mod:`pase.perf.comms`: collective times;
 - :mod:`pase.perf.layout`: the layout, its checks, and what it splits in each op;
 - :mod:`pase.perf.kernels`, :mod:`pase.perf.ops`: each op's kernels, FLOP and kept tensors;
-- :mod:`pase.perf.pipeline`: stages and schedules;
+- :mod:`pase.perf.pipeline`: stages, and the layout's schedule;
+- :mod:`pase.perf.schedule`: every pipeline schedule's program, closed forms and event replay;
 - :mod:`pase.perf.step`: the step (:func:`evaluate_layout`).
 
 docs/performance-model.md explains the model and its calibration.

@@ -1,18 +1,16 @@
-"""Where each op runs in a pipeline, and the schedules' step times and in-flight counts.
+"""Where each op runs in a pipeline, and the layout's schedule in the closed forms.
 
 Ops are grouped into numbered blocks by name (``h3.mlp.fc1`` is in block ``h3``,
 as the model builders name layers). The blocks are cut into ``pp * V`` chunks as
-equal as can be (:func:`chunk_sizes`); chunk ``c`` runs on stage ``c mod pp`` (Megatron-LM's interleaving; ``V = 1``
-is the plain pipeline). Ops before the first block (embeddings) join the first
-chunk, ops after the last (the head, the loss) the last one.
+equal as can be (:func:`chunk_sizes`); chunk ``c`` runs on stage ``c mod pp``
+(Megatron-LM's interleaving; ``V = 1`` is the plain pipeline). Ops before the first
+block (embeddings) join the first chunk, ops after the last (the head, the loss)
+the last one.
 
-Schedules, with ``T`` the slowest stage's forward plus backward time per
-micro-batch and ``m`` micro-batches (Narayanan et al., SC'21):
-
-- GPipe and 1F1B: ``(m - 1) T + sum of the stages' times`` (``(m + p - 1) T`` when
-  equal); the first stage holds ``min(m, p)`` micro-batches under 1F1B, ``m`` under GPipe;
-- interleaved 1F1B with ``V`` chunks per stage: ``(m + (p - 1) / V) T``; the first
-  stage holds ``p (1 + (p - 1) / (p V))`` micro-batches' activations (Korthikanti et al.).
+The schedules' step times and in-flight micro-batches are
+:mod:`pase.perf.schedule`'s closed forms; :func:`pipeline_seconds` and
+:func:`in_flight` read them for a layout, where one stage (``pp = 1``) is gradient
+accumulation: one micro-batch held at a time whatever the schedule.
 """
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ import re
 
 from pase.errors import OptionError
 from pase.ir import Graph
+from pase.perf import schedule
 from pase.perf.layout import Layout
 
 _BLOCK = re.compile(r"(\D+?)(\d+)$")
@@ -87,21 +86,11 @@ def chunk_sizes(layers: int, chunks: int, expand: bool = False) -> list[int]:
 
 def in_flight(lay: Layout, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak."""
-    p, m = lay.pp, lay.microbatches
-    if p == 1:
+    if lay.pp == 1:
         return 1.0
-    if lay.schedule == "gpipe":
-        return float(m)
-    if lay.schedule == "interleaved":
-        return min(float(m), (p - stage) * (1 + (p - 1) / (p * lay.virtual)))
-    return float(min(m, p - stage))
+    return float(schedule.in_flight(lay.schedule, lay.pp, lay.microbatches, stage, lay.virtual))
 
 
 def pipeline_seconds(lay: Layout, stage_times: list[float]) -> float:
     """One step's pipeline time from each stage's per-micro-batch time."""
-    m, slowest = lay.microbatches, max(stage_times)
-    if lay.pp == 1:
-        return m * slowest
-    if lay.schedule == "interleaved":
-        return (m + (lay.pp - 1) / lay.virtual) * slowest
-    return (m - 1) * slowest + sum(stage_times)
+    return schedule.step_seconds(lay.schedule, stage_times, lay.microbatches, virtual=lay.virtual)

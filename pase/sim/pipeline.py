@@ -9,16 +9,14 @@ Two levels:
    backward time ``B`` (to the last backward compute or in-layer collective)
    and the tail of its parameter-gradient syncs ``G`` (what remains of the
    step after that).
-2. The schedule runs as a discrete-event program (:func:`run_schedule`): each
-   stage executes its list of forwards and backwards in the schedule's order
-   (1F1B: ``s - i - 1`` warm-up forwards, then one forward one backward, then
-   the remaining backwards; GPipe: every forward, then every backward); a
-   forward of micro-batch ``j`` waits for stage ``i - 1``'s forward of ``j``
-   and its transfer, a backward for stage ``i + 1``'s backward of ``j`` and its
-   transfer. Each direction of each boundary link carries one transfer at a
-   time, first come first served, for the plan's per-micro-batch link seconds.
-   A stage's gradient syncs start after its last backward. The step ends when
-   every stage is done.
+2. The schedule runs as a discrete-event program (:func:`run_schedule`, the replay
+   of :mod:`pase.perf.schedule`): each stage executes its forwards and backwards
+   in the schedule's order; a forward of micro-batch ``j`` waits for stage
+   ``i - 1``'s forward of ``j`` and its transfer, a backward for stage ``i + 1``'s
+   backward of ``j`` and its transfer. Each direction of each boundary link
+   carries one transfer at a time, first come first served, for the plan's
+   per-micro-batch link seconds. A stage's gradient syncs start after its last
+   backward. The step ends when every stage is done.
 
 Memory per device of a stage: its ops' parameter and optimizer state plus, at
 the peak, as many micro-batches' activations as the schedule holds at once
@@ -35,6 +33,7 @@ from typing import Any, NamedTuple, Sequence
 
 from pase.errors import StrategyError
 from pase.ir import Graph
+from pase.perf.schedule import Work, build, replay
 from pase.sim.result import Event
 from pase.work import op_work
 
@@ -101,77 +100,34 @@ def stage_graph(graph: Graph, first: int, end: int) -> Graph:
 
 
 def program(schedule: str, stages: int, index: int, microbatches: int) -> list[tuple[str, int]]:
-    """Stage ``index``'s order of ``("F", j)`` and ``("B", j)``."""
-    m = microbatches
-    if schedule == "gpipe":
-        return [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
-    warm = min(stages - index - 1, m)
-    order = [("F", j) for j in range(warm)]
-    for j in range(m - warm):
-        order += [("F", warm + j), ("B", j)]
-    return order + [("B", j) for j in range(m - warm, m)]
+    """Stage ``index``'s order of ``("F", j)`` and ``("B", j)`` (:mod:`pase.perf.schedule`)."""
+    pipe = build(schedule, stages, microbatches)
+    return [(task.kind, task.micro) for step in pipe.programs[index] for task in step]
 
 
 def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatches: int,
                  schedule: str) -> tuple[float, list[Event], list[int]]:
-    """The step time, the timeline and each stage's most micro-batches in flight."""
+    """The step time, the timeline and each stage's most micro-batches in flight
+    (the event replay of :mod:`pase.perf.schedule`, then each stage's gradient tail)."""
     s = len(times)
     if len(links) != s - 1:
         raise StrategyError(f"{s} stages need {s - 1} link times, got {len(links)}")
-    progs = [program(schedule, s, i, microbatches) for i in range(s)]
-    done: dict[tuple[str, int, int], float] = {}  # (kind, stage, j) -> end of the op
-    arrive: dict[tuple[str, int, int], float] = {}  # input of (kind, stage, j) ready
-    link_free = {(b, d): 0.0 for b in range(s - 1) for d in "FB"}
-    at, free = [0] * s, [0.0] * s
-    events: list[Event] = []
-    held, peak = [0] * s, [0] * s
-    while any(at[i] < len(progs[i]) for i in range(s)):
-        moved = False
-        for i in range(s):
-            if at[i] == len(progs[i]):
-                continue
-            kind, j = progs[i][at[i]]
-            ready = _ready(kind, i, j, s, done, arrive)
-            if ready is None:
-                continue
-            start = max(free[i], ready)
-            end = start + (times[i].forward if kind == "F" else times[i].backward)
-            done[(kind, i, j)], free[i] = end, end
-            events.append(Event(f"stage{i}", start, end, f"{kind}{j}",
-                                "forward" if kind == "F" else "backward"))
-            held[i] += 1 if kind == "F" else -1
-            peak[i] = max(peak[i], held[i])
-            nxt = i + 1 if kind == "F" else i - 1
-            if 0 <= nxt < s:
-                b = min(i, nxt)
-                t0 = max(end, link_free[(b, kind)])
-                t1 = t0 + links[b]
-                link_free[(b, kind)] = t1
-                arrive[(kind, nxt, j)] = t1
-                if t1 > t0:
-                    events.append(Event(f"link{b}.{'fwd' if kind == 'F' else 'bwd'}", t0, t1,
-                                        f"{kind}{j}", "communication"))
-            at[i] += 1
-            moved = True
-        if not moved:
-            raise StrategyError("the pipeline schedule deadlocked (a bug in its program)")
+    pipe = build(schedule, s, microbatches)
+    ran = replay(pipe, [Work(t.forward, t.backward) for t in times], [0.0, *links])
+    events = [Event(f"stage{r.where}", r.start, r.end, f"{t.kind}{t.micro}",
+                    "forward" if t.kind == "F" else "backward")
+              for r in ran.steps for t in r.tasks]
+    for r in ran.transfers:
+        (t,), (a, b) = r.tasks, r.where
+        events.append(Event(f"link{min(a, b)}.{'fwd' if b > a else 'bwd'}", r.start, r.end,
+                            f"{t.kind}{t.micro}", "communication"))
     step = 0.0
     for i in range(s):
-        end = free[i] + times[i].gradient
+        end = ran.ends[i] + times[i].gradient
         if times[i].gradient > 0:
-            events.append(Event(f"stage{i}", free[i], end, "grad sync", "gradient-sync"))
+            events.append(Event(f"stage{i}", ran.ends[i], end, "grad sync", "gradient-sync"))
         step = max(step, end)
-    return step, sorted(events, key=lambda e: (e.resource, e.start)), peak
-
-
-def _ready(kind: str, i: int, j: int, s: int, done: dict, arrive: dict) -> float | None:
-    if kind == "F":
-        return 0.0 if i == 0 else arrive.get(("F", i, j))
-    if ("F", i, j) not in done:
-        return None
-    if i == s - 1:
-        return done[("F", i, j)]
-    return arrive.get(("B", i, j))
+    return step, sorted(events, key=lambda e: (e.resource, e.start)), ran.peak
 
 
 def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
