@@ -16,8 +16,9 @@
 - ``matmul_flops``: the part of ``forward_flops`` that is matrix products (Conv,
   FC, Einsum, LSTM, MoE dispatch and combine; 2 per multiply-add, no bias, no
   point-wise tail): what ``torch.utils.flop_counter.FlopCounterMode`` counts for a
-  whole imported model, except for a broadcast multiply the importer writes as an
-  Einsum without contraction (``docs/pytorch.md``).
+  whole imported model. An Einsum without a contracted dim (a broadcast multiply, as
+  the importer writes ``x * w``) is no matrix product: its FLOP count in
+  ``forward_flops`` only, as torch counts it in neither.
 
 >>> from pase.api import load_graph
 >>> c = counts(load_graph("mlp", batch=1, width=4, layers=1, classes=2))

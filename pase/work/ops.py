@@ -315,6 +315,9 @@ def _einsum(op: Op, cfg: np.ndarray, dt: float):
     a = next(p for p in ports if p.dims == tuple((c,) for c in la))
     b = next(p for p in ports if p.dims == tuple((c,) for c in lb) and p is not a)
     gemm = _gemm(op, cfg, dt, _idx(op, batch), _idx(op, ms), _idx(op, ns), _idx(op, ks), a, b)
+    if not ks:  # no contracted dim: a broadcast multiply, not a matrix product (as torch counts)
+        (fwd, bwd, matmul), colls = gemm
+        gemm = (fwd, bwd, np.zeros_like(matmul)), colls
     if op.kind != "Einsum":
         return gemm
     return _with_bias(op, cfg, dt, gemm, _idx(op, out))

@@ -4,7 +4,8 @@ without flags and match torch's own counts.
 Per model (tests/real_models/catalogue.py, random weights, small configs):
 
 - parameters equal the sum of ``numel()`` over the module's unique parameters;
-- the matrix-product FLOP of the ops torch counts equal
+- the matrix-product FLOP of the whole graph, as ``pase inspect`` totals them, and of
+  the ops torch counts, each equal
   ``torch.utils.flop_counter.FlopCounterMode``'s total for one forward call, within
   1% (2 FLOP per multiply-add in both; attention on the math backend and Hugging
   Face experts one product per expert, as torch's counter sees them);
@@ -67,11 +68,13 @@ def test_real_model(imported, name):
     unique = {id(p): p.numel() for p in model.parameters()}
     assert pase.counts.parameters(imp.graph) == sum(unique.values())
 
-    by_op = counts(imp.graph).by_op()
+    whole = counts(imp.graph)
+    by_op = whole.by_op()
     ours = sum(by_op[op.name].matmul_flops for op in imp.graph.ops if imp.ops[op.name].counted)
     theirs = torch_flops(model, args)
     assert theirs > 0
     assert ours == pytest.approx(theirs, rel=0.01)
+    assert whole.matmul_flops == pytest.approx(theirs, rel=0.01)  # pase inspect's total
 
     strategy = pase.solve(imp.graph, devices=8, cost_model="alpha-beta")
     assert strategy.solution.status.value == "optimal"
