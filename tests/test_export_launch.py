@@ -145,8 +145,8 @@ def test_vendored_flags_are_megatron_lms_parser(capsys, tmp_path):  # pragma: no
 
 @pytest.mark.slow  # torchtitan imports torch
 def test_torchtitan_job_is_read_by_torchtitans_own_parser(capsys, tmp_path):
-    # torchtitan is no pase extra (0.2, the last release with TOML jobs, pins old
-    # dependencies), so this check runs where a developer installed it by hand
+    # torchtitan is no pase extra (0.2, the last release with TOML jobs, needs torchdata,
+    # datasets and tensorboard), so this check runs where a developer installed it by hand
     manager = pytest.importorskip(
         "torchtitan.config.manager",
         reason="torchtitan 0.2 is no pase extra: pip install torchtitan==0.2.2 to run this check")
@@ -274,3 +274,17 @@ def test_export_flags_of_the_launch_engines_are_refused_for_jax(capsys):
     code, _, err = _run(capsys, "export", "mlp", "-p", 8, "--strategy", "x.json", "--engine", "jax",
                         "--layout", "dp=8")
     assert code == 2 and "--layout applies only with --engine megatron or torchtitan" in err
+
+
+@pytest.mark.parametrize("engine, path, options", [
+    ("megatron", "examples/llama3-8b-megatron.txt", ["--zero", "1", "--recompute", "selective"]),
+    ("torchtitan", "examples/llama3-8b-torchtitan.toml", ["--zero", "3", "--recompute", "full"]),
+])
+def test_the_shipped_examples_are_what_export_writes(capsys, engine, path, options):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code, out, err = _run(capsys, "export", "llama3-8b", "-p", 64, "--layout", "tp=2,pp=2,dp=16",
+                          "--micro-batch", 1, "--global-batch", 512, "--sequence-parallel",
+                          "--engine", engine, *options)
+    assert code == 0, err
+    with open(os.path.join(root, path)) as f:
+        assert out == f.read()

@@ -149,6 +149,7 @@ def _layout_options(args: argparse.Namespace) -> dict:
 def _export_launch(args: argparse.Namespace) -> None:
     """``--engine megatron|torchtitan``: the layout (given, or the plan's) as the
     framework's config; a plan that is no layout exits 2 naming the ops that differ."""
+    from pase.export.launch import describe
     from pase.export.megatron import to_megatron
     from pase.export.torchtitan import to_torchtitan
     from pase.perf import make_layout
@@ -173,7 +174,8 @@ def _export_launch(args: argparse.Namespace) -> None:
         lay = _plan_layout(args, options)
         source = f"--strategy {args.strategy}"
     _check_graph(args.model, lay, options)
-    header = [f"pase export {args.model} -p {args.devices} {source} --engine {args.engine}"]
+    header = [f"pase export {args.model} -p {args.devices} {source} --engine {args.engine}",
+              describe(lay)]
     if args.cluster is not None:
         header.append(_priced(args, lay, options))
     write = to_megatron if args.engine == "megatron" else to_torchtitan

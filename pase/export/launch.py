@@ -53,6 +53,16 @@ def layout_options(lay: Layout) -> dict[str, Any]:
             "ep_overlap": "on" if lay.ep_overlap else "off"}
 
 
+def describe(lay: Layout) -> str:
+    """One line that says the whole layout (a launch file's header)."""
+    schedule = f"interleaved:{lay.virtual}" if lay.schedule == "interleaved" else lay.schedule
+    return (f"{degrees_text(lay)}; micro-batch {lay.micro_batch}, global batch "
+            f"{lay.global_batch}, {schedule}, ZeRO-{lay.zero}, recompute {lay.recompute}"
+            f"{', sequence parallel' if lay.sequence_parallel else ''}, {lay.precision}, "
+            f"{lay.attention} attention{', dropout' if lay.dropout else ''}, tp overlap "
+            f"{'on' if lay.tp_overlap else 'off'}, ep overlap {'on' if lay.ep_overlap else 'off'}")
+
+
 def changed_sizes(model: str, read: Mapping[str, Any]) -> dict[str, Any]:
     """The sizes in ``read`` that differ from the registered model's: the model options a
     config read back sets."""

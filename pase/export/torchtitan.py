@@ -115,7 +115,7 @@ def to_torchtitan(model: str, lay: Layout, model_options: Mapping[str, Any] | No
                   header: list[str] | None = None) -> str:
     """The job as TOML text, ``header`` as ``#`` comment lines above it."""
     lines = [f"# {line}" for line in header or []]
-    for section, values in job(model, lay, model_options, "; ".join(header or [])).items():
+    for section, values in job(model, lay, model_options, (header or [""])[0]).items():
         lines += ["", f"[{section}]"] + [f"{key} = {_toml(value)}" for key, value in values.items()]
     return "\n".join(lines).lstrip("\n") + "\n"
 
