@@ -288,3 +288,28 @@ def test_the_shipped_examples_are_what_export_writes(capsys, engine, path, optio
     assert code == 0, err
     with open(os.path.join(root, path)) as f:
         assert out == f.read()
+
+
+def test_keys_left_out_of_a_torchtitan_job_take_torchtitans_defaults(capsys, tmp_path):
+    path = tmp_path / "job.toml"  # seq_len 2048, local batch 8, dp the devices left, FSDP
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[activation_checkpoint]\n'
+                    'mode = "none"\n')
+    code, out, err = _run(capsys, "evaluate", "llama3-8b", "-p", 8, "--cluster", "h100-sxm",
+                          "--from", "torchtitan", path, "--format", "json")
+    assert code == 0, err
+    read = json.loads(out)
+    assert read["layout"]["micro_batch"] == 8 and read["layout"]["global_batch"] == 64
+    assert read["layout"]["dp"] == 8 and read["layout"]["zero"] == 3
+    code, out, err = _run(capsys, "evaluate", "llama3-8b", "-p", 8, "--cluster", "h100-sxm",
+                          "--layout", "dp=8", "--micro-batch", 8, "--global-batch", 64,
+                          "--zero", 3, "--model-option", "seq=2048", "--format", "json")
+    assert code == 0, err
+    assert read["step_seconds"] == json.loads(out)["step_seconds"]
+
+
+def test_query_groups_without_the_gqa_switch_are_refused(capsys, tmp_path):
+    path = tmp_path / "args.txt"  # Megatron-LM would silently run every head its own kv
+    path.write_text("--micro-batch-size 1 --num-query-groups 8\n")
+    code, _, err = _run(capsys, "evaluate", "llama3-8b", "-p", 8, "--cluster", "h100-sxm",
+                        "--from", "megatron", path)
+    assert code == 2 and "--group-query-attention" in err

@@ -1,5 +1,5 @@
-"""A layout as Megatron-LM command-line flags (``pretrain_gpt.py``; Megatron-Bridge's
-recipes take the same names), one flag per line after ``#`` comment lines.
+"""A layout as Megatron-LM command-line flags (``pretrain_gpt.py``), one flag per line
+after ``#`` comment lines.
 
 The names are Megatron-LM's own (:mod:`pase.export.megatron_flags`, read from its
 argument parser). The model's sizes come from the registered model (``pase models``),

@@ -31,7 +31,7 @@ NEUTRAL = {"--lr", "--min-lr", "--weight-decay", "--clip-grad", "--seed", "--spl
            "--norm-epsilon", "--overlap-grad-reduce", "--overlap-param-gather", "--use-flash-attn",
            "--no-gradient-accumulation-fusion", "--manual-gc", "--manual-gc-interval",
            "--tokenizer-model", "--tokenizer-type", "--exit-duration-in-mins", "--exit-interval",
-           "--untie-embeddings-and-output-weights", "--ckpt-format", "--async-save",
+           "--ckpt-format", "--async-save",
            "--rotary-base", "--rotary-percent", "--rotary-interleaved", "--no-rope-fusion",
            "--bias-dropout-fusion", "--no-bias-dropout-fusion", "--no-bias-gelu-fusion",
            "--no-bias-swiglu-fusion", "--no-masked-softmax-fusion", "--cross-entropy-loss-fusion",
@@ -181,6 +181,9 @@ def _sizes(flags: dict, model: str, shape: dict) -> dict[str, Any]:
     """The model's sizes with the size flags given applied (a flag that two options share,
     such as Llama's --seq-length and --max-position-embeddings, sets the first)."""
     sizes = model_sizes(model)
+    if "--num-query-groups" in flags and "--group-query-attention" not in flags:
+        raise OptionError("--from megatron: --num-query-groups without --group-query-attention, "
+                          "which Megatron-LM then ignores (every head its own key and value)")
     seen: set[str] = set()
     for flag, option in shape.items():
         if option is None or flag not in flags or option in seen:

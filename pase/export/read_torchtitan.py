@@ -99,8 +99,7 @@ def read_torchtitan(text: str, model: str, devices: int) -> Launch:
                           f"converters, bfloat16 or float32 parameters with float32 masters, "
                           f"and even pipeline stages")
     sizes = model_sizes(model)
-    if "training.seq_len" in flat:
-        sizes["seq"] = flat["training.seq_len"]
+    sizes["seq"] = flat.get("training.seq_len", 2048)  # torchtitan's default
     par = {k.partition(".")[2]: v for k, v in flat.items() if k.startswith("parallelism.")}
     tp, pp, cp = (par.get(f"{k}_parallel_degree", 1) for k in ("tensor", "pipeline", "context"))
     replicate = par.get("data_parallel_replicate_degree", 1)
