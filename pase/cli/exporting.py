@@ -42,7 +42,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         return
     given = _given(args, _LAYOUT_FLAGS)
     if given:
-        raise OptionError(f"--{given[0]} applies only with --engine megatron or torchtitan")
+        raise OptionError(f"{given[0]} applies only with --engine megatron or torchtitan")
     if args.strategy is None:
         raise OptionError(f"--engine {args.engine} needs --strategy FILE")
     if args.engine == "torch":

@@ -62,8 +62,7 @@ def family(model: str) -> str:
         if model.startswith(prefix):
             return name
     raise OptionError(f"--engine megatron writes the model sizes of the gpt2/gpt3, llama2/llama3, "
-                      f"mixtral and qwen3 models; {model!r} is not one of them (its per-op plan: "
-                      f"--engine torch)")
+                      f"mixtral and qwen3 models; {model!r} is not one of them")
 
 
 def shape_flags(model: str, model_options: Mapping[str, Any] | None = None

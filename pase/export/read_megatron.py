@@ -44,6 +44,8 @@ NEUTRAL_PREFIXES = ("--adam-", "--lr-", "--data-", "--eval-", "--save", "--load"
                     "--no-save-", "--timing-", "--profile")
 # ... except these, which start like a neutral flag but are read
 READ_ANYWAY = {"--data-parallel-sharding-strategy"}
+# Per family, size flags no layer uses (Qwen3's MoE models have no dense MLP layer)
+UNUSED = {"qwen3": {"--ffn-hidden-size"}}
 
 SUPPORTED = ("the parallel sizes (tensor, pipeline, virtual pipeline, context, expert, expert "
              "tensor), --sequence-parallel, the batch sizes, --recompute-granularity/-method/"
@@ -138,8 +140,8 @@ def read_megatron(text: str, model: str, devices: int) -> Launch:
             "--torch-fsdp2-no-reshard-after-forward", "--bf16", "--fp16", "--fp8-format",
             "--fp8-recipe", "--fp4-format", "--fp4-recipe", "--tp-comm-overlap",
             "--overlap-moe-expert-parallel-comm", "--attention-dropout", "--hidden-dropout",
-            "--attention-backend", "--moe-shared-expert-intermediate-size",
-            "--moe-layer-freq"} | set(shape) | switches
+            "--attention-backend", "--moe-shared-expert-intermediate-size"} \
+        | set(shape) | switches | UNUSED.get(fam, set())
     refused = [f for f in flags if f not in used and f not in NEUTRAL
                and (f in READ_ANYWAY or not f.startswith(NEUTRAL_PREFIXES))]
     sized = ("--num-experts", "--moe-router-topk", "--num-query-groups", "--kv-channels",
