@@ -313,3 +313,18 @@ def test_query_groups_without_the_gqa_switch_are_refused(capsys, tmp_path):
     code, _, err = _run(capsys, "evaluate", "llama3-8b", "-p", 8, "--cluster", "h100-sxm",
                         "--from", "megatron", path)
     assert code == 2 and "--group-query-attention" in err
+
+
+def test_a_pipeline_plan_is_exported_as_the_layout_it_records(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    args = ["llama3-8b", "-p", 16, "--model-option", "layers=4"]
+    code, _, err = _run(capsys, "evaluate", *args, "--cluster", "h100-sxm", "--layout",
+                        "tp=2,pp=2,dp=4", "--micro-batch", 1, "--global-batch", 64,
+                        "--schedule", "interleaved:2", "--output", plan)
+    assert code == 0, err
+    code, out, err = _run(capsys, "export", *args, "--strategy", plan, "--engine", "megatron")
+    assert code == 0, err
+    assert "\n--num-layers-per-virtual-pipeline-stage 1\n" in out and "\n--num-layers 4\n" in out
+    code, _, err = _run(capsys, "export", *args, "--strategy", plan, "--engine", "megatron",
+                        "--zero", 1)
+    assert code == 2 and "the plan records its layout's options" in err

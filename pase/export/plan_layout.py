@@ -144,9 +144,7 @@ def plan_layout(data: Any, devices: int, graph_of: Callable[[int | None], Graph]
     from pase.strategy import strategy_mapping, strategy_variants
 
     lay = recorded_layout(data, devices)
-    has_ops = isinstance(data, Mapping) and isinstance(data.get("strategy"), Mapping) \
-        or isinstance(data, Mapping) and "layout" not in data
-    if lay is not None and not has_ops:
+    if lay is not None and not isinstance(data.get("strategy"), Mapping):
         return lay  # a pipeline layout: no per-op plan to check
     configs = strategy_mapping(data)
     if lay is not None:
