@@ -119,7 +119,7 @@ ROWS = [
         r"prune, blocks, relaxed_entries, steps, rounds, gap$"),
     Row("option-without-value", f"{SOLVE} --option ordering", 2, r"--option expects KEY=VALUE"),
     Row("export-unknown-engine", "export mlp -p 8 --strategy {tmp}/mlp.json --engine tensorflow", 2,
-        r"^unknown engine 'tensorflow'; allowed: jax, torch$"),
+        r"^unknown engine 'tensorflow'; allowed: jax, torch, megatron, torchtitan$"),
     Row("verify-torch-engine", "verify mlp -p 8 --strategy {tmp}/mlp.json --engine torch", 2,
         r"^unknown engine 'torch'; allowed: jax$"),
     Row("import-missing-file", "import /nonexistent.py:make", 2, r"^no such file: /nonexistent\.py$"),

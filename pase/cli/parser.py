@@ -54,8 +54,8 @@ EXAMPLES = {
                   "pase reproduce pase-ipdps2021"],
     "export": ["pase solve mlp -p 8 --cluster dgx-a100 --output mlp.json",
                "pase export mlp -p 8 --strategy mlp.json --engine jax -o step.py",
-               "pase export mlp -p 8 --strategy mlp.json --engine jax --dtype bfloat16 "
-               "-o step16.py"],
+               "pase export llama3-8b -p 64 --layout tp=2,pp=2,dp=16 --micro-batch 1 "
+               "--global-batch 512 --engine megatron -o args.txt"],
     "verify": ["pase solve mlp -p 8 --cluster dgx-a100 --output mlp.json",
                "pase verify mlp -p 8 --strategy mlp.json --engine jax",
                "pase verify mlp -p 8 --strategy mlp.json --engine jax --format json"],
@@ -229,6 +229,9 @@ def _evaluate(s: Parser) -> None:
     what.add_argument("--layout", metavar="tp=T,pp=P,dp=D[,cp=C][,ep=E]",
                       help="price a Megatron-LM/FSDP layout with the performance model "
                            "(docs/performance-model.md); needs --cluster, --micro-batch, --global-batch")
+    what.add_argument("--from", nargs=2, metavar=("ENGINE", "FILE"), dest="from_config",
+                      help="price the layout of a megatron flags file or a torchtitan job TOML "
+                           "(docs/export-launch.md); needs --cluster")
     s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
     lay = s.add_argument_group("with --layout")
     lay.add_argument("--micro-batch", type=positive_int, metavar="M", help="sequences per micro-batch")
@@ -279,12 +282,12 @@ def _reproduce(s: Parser) -> None:
     s.add_argument("--out", metavar="DIR", help="output folder (default: ./pase-reproduce-PAPER)")
 
 
-def _engine_args(s: Parser) -> None:
+def _engine_args(s: Parser, engines: str = "jax or torch") -> None:
     s.add_argument("model", help=MODEL_HELP)
     s.add_argument("-p", "--devices", type=positive_int, required=True, help="number of devices")
-    s.add_argument("--strategy", required=True, metavar="FILE",
+    s.add_argument("--strategy", required=engines == "jax or torch", metavar="FILE",
                    help="JSON file mapping op name to {dim: factor} (or a `pase solve` JSON output)")
-    s.add_argument("--engine", required=True, help="the engine: jax or torch")
+    s.add_argument("--engine", required=True, help=f"the engine: {engines}")
     s.add_argument("--batch", type=positive_int, help="batch size (registered models)")
     s.add_argument("--dtype", default="float32",
                    help="float32 (default), bfloat16, float16 or float64")
@@ -297,10 +300,13 @@ def _engine_args(s: Parser) -> None:
 
 
 def _export(s: Parser) -> None:
-    _engine_args(s)
+    from pase.cli import exporting
+
+    _engine_args(s, "jax, torch, megatron (its flags) or torchtitan (a job TOML)")
     s.add_argument("-o", "--output", metavar="FILE",
                    help="write the program (torch: the plan's JSON) here; - for stdout "
                         "(default: stdout; torch: a table)")
+    exporting.add_launch_arguments(s)
 
 
 def _verify(s: Parser) -> None:

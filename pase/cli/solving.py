@@ -150,6 +150,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.layout is not None:
         layouts.cmd_evaluate_layout(args)
         return
+    if args.from_config is not None:
+        from pase.cli.exporting import cmd_evaluate_from
+        cmd_evaluate_from(args)
+        return
     layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
     costs = cost_kwargs(args)
