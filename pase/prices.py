@@ -32,14 +32,14 @@ TIMED = ("forward", "backward", "optimizer", "collectives")
 
 def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) -> dict[str, dict]:
     """``{op: {key: value}}`` at ``choice`` (candidate indices of ``problem``, which ``model``
-    built for ``graph``); ``{}`` for an op the model says nothing about."""
+    built for ``graph``); ``{}`` when the model says nothing of any op."""
     c = [int(k) for k in choice]
     out: dict[str, dict[str, Any]] = {op.name: {} for op in graph.ops}
     if problem.memory is not None:
         for v, op in enumerate(graph.ops):
             out[op.name]["memory"] = float(problem.memory[v][c[v]])
     if model is None or not timed(model):
-        return out
+        return out if any(out.values()) else {}
     bound = model.bind(graph, problem.devices)
     maps = problem.variants
     for v, op in enumerate(graph.ops):
@@ -56,10 +56,20 @@ def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) ->
     return out
 
 
+def priced_at(model: Any) -> dict[str, Any]:
+    """What a timed model's carried prices hold for the whole plan (a Strategy's ``meta``):
+    ``bytes_per_element`` and ``link_gbps``, each link class's bandwidth as the model
+    moves bytes over it (the bus bandwidth NCCL achieves)."""
+    links = model.link_cluster
+    return {"bytes_per_element": float(model.bytes_per_element),
+            "link_gbps": {"intra": float(links.intra.bandwidth_gbps),
+                          "inter": float(links.inter.bandwidth_gbps)}}
+
+
 def timed(model: Any) -> bool:
     """Whether ``model`` prices each op's kernels and collectives in seconds."""
-    return all(hasattr(model, name) for name in ("bind", "collective", "optimizer_seconds",
-                                                 "price_plan"))
+    return model is not None and all(hasattr(model, name) for name in (
+        "bind", "collective", "optimizer_seconds", "price_plan", "link_cluster"))
 
 
 def is_timed(prices: dict[str, dict]) -> bool:

@@ -109,7 +109,7 @@ class Strategy:
                     choice: tuple[int, ...], priced_by: Any = None, **kwargs: Any) -> "Strategy":
         """The Strategy of ``choice`` on ``problem``; ``priced_by``, the cost model that built
         ``problem``, adds each op's seconds to the carried prices (:mod:`pase.prices`)."""
-        from pase.prices import op_prices
+        from pase.prices import op_prices, priced_at, timed
 
         c = problem.check_choice(choice)
         names = problem.names
@@ -123,6 +123,8 @@ class Strategy:
         variants = {} if maps is None else {op.name: Variant(*maps[i].variant(int(c[i])))
                                             for i, op in enumerate(graph.ops)}
         kwargs.setdefault("op_prices", op_prices(graph, problem, c, priced_by))
+        if timed(priced_by):  # what the carried seconds and bytes were priced at
+            kwargs["meta"] = {**kwargs.get("meta", {}), **priced_at(priced_by)}
         return cls(graph.name, space.devices, configs, total, problem.unit, op_costs, edges,
                    variants=variants, **kwargs)
 

@@ -1,13 +1,14 @@
 """``simulate``: one training step of a strategy on a cluster, event by event."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from pase.cluster import Cluster, get_cluster
+from pase.cluster import Cluster, Link, get_cluster
 from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.perf import roofline
@@ -103,6 +104,8 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         raise OptionError(f"unknown compute {compute!r}; allowed: flat, roofline")
     per_op = [variants.get(op.name) for op in graph.ops] if variants else None
     prices, m, timing = _carried(carried, graph, cl, int(devices))
+    if prices is not None:
+        cl = _priced_links(carried, cl)
     wall = time.perf_counter()
     tg, ops = tasks.build(graph, cfgs, cl, int(devices), efficiency, bytes_per_element, optimizer,
                           split, per_op, rate, prices, m)
@@ -128,6 +131,17 @@ def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
     m = int(m) if isinstance(m, (int, float)) and m >= 1 else 1
     return [strategy.op_prices[op.name] for op in graph.ops], m, \
         f"the strategy's own prices ({strategy.cost_model or 'its cost model'})"
+
+
+def _priced_links(strategy: Strategy | None, cluster: Cluster) -> Cluster:
+    """``cluster`` with its links at the bandwidth the strategy's model moved bytes at
+    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it."""
+    gbps = None if strategy is None else strategy.meta.get("link_gbps")
+    if not isinstance(gbps, Mapping):
+        return cluster
+    links = {k: Link(float(gbps[k]), getattr(cluster, k).latency_us) for k in ("intra", "inter")
+             if isinstance(gbps.get(k), (int, float)) and gbps[k] > 0}
+    return dataclasses.replace(cluster, **links)
 
 
 def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> SimResult:
