@@ -85,3 +85,15 @@ def test_cli_cost_model_and_options(tmp_path, capsys):
     assert fp32["step_seconds"] > bf16["step_seconds"]
     assert main(argv + ["--cost-model", "paper"]) == 2
     assert "invalid choice: 'paper'" in capsys.readouterr().err
+
+
+def test_recomputation_is_priced_and_moves_nothing_more(old8):
+    # recomputation changes the step (activations made again), not the state that moves
+    plain = prepare("gpt2", old8, devices=16, cluster="dgx-a100", model_options=SMALL)
+    full = prepare("gpt2", old8, devices=16, cluster="dgx-a100", model_options=SMALL,
+                   cost_options={"recompute": "full"})
+    assert [m.total_bytes.tolist() for m in full.migrations] == \
+        [m.total_bytes.tolist() for m in plain.migrations]
+    a, b = plain.replan(10), full.replan(10)
+    assert any(v.recompute for v in b.strategy.variants.values())
+    assert b.chosen.step_seconds > a.chosen.step_seconds

@@ -177,7 +177,8 @@ class Prepared:
         others = self.baselines(steps)
         against = "least" if "least" in others else None
         strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                        cost_model=built.cost_model.name, build_seconds=built.seconds,
+                                        priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                        build_seconds=built.seconds,
                                         meta=api.priced_report(built, choice))
         return ReplanResult(**args, strategy=strategy, chosen=chosen, changes=self.changes(choice),
                             baselines=others, break_even_against=against,
