@@ -42,18 +42,26 @@ def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) ->
         return out if any(out.values()) else {}
     bound = model.bind(graph, problem.devices)
     maps = problem.variants
+    seen: dict[tuple, dict[str, Any]] = {}  # layers alike are priced once (the model's key)
     for v, op in enumerate(graph.ops):
         zero, recompute = (0, False) if maps is None else maps[v].variant(c[v])
         configs = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])
-        work = apply_variant(bound.work(op, configs), zero, recompute)
-        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-        out[op.name].update(
-            forward=f, backward=b + (f if recompute else 0.0),
-            optimizer=float(bound.optimizer_seconds(work)[0]),
-            collectives=[[col.phase, col.kind, col.label, col.port, col.weight,
-                          float(bound.collective(op, work.configs, col)[0])]
-                         for col in work.collectives])
+        key = (bound.vertex_key(op, configs), zero, recompute)
+        if key not in seen:
+            seen[key] = _timed(bound, op, configs, zero, recompute)
+        out[op.name].update(seen[key])
     return out
+
+
+def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool) -> dict:
+    """One op's seconds at one config and variant, by the bound model's own rules."""
+    work = apply_variant(bound.work(op, configs), zero, recompute)
+    f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+    return {"forward": f, "backward": b + (f if recompute else 0.0),
+            "optimizer": float(bound.optimizer_seconds(work)[0]),
+            "collectives": [[col.phase, col.kind, col.label, col.port, col.weight,
+                             float(bound.collective(op, work.configs, col)[0])]
+                            for col in work.collectives]}
 
 
 def priced_at(model: Any) -> dict[str, Any]:
