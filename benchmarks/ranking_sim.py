@@ -5,13 +5,15 @@
 The search prices plans with the calibrated cost model (cost_models/calibrated.py); its
 plan price is ``cost_model.price_plan(...)["step_seconds"]``, the ``step_seconds`` of
 ``pase.api.evaluate(..., "calibrated")``. ``pase.sim`` replays one training step task by
-task. It takes no cost model: it builds its tasks from :mod:`pase.work` (each op's FLOP,
-collectives and tiles, the work the alpha-beta model prices too), runs compute for the
-roofline seconds of :mod:`pase.perf.roofline` (``compute="roofline"``, the alpha-beta
-model's rule of that name) and moves bytes through fair-shared device ports at the
-cluster's link bandwidth. So the two share the work and the kernel roofline, and differ in
-the rules around them (see docs/performance-model.md, "The search's model against the
-event simulation").
+task, reading the plan's own prices: the Strategy of a calibrated plan carries each op's
+kernel, collective and optimizer seconds (:mod:`pase.prices`), and the simulation runs
+each compute task for its priced kernel seconds, stretches each collective's flows to its
+priced seconds alone, and runs each op's optimizer step after its gradient syncs. What
+the simulation adds is the schedule: dependencies task by task, device ports shared
+between concurrent flows, each gradient sync overlapping whatever compute is left, and
+re-layouts moved block by block at the cluster's link bandwidth. So the two share every
+op's price and differ in how they add them up (see docs/performance-model.md, "The
+search's model against the event simulation").
 
 Per setting (model, devices, cluster) the plans are, with a seeded RNG:
 
@@ -20,14 +22,13 @@ Per setting (model, devices, cluster) the plans are, with a seeded RNG:
 - ``--plans`` random plans: half a random candidate per op of the built Problem, half a
   named layout with 10-50% of its ops re-drawn.
 
-Each is priced by the calibrated plan price and simulated at the model's precision and
-element size. Printed per setting: the plans, Kendall's tau-b over all and over the named
+Each is priced by the calibrated plan price and simulated at its carried prices. Printed per setting: the plans, Kendall's tau-b over all and over the named
 layouts alone, the concordant and discordant pairs, the median ratio sim / model and the
 discordant pairs with the largest simulated gap; then one line overall (pairs are only
-formed inside a setting). Two diagnostic columns rank the model's price less the rules the
-simulation does not have: the optimizer step, then also the gradient sync exposed beyond
-the backward pass (the Problem's own sum, ``search_seconds``, hides every sync but for its
-overlap tax; the simulation overlaps each op's sync with the rest of the step).
+formed inside a setting). A diagnostic column ranks the Problem's own sum
+(``search_seconds``) instead of the plan's price: it hides every gradient sync but for its
+overlap tax, where the plan's price adds the sync the last backward pass does not hide;
+the simulation overlaps each op's sync with whatever compute is left.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from pase.errors import PaseError
 from pase.perf.layout import check_graph, make_layout
 from pase.perf.plan import layout_configs
 from pase.sim import simulate
+from pase.strategy import Strategy
 
 PERTURB = (0.1, 0.25, 0.5)  # fractions of a layout's ops re-drawn
 
@@ -137,16 +139,20 @@ def random_plans(built, layouts: list[Plan], count: int, rng: np.random.Generato
 
 
 def price(built, setting: Setting, plan: Plan) -> None:
-    """The calibrated plan price and the simulated step, at the model's precision."""
+    """The calibrated plan price and the simulated step, at the plan's carried prices."""
     cm, graph = built.cost_model, built.graph
     priced = cm.price_plan(graph, built.problem, plan.choice)
     plan.model = float(priced["step_seconds"])
     plan.search = float(priced["search_seconds"])
     plan.fits = bool(priced["fits_memory"])
     plan.breakdown = dict(priced["breakdown"])
-    configs = {op.name: built.space.config(i, plan.choice[i]) for i, op in enumerate(graph.ops)}
-    r = simulate(graph, configs, setting.cluster, setting.devices, compute="roofline",
-                 precision=cm.precision, bytes_per_element=cm.bytes_per_element, timeline=False)
+    strategy = Strategy.from_choice(graph, built.space, built.problem, plan.choice, priced_by=cm,
+                                    cost_model=cm.name, meta=priced)
+    r = simulate(graph, strategy, setting.cluster, setting.devices,
+                 bytes_per_element=cm.bytes_per_element, timeline=False)
+    if not r.stats["timing"].startswith("the strategy's own prices"):
+        raise SystemExit(f"{setting.name}: the simulation did not replay the plan's prices "
+                         f"({r.stats['timing']})")
     plan.sim = float(r.step_time)
     plan.sim_parts = {"compute": float(r.compute_busy.max()),
                       "link": max(r.link_busy.values(), default=0.0)}
@@ -172,15 +178,14 @@ def run_setting(setting: Setting, plans: int, seed: int) -> dict[str, Any]:
     tau, c, d, tx, ty = kendall_tau_b([p.model for p in unique], [p.sim for p in unique])
     named = [p for p in unique if p.kind == "layout"]
     tau_l, c_l, d_l, _, _ = kendall_tau_b([p.model for p in named], [p.sim for p in named])
-    # Two rules of the model the simulation lacks: the optimizer step (no task for it), and
-    # the gradient sync exposed beyond the backward window (the simulation starts each op's
-    # sync after its backward and lets it run under the rest of the step)
+    # The rule of the model the simulation replaces by its schedule: the gradient sync
+    # exposed beyond the backward window (the simulation starts each op's sync after its
+    # backward and lets it run under the rest of the step)
     sims = [p.sim for p in unique]
-    tau_o = kendall_tau_b([p.model - p.breakdown["optimizer"] for p in unique], sims)[0]
-    tau_h = kendall_tau_b([p.search - p.breakdown["optimizer"] for p in unique], sims)[0]
+    tau_h = kendall_tau_b([p.search for p in unique], sims)[0]
     return {"setting": setting, "plans": unique, "tau": tau, "c": c, "d": d, "tx": tx, "ty": ty,
             "layouts": len(named), "tau_layouts": tau_l, "c_layouts": c_l, "d_layouts": d_l,
-            "tau_no_optimizer": tau_o, "tau_hidden_sync": tau_h,
+            "tau_hidden_sync": tau_h,
             "median_ratio": statistics.median(p.sim / p.model for p in unique),
             # what a search would lose: the simulated step of the model's fastest plan over
             # the fastest simulated one
@@ -237,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
               f"device memory; priced and simulated in {r['cpu_seconds']:.1f} s CPU")
         print(f"tau-b {fmt(r['tau'])} (concordant {r['c']}, discordant {r['d']}, tied in model "
               f"only {r['tx']}, in sim only {r['ty']}); named layouts alone {fmt(r['tau_layouts'])} "
-              f"({r['c_layouts']} / {r['d_layouts']}); without the model's optimizer step "
-              f"{fmt(r['tau_no_optimizer'])}, and with its syncs hidden too "
+              f"({r['c_layouts']} / {r['d_layouts']}); the Problem's sum (syncs hidden) "
               f"{fmt(r['tau_hidden_sync'])}; median sim / model {r['median_ratio']:.3f}; the model's "
               f"fastest plan simulates {r['regret']:.3f}x the fastest simulated")
         layouts = sorted((p for p in r["plans"] if p.kind == "layout"), key=lambda p: p.model)
@@ -256,20 +260,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"- sim {ratio:.2f}x slower:\n  - {describe(a)}\n  - {describe(b)}")
     print("\n## Summary\n")
     print("| setting | plans | tau-b | concordant | discordant | tau-b named layouts "
-          "(layouts) | tau-b less optimizer step | tau-b less optimizer, syncs hidden | "
+          "(layouts) | tau-b of the Problem's sum (syncs hidden) | "
           "median sim / model | model's pick, simulated / best simulated |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         s = r["setting"]
         print(f"| {s.model} on {s.devices} x {s.cluster} | {len(r['plans'])} | {fmt(r['tau'])} | "
               f"{r['c']} | {r['d']} | {fmt(r['tau_layouts'])} ({r['layouts']}) | "
-              f"{fmt(r['tau_no_optimizer'])} | {fmt(r['tau_hidden_sync'])} | "
+              f"{fmt(r['tau_hidden_sync'])} | "
               f"{r['median_ratio']:.3f} | {r['regret']:.3f} |")
     c, d = sum(r["c"] for r in results), sum(r["d"] for r in results)
     ratios = [p.sim / p.model for r in results for p in r["plans"]]
     taus = [r["tau"] for r in results if not math.isnan(r["tau"])]
     mean = f"{sum(taus) / len(taus):+.3f}" if taus else "-"
-    print(f"| overall (pairs within a setting) | {len(ratios)} | mean {mean} | {c} | {d} | | | | "
+    print(f"| overall (pairs within a setting) | {len(ratios)} | mean {mean} | {c} | {d} | | | "
           f"{statistics.median(ratios) if ratios else math.nan:.3f} | |")
     return 0
 

@@ -3,8 +3,9 @@ against keeping the old layout, moving the least, a fresh optimum, and a restart
 
     python benchmarks/replan.py [--model gpt2] [--steps 1 10 100 1000] [--layers N]
 
-Three scenarios, each starting from the dp optimum of the old setting (alpha-beta
-model, DGX A100 nodes of 8 GPUs):
+Three scenarios, each starting from the dp optimum of the old setting (the calibrated
+model, the default with a cluster; ``--cost-model alpha-beta`` for the older one; DGX
+A100 nodes of 8 GPUs):
 
 - fail: a node fails, 64 -> 56 devices (ranks 0..55 keep their state);
 - grow: the job grows, 32 -> 64 devices (ranks 32..63 start empty);
@@ -47,12 +48,13 @@ def scenarios() -> list[tuple[str, str, dict]]:
 
 
 def run(model: str, name: str, spec: dict, steps: list[float], base: dict,
-        restore: float | None) -> list[list[str]]:
+        restore: float | None, cost_model: str) -> list[list[str]]:
     devices, cluster, old_options = spec["old"]
     start = time.perf_counter()
-    old = pase.solve(model, devices, cost_model="alpha-beta", cluster=cluster,
+    old = pase.solve(model, devices, cost_model=cost_model, cluster=cluster,
                      model_options={**base, **old_options})
-    prep = prepare(model, old, **spec["new"], model_options={**base, **spec["model"]},
+    prep = prepare(model, old, **spec["new"], cost_model=cost_model,
+                   model_options={**base, **spec["model"]},
                    old_model_options=old_options or None, restore_bandwidth=restore)
     rows = []
     for n in steps:
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--steps", nargs="+", type=float, default=[1, 10, 100, 1000])
     parser.add_argument("--scenarios", nargs="+", default=["fail", "grow", "seq"],
                         choices=["fail", "grow", "seq"])
+    parser.add_argument("--cost-model", choices=("calibrated", "alpha-beta"), default="calibrated",
+                        help="the model pricing every step (default: calibrated)")
     parser.add_argument("--restore-bandwidth", type=float, metavar="GBPS",
                         help="checkpoint read speed per device (default: the inter-node link's)")
     args = parser.parse_args()
@@ -84,8 +88,8 @@ def main() -> None:
     print(f"# {stamp()}")
     print(f"# command: python benchmarks/replan.py {' '.join(sys.argv[1:])}".rstrip())
     restore = f"{args.restore_bandwidth:g} GB/s" if args.restore_bandwidth else "the inter-node link"
-    print(f"# model {args.model}{f' layers={layers}' if layers else ''}; seconds from the alpha-beta "
-          f"model; checkpoint read at {restore}; ratio = plan total / replan total")
+    print(f"# model {args.model}{f' layers={layers}' if layers else ''}; seconds from the "
+          f"{args.cost_model} model; checkpoint read at {restore}; ratio = plan total / replan total")
     print()
     header = ["scenario", "p", "N", "step ms", "migration ms", "replan total s",
               *(f"{p} / replan" for p in PLANS), "break-even N", "ops changed"]
@@ -93,7 +97,8 @@ def main() -> None:
     print("|" + "---|" * len(header))
     for name, _, spec in specs:
         if name in args.scenarios:
-            for row in run(args.model, name, spec, args.steps, base, args.restore_bandwidth):
+            for row in run(args.model, name, spec, args.steps, base, args.restore_bandwidth,
+                           args.cost_model):
                 print("| " + " | ".join(row) + " |", flush=True)
 
 

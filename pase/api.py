@@ -349,6 +349,7 @@ def to_strategy(built: Built, solution: Solution, price: Mapping[str, Any] | Non
         return Strategy(built.graph.name, built.space.devices, {}, float("inf"), built.problem.unit,
                         {}, [], built.cost_model.name, solution, built.seconds, meta)
     return Strategy.from_choice(built.graph, built.space, built.problem, solution.choice,
+                                priced_by=built.cost_model,  # each op's own seconds, carried
                                 cost_model=built.cost_model.name, solution=solution,
                                 build_seconds=built.seconds, meta=meta)
 
@@ -422,8 +423,8 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
     choice = choice_of(built, configs)
     meta = priced_report(built, choice)
     return Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                meta=meta)
+                                priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                build_seconds=built.seconds, meta=meta)
 
 
 def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:

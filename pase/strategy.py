@@ -13,7 +13,7 @@ from pase import text
 from pase.errors import OptionError, StrategyError
 from pase.files import regular_file, write_text_atomic
 from pase.ir import Graph
-from pase.problem import Problem, Solution
+from pase.problem import Problem, Solution, Status
 from pase.space import ConfigSpace
 from pase.strictjson import DuplicateKeyError
 from pase.strictjson import loads as strict_loads
@@ -71,6 +71,11 @@ class Strategy:
     split reduction, of weight gradients); those stay in ``compute_cost``, so
     ``communication_cost`` is the inter-layer traffic alone. The two add up to
     ``total_cost``.
+
+    ``op_prices`` carries what the cost model said of each op at its config
+    (:mod:`pase.prices`: memory per device, and from the calibrated model each op's
+    kernel, collective and optimizer seconds), so the simulator and the viewer read the
+    plan's own prices instead of building its Problem again.
     """
 
     graph_name: str
@@ -85,6 +90,7 @@ class Strategy:
     build_seconds: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
     variants: dict[str, Variant] = field(default_factory=dict)
+    op_prices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.configs = OpMapping(self.configs, "strategy")
@@ -100,7 +106,11 @@ class Strategy:
 
     @classmethod
     def from_choice(cls, graph: Graph, space: ConfigSpace, problem: Problem,
-                    choice: tuple[int, ...], **kwargs: Any) -> "Strategy":
+                    choice: tuple[int, ...], priced_by: Any = None, **kwargs: Any) -> "Strategy":
+        """The Strategy of ``choice`` on ``problem``; ``priced_by``, the cost model that built
+        ``problem``, adds each op's seconds to the carried prices (:mod:`pase.prices`)."""
+        from pase.prices import op_prices, priced_at, timed
+
         c = problem.check_choice(choice)
         names = problem.names
         op_costs = {names[v]: float(problem.vertex_costs[v][c[v]]) for v in range(len(names))}
@@ -112,8 +122,41 @@ class Strategy:
                    for i, op in enumerate(graph.ops)}
         variants = {} if maps is None else {op.name: Variant(*maps[i].variant(int(c[i])))
                                             for i, op in enumerate(graph.ops)}
+        kwargs.setdefault("op_prices", op_prices(graph, problem, c, priced_by))
+        if timed(priced_by):  # what the carried seconds and bytes were priced at
+            kwargs["meta"] = {**kwargs.get("meta", {}), **priced_at(priced_by)}
         return cls(graph.name, space.devices, configs, total, problem.unit, op_costs, edges,
                    variants=variants, **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str = "strategy") -> "Strategy":
+        """A Strategy from its JSON form (:meth:`to_dict`), costs and carried prices included;
+        keys it does not hold (the plan's price, the memory report) return to ``meta``."""
+        try:
+            configs = strategy_mapping(data)
+            variants = strategy_variants(data)
+            sol = None
+            if data.get("solver") is not None and data.get("status") is not None:
+                sol = Solution((), _number(data.get("total_cost")), Status(data["status"]),
+                               str(data["solver"]), data.get("lower_bound"),
+                               float(data.get("solve_seconds") or 0.0), dict(data.get("stats") or {}))
+            edges = [(str(e["src"]), str(e["dst"]), _number(e["cost"]))
+                     for e in data.get("edge_costs") or ()]
+            op_costs = {str(k): _number(v) for k, v in (data.get("op_costs") or {}).items()}
+            prices = data.get("op_prices") or {}
+            if not isinstance(prices, Mapping) or not all(isinstance(v, Mapping)
+                                                          for v in prices.values()):
+                raise StrategyError(f"{what}: \"op_prices\" must map op names to objects")
+            meta = {k: v for k, v in data.items() if k not in _OWN_KEYS}
+            return cls(str(data.get("model", "")), int(data.get("devices") or 0), configs,
+                       _number(data.get("total_cost")), str(data.get("cost_unit") or ""), op_costs,
+                       edges, str(data.get("cost_model") or ""), sol,
+                       float(data.get("build_seconds") or 0.0), meta, variants,
+                       {str(k): dict(v) for k, v in prices.items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, StrategyError):
+                raise
+            raise StrategyError(f"{what} is not a `pase solve --format json` output: {exc}") from None
 
     @property
     def compute_cost(self) -> float:
@@ -185,6 +228,7 @@ class Strategy:
             "op_costs": {op: finite_or_none(c) for op, c in self.op_costs.items()},
             "edge_costs": [{"src": s, "dst": d, "cost": finite_or_none(c)}
                            for s, d, c in self.edge_costs],
+            **({"op_prices": finite_json(self.op_prices)} if self.op_prices else {}),
         }
         out.update(finite_json(self.meta))
         return out
@@ -194,6 +238,18 @@ class Strategy:
         if path is not None:
             write_text_atomic(path, text + "\n", what="strategy file")
         return text
+
+
+# The keys :meth:`Strategy.to_dict` writes itself; the others are its ``meta``.
+_OWN_KEYS = frozenset(("version", "model", "devices", "solver", "cost_model", "total_cost",
+                       "compute_cost", "communication_cost", "cost_unit", "status", "lower_bound",
+                       "gap", "build_seconds", "solve_seconds", "stats", "strategy", "variants",
+                       "op_costs", "edge_costs", "op_prices"))
+
+
+def _number(value: Any) -> float:
+    """A cost from JSON: None (not finite) is infinity."""
+    return float("inf") if value is None else float(value)
 
 
 def read_strategy_file(path: str | Path) -> dict[str, dict[str, int]]:

@@ -55,7 +55,8 @@ def test_table_answer_and_output_file(files, capsys, tmp_path):
                                   "--cluster", "dgx-a100x2", *TINY, "--steps", "10",
                                   "--output", str(tmp_path / "r.json")])
     assert code == 0, err
-    assert out.startswith("gpt2: 8 -> 16 devices on dgx-a100x2 (8 surviving ranks), 10 steps")
+    assert out.startswith("gpt2: 8 -> 16 devices on dgx-a100x2 (8 surviving ranks, calibrated "
+                          "model), 10 steps")
     assert "break-even against least" in out and "ops change layout" in out
     assert json.loads((tmp_path / "r.json").read_text())["devices"] == 16
 

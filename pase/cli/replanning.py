@@ -42,7 +42,8 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("-p", "--devices", type=positive_int,
                    help="the new device count (default: the --cluster's)")
     s.add_argument("--cluster", help="the new cluster: a preset or JSON file (`pase clusters`; "
-                                     "default dgx-a100, grown to -p)")
+                                     "default dgx-a100, grown to -p); selects the calibrated model "
+                                     "(alpha-beta if mixed) unless --cost-model names another")
     s.add_argument("--steps", type=_steps, default=1000.0, metavar="N",
                    help="training steps left to run on the new setting (default %(default)g): "
                         "the re-plan minimises N x step time + migration time")
@@ -66,9 +67,13 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     cache_flag(s)
     s.add_argument("--cutoff", type=positive_int, help="smallest per-device extent of a split dim")
     s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
+    s.add_argument("--cost-model", choices=("calibrated", "alpha-beta"),
+                   help="the model pricing the step (default: calibrated with --cluster, "
+                        "alpha-beta on a mixed cluster or without --cluster)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
-                   help=options_help("cost model", "An option of the alpha-beta cost model, e.g. "
-                                                   "efficiency=0.4."))
+                   help=options_help("cost model", "An option of the cost model, e.g. "
+                                                   "precision=fp8, microbatches=4 or "
+                                                   "recompute=full for calibrated (zero stays 0)."))
     s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (default: the device memory)")
     s.add_argument("--build-budget", type=byte_size, metavar="SIZE",
@@ -90,7 +95,7 @@ def cmd_replan(args: argparse.Namespace) -> None:
     result = replan(args.model, args.from_, devices=args.devices, cluster=args.cluster,
                     steps=args.steps, old_devices=args.from_devices, survivors=args.survivors,
                     restore_bandwidth=args.restore_bandwidth, old_cluster=args.from_cluster,
-                    solver=args.solver, batch=args.batch,
+                    cost_model=args.cost_model, solver=args.solver, batch=args.batch,
                     cutoff=args.cutoff, powers_of_two=args.powers_of_two,
                     memory_cap=args.memory_cap,
                     model_options=key_values(args.model_option, "--model-option"),

@@ -10,7 +10,14 @@ from pase.cli import checks
 from pase.cli.args import cost_kwargs, space_kwargs
 from pase.cli.output import print_json, wrote
 from pase.errors import OptionError
-from pase.strategy import OUTPUT_VERSION, read_strategy_json, strategy_mapping, strategy_variants
+from pase.prices import is_timed
+from pase.strategy import (
+    OUTPUT_VERSION,
+    Strategy,
+    read_strategy_json,
+    strategy_mapping,
+    strategy_variants,
+)
 
 # Flags that only steer the solver, which a given --strategy replaces.
 _SOLVER_FLAGS = ("solver", "seed", "cost_model", "cost_option", "memory_cap", "cutoff",
@@ -34,6 +41,10 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         configs: Any = strategy_mapping(data)
         source = f"strategy file {args.strategy}"
         sim_options: dict[str, Any] = {"variants": strategy_variants(data)}  # ZeRO/recompute
+        if isinstance(data, dict) and is_timed(data.get("op_prices") or {}):
+            # a plan that carries its own seconds (the calibrated model's) is replayed at them
+            configs = Strategy.from_dict(data, f"strategy file {args.strategy}")
+            sim_options = {}
     else:
         configs, source, sim_options = _solve_for(args)
     model = api.load_graph(args.model, **_model_options(graph_kwargs))
@@ -98,6 +109,8 @@ def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     shared = {k: v for k, v in built.cost_model.__dict__.items() if k in _SHARED_OPTIONS
               and (k in costs["cost_options"] or (own and k != "split"))}
     source = f"solver {solver} ({built.cost_model.name} cost model)"
+    if is_timed(strategy.op_prices):  # the plan's own seconds (calibrated): replayed at them
+        return strategy, source, {}
     shared["variants"] = strategy.variants  # each op's ZeRO stage and recomputation
     return strategy.configs, source, shared
 

@@ -106,8 +106,41 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
         raise OptionError(f"--compare {path} is a pipeline plan; only per-op strategies are compared")
     data = read_strategy_json(path)
     configs = strategy_mapping(data)
+    own = _as_priced(args, data, path)
+    if own is not None:
+        return own
     built = _build(args, strategy_variants(data))
     return _priced(built, configs)
+
+
+def _as_priced(args: argparse.Namespace, data: Any, path: str) -> Any:
+    """The file's strategy drawn with the prices it carries (no Problem built), when it
+    carries them and the command asks for the same pricing: its device count, its cost
+    model on its cluster, no cost option or cap of its own; else None (priced again)."""
+    from pase.strategy import Strategy
+    from pase.viewer.planned import carries, planned_of
+    from pase.viewer.write import check_graph
+
+    if not (isinstance(data, dict) and "op_costs" in data):
+        return None
+    strategy = Strategy.from_dict(data, f"strategy file {path}")
+    costs = cost_kwargs(args)
+    options = {k: v for k, v in costs["cost_options"].items() if k != "cluster"}
+    if not carries(strategy) or strategy.devices != args.devices or options \
+            or costs["cost_model"] != strategy.cost_model or args.memory_cap is not None:
+        return None
+    if args.cluster is not None:
+        from pase.cluster import get_cluster
+
+        if get_cluster(args.cluster, args.devices).name != strategy.meta.get("cluster"):
+            return None
+    kwargs = space_kwargs(args)
+    options = dict(kwargs["model_options"])
+    if kwargs["batch"] is not None:
+        options["batch"] = kwargs["batch"]
+    graph = api.load_graph(args.model, **options)
+    check_graph(graph, strategy.configs)
+    return planned_of(strategy, graph)
 
 
 def _priced(built: Any, configs: dict) -> Any:
@@ -119,9 +152,9 @@ def _priced(built: Any, configs: dict) -> Any:
     choice = api.choice_of(built, configs)
     meta = api.priced_report(built, choice)  # the plan's own price (calibrated)
     strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                    cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                    meta=meta)
-    return planned_from(built, choice, strategy)
+                                    priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                    build_seconds=built.seconds, meta=meta)
+    return planned_from(built, strategy)
 
 
 def _solved(args: argparse.Namespace) -> Any:
@@ -138,7 +171,7 @@ def _solved(args: argparse.Namespace) -> Any:
         status = solution.status if solution is not None else "no answer"
         raise OptionError(f"solver {args.solver!r} found no strategy ({status}); nothing "
                           f"to view (a memory cap too small? --memory-cap none lifts it)")
-    return planned_from(built, solution.choice, strategy)
+    return planned_from(built, strategy)
 
 
 def _from_layout(args: argparse.Namespace) -> Any:

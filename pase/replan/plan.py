@@ -1,7 +1,8 @@
 """``pase.replan.replan``: the best strategy when training must move from an old layout.
 
-The objective is ``steps x step time + migration time``: the alpha-beta Problem
-of the new setting with every cost scaled by ``steps``, plus each candidate's
+The objective is ``steps x step time + migration time``: the Problem of the new
+setting (the calibrated model's whenever a cluster is given, as for ``pase solve``;
+alpha-beta's on a mixed cluster or without one) with every cost scaled by ``steps``, plus each candidate's
 migration (:mod:`pase.replan.migration`) added to its vertex cost. The
 migration of an op depends only on its own new config (its old config is
 fixed), so the replan Problem is an ordinary Problem: the dp stays exact and
@@ -30,14 +31,16 @@ from pase.replan.migration import Migration, Setting, op_migration
 from pase.replan.result import OpChange, Plan, ReplanResult, break_even
 from pase.replan.source import load_old, old_vectors
 from pase.strategy import Strategy
-from pase.work import OPTIMIZER_STATE
 
 DEFAULT_STEPS = 1000
 DEFAULT_CLUSTER = "dgx-a100"
 WHAT = "the re-plan: steps x step + migration, minimised"
+# Cost models that price a step in seconds, which a migration's seconds add to.
+SECONDS_MODELS = ("calibrated", "alpha-beta")
 # Cost-model options whose state layout the migration rule does not model (ZeRO shards
-# optimizer state over the data-parallel group; per-op variants multiply candidates).
-_UNMODELLED = {"zero": ("0",), "recompute": ("none",)}
+# optimizer state over the data-parallel group); searched per-op variants (``auto``)
+# multiply candidates, which _check_candidates refuses.
+_UNMODELLED = {"zero": ("0",)}
 
 
 def replan(model: str | Path | Graph, old: Any, *, steps: float = DEFAULT_STEPS,
@@ -52,7 +55,7 @@ def replan(model: str | Path | Graph, old: Any, *, steps: float = DEFAULT_STEPS,
 def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, cluster: Any = None,
             old_devices: int | None = None, survivors: int | None = None,
             restore_bandwidth: float | None = None, old_cluster: Any = None,
-            solver: str = "auto", batch: int | None = None,
+            cost_model: str | None = None, solver: str = "auto", batch: int | None = None,
             cutoff: int | None = None, powers_of_two: bool = False,
             mesh: str | Sequence[int] | None = None, memory_cap: float | str | None = None,
             model_options: Mapping[str, Any] | None = None,
@@ -70,21 +73,25 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
     read speed (default the inter-node link's); ``old_cluster`` places the old tiles
     when the old cluster was heterogeneous (default: the old layout on ``p_old``
     identical devices). ``model_options`` are the new model's; ``old_model_options``
-    override them for the old model (default: the same). Costs are the alpha-beta
-    model's (``cost_options``).
+    override them for the old model (default: the same). ``cost_model`` prices the step:
+    by default the calibrated model when a cluster is given (alpha-beta for a mixed one),
+    as :func:`pase.solve` picks, and alpha-beta on ``dgx-a100`` grown to ``devices``
+    without one; ``cost_options`` are that model's (calibrated: ``precision``,
+    ``microbatches``, ``recompute``, ``attention``...; ZeRO stages above 0 are refused).
     """
     plan = load_old(old, old_devices, "--from strategy" if isinstance(old, (str, Path)) else "the old strategy")
     options = dict(cost_options or {})
     if cluster is not None and "cluster" in options:
         raise OptionError("cluster given twice: as an argument and as a cost option")
     cluster = options.pop("cluster", cluster)
+    cost_model = _cost_model(cost_model, cluster)
     _check_unmodelled(options)
     api.SOLVERS.entry(solver)  # an unknown solver fails before the build
     if devices is None:
         if cluster is None:
             raise OptionError("give the new device count or the new cluster (-p NEW or --cluster NEW)")
         devices = get_cluster(cluster).devices
-    built = api.build_problem(model, devices, "alpha-beta", batch=batch, cutoff=cutoff,
+    built = api.build_problem(model, devices, cost_model, batch=batch, cutoff=cutoff,
                               powers_of_two=powers_of_two, mesh=mesh,
                               cluster=DEFAULT_CLUSTER if cluster is None else cluster,
                               memory_cap=memory_cap, model_options=model_options,
@@ -160,7 +167,8 @@ class Prepared:
         args = dict(model=built.graph.name, devices=built.space.devices, old_devices=self.old_devices,
                     survivors=self.setting.survivors,
                     cluster=built.cost_model.for_devices(built.space.devices).cluster.name,
-                    steps=steps, solver=self.solver, solution=solution, problem=problem)
+                    steps=steps, solver=self.solver, solution=solution, problem=problem,
+                    cost_model=built.cost_model.name)
         if solution.choice is None:
             return ReplanResult(**args, strategy=None, chosen=None, changes=[], baselines={},
                                 break_even_against=None, break_even_steps=None)
@@ -169,8 +177,9 @@ class Prepared:
         others = self.baselines(steps)
         against = "least" if "least" in others else None
         strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                        cost_model=built.cost_model.name, build_seconds=built.seconds,
-                                        meta=api.memory_report(built.problem, choice))
+                                        priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                        build_seconds=built.seconds,
+                                        meta=api.priced_report(built, choice))
         return ReplanResult(**args, strategy=strategy, chosen=chosen, changes=self.changes(choice),
                             baselines=others, break_even_against=against,
                             break_even_steps=None if against is None else break_even(chosen, others[against]),
@@ -237,6 +246,18 @@ def prefer(problem: Problem, solution: Solution, preferred: Sequence[int | None]
                     solution.wall_time, dict(solution.stats))
 
 
+def _cost_model(name: str | None, cluster: Any) -> str:
+    """The step's cost model: ``name``, or :func:`pase.api.default_cost_model` of a given
+    cluster (alpha-beta without one); a model that prices no seconds is refused."""
+    if name is None:
+        return "alpha-beta" if cluster is None else api.default_cost_model(cluster)
+    if name not in SECONDS_MODELS:
+        api.COST_MODELS.entry(name)  # an unknown name fails listing the known ones
+        raise OptionError(f"replan adds migration seconds to the step time: cost model {name!r} "
+                          f"does not price seconds; allowed: {', '.join(SECONDS_MODELS)}")
+    return name
+
+
 def _check_unmodelled(options: Mapping[str, Any]) -> None:
     for key, allowed in _UNMODELLED.items():
         if key in options and str(options[key]) not in allowed:
@@ -281,8 +302,19 @@ def _setting(built: api.Built, old_devices: int, survivors: int | None,
     if old is not None:
         _check_survivor_types(old, cluster, min(old_devices, p) if survivors is None else survivors)
     return Setting.make(old_devices, p, cluster, survivors=survivors,
-                        bytes_per_element=model.bytes_per_element,
-                        copies=OPTIMIZER_STATE[model.optimizer] - 1, restore=restore, old_cluster=old)
+                        bytes_per_element=state_bytes(model, built.graph), copies=1, restore=restore,
+                        old_cluster=old)
+
+
+def state_bytes(model: Any, graph: Graph) -> float:
+    """Bytes of state that move per parameter: what the cost model keeps per parameter
+    between steps (its work's ``state_factor`` values of ``bytes_per_element``), less the
+    gradient, which the next step makes again. Alpha-beta with Adam: the weight and two
+    moments; the calibrated model's mixed precision: the 2-byte weight, its fp32 master
+    copy and Adam's two fp32 moments (14 bytes; fp32 training 12)."""
+    op = graph.ops[0]
+    work = model.work(op, np.ones((1, len(op.dims)), dtype=np.int64))
+    return float(model.bytes_per_element) * (float(work.state_factor) - 1.0)
 
 
 def _check_survivor_types(old: Any, new: Any, survivors: int) -> None:

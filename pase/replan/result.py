@@ -92,6 +92,7 @@ class ReplanResult:
     break_even_steps: float | None
     problem: Problem
     notes: list[str] = field(default_factory=list)
+    cost_model: str = ""  # the model that priced the step
 
     @property
     def status(self) -> str:
@@ -102,6 +103,7 @@ class ReplanResult:
         out: dict[str, Any] = {
             "version": OUTPUT_VERSION, "model": self.model, "devices": self.devices,
             "old_devices": self.old_devices, "survivors": self.survivors, "cluster": self.cluster,
+            "cost_model": self.cost_model,
             "steps": self.steps, "solver": self.solver, "status": self.status,
             "solve_seconds": self.solution.wall_time,
             "total_seconds": None if c is None else c.total_seconds,
@@ -123,8 +125,9 @@ class ReplanResult:
 
     def table(self, limit: int = 20) -> str:
         """The text report of ``pase replan``."""
+        model = f", {self.cost_model} model" if self.cost_model else ""
         head = (f"{self.model}: {self.old_devices} -> {self.devices} devices on {self.cluster} "
-                f"({self.survivors} surviving ranks), {_num(self.steps)} steps, solver {self.solver}: "
+                f"({self.survivors} surviving ranks{model}), {_num(self.steps)} steps, solver {self.solver}: "
                 f"{self.status}")
         lines = [head]
         c = self.chosen

@@ -8,7 +8,7 @@ from pase.files import save_figure
 from pase.sim.result import SimResult
 
 COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "communication": "#55a868",
-           "gradient-sync": "#c44e52"}
+           "gradient-sync": "#c44e52", "optimizer": "#8172b3"}
 _MAX_ROWS = 80  # beyond this the chart is unreadable; extra link rows are dropped
 
 
@@ -47,7 +47,7 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
     """Draw ``result.timeline`` to ``path`` (PNG, SVG or PDF by extension).
 
     Rows: every device, then every link port that carried traffic; bars are
-    coloured by kind (forward, backward, communication, gradient sync).
+    coloured by kind (forward, backward, communication, gradient sync, optimizer step).
     Raises SolverUnavailableError if matplotlib is missing.
     """
     plt = _pyplot()

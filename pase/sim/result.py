@@ -62,7 +62,8 @@ class SimResult:
         return (f"{self.model} on {self.devices} x {self.cluster}: step {self.step_time * 1e3:.3f} ms; "
                 f"compute busy max {self.compute_busy.max() * 1e3:.3f} ms, "
                 f"busiest link {busiest * 1e3:.3f} ms, "
-                f"peak memory max {self.peak_memory.max() / 2**30:.2f} GiB")
+                f"peak memory max {self.peak_memory.max() / 2**30:.2f} GiB"
+                + (f"; timed by {self.stats['timing']}" if "timing" in self.stats else ""))
 
 
 def merge_busy(intervals: list[tuple[float, float]]) -> float:

@@ -1,16 +1,18 @@
 """``simulate``: one training step of a strategy on a cluster, event by event."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from pase.cluster import Cluster, get_cluster
+from pase.cluster import Cluster, Link, get_cluster
 from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.perf import roofline
+from pase.prices import is_timed
 from pase.sim import tasks
 from pase.sim.engine import COMPUTE, FLOW, run
 from pase.sim.result import Event, SimResult, merge_busy, peak_memory
@@ -38,7 +40,7 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
              efficiency: float = 0.5, bytes_per_element: float = 4, optimizer: str = "adam",
              timeline: bool = True, split: str = "even",
              variants: Mapping[str, Any] | None = None, compute: str = "flat",
-             precision: str = "bf16") -> SimResult:
+             precision: str = "bf16", own_prices: bool = True) -> SimResult:
     """Simulate one training step (forward, backward, gradient syncs).
 
     Args:
@@ -58,6 +60,11 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         compute, precision: ``"flat"`` (default, ``efficiency`` of the peak) or
             ``"roofline"`` (the performance model's kernels at ``precision``, as the
             alpha-beta model's option of the same name: :mod:`pase.perf.roofline`).
+        own_prices: replay a Strategy that carries each op's seconds (the calibrated
+            model's plans: :mod:`pase.prices`) at those seconds, micro-batches included,
+            when it runs on the cluster and devices that priced it (the default); False,
+            or any other strategy: the simulator's own rules above. ``stats["timing"]``
+            says which.
 
     Every device of every op is simulated (no symmetry folding): Inception-v3
     or the Transformer at p = 16 are 8-12k tasks and take well under a second.
@@ -66,11 +73,13 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         from pase.api import load_graph
 
         graph = load_graph(graph)
+    carried = None
     if isinstance(configs, Strategy):
         if configs.graph_name != graph.name:
             raise StrategyError(f"the strategy is for graph {configs.graph_name!r}, not {graph.name!r}")
         devices = configs.devices if devices is None else devices
         variants = getattr(configs, "variants", None) if variants is None else variants
+        carried = configs if own_prices and is_timed(configs.op_prices) else None
         configs = configs.configs
     if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
         raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
@@ -94,14 +103,45 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
     elif compute != "flat":
         raise OptionError(f"unknown compute {compute!r}; allowed: flat, roofline")
     per_op = [variants.get(op.name) for op in graph.ops] if variants else None
+    prices, m, timing = _carried(carried, graph, cl, int(devices))
+    if prices is not None:
+        cl = _priced_links(carried, cl)
     wall = time.perf_counter()
     tg, ops = tasks.build(graph, cfgs, cl, int(devices), efficiency, bytes_per_element, optimizer,
-                          split, per_op, rate)
+                          split, per_op, rate, prices, m)
     built = time.perf_counter() - wall
     trace = run(tg)
     return _result(graph, cl, int(devices), tg, ops, trace, timeline,
                    {"tasks": len(tg), "events": trace.events, "build_seconds": built,
-                    "run_seconds": time.perf_counter() - wall - built})
+                    "run_seconds": time.perf_counter() - wall - built, "timing": timing,
+                    "microbatches": m})
+
+
+def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
+             devices: int) -> tuple[list[dict] | None, int, str]:
+    """The strategy's own per-op prices, its micro-batches and what times the tasks: the
+    prices where they were taken on this cluster and device count, else the simulator's."""
+    own = "the simulator's rules"
+    if strategy is None:
+        return None, 1, own
+    priced_on = strategy.meta.get("cluster")
+    if strategy.devices != devices or (priced_on is not None and priced_on != cluster.name):
+        return None, 1, f"{own} (the strategy was priced on {strategy.devices} x {priced_on})"
+    m = strategy.meta.get("microbatches", 1)
+    m = int(m) if isinstance(m, (int, float)) and m >= 1 else 1
+    return [strategy.op_prices[op.name] for op in graph.ops], m, \
+        f"the strategy's own prices ({strategy.cost_model or 'its cost model'})"
+
+
+def _priced_links(strategy: Strategy | None, cluster: Cluster) -> Cluster:
+    """``cluster`` with its links at the bandwidth the strategy's model moved bytes at
+    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it."""
+    gbps = None if strategy is None else strategy.meta.get("link_gbps")
+    if not isinstance(gbps, Mapping):
+        return cluster
+    links = {k: Link(float(gbps[k]), getattr(cluster, k).latency_us) for k in ("intra", "inter")
+             if isinstance(gbps.get(k), (int, float)) and gbps[k] > 0}
+    return dataclasses.replace(cluster, **links)
 
 
 def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> SimResult:

@@ -17,7 +17,16 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
 - parameter-gradient collectives start after the backward compute and block
   nothing but the end of the step, so they overlap later backward compute.
 
-Compute durations are ``FLOP / (peak * efficiency)``, the FLOP of :mod:`pase.work`
+A plan a timed cost model priced (the calibrated model; its Strategy carries each op's
+seconds, :mod:`pase.prices`) is replayed with those prices (``prices``): each compute
+task runs for the op's priced kernel seconds, each collective's flows are stretched so
+that alone it takes its priced seconds (sharing ports with others still slows it), a
+collective the model leaves out does not run, and each device runs the op's priced
+optimizer step once its gradient syncs are done. With ``microbatches`` m the compute,
+critical-path collectives and re-layouts of a micro-batch are charged m times (the
+micro-batches back to back), the syncs and the optimizer step once.
+
+Otherwise compute durations are ``FLOP / (peak * efficiency)``, the FLOP of :mod:`pase.work`
 (a multiply-add is two, as the dense peak counts it), plus its memory traffic (an
 embedding's gather) at the rate of :mod:`pase.traffic`, as the alpha-beta model
 prices both; a device runs forward tasks in topological order before backward ones
@@ -99,8 +108,10 @@ def topological_order(graph: Graph) -> list[int]:
 class _Builder:
     def __init__(self, graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
                  efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
-                 variants=None, roofline=None):
+                 variants=None, roofline=None, prices=None, microbatches: int = 1):
         self.graph = graph
+        self.prices = prices  # per op its carried prices (pase.prices), or None
+        self.m = int(microbatches)
         self.roofline = roofline  # a Pricer: per-op achieved rates (pase.perf.roofline)
         self.configs = configs
         self.cluster = cluster
@@ -129,12 +140,13 @@ class _Builder:
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
-                    category: str, scale: float = 1.0) -> None:
-        """Flows of one group's collective, chained after the members' tokens."""
+                    category: str, scale: float = 1.0, seconds: float | None = None) -> None:
+        """Flows of one group's collective, chained after the members' tokens; ``seconds``
+        (a priced collective) stretches them to take that long alone."""
         nodes = self.cluster.node_of(members)
         counts = np.unique(nodes, return_counts=True)[1]
         rounds = float(c.rounds[0])
-        prev = -1
+        phases = []
         for ph in collective_phases(c.kind, float(c.nbytes[0]) * scale, len(counts), int(counts.max())):
             volume, steps = float(ph.volume) * rounds, float(ph.steps) * rounds
             if volume <= 0.0 and steps <= 0.0:
@@ -142,9 +154,18 @@ class _Builder:
             link = self.cluster.link(ph.link)
             if self.hetero:  # the slowest member's port sets the rate; its latency the pace
                 link = max((self.links[int(m)][ph.link] for m in members), key=lambda x: x.latency_us)
+            phases.append((ph, volume, steps * link.latency_s, link))
+        if seconds is not None:  # the priced time over the time the flows take alone
+            alone = sum(v / link.bytes_per_second + lat for _, v, lat, link in phases)
+            stretch = seconds / alone if alone > 0 else 0.0
+            phases = [(ph, v * stretch, lat * stretch, link) for ph, v, lat, link in phases]
+        prev = -1
+        for ph, volume, latency, _ in phases:
+            if volume <= 0.0 and latency <= 0.0:
+                continue
             res = tuple(link_resource(int(m), ph.link, rx) for m in members for rx in (False, True))
             shows = tuple(f"gpu{int(m)}.{ph.link}" for m in members)
-            f = self.tg.flow(res, volume, steps * link.latency_s, label, category, shows)
+            f = self.tg.flow(res, volume, latency, label, category, shows)
             if prev < 0:
                 self.tg.after(f, *(tokens[int(m)] for m in members))
             else:
@@ -155,14 +176,22 @@ class _Builder:
                 tokens[int(m)] = prev
 
     def _collectives(self, work: OpWork, cfg: np.ndarray, phase: str, tokens: dict[int, int],
-                     category: str, placed: int | None = None, share: np.ndarray | None = None) -> None:
+                     category: str, placed: int | None = None, share: np.ndarray | None = None,
+                     priced: list[float | None] | None = None) -> None:
+        """``priced``: per collective of ``work`` its priced seconds (None: not run)."""
         op = work.op
-        for c in work.collectives:
+        for i, c in enumerate(work.collectives):
             if c.phase != phase or work.group_size(c)[0] <= 1 or c.nbytes[0] <= 0:
                 continue
+            seconds = None
+            if priced is not None:
+                if priced[i] is None or priced[i] <= 0.0:
+                    continue  # the model leaves it out (or prices it free)
+                seconds = priced[i] * (1 if phase == "gradient" else self.m)
             for members in group_members(op, cfg, c.dims, self.devices if placed is None else placed):
                 scale = 1.0 if share is None or phase == "gradient" else float(share[members].max())
-                self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category, scale)
+                self._collective(members, c, tokens, f"{op.name} {c.label} {c.kind}", category, scale,
+                                 seconds)
 
     # -- ops -----------------------------------------------------------------------
     def add_ops(self, order: list[int]) -> None:
@@ -187,6 +216,9 @@ class _Builder:
                 ids: list[int], share: np.ndarray | None = None, placed: int | None = None) -> None:
         """One op's compute tasks on ``ids`` and its collectives; ``share`` (heterogeneous
         clusters) scales each device's work and activation collectives, at its own speed."""
+        own = None if self.prices is None else self.prices[v]
+        if own is not None:
+            return self._add_priced(v, op, cfg, work, position, ids, own)
         rate, base = self.flops, work
         if self.roofline is not None:  # the op's own work over its kernels' seconds
             base = op_work(op, cfg[None, :], self.dt, self.optimizer)
@@ -217,6 +249,33 @@ class _Builder:
         self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd, act, float(work.state_bytes[0]),
                               None if share is None else [act * float(share[d]) for d in ids])
 
+    def _add_priced(self, v: int, op, cfg: np.ndarray, work: OpWork, position: dict[int, int],
+                    ids: list[int], own: dict) -> None:
+        """One op replayed at its carried prices (:mod:`pase.prices`)."""
+        m = self.m
+        fwd = [self.tg.compute(d, m * float(own["forward"]), (0, position[v]), f"{op.name} fwd",
+                               "forward") for d in ids]
+        bwd = [self.tg.compute(d, m * float(own["backward"]), (1, -position[v]), f"{op.name} bwd",
+                               "backward") for d in ids]
+        for f, b in zip(fwd, bwd):
+            self.tg.after(b, f)
+        priced = matched(work.collectives, own["collectives"])
+        tokens = dict(zip(ids, fwd))
+        self._collectives(work, cfg, "forward", tokens, "communication", priced=priced)
+        self.out_ready[v] = tokens
+        tokens = dict(zip(ids, bwd))
+        self._collectives(work, cfg, "backward", tokens, "communication", priced=priced)
+        self.grad_ready[v] = tokens
+        synced = dict(zip(ids, bwd))
+        self._collectives(work, cfg, "gradient", synced, "gradient-sync", priced=priced)
+        if float(own["optimizer"]) > 0:
+            for d in ids:
+                t = self.tg.compute(d, float(own["optimizer"]), (2, position[v]),
+                                    f"{op.name} optimizer", "optimizer")
+                self.tg.after(t, synced[d])
+        self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd,
+                              float(work.activation_bytes[0]), float(work.state_bytes[0]))
+
     # -- edges ---------------------------------------------------------------------
     def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: dict[int, int],
                    waiting: dict[int, int], label: str, scale: np.ndarray | None = None) -> None:
@@ -227,7 +286,7 @@ class _Builder:
                 spec = max(self.links[s][link], self.links[d][link], key=lambda x: x.latency_us)
                 elems = elems * (scale[d] if scale is not None else 1.0)
             f = self.tg.flow((link_resource(s, link, False), link_resource(d, link, True)),
-                             elems * self.dt, spec.latency_s, label, "communication",
+                             elems * self.dt * self.m, spec.latency_s * self.m, label, "communication",
                              (f"gpu{s}.{link}", f"gpu{d}.{link}"))
             self.tg.after(f, ready[s])
             self.tg.after(waiting[d], f)
@@ -289,14 +348,32 @@ def _padded(blocks: np.ndarray, devices: int) -> np.ndarray:
     return out
 
 
+def matched(collectives, priced: list) -> list[float | None]:
+    """Per collective of a work its priced seconds, matching the carried list
+    ``[phase, kind, label, port, weight, seconds]`` in order; None where the priced list
+    leaves it out (the model runs it elsewhere, or not at all)."""
+    out: list[float | None] = []
+    j = 0
+    for c in collectives:
+        key = (c.phase, c.kind, c.label, c.port, c.weight)
+        if j < len(priced) and tuple(priced[j][:5]) == key:
+            out.append(float(priced[j][5]))
+            j += 1
+        else:
+            out.append(None)
+    return out
+
+
 def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
           efficiency: float, bytes_per_element: float, optimizer: str, split: str = "even",
-          variants=None, roofline=None) -> tuple[TaskGraph, list[OpTasks]]:
+          variants=None, roofline=None, prices=None,
+          microbatches: int = 1) -> tuple[TaskGraph, list[OpTasks]]:
     """The task graph of one step and per-op task ids (``configs[i]``: op i's factors;
     ``variants[i]``: op i's variant or None, HZ's pase.work.variants; ``roofline``: a
-    :class:`pase.perf.kernels.Pricer` whose kernels set compute rates, else ``efficiency``)."""
+    :class:`pase.perf.kernels.Pricer` whose kernels set compute rates, else ``efficiency``;
+    ``prices[i]``: op i's carried prices, replayed instead, with ``microbatches``)."""
     b = _Builder(graph, configs, cluster, devices, efficiency, bytes_per_element, optimizer, split,
-                 variants, roofline)
+                 variants, roofline, prices, microbatches)
     b.add_ops(topological_order(graph))
     b.add_edges()
     return b.tg, b.ops

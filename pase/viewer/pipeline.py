@@ -42,7 +42,7 @@ def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
         strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                         cost_model=built.cost_model.name,
                                         meta=api.memory_report(built.problem, choice))
-        out.append(planned_from(built, choice, strategy))
+        out.append(planned_from(built, strategy))
     return out
 
 

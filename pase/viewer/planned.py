@@ -1,30 +1,31 @@
-"""What a page shows one strategy from: the strategy, its graph, and the Problem that priced it.
+"""What a page shows one strategy from: the strategy, its graph, and its cluster.
 
-Every cost on a page is the cost model's own: an op's layer cost and memory are
-its vertex cost and memory entries for the chosen config, a re-layout's cost the
-edge matrix's entry, read from the Problem the strategy was priced with.
+Every cost on a page is the cost model's own, as the Strategy carries it: an op's
+layer cost is its ``op_costs`` entry, its memory its carried ``op_prices`` memory
+(:mod:`pase.prices`), a re-layout's cost its ``edge_costs`` entry. Nothing here
+builds a Problem: a Strategy that carries its prices is drawn as it is
+(:func:`carries`); one that does not is priced first (:func:`pase.viewer.write.planned`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from pase.cluster import Cluster
 from pase.ir import Graph
-from pase.problem import Problem
 from pase.strategy import Strategy
+
+# Cost models whose Strategy carries all a page shows: the paper's (costs only, no
+# machine) and the calibrated model's (costs, memory, its cluster and element size).
+SELF_DRAWN = ("paper", "calibrated")
 
 
 @dataclass
 class Planned:
-    """A strategy with what priced it. ``choice`` indexes the Problem's candidates."""
+    """A strategy with its graph and the cluster it runs on (None: the paper's model)."""
 
     strategy: Strategy
     graph: Graph
-    problem: Problem
-    choice: tuple[int, ...]
     cluster: Cluster | None = None
     bytes_per_element: float = 4.0
     notes: list[str] = field(default_factory=list)  # shown under the summary
@@ -35,22 +36,43 @@ class Planned:
 
     def op_memory(self) -> list[float | None]:
         """Bytes per device each op's chosen config takes (None without a memory model)."""
-        memory = self.problem.memory
-        if memory is None:
-            return [None] * len(self.graph.ops)
-        return [float(memory[v][c]) for v, c in enumerate(self.choice)]
+        prices = self.strategy.op_prices
+        return [prices.get(op.name, {}).get("memory") for op in self.graph.ops]
 
     def incoming(self) -> list[list[tuple[int, float]]]:
         """Per op, its costed incoming edges: ``(producer index, edge cost)``."""
         out: list[list[tuple[int, float]]] = [[] for _ in self.graph.ops]
-        c = self.choice
-        for (u, v), m in zip(self.problem.edges, self.problem.edge_costs):
-            out[v].append((u, float(m[c[u], c[v]])))
+        for src, dst, cost in self.strategy.edge_costs:
+            out[self.graph.index(dst)].append((self.graph.index(src), float(cost)))
         return out
 
 
-def planned_from(built: Any, choice: tuple[int, ...], strategy: Strategy) -> Planned:
-    """A :class:`Planned` from an :class:`pase.api.Built` and a choice on its Problem."""
+def carries(strategy: Strategy) -> bool:
+    """Whether ``strategy`` carries everything its page shows, so it is drawn without
+    pricing it again: its costs, and for the calibrated model each op's memory, the
+    cluster and the element size it was priced with."""
+    if not strategy.op_costs or strategy.cost_model not in SELF_DRAWN:
+        return False
+    if strategy.cost_model == "paper":
+        return True
+    return "cluster" in strategy.meta and "bytes_per_element" in strategy.meta and \
+        all("memory" in strategy.op_prices.get(op, {}) for op in strategy.configs)
+
+
+def planned_of(strategy: Strategy, graph: Graph, cluster: Any = None) -> Planned:
+    """A :class:`Planned` from a Strategy that :func:`carries` its prices, on ``graph``;
+    ``cluster`` (default: the one it was priced on) runs the Time tab's simulation."""
+    from pase.cluster import get_cluster
+
+    if cluster is None:
+        cluster = strategy.meta.get("cluster")
+    resolved = None if cluster is None else get_cluster(cluster, strategy.devices)
+    per = strategy.meta.get("bytes_per_element", 4.0)
+    return Planned(strategy, graph, resolved, float(per))
+
+
+def planned_from(built: Any, strategy: Strategy) -> Planned:
+    """A :class:`Planned` from an :class:`pase.api.Built` that priced ``strategy``."""
     model = built.cost_model
     cluster = getattr(model, "cluster", None)
     if cluster is not None and hasattr(model, "for_devices"):
@@ -58,5 +80,5 @@ def planned_from(built: Any, choice: tuple[int, ...], strategy: Strategy) -> Pla
     if not isinstance(cluster, Cluster):
         cluster = None
     per = getattr(model, "bytes_per_element", 4.0)
-    return Planned(strategy, built.graph, built.problem, tuple(int(x) for x in np.asarray(choice)),
-                   cluster, float(per) if isinstance(per, (int, float)) else 4.0)
+    return Planned(strategy, built.graph, cluster,
+                   float(per) if isinstance(per, (int, float)) else 4.0)

@@ -69,13 +69,14 @@ def _rows(events: Sequence[Any]) -> list[str]:
 
 
 def simulated(planned: Any) -> tuple[dict[str, Any] | None, Any]:
-    """``(timeline data, SimResult)`` of the strategy on its cluster; ``(None, None)``
-    without a cluster (the paper's model prices no machine)."""
+    """``(timeline data, SimResult)`` of the strategy on its cluster, at the seconds it
+    carries where it carries them (:func:`pase.sim.simulate`); ``(None, None)`` without
+    a cluster (the paper's model prices no machine)."""
     if planned.cluster is None:
         return None, None
     from pase.sim import simulate
 
-    result = simulate(planned.graph, dict(planned.strategy.configs), planned.cluster,
-                      planned.devices, variants=planned.strategy.variants,
+    # the Strategy itself: a plan that carries its seconds (calibrated) replays at them
+    result = simulate(planned.graph, planned.strategy, planned.cluster, planned.devices,
                       bytes_per_element=planned.bytes_per_element)
     return pack(result.timeline, result.step_time), result

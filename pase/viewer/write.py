@@ -1,12 +1,15 @@
 """``pase.view(strategy, path)``: write a strategy's page, one self-contained HTML file.
 
-The strategy is re-priced on its graph (the Problem gives each op's memory and
-each edge's cost, as the cost model sees them); pass the options it was solved
-with (``model_options={"layers": 2}``, ``cluster=...``) when they are not the
-defaults, or a strategy for another graph is refused naming the op it lacks.
+A Strategy that carries its prices (the calibrated and the paper model's:
+:func:`pase.viewer.planned.carries`) is drawn with them on its graph; another
+(a plain mapping, an alpha-beta plan, one asked for with other cost options) is
+priced first. Pass the model options it was solved with (``model_options={"layers":
+2}``) when they are not the defaults, or a strategy for another graph is refused
+naming the op it lacks.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,7 +18,7 @@ from pase.files import write_text_atomic
 from pase.strategy import Strategy, strategy_mapping, strategy_variants
 from pase.viewer.build import page_model
 from pase.viewer.page import assemble
-from pase.viewer.planned import Planned, planned_from
+from pase.viewer.planned import Planned, carries, planned_from, planned_of
 
 
 def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
@@ -49,16 +52,24 @@ def view(strategy: Any, path: str | Path | None = None, *, compare: Any = None,
 
 def planned(strategy: Any, *, model: Any = None, cluster: Any = None,
             **build_options: Any) -> Planned:
-    """Re-price ``strategy`` on its graph: a :class:`~pase.viewer.planned.Planned`."""
+    """``strategy`` on its graph: a :class:`~pase.viewer.planned.Planned`, drawn with the
+    prices it carries, or priced first when it carries none (or other pricing is asked
+    for: cost options, a memory cap, another cluster)."""
     from pase import api
 
     s = strategy if isinstance(strategy, Strategy) else None
     if s is None and not isinstance(strategy, Mapping):
         raise StrategyError(f"pase.view needs a Strategy, a solve output or a pipeline plan, got "
                             f"{type(strategy).__name__}")
+    if s is None and "op_costs" in strategy:  # a solve output: its own prices
+        s = Strategy.from_dict(strategy)
     name = model if model is not None else (s.graph_name if s else strategy.get("model"))
     if name is None:
         raise OptionError("a plain {op: {dim: factor}} mapping needs model= (its graph)")
+    if s is not None and _drawn_as_is(s, cluster, build_options):
+        graph = _graph(name, build_options)
+        check_graph(graph, s.configs)
+        return planned_of(s, graph, cluster)
     devices = s.devices if s else strategy.get("devices")
     cost_model = (s.cost_model if s else strategy.get("cost_model")) or \
         ("alpha-beta" if cluster is not None else "paper")
@@ -66,13 +77,35 @@ def planned(strategy: Any, *, model: Any = None, cluster: Any = None,
                               variants=strategy_variants(strategy), **build_options)
     check_graph(built.graph, strategy_mapping(strategy))
     choice = api.choice_of(built, strategy_mapping(strategy))
-    if s is None:
-        s = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                 cost_model=built.cost_model.name,
-                                 meta=api.memory_report(built.problem, choice))
-    elif "memory_bytes" not in s.meta and built.problem.memory is not None:
-        s.meta.update(api.memory_report(built.problem, choice))
-    return planned_from(built, choice, s)
+    priced = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                  priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                  meta=api.memory_report(built.problem, choice))
+    if s is not None:  # its own costs; what it does not carry, as priced here
+        meta = s.meta if "memory_bytes" in s.meta else {**priced.meta, **s.meta}
+        priced = dataclasses.replace(s, op_prices=s.op_prices or priced.op_prices, meta=meta)
+    return planned_from(built, priced)
+
+
+def _drawn_as_is(s: Strategy, cluster: Any, build_options: Mapping[str, Any]) -> bool:
+    """Whether ``s`` is drawn with its own prices: it carries them, and nothing asks for
+    other ones (cost options, a memory cap, a budget, another cluster)."""
+    if not carries(s) or set(build_options) - {"model_options", "batch"}:
+        return False
+    if cluster is None:
+        return True
+    from pase.cluster import get_cluster
+
+    return s.cost_model == "calibrated" and \
+        get_cluster(cluster, s.devices).name == s.meta.get("cluster")
+
+
+def _graph(name: Any, build_options: Mapping[str, Any]) -> Any:
+    from pase import api
+
+    options = dict(build_options.get("model_options") or {})
+    if build_options.get("batch") is not None:
+        options["batch"] = build_options["batch"]
+    return api.load_graph(name, **options)
 
 
 def check_graph(graph: Any, configs: Mapping[str, Any]) -> None:

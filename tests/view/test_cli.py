@@ -108,3 +108,27 @@ def test_a_read_only_output_is_refused(capsys, tmp_path):
     finally:
         folder.chmod(0o700)
     assert code == 2 and "not writable" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_calibrated_file_is_drawn_from_its_own_prices(capsys, tmp_path, monkeypatch):
+    plan = tmp_path / "plan.json"
+    assert main(["solve", "mlp", "-p", "8", "--cluster", "dgx-a100", "--output", str(plan)]) == 0
+    # asking for other pricing (here the same precision, named) prices the file again
+    again = tmp_path / "again.html"
+    code, _, err = run(capsys, "view", "mlp", "-p", "8", "--cluster", "dgx-a100", "--strategy",
+                       plan, "--cost-option", "precision=bf16", "--no-timeline", "-o", again)
+    assert code == 0, err
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pase view built a Problem")
+
+    monkeypatch.setattr("pase.api.build_problem", refuse)
+    own = tmp_path / "own.html"
+    code, _, err = run(capsys, "view", "mlp", "-p", "8", "--cluster", "dgx-a100", "--strategy",
+                       plan, "--no-timeline", "-o", own)
+    assert code == 0, err
+    a, b = page_data(own.read_text()), page_data(again.read_text())
+    assert a["ops"] == b["ops"] and a["devices"] == b["devices"]
+    for key in ("total", "compute", "communication", "memory", "cluster", "mfu"):
+        assert a["summary"][key] == b["summary"][key], key
+    assert a["summary"]["status"] == "optimal"  # the file's own solve

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import pase
-from pase.api import build_problem
+from pase.api import build_problem, choice_of
 from pase.viewer.build import page_model
 from pase.viewer.page import assemble, embed_json
 from pase.viewer.write import planned
@@ -46,8 +46,9 @@ def test_rows_hold_the_cost_models_own_costs(mlp_cluster):
     data = page_model(p, simulate=False)
     built = build_problem("mlp", 4, "alpha-beta", cluster="dgx-a100")
     names = built.problem.names
+    choice = choice_of(built, p.strategy.configs)
     for v, row in enumerate(data["ops"]):
-        c = p.choice[v]
+        c = choice[v]
         assert row["n"] == names[v]
         assert row["c"] == pytest.approx(float(built.problem.vertex_costs[v][c]), rel=1e-5)
         assert row["m"] == pytest.approx(float(built.problem.memory[v][c]), rel=1e-5)
@@ -138,3 +139,22 @@ def test_a_strategy_for_another_model_is_refused():
     s = pase.solve("mlp", 4)
     with pytest.raises(StrategyError, match="not for graph 'alexnet'.*'fc1'"):
         pase.view(s, model="alexnet")
+
+
+def test_a_calibrated_plan_is_drawn_with_its_own_prices(monkeypatch):
+    # the Strategy carries its costs, memory, cluster and element size: the page is drawn
+    # without a Problem, and shows what pricing it again (the earlier way) shows
+    opts = {"model_options": {"layers": 1, "width": 128, "heads": 2, "ff": 256, "vocab": 512,
+                              "seq": 32}}
+    s = pase.solve("gpt2", 8, cluster="dgx-a100", **opts)
+    again = page_model(planned(s, cluster="dgx-a100", memory_cap=None, **opts), simulate=False)
+    def refuse(*args, **kwargs):
+        raise AssertionError("the viewer built a Problem")
+
+    monkeypatch.setattr("pase.api.build_problem", refuse)
+    own = page_model(planned(s, **opts), simulate=False)
+    assert own["ops"] == again["ops"] and own["devices"] == again["devices"]
+    for key in ("total", "compute", "communication", "memory", "cluster", "per_node", "mfu"):
+        assert own["summary"][key] == again["summary"][key], key
+    assert own["summary"]["cluster"] == "dgx-a100"
+    assert any(r["m"] for r in own["ops"]) and any(r["x"] for r in own["ops"])

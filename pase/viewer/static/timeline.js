@@ -3,7 +3,7 @@
 "use strict";
 window.paseTimeline = function (D, box, f) {
   var el = f.el, seconds = f.seconds, bytes = f.bytes;
-  var KIND_COLOURS = {forward: "#3b7dd8", backward: "#2e9e6a", communication: "#d9822b", "gradient-sync": "#c0392b", transfer: "#9b59b6"};
+  var KIND_COLOURS = {forward: "#3b7dd8", backward: "#2e9e6a", communication: "#d9822b", "gradient-sync": "#c0392b", transfer: "#9b59b6", optimizer: "#8e7cc3"};
   function drawTime() {
     var T = D.timeline;
     if (!T) { box.appendChild(el("p", {cls: "note", text: "No timeline: the strategy was priced without a cluster (give --cluster to simulate it)."})); return; }

@@ -1,0 +1,85 @@
+"""Each op's own prices at a plan's choice, as a Strategy carries them (``op_prices``).
+
+A Strategy carries what the cost model that priced it said about each op, so the
+simulator and the viewer draw and replay a plan without building its Problem again:
+
+- ``memory``: the op's bytes per device at its config (where the model has memory);
+- from a cost model that prices kernels and collectives in seconds (the calibrated
+  model: it has ``bind``, ``work`` with ``forward_seconds`` and ``collective``):
+  ``forward`` and ``backward`` (kernel seconds of one micro-batch on one device, the
+  backward with its recomputation), ``optimizer`` (the optimizer step's seconds, once a
+  step), and ``collectives``: per collective of the op's work (its variant applied, in
+  the work's order) ``[phase, kind, label, port, weight, seconds]``, each alone on its
+  placed group (a collective the model leaves out, such as a tied matrix's second
+  sync, is not listed: it does not run).
+
+The rules are the cost model's own (the ones :func:`price_plan` sums); nothing here
+re-derives a price.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pase.ir import Graph
+from pase.problem import Problem
+from pase.work.variants import apply_variant
+
+# The per-op keys that make a plan replayable in seconds (pase.sim reads them).
+TIMED = ("forward", "backward", "optimizer", "collectives")
+
+
+def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) -> dict[str, dict]:
+    """``{op: {key: value}}`` at ``choice`` (candidate indices of ``problem``, which ``model``
+    built for ``graph``); ``{}`` when the model says nothing of any op."""
+    c = [int(k) for k in choice]
+    out: dict[str, dict[str, Any]] = {op.name: {} for op in graph.ops}
+    if problem.memory is not None:
+        for v, op in enumerate(graph.ops):
+            out[op.name]["memory"] = float(problem.memory[v][c[v]])
+    if model is None or not timed(model):
+        return out if any(out.values()) else {}
+    bound = model.bind(graph, problem.devices)
+    maps = problem.variants
+    seen: dict[tuple, dict[str, Any]] = {}  # layers alike are priced once (the model's key)
+    for v, op in enumerate(graph.ops):
+        zero, recompute = (0, False) if maps is None else maps[v].variant(c[v])
+        configs = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])
+        key = (bound.vertex_key(op, configs), zero, recompute)
+        if key not in seen:
+            seen[key] = _timed(bound, op, configs, zero, recompute)
+        out[op.name].update(seen[key])
+    return out
+
+
+def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool) -> dict:
+    """One op's seconds at one config and variant, by the bound model's own rules."""
+    work = apply_variant(bound.work(op, configs), zero, recompute)
+    f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+    return {"forward": f, "backward": b + (f if recompute else 0.0),
+            "optimizer": float(bound.optimizer_seconds(work)[0]),
+            "collectives": [[col.phase, col.kind, col.label, col.port, col.weight,
+                             float(bound.collective(op, work.configs, col)[0])]
+                            for col in work.collectives]}
+
+
+def priced_at(model: Any) -> dict[str, Any]:
+    """What a timed model's carried prices hold for the whole plan (a Strategy's ``meta``):
+    ``bytes_per_element`` and ``link_gbps``, each link class's bandwidth as the model
+    moves bytes over it (the bus bandwidth NCCL achieves)."""
+    links = model.link_cluster
+    return {"bytes_per_element": float(model.bytes_per_element),
+            "link_gbps": {"intra": float(links.intra.bandwidth_gbps),
+                          "inter": float(links.inter.bandwidth_gbps)}}
+
+
+def timed(model: Any) -> bool:
+    """Whether ``model`` prices each op's kernels and collectives in seconds."""
+    return model is not None and all(hasattr(model, name) for name in (
+        "bind", "collective", "optimizer_seconds", "price_plan", "link_cluster"))
+
+
+def is_timed(prices: dict[str, dict]) -> bool:
+    """Whether a Strategy's ``op_prices`` hold seconds for every op (a replayable plan)."""
+    return bool(prices) and all(all(k in p for k in TIMED) for p in prices.values())
