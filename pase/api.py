@@ -62,6 +62,10 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
         options = coerce_options(builder, model_options, f"model {name!r}")
         check_model_size(name, builder, options)  # before building: layers=10**6 is refused
         return builder(**options)
+    from pase.graphs import hf_config  # a Hugging Face config.json, or the folder holding one
+
+    if hf_config.is_hf_config(name):
+        return hf_config.load(name, **model_options)
     if name.endswith(".json") or Path(name).exists():
         if model_options:
             raise OptionError(f"model options {sorted(model_options)} apply only to registered models")
