@@ -5,11 +5,12 @@ downloaded and transformers is not imported: the file is read as JSON.
 The family comes from ``model_type`` (else ``architectures[0]``); :data:`FAMILIES` lists
 those read. Every size comes from the config's fields (``hidden_size``,
 ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
-``intermediate_size``, ``vocab_size``, the MoE and MLA fields...); a field Hugging Face
-gives a default to takes that default (``num_key_value_heads``: the heads; ``head_dim``:
-``hidden_size / num_attention_heads``, required where the family's default is a constant;
-``tie_word_embeddings`` and ``attention_bias``: the family's). Windows per layer come
-from ``layer_types`` and ``sliding_window``, else the family's rule.
+``intermediate_size``, ``vocab_size``, the MoE and MLA fields...). A field left out takes
+Hugging Face's default where that default follows from the others (``num_key_value_heads``:
+one per head for Llama and Phi-3; ``head_dim``: ``hidden_size / num_attention_heads``) or
+is the family's switch (``tie_word_embeddings``, ``attention_bias``, ``mlp_bias``); a size
+whose default is a constant of the family (Qwen3's ``head_dim`` 128) is required. Windows
+per layer come from ``layer_types`` and ``sliding_window``, else the family's rule.
 
 Two sizes are not the model's but the step's, model options as for the zoo: ``batch``
 (default 8) and ``seq``, the sequence trained on, by default 4096 or
@@ -112,21 +113,27 @@ class Fields:
         return tuple(window if t == "sliding_attention" else 0 for t in types)
 
 
-def _decoder(f: Fields) -> dict:
-    """The sizes every family shares."""
+def _decoder(f: Fields, kv_default: bool = False) -> dict:
+    """The sizes every family shares; ``kv_default``: no ``num_key_value_heads`` means one
+    per head (Llama, Phi-3; the others' Hugging Face default is a constant: required)."""
     width, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    kv_heads = f.int("num_key_value_heads", heads if kv_default else _MISSING)
+    if heads % kv_heads:
+        raise f.error("num_key_value_heads", f"({kv_heads}) must divide num_attention_heads "
+                      f"({heads})")
     return {"layers": f.int("num_hidden_layers"), "width": width, "heads": heads,
-            "kv_heads": f.int("num_key_value_heads", heads), "vocab": f.int("vocab_size")}
+            "kv_heads": kv_heads, "vocab": f.int("vocab_size")}
 
 
 def _dense(attn_bias: str, *, tied: bool = False, head_dim_required: bool = False,
            qk_norm: bool = False, sandwich: bool = False, mlp_bias: bool = False,
+           kv_default: bool = False,
            window_rule: Callable[[Fields, int], bool] = lambda f, i: True) -> Callable:
     """A reader of a dense Llama-style family. ``attn_bias``: ``"none"`` (never),
     ``"qkv"`` (always, not the output: Qwen2), ``"field"`` (``attention_bias``)."""
 
     def read(f: Fields) -> tuple[Callable[..., Graph], dict]:
-        o = _decoder(f)
+        o = _decoder(f, kv_default)
         biased = attn_bias == "qkv" or attn_bias == "field" and f.bool("attention_bias", False)
         o.update(ff=f.int("intermediate_size"), act=f.act(), qk_norm=qk_norm, sandwich=sandwich,
                  head_dim=f.head_dim(o["width"], o["heads"], head_dim_required),
@@ -203,7 +210,7 @@ def _deepseek_v3(f: Fields) -> tuple[Callable[..., Graph], dict]:
 
 # model_type -> (the architecture's class, its reader, whether it is an MoE).
 FAMILIES: dict[str, tuple[str, Callable[[Fields], tuple[Callable[..., Graph], dict]], bool]] = {
-    "llama": ("LlamaForCausalLM", _dense("field", mlp_bias=True,
+    "llama": ("LlamaForCausalLM", _dense("field", mlp_bias=True, kv_default=True,
                                          window_rule=lambda f, i: False), False),
     "mistral": ("MistralForCausalLM", _dense("none"), False),
     "qwen2": ("Qwen2ForCausalLM", _dense("qkv", window_rule=_qwen_window), False),
@@ -215,7 +222,7 @@ FAMILIES: dict[str, tuple[str, Callable[[Fields], tuple[Callable[..., Graph], di
     "gemma3_text": ("Gemma3ForCausalLM", _dense(
         "field", tied=True, head_dim_required=True, qk_norm=True, sandwich=True,
         window_rule=lambda f, i: (i + 1) % f.int("sliding_window_pattern", 6) != 0), False),
-    "phi3": ("Phi3ForCausalLM", _dense("none"), False),
+    "phi3": ("Phi3ForCausalLM", _dense("none", kv_default=True), False),
     "mixtral": ("MixtralForCausalLM", _mixtral, True),
     "qwen3_moe": ("Qwen3MoeForCausalLM", _qwen3_moe, True),
     "gpt_oss": ("GptOssForCausalLM", _gpt_oss, True),
