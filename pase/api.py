@@ -540,9 +540,13 @@ def search_layouts(model: str, devices: int, *, cluster: Any, global_batch: int,
     if options.get("progress") is not None and not callable(options["progress"]):
         raise OptionError(f"progress must be a function of one line of text or None, got "
                           f"{options['progress']!r}")
-    if not isinstance(model, str) or not (model in MODELS or _is_reference(model)):
+    from pase.graphs.hf_config import is_hf_config
+
+    if not isinstance(model, str) or not (model in MODELS or _is_reference(model)
+                                          or is_hf_config(model)):
         raise OptionError(f"search_layouts rebuilds the model at each micro-batch size: give a "
-                          f"registered model name (`pase models`) or FILE.py:FUNCTION, got "
+                          f"registered model name (`pase models`), FILE.py:FUNCTION or a "
+                          f"Hugging Face config.json, got "
                           f"{str(model)[:60]!r}")
     opts = _layout_model_options(model_options)
     with active(Deadline(check_time_limit(time_limit))):

@@ -296,3 +296,10 @@ def test_options_are_checked_and_a_huge_config_is_refused(tmp_path, capsys):
     write(tmp_path / "huge", small("llama", num_hidden_layers=10**6))
     with pytest.raises(TooLargeError, match="num_hidden_layers 1000000"):
         load_graph(str(tmp_path / "huge"))
+
+
+def test_a_layout_search_rebuilds_a_config_at_each_micro_batch(tmp_path):
+    folder = write(tmp_path / "m", small("llama", num_hidden_layers=1)).parent
+    result = pase.api.search_layouts(str(folder), 4, cluster="h100-sxm", global_batch=8,
+                                     model_options={"seq": 64})
+    assert len({e.layout.micro_batch for e in result.ranked}) > 1  # rebuilt at each size
