@@ -74,6 +74,18 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
                            f"known: {', '.join(MODELS.names())}")
 
 
+def model_function(model: Any) -> Any:
+    """The function that builds ``model`` from keyword options: a registered model's, or a
+    Hugging Face config's (:mod:`pase.graphs.hf_config`); None for anything else."""
+    if not isinstance(model, str):
+        return None
+    if model in MODELS:
+        return MODELS.get(model)
+    from pase.graphs import hf_config
+
+    return hf_config.model_function(model) if hf_config.is_hf_config(model) else None
+
+
 def _is_reference(name: str) -> bool:
     """``FILE.py:FUNCTION``: a Python file whose function returns a module and its inputs."""
     path, sep, function = name.rpartition(":")
@@ -319,9 +331,12 @@ def _model_keywords(model: Any, solver: str, options: dict[str, Any],
                     model_options: Mapping[str, Any] | None) -> tuple[dict, Mapping | None]:
     """Keywords that are the registered model's options and not the solver's go to the
     model: ``pase.solve("gpt2", 8, layers=2)``."""
-    if not options or not isinstance(model, str) or model not in MODELS:
+    if not options or not isinstance(model, str):
         return options, model_options
-    declared = MODELS.entry(model).info.get("options", {})
+    if model in MODELS:
+        declared = MODELS.entry(model).info.get("options", {})
+    else:  # a Hugging Face config's options (batch, seq...), or none
+        declared = inspect.signature(model_function(model) or (lambda: None)).parameters
     solver_params = inspect.signature(SOLVERS.get(solver)).parameters
     moved = {k: v for k, v in options.items() if k in declared and k not in solver_params}
     if not moved:

@@ -303,3 +303,15 @@ def test_a_layout_search_rebuilds_a_config_at_each_micro_batch(tmp_path):
     result = pase.api.search_layouts(str(folder), 4, cluster="h100-sxm", global_batch=8,
                                      model_options={"seq": 64})
     assert len({e.layout.micro_batch for e in result.ranked}) > 1  # rebuilt at each size
+
+
+def test_the_api_routes_a_configs_options_and_a_pipeline_splits_its_batch(tmp_path):
+    folder = str(write(tmp_path / "m", small("llama", num_hidden_layers=1)).parent)
+    by_keyword = pase.solve(folder, devices=2, seq=16, batch=4)
+    by_option = pase.solve(folder, devices=2, model_options={"seq": 16, "batch": 4})
+    assert by_keyword.total_cost == by_option.total_cost
+    from pase.pipeline import solve_pipeline
+
+    plan = solve_pipeline(folder, 2, batch=4, microbatches=2, model_options={"seq": 16},
+                          max_stages=1)
+    assert plan.microbatches == 2
