@@ -44,6 +44,8 @@ OPS_PER_LAYER = 64
 # Hugging Face activation names -> pase's (the tanh GELU and the erf one cost alike).
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu",
                "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu", "relu": "relu"}
+# Hugging Face's sliding_window where a config leaves it out (null: none).
+WINDOWS = {"mistral": 4096, "gemma2": 4096, "gemma3_text": 4096, "gpt_oss": 128}
 _MISSING = object()
 
 
@@ -69,6 +71,13 @@ class Fields:
         if type(value) is not int or not low <= value <= MAX_SIZE:
             raise self.error(key, f"must be an integer >= {low}, got {value!r:.40}")
         return value
+
+    def nullable(self, key: str, absent: Any = _MISSING) -> int:
+        """An integer >= 0 where null means none (0): ``sliding_window``, ``q_lora_rank``;
+        a field left out is ``absent`` (Hugging Face's default), or required."""
+        if self.data.get(key, 0) is None:
+            return 0
+        return self.int(key, absent if key not in self.data else _MISSING, low=0)
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
@@ -101,7 +110,7 @@ class Fields:
     def windows(self, layers: int, rule: Callable[[int], bool]) -> tuple[int, ...]:
         """Per layer, the sliding window's keys (0: full attention): ``layer_types`` where
         given, else the family's ``rule(i)``, both only when ``sliding_window`` is set."""
-        window = self.int("sliding_window", 0, low=0)
+        window = self.nullable("sliding_window", WINDOWS.get(self.data.get("model_type"), 0))
         types = self.data.get("layer_types")
         if types is None:
             return tuple(window if rule(i) else 0 for i in range(layers))
@@ -148,7 +157,7 @@ def _dense(attn_bias: str, *, tied: bool = False, head_dim_required: bool = Fals
 
 def _qwen_window(f: Fields, i: int) -> bool:
     """Qwen2/3: windows only with ``use_sliding_window``, from layer ``max_window_layers``."""
-    return f.bool("use_sliding_window", False) and i >= f.int("max_window_layers", 0, low=0)
+    return f.bool("use_sliding_window", False) and i >= f.int("max_window_layers", low=0)
 
 
 def _moe_decoder(f: Fields, o: dict, d_k: int) -> tuple[Callable[..., Graph], dict]:
@@ -197,12 +206,12 @@ def _deepseek_v3(f: Fields) -> tuple[Callable[..., Graph], dict]:
     layers = f.int("num_hidden_layers")
     experts = f.int("n_routed_experts")
     o = {"layers": layers, "width": f.int("hidden_size"), "heads": f.int("num_attention_heads"),
-         "q_lora_rank": f.int("q_lora_rank", 0, low=0), "kv_lora_rank": f.int("kv_lora_rank"),
+         "q_lora_rank": f.nullable("q_lora_rank"), "kv_lora_rank": f.int("kv_lora_rank"),
          "qk_nope_head_dim": f.int("qk_nope_head_dim"),
          "qk_rope_head_dim": f.int("qk_rope_head_dim"), "v_head_dim": f.int("v_head_dim"),
          "ff": f.int("intermediate_size"), "moe_ff": f.int("moe_intermediate_size"),
-         "dense_layers": min(layers, f.int("first_k_dense_replace", 0, low=0)),
-         "experts": experts, "shared_experts": f.int("n_shared_experts", 0, low=0),
+         "dense_layers": min(layers, f.int("first_k_dense_replace", low=0)),
+         "experts": experts, "shared_experts": f.int("n_shared_experts", low=0),
          "top_k": f.int("num_experts_per_tok"), "vocab": f.int("vocab_size"),
          "tied": f.bool("tie_word_embeddings", False)}
     return deepseek.deepseek, o

@@ -315,3 +315,44 @@ def test_the_api_routes_a_configs_options_and_a_pipeline_splits_its_batch(tmp_pa
     plan = solve_pipeline(folder, 2, batch=4, microbatches=2, model_options={"seq": 16},
                           max_stages=1)
     assert plan.microbatches == 2
+
+
+def _windows(tmp_path, cfg: dict) -> list[int]:
+    g = load_graph(str(write(tmp_path / "w", cfg).parent), seq=16)
+    return [op.attrs.get("window", 0) for op in g.ops if op.kind == "Softmax"
+            and op.name.endswith("attn.softmax")]
+
+
+def test_windows_follow_the_config_and_the_familys_defaults(tmp_path):
+    mistral = small("mistral")
+    assert _windows(tmp_path, mistral) == [32] * 3
+    assert _windows(tmp_path, mistral | {"sliding_window": None}) == [0] * 3  # v0.3: none
+    del mistral["sliding_window"]  # left out: Hugging Face's 4096
+    assert _windows(tmp_path, mistral) == [4096] * 3
+    assert _windows(tmp_path, small("gemma2")) == [32, 0, 32]
+    assert _windows(tmp_path, small("gemma3_text")) == [32, 0, 32]  # a pattern of 2
+    assert _windows(tmp_path, small("qwen2")) == [0, 32, 32]  # from max_window_layers 1
+    assert _windows(tmp_path, small("llama")) == [0] * 3
+    types = ["full_attention", "sliding_attention", "full_attention"]
+    assert _windows(tmp_path, small("gpt_oss", layer_types=types)) == [0, 8, 0]
+
+
+def test_deepseek_without_a_query_latent_counts_as_transformers_builds_it(tmp_path):
+    cfg = small("deepseek_v3", q_lora_rank=None)
+    assert pase_parameters(tmp_path, cfg) == hf_parameters(cfg)
+    del cfg["q_lora_rank"]  # Hugging Face's default is 1536: a size, so required
+    with pytest.raises(GraphError, match="field 'q_lora_rank' is missing"):
+        pase_parameters(tmp_path, cfg)
+
+
+@pytest.mark.parametrize("family", sorted(SMALL))
+def test_windows_are_the_layer_types_transformers_derives(family, tmp_path):
+    cfg = small(family)
+    fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    config = transformers.CONFIG_MAPPING[family](**fields)
+    types = getattr(config, "layer_types", None)
+    window = getattr(config, "sliding_window", None) or 0
+    if types is None:  # Mistral, Mixtral, Phi-3: every layer (Llama, DeepSeek: none)
+        types = ["sliding_attention"] * cfg["num_hidden_layers"]
+    expected = [window if t == "sliding_attention" else 0 for t in types]
+    assert _windows(tmp_path, cfg) == expected
