@@ -241,10 +241,13 @@ _BY_ARCHITECTURE = {arch: key for key, (arch, _, _) in FAMILIES.items()}
 
 
 def is_hf_config(name: str) -> bool:
-    """Whether ``name`` is a folder, a file named ``config.json``, or a small JSON file
-    with a ``"model_type"`` field (a graph JSON file has none)."""
+    """Whether ``name`` is a folder (not named ``*.json``, unless it holds a config), a file
+    named ``config.json``, or a small JSON file with a ``"model_type"`` field (a graph JSON
+    file has none)."""
     path = Path(name)
-    if path.is_dir() or path.name == CONFIG:
+    if path.is_dir():
+        return not name.endswith(".json") or (path / CONFIG).is_file()
+    if path.name == CONFIG:
         return True
     if not name.endswith(".json") or not path.is_file():
         return False
