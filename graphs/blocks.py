@@ -53,13 +53,17 @@ def _qk(b: GraphBuilder, q: Value, k: Value, p: str, rotary: bool,
 
 def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_heads: int,
               d_k: int, causal: bool = False, bias: bool = False, rotary: bool = False,
-              qk_norm: bool = False, window: int = 0) -> Value:
+              qk_norm: bool = False, window: int = 0, out_bias: bool | None = None) -> Value:
     """Self-attention of ``xs[0]``, or cross-attention of ``[query, memory, memory]``.
 
-    Returns the output projection (no residual, no norm).
+    Returns the output projection (no residual, no norm). ``bias`` puts biases on the
+    q, k, v projections and, unless ``out_bias`` says otherwise, on the output one
+    (Qwen2 biases q, k and v only).
     """
+    out_bias = bias if out_bias is None else out_bias
     if kv_heads != heads:
-        return _grouped(b, xs[0], p, heads, kv_heads, d_k, causal, bias, rotary, qk_norm, window)
+        return _grouped(b, xs[0], p, heads, kv_heads, d_k, causal, bias, rotary, qk_norm, window,
+                        out_bias)
     x = xs[0]
     width = x.shape[-1]
     w_qkv = b.input((3, heads, width, d_k), names=("s", "h", "e", "k"))
@@ -77,11 +81,12 @@ def attention(b: GraphBuilder, xs: Sequence[Value], p: str, *, heads: int, kv_he
     ctx = b.einsum("bhlm,bhmk->bhlk", probs, v, name=f"{p}.context", roles=ROLES)
     w_out = b.input((heads, width, d_k), names=("h", "e", "k"))
     return b.einsum("bhlk,hek->ble", ctx, w_out, name=f"{p}.out", roles=ROLES,
-                    bias="e" if bias else None)
+                    bias="e" if out_bias else None)
 
 
 def _grouped(b: GraphBuilder, x: Value, p: str, heads: int, kv_heads: int, d_k: int,
-             causal: bool, bias: bool, rotary: bool, qk_norm: bool, window: int) -> Value:
+             causal: bool, bias: bool, rotary: bool, qk_norm: bool, window: int,
+             out_bias: bool) -> Value:
     """Grouped-query attention from one fused projection (as Megatron-LM's).
 
     Per kv head ``g`` the weight ``(r + 2, g, width, d_k)`` holds its ``r`` query heads,
@@ -101,19 +106,21 @@ def _grouped(b: GraphBuilder, x: Value, p: str, heads: int, kv_heads: int, d_k: 
     ctx = b.einsum("bgrlm,bgmk->bgrlk", probs, v, name=f"{p}.context", roles=ROLES)
     w_out = b.input((kv_heads, groups, d_k, width), names=("g", "r", "k", "e"))
     return b.einsum("bgrlk,grke->ble", ctx, w_out, name=f"{p}.out", roles=ROLES,
-                    bias="e" if bias else None)
+                    bias="e" if out_bias else None)
 
 
 def mlp(b: GraphBuilder, x: Value, ff: int, p: str, *, act: str, bias: bool = False,
         gated: bool = False) -> Value:
-    """``fc2(act(fc1 x))``, or with ``gated`` (SwiGLU) ``down(act(gate x) * up x)``."""
+    """``fc2(act(fc1 x))``, or with ``gated`` (SwiGLU) ``down(act(gate x) * up x)``;
+    ``bias`` puts a bias on every projection."""
     width = x.shape[-1]
     w1 = b.input((width, ff), names=("e", "f"))
     if gated:
+        f_bias = "f" if bias else None
         gate = b.einsum("ble,ef->blf", x, w1, pw=ACT_PW[act], act=act, name=f"{p}.gate",
-                        roles=ROLES)
+                        roles=ROLES, bias=f_bias)
         up = b.einsum("ble,ef->blf", x, b.input((width, ff), names=("e", "f")), name=f"{p}.up",
-                      roles=ROLES)
+                      roles=ROLES, bias=f_bias)
         h = b.elementwise(gate, up, fn="mul", name=f"{p}.mul")
         name2 = f"{p}.down"
     else:

@@ -60,9 +60,12 @@ def mla(b: GraphBuilder, x: Value, p: str, *, heads: int, q_lora_rank: int, kv_l
     def ein(eq: str, u: Value, shape: tuple, names: str, name: str) -> Value:
         return b.einsum(eq, u, b.input(shape, names=tuple(names)), name=f"{p}.{name}", roles=ROLES)
 
-    cq = ein("ble,en->bln", x, (width, q_lora_rank), "en", "q_a_proj")
-    cq = blocks.norm(b, cq, "rms", f"{p}.q_a_norm")
-    q = ein("bln,nhk->bhlk", cq, (q_lora_rank, heads, qk), "nhk", "q_b_proj")
+    if q_lora_rank:
+        cq = ein("ble,en->bln", x, (width, q_lora_rank), "en", "q_a_proj")
+        cq = blocks.norm(b, cq, "rms", f"{p}.q_a_norm")
+        q = ein("bln,nhk->bhlk", cq, (q_lora_rank, heads, qk), "nhk", "q_b_proj")
+    else:  # no query latent (DeepSeek-V2-Lite): one projection
+        q = ein("ble,ehk->bhlk", x, (width, heads, qk), "ehk", "q_proj")
     q = b.rotary(q, name=f"{p}.rotary_q")  # on the whole head: its rope part, priced on all
     ckv = ein("ble,ec->blc", x, (width, kv_lora_rank), "ec", "kv_a_proj")
     k_rope = ein("ble,ek->blk", x, (width, rope), "ek", "k_rope_proj")  # kv_a_proj's last rope
@@ -81,7 +84,10 @@ def mla(b: GraphBuilder, x: Value, p: str, *, heads: int, q_lora_rank: int, kv_l
 def deepseek(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int,
              q_lora_rank: int, kv_lora_rank: int, qk_nope_head_dim: int, qk_rope_head_dim: int,
              v_head_dim: int, ff: int, dense_layers: int, moe_ff: int, experts: int,
-             shared_experts: int, top_k: int, vocab: int, capacity_factor: float) -> Graph:
+             shared_experts: int, top_k: int, vocab: int, capacity_factor: float,
+             tied: bool = False) -> Graph:
+    """``q_lora_rank`` 0: queries by one projection, no latent; ``shared_experts`` 0: none;
+    ``tied``: the LM head is the token embedding's table."""
     require(model, top_k <= experts, f"top_k ({top_k}) must be at most experts ({experts})")
     require(model, dense_layers <= layers,
             f"dense_layers ({dense_layers}) must be at most layers ({layers}); set "
@@ -103,11 +109,13 @@ def deepseek(model: str, *, batch: int, seq: int, layers: int, width: int, heads
             routed = moe_mlp(b, h, f"{p}.moe", experts=experts, top_k=top_k, ff=moe_ff,
                              capacity_factor=capacity_factor, act="silu", gated=True,
                              normalize=True)
-            shared = blocks.mlp(b, h, moe_ff * shared_experts, f"{p}.moe.shared_experts",
-                                act="silu", gated=True)
-            h = blocks.residual(b, routed, shared, f"{p}.moe.sum")
+            if shared_experts:
+                shared = blocks.mlp(b, h, moe_ff * shared_experts, f"{p}.moe.shared_experts",
+                                    act="silu", gated=True)
+                routed = blocks.residual(b, routed, shared, f"{p}.moe.sum")
+            h = routed
         x = blocks.residual(b, x, h, f"{p}.mlp_residual")
-    return finish(b, x, vocab)
+    return finish(b, x, vocab, tied=tied)
 
 
 register_presets(deepseek, {"deepseek-v3": (

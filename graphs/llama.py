@@ -54,23 +54,55 @@ def decoder(model: str, batch: int, seq: int, vocab: int, width: int) -> tuple[G
     return b, x
 
 
-def finish(b: GraphBuilder, x: Value, vocab: int, norm_kind: str = "rms") -> Graph:
-    """Final norm (RMSNorm unless told), untied LM head and loss."""
+def finish(b: GraphBuilder, x: Value, vocab: int, norm_kind: str = "rms",
+           tied: bool = False) -> Graph:
+    """Final norm (RMSNorm unless told), LM head (untied unless ``tied``: then it is the
+    token embedding's table) and loss."""
     x = blocks.norm(b, x, norm_kind, "norm")
-    logits = blocks.lm_head(b, x, vocab, "lm_head")
+    logits = blocks.lm_head(b, x, vocab, "lm_head", tied="embed_tokens" if tied else None)
     b.softmax_cross_entropy(logits, name="loss")
     return b.build()
 
 
+def layer(b: GraphBuilder, x: Value, p: str, *, heads: int, kv_heads: int, d_k: int, ff: int,
+          act: str = "silu", qkv_bias: bool = False, out_bias: bool = False,
+          mlp_bias: bool = False, qk_norm: bool = False, window: int = 0,
+          sandwich: bool = False) -> Value:
+    """One pre-RMSNorm block: rotary causal attention then a gated MLP, each added back.
+
+    ``sandwich`` (Gemma 2 and 3) also norms each branch's output before the residual add.
+    """
+    h = blocks.norm(b, x, "rms", f"{p}.attn_norm")
+    h = blocks.attention(b, [h], f"{p}.attn", heads=heads, kv_heads=kv_heads, d_k=d_k,
+                         causal=True, bias=qkv_bias, out_bias=out_bias, rotary=True,
+                         qk_norm=qk_norm, window=window)
+    if sandwich:
+        h = blocks.norm(b, h, "rms", f"{p}.attn_post_norm")
+    x = blocks.residual(b, x, h, f"{p}.attn_residual")
+    h = blocks.norm(b, x, "rms", f"{p}.mlp_norm")
+    h = blocks.mlp(b, h, ff, f"{p}.mlp", act=act, bias=mlp_bias, gated=True)
+    if sandwich:
+        h = blocks.norm(b, h, "rms", f"{p}.mlp_post_norm")
+    return blocks.residual(b, x, h, f"{p}.mlp_residual")
+
+
 def llama(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int,
-          kv_heads: int, ff: int, vocab: int) -> Graph:
-    check_heads(model, width, heads, kv_heads)
+          kv_heads: int, ff: int, vocab: int, head_dim: int = 0, act: str = "silu",
+          qkv_bias: bool = False, out_bias: bool = False, mlp_bias: bool = False,
+          qk_norm: bool = False, windows: tuple[int, ...] = (0,), sandwich: bool = False,
+          tied: bool = False) -> Graph:
+    """A Llama-style decoder. The options past ``vocab`` are for the Hugging Face families
+    read by :mod:`graphs.hf_config` (Mistral, Qwen2/3, Gemma 2/3, Phi-3): ``head_dim``
+    (0: ``width / heads``), biases, QK-norm, sandwich norms, a tied LM head, and layer
+    ``i`` attending through a window of ``windows[i % len(windows)]`` keys (0: all)."""
+    check_heads(model, width, heads, kv_heads, head_dim or None)
     b, x = decoder(model, batch, seq, vocab, width)
     for i in range(layers):
-        x = blocks.pre_norm_layer(b, x, f"layers{i}", heads=heads, kv_heads=kv_heads,
-                                  d_k=width // heads, ff=ff, act="silu", norm_kind="rms",
-                                  causal=True, bias=False, rotary=True, gated=True)
-    return finish(b, x, vocab)
+        x = layer(b, x, f"layers{i}", heads=heads, kv_heads=kv_heads,
+                  d_k=head_dim or width // heads, ff=ff, act=act, qkv_bias=qkv_bias,
+                  out_bias=out_bias, mlp_bias=mlp_bias, qk_norm=qk_norm,
+                  window=windows[i % len(windows)], sandwich=sandwich)
+    return finish(b, x, vocab, tied=tied)
 
 
 def _preset(layers: int, width: int, heads: int, kv_heads: int, ff: int, vocab: int,

@@ -84,11 +84,13 @@ def check_moe(model: str, experts: int, top_k: int) -> None:
 def moe_decoder(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int,
                 kv_heads: int, d_k: int, vocab: int, experts: int, shared_experts: int,
                 top_k: int, moe_ff: int, capacity_factor: float, bias: bool = False,
-                qk_norm: bool = False, windows: tuple[int, ...] = (0,)) -> Graph:
-    """A Llama-style decoder (pre-RMSNorm, rotary GQA, untied head) whose every MLP is an
-    MoE of SwiGLU experts. Layer ``i`` attends through a sliding window of
-    ``windows[i % len(windows)]`` keys (0: full causal); ``bias`` puts biases on the
-    attention projections, the router and the experts (gpt-oss)."""
+                qk_norm: bool = False, windows: tuple[int, ...] = (0,), tied: bool = False,
+                dense: frozenset[int] = frozenset(), ff: int = 0) -> Graph:
+    """A Llama-style decoder (pre-RMSNorm, rotary GQA, untied head unless ``tied``) whose
+    every MLP is an MoE of SwiGLU experts, but for the layers in ``dense`` (Qwen3-MoE's
+    ``mlp_only_layers``): a SwiGLU MLP of ``ff``. Layer ``i`` attends through a sliding
+    window of ``windows[i % len(windows)]`` keys (0: full causal); ``bias`` puts biases on
+    the attention projections, the router and the experts (gpt-oss)."""
     check_moe(model, experts, top_k)
     b, x = decoder(model, batch, seq, vocab, width)
     for i in range(layers):
@@ -99,11 +101,14 @@ def moe_decoder(model: str, *, batch: int, seq: int, layers: int, width: int, he
                              window=windows[i % len(windows)])
         x = blocks.residual(b, x, h, f"{p}.attn_residual")
         h = blocks.norm(b, x, "rms", f"{p}.moe_norm")
-        h = moe_mlp(b, h, f"{p}.moe", experts=experts, top_k=top_k, ff=moe_ff,
-                    capacity_factor=capacity_factor, act="silu", gated=True, normalize=True,
-                    bias=bias, shared=shared_experts)
+        if i in dense:
+            h = blocks.mlp(b, h, ff, f"{p}.mlp", act="silu", gated=True)
+        else:
+            h = moe_mlp(b, h, f"{p}.moe", experts=experts, top_k=top_k, ff=moe_ff,
+                        capacity_factor=capacity_factor, act="silu", gated=True,
+                        normalize=True, bias=bias, shared=shared_experts)
         x = blocks.residual(b, x, h, f"{p}.moe_residual")
-    return finish(b, x, vocab)
+    return finish(b, x, vocab, tied=tied)
 
 
 def mixtral(model: str, *, batch: int, seq: int, layers: int, width: int, heads: int,

@@ -62,12 +62,28 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
         options = coerce_options(builder, model_options, f"model {name!r}")
         check_model_size(name, builder, options)  # before building: layers=10**6 is refused
         return builder(**options)
+    from pase.graphs import hf_config  # a Hugging Face config.json, or the folder holding one
+
+    if hf_config.is_hf_config(name):
+        return hf_config.load(name, **model_options)
     if name.endswith(".json") or Path(name).exists():
         if model_options:
             raise OptionError(f"model options {sorted(model_options)} apply only to registered models")
         return read_graph_file(regular_file(name, "graph file", GraphError))  # a FIFO never opened
     raise UnknownNameError(f"unknown model {name!r} (not a registered name or a graph JSON file); "
                            f"known: {', '.join(MODELS.names())}")
+
+
+def model_function(model: Any) -> Any:
+    """The function that builds ``model`` from keyword options: a registered model's, or a
+    Hugging Face config's (:mod:`pase.graphs.hf_config`); None for anything else."""
+    if not isinstance(model, str):
+        return None
+    if model in MODELS:
+        return MODELS.get(model)
+    from pase.graphs import hf_config
+
+    return hf_config.model_function(model) if hf_config.is_hf_config(model) else None
 
 
 def _is_reference(name: str) -> bool:
@@ -315,9 +331,12 @@ def _model_keywords(model: Any, solver: str, options: dict[str, Any],
                     model_options: Mapping[str, Any] | None) -> tuple[dict, Mapping | None]:
     """Keywords that are the registered model's options and not the solver's go to the
     model: ``pase.solve("gpt2", 8, layers=2)``."""
-    if not options or not isinstance(model, str) or model not in MODELS:
+    if not options or not isinstance(model, str):
         return options, model_options
-    declared = MODELS.entry(model).info.get("options", {})
+    if model in MODELS:
+        declared = MODELS.entry(model).info.get("options", {})
+    else:  # a Hugging Face config's options (batch, seq...), or none
+        declared = inspect.signature(model_function(model) or (lambda: None)).parameters
     solver_params = inspect.signature(SOLVERS.get(solver)).parameters
     moved = {k: v for k, v in options.items() if k in declared and k not in solver_params}
     if not moved:
@@ -537,9 +556,13 @@ def search_layouts(model: str, devices: int, *, cluster: Any, global_batch: int,
     if options.get("progress") is not None and not callable(options["progress"]):
         raise OptionError(f"progress must be a function of one line of text or None, got "
                           f"{options['progress']!r}")
-    if not isinstance(model, str) or not (model in MODELS or _is_reference(model)):
+    from pase.graphs.hf_config import is_hf_config
+
+    if not isinstance(model, str) or not (model in MODELS or _is_reference(model)
+                                          or is_hf_config(model)):
         raise OptionError(f"search_layouts rebuilds the model at each micro-batch size: give a "
-                          f"registered model name (`pase models`) or FILE.py:FUNCTION, got "
+                          f"registered model name (`pase models`), FILE.py:FUNCTION or a "
+                          f"Hugging Face config.json, got "
                           f"{str(model)[:60]!r}")
     opts = _layout_model_options(model_options)
     with active(Deadline(check_time_limit(time_limit))):

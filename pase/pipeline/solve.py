@@ -15,7 +15,6 @@ from pase.pipeline.cuts import crossing_elements, cut_points
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.search import SCHEDULES, LinkPricer, Space, in_flight, search
 from pase.pipeline.stages import StageOracle
-from pase.registry import MODELS
 from pase.space import check_devices
 
 
@@ -122,8 +121,9 @@ def _loader(model: Any, batch: int | None,
         if batch is not None:
             raise OptionError("batch given twice: as an argument and as a model option")
         batch = int(options.pop("batch"))
-    if isinstance(model, str) and model in MODELS:
-        params = inspect.signature(MODELS.get(model)).parameters
+    builder = api.model_function(model)  # a registered model or a Hugging Face config
+    if builder is not None:
+        params = inspect.signature(builder).parameters
         if "batch" not in params:
             raise OptionError(f"model {model!r} has no batch option to split into micro-batches")
         full = int(params["batch"].default if batch is None else batch)
