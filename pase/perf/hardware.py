@@ -153,3 +153,15 @@ def achieved(device: Device) -> Achieved:
         if key in device.name:
             return value
     return GENERIC
+
+# The alpha-beta teaching model's constants: the data sheet taken at its word. Every
+# fraction is 1 (a GEMM of any shape at the dense peak, attention too, HBM and both links at
+# their raw figures, so a bus bandwidth is the raw link's), no launch cost, and no collective
+# hides behind compute (``overlap`` 1: ``overlapped`` charges all of it). With these,
+# pase.perf.comms prices the textbook ring, hierarchical across nodes.
+_IDEAL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+IDEAL = Achieved(
+    gemm=1.0, gemm_half=0.0, sms=1, attention=1.0, hbm=1.0, launch_s=0.0, nvlink=1.0,
+    network=1.0, overlap=1.0, low_gemm=tuple((p, 1.0) for p in _IDEAL_PRECISIONS),
+    source="Idealised, not measured: every efficiency 1, no launch cost, no overlap "
+           "(the alpha-beta teaching model, docs/cost-model.md).")
