@@ -8,11 +8,14 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   :mod:`pase.work.ops`), so ``efficiency`` is the achieved fraction of the dense peak;
   plus the bytes of work priced by memory (an embedding's gather and scatter-add) at
   the device's achieved HBM bandwidth (:mod:`pase.traffic`);
-- collectives: the alpha-beta ring formulas, hierarchical when a group spans
-  nodes (:mod:`pase.work.collectives`): ring all-reduce ``2(q-1)(a + n/(qB))``,
-  all-gather and reduce-scatter ``(q-1)(a + n/(qB))``; across ``N`` nodes of
-  ``L`` devices, reduce-scatter inside nodes, all-reduce across nodes, all-gather
-  inside nodes (Thakur, Rabenseifner & Gropp, IJHPCA 2005; NCCL docs). Whether a
+- collectives: the one formula of :mod:`pase.perf.comms` with the idealised
+  constants :data:`pase.perf.hardware.IDEAL` (bus bandwidth = the raw link figure):
+  a ring all-reduce of ``n`` bytes over ``q`` ranks takes ``2(q-1)/q n/B`` plus
+  ``2(q-1)`` hops of latency ``a`` (a tree ``2n/B`` plus ``2 log2 q`` hops when
+  faster); all-gather and reduce-scatter ``(q-1)/q n/B`` plus ``q-1`` hops. Across
+  ``N`` nodes with ``L`` ranks in each, ``B`` is ``L`` NICs' bandwidth (capped by the
+  intra-node link) and the ring's hops are ``L-1`` inside nodes and ``N-1`` across
+  (NCCL's bus bandwidth). Whether a
   group spans nodes follows the device mapping of :mod:`pase.work`. Every
   collective is charged in full, parameter-gradient syncs included: the model
   does not credit their overlap with compute (the simulator does);
@@ -21,7 +24,8 @@ Each op's per-device work (:mod:`pase.work`) is priced on a
   from the producer's output layout to the consumer's input layout; backward,
   separately, the bytes to bring the gradient from the consumer's input layout
   back to the producer's output layout. A replicated source is only sliced (0
-  bytes). Each direction costs ``a + bytes/B`` on the slowest link a receiver
+  bytes). Each direction costs ``a + bytes/B`` (:func:`pase.perf.comms.point_to_point`)
+  on the slowest link a receiver
   crosses (inter-node when the devices it may fetch from, those differing from
   it only in the mesh axes that change, span nodes), and nothing when no bytes
   move. Every connection is costed (a consumer reading two outputs of one
@@ -54,12 +58,14 @@ from pase.costing import CostModel, array_key, op_signature, tied_connections
 from pase.errors import OptionError
 from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
+from pase.perf.comms import collective_seconds
+from pase.perf.hardware import IDEAL
 from pase.perf.roofline import achieved_rate, pricer
 from pase.problem import Problem
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
 from pase.traffic import traffic_rate
-from pase.work import OPTIMIZER_STATE, collective_time, group_topology, op_work
+from pase.work import OPTIMIZER_STATE, group_topology, op_work
 from pase.work.hetero import SPLITS
 from pase.work.layout import mesh_order, owned_axes
 from pase.work.ops import OpWork
@@ -88,7 +94,7 @@ def movable_collectives(graph: Graph) -> dict[str, frozenset[str]]:
 
 
 @COST_MODELS.register("alpha-beta", "seconds on a cluster: compute at a fraction of peak, "
-                      "hierarchical ring collectives, link latency and bandwidth")
+                      "the calibrated core's rules with idealised constants (the teaching model)")
 class AlphaBetaCostModel(CostModel):
     """Costs in seconds on a cluster (alpha-beta communication).
 
@@ -295,8 +301,9 @@ class AlphaBetaCostModel(CostModel):
         moved = self.moved.get(work.op.name, frozenset())
         off = None
         for c in work.collectives:
-            nodes, local = group_topology(work.op, work.configs, c.dims, self.cluster, self.p)
-            time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, self.cluster)
+            nodes, _ = group_topology(work.op, work.configs, c.dims, self.cluster, self.p)
+            time = c.rounds * collective_seconds(c.kind, c.nbytes, work.group_size(c), nodes,
+                                                 self.cluster, IDEAL)
             if c.port is not None and c.port in moved:  # charged on the edge, on the mesh
                 off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
                 time = np.where(off, time, 0.0)

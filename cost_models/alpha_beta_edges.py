@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from pase.cluster import Cluster
-from pase.work import collective_time
+from pase.perf.comms import collective_seconds, point_to_point
+from pase.perf.hardware import IDEAL
 from pase.work.layout import mesh_axes
 from pase.work.mapping import spanning_masks, spans_nodes, worst_group
 
@@ -50,12 +51,12 @@ def moved_seconds(cluster: Cluster, p: int, bytes_per_element: float, shape: tup
             if m == 0:
                 continue
             q = math.prod(s for i, s in enumerate(sizes) if m >> i & 1)
-            nodes, local = (worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
-                                        cluster.devices_per_node)
-                            if cluster.spans_nodes(p) else (1, q))
+            nodes = (worst_group(tuple((s, bool(m >> i & 1)) for i, s in enumerate(sizes)),
+                                 cluster.devices_per_node)[0]
+                     if cluster.spans_nodes(p) else 1)
             here = np.flatnonzero(mask == m)  # only these rows (columns) take this group
-            ar = collective_time("all-reduce", nbytes[here], nodes, local, cluster)
-            rs = collective_time("reduce-scatter", nbytes[here], nodes, local, cluster)
+            ar = collective_seconds("all-reduce", nbytes[here], q, nodes, cluster, IDEAL)
+            rs = collective_seconds("reduce-scatter", nbytes[here], q, nodes, cluster, IDEAL)
             whole = (sliced_by & m) == m
             if along_src:
                 scatter = (moved[here] == 0) & whole[None, :]
@@ -76,10 +77,7 @@ def edge_seconds(cluster: Cluster, p: int, bytes_per_element: float, forward: np
         nbytes = np.broadcast_to(elems * bytes_per_element, shape)
         masks = np.broadcast_to(masks, shape)
         if links is None:  # over 12 mesh axes: the node test on the distinct masks
-            inter = _inter(cluster, p, masks)
-            latency = np.where(inter, cluster.inter.latency_s, cluster.intra.latency_s)
-            bandwidth = np.where(inter, cluster.inter.bytes_per_second,
-                                 cluster.intra.bytes_per_second)
+            latency, bandwidth = point_to_point(cluster, IDEAL, _inter(cluster, p, masks))
             time = nbytes / bandwidth
             time += latency
         elif links[0].ndim == 0:  # no group spans nodes: one link
@@ -113,12 +111,10 @@ def _inter(cluster: Cluster, p: int, masks: np.ndarray) -> np.ndarray:
 def _links(cluster: Cluster, p: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Latency and bandwidth of a receiver's link per mesh-axis mask (``(2**L,)`` tables,
     or scalars when no group spans nodes); None over 12 mesh axes."""
-    intra, inter = cluster.intra, cluster.inter
     if not cluster.spans_nodes(p):
-        return np.float64(intra.latency_s), np.float64(intra.bytes_per_second)
+        latency, bandwidth = point_to_point(cluster, IDEAL, False)
+        return np.float64(latency), np.float64(bandwidth)
     sizes = tuple(s for _, s in mesh_axes(p))
     if len(sizes) > 12:
         return None
-    spans = spanning_masks(sizes, cluster.devices_per_node)
-    return (np.where(spans, inter.latency_s, intra.latency_s),
-            np.where(spans, inter.bytes_per_second, intra.bytes_per_second))
+    return point_to_point(cluster, IDEAL, spanning_masks(sizes, cluster.devices_per_node))

@@ -32,8 +32,10 @@ import dataclasses
 import numpy as np
 
 from pase.ir import Op, Port
+from pase.perf.comms import collective_seconds
+from pase.perf.hardware import IDEAL
 from pase.traffic import hbm_rate
-from pase.work import collective_time, group_topology
+from pase.work import group_topology
 from pase.work.hetero import config_terms
 from pase.work.layout import mesh_axes
 from pase.work.ops import OpWork
@@ -78,8 +80,9 @@ def work_costs(model, work: OpWork) -> np.ndarray:
             memory = min(hbm_rate(g.device) for g in touched)
             seconds = seconds + part.traffic * terms.activation[idx] / memory
         for c in part.collectives:  # every collective on the op (reduce_scatter: no effect here)
-            nodes, local = group_topology(part.op, part.configs, c.dims, sub.cluster, n)
-            time = c.rounds * collective_time(c.kind, c.nbytes, nodes, local, sub.cluster)
+            nodes, _ = group_topology(part.op, part.configs, c.dims, sub.cluster, n)
+            time = c.rounds * collective_seconds(c.kind, c.nbytes, part.group_size(c), nodes,
+                                                 sub.cluster, IDEAL)
             if c.phase != "gradient":
                 time = time * terms.activation[idx]
             seconds = seconds + time

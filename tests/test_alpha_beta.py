@@ -1,4 +1,6 @@
 """The alpha-beta cost model against closed forms computed by hand."""
+import math
+
 import pytest
 
 from pase.api import run_solver
@@ -53,27 +55,37 @@ WEIGHT_BYTES = [1024 * 1024 * 4] * 3 + [1024 * 10 * 4]
 SYNCED_BYTES = WEIGHT_BYTES + [4]
 
 
+def all_reduce(n, ring_hops, tree_hops, bw):
+    """NCCL's all-reduce at bus bandwidth ``bw`` (pase.perf.comms with the raw link figures):
+    the ring ``2(q-1)/q n/bw`` plus its hops, or the tree ``2n/bw`` plus ``2 log2 q`` hops,
+    whichever is faster; ``*_hops`` are each algorithm's summed hop latencies."""
+    q_part, ring_lat = ring_hops
+    return min(2 * q_part * n / bw + ring_lat, 2 * n / bw + tree_hops)
+
+
 def test_data_parallel_mlp_on_one_node_by_hand():
     cm, cost = mlp_data_parallel(8, "dgx-a100")
-    cl = cm.cluster
-    a, bw = cl.intra.latency_s, cl.intra.bytes_per_second
+    a, bw = 3e-6, 300e9  # NVLink on dgx-a100: 3 us, 300 GB/s
     compute = mlp_compute(8) / (312e12 * 0.5)
-    ring = sum(2 * 7 * (a + n / (8 * bw)) for n in SYNCED_BYTES)
-    assert cost == pytest.approx(compute + ring, rel=1e-12)
+    # 8 ranks: the ring's 14 hops, or the tree's 2 log2(8) = 6
+    synced = sum(all_reduce(n, (7 / 8, 14 * a), 6 * a, bw) for n in SYNCED_BYTES)
+    assert cost == pytest.approx(compute + synced, rel=1e-12)
 
 
-def test_two_node_all_reduce_costs_exactly_the_inter_node_ring_more():
+def test_two_node_all_reduce_runs_at_eight_nics():
     cm8, cost8 = mlp_data_parallel(8, "dgx-a100")
     cm16, cost16 = mlp_data_parallel(16, "dgx-a100")
     assert cm16.for_devices(16).cluster.nodes == 2
-    inter = cm16.cluster.inter
-    # 16 = 2 nodes x 8: reduce-scatter and all-gather in the node are the one-node ring;
-    # across nodes each device all-reduces its n/8 shard with one peer: 2(a + n/8/(2B)).
-    extra = sum(2 * (inter.latency_s + n / 8 / (2 * inter.bytes_per_second)) for n in SYNCED_BYTES)
-    ring8 = cost8 - mlp_compute(8) / (312e12 * 0.5)
-    ring16 = cost16 - mlp_compute(16) / (312e12 * 0.5)
-    assert ring16 - ring8 == pytest.approx(extra, rel=1e-9)
-    assert ring16 > ring8
+    a_i, a_e = 3e-6, 5e-6
+    # 16 = 2 nodes x 8: the bus bandwidth is the 8 NICs' 8 x 25 GB/s (under NVLink's 300);
+    # the ring pays 7 hops inside and 1 across per round, the tree 2 log2(16) across.
+    one = sum(all_reduce(n, (7 / 8, 14 * a_i), 6 * a_i, 300e9) for n in SYNCED_BYTES)
+    two = sum(all_reduce(n, (15 / 16, 2 * (7 * a_i + a_e)), 8 * a_e, 200e9) for n in SYNCED_BYTES)
+    synced8 = cost8 - mlp_compute(8) / (312e12 * 0.5)
+    synced16 = cost16 - mlp_compute(16) / (312e12 * 0.5)
+    assert synced8 == pytest.approx(one, rel=1e-9)
+    assert synced16 == pytest.approx(two, rel=1e-9)
+    assert synced16 > synced8
 
 
 def test_memory_vectors_of_an_fc_layer_by_hand():
@@ -205,7 +217,7 @@ def _two_layer_mlp():
     ({"k": 8}, {"b": 2}, 0),    # fc2's rows use x2 only, the group is x0 x1 x2: stays
     ({"b": 8}, {"b": 8}, 0),    # no in-layer all-reduce at all
 ])
-def test_reduce_scatter_prices_a_sliced_all_reduce_at_half(first, second, group):
+def test_reduce_scatter_prices_a_sliced_all_reduce_as_one(first, second, group):
     graph = _two_layer_mlp()
     space = ConfigSpace(graph, 8)
     choice = [space.index_of("fc1", first), space.index_of("fc2", second)]
@@ -214,9 +226,12 @@ def test_reduce_scatter_prices_a_sliced_all_reduce_at_half(first, second, group)
     cost = cm.problem(graph, space).evaluate(choice)
     intra = cm.for_devices(8).cluster.intra
     n = 1024 * 1024 * 4  # the 4 MiB activation (or its gradient), one group inside a node
-    # all-reduce 2(q-1)(a + n/qB), reduce-scatter (q-1)(a + n/qB): the difference, by hand.
+    # the all-reduce (ring or tree, the faster) less the reduce-scatter (q-1)/q n/B + (q-1) a,
+    # by hand; nothing when there is no group
     q = max(group, 1)
-    saved = (q - 1) * (intra.latency_s + n / (q * intra.bytes_per_second))
+    a, bw = intra.latency_s, intra.bytes_per_second
+    ar = all_reduce(n, ((q - 1) / q, 2 * (q - 1) * a), 2 * math.ceil(math.log2(q)) * a, bw)
+    saved = ar - ((q - 1) / q * n / bw + (q - 1) * a) if q > 1 else 0.0
     assert plain - cost == pytest.approx(saved, rel=1e-9, abs=1e-15)
 
 

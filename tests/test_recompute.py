@@ -11,9 +11,11 @@ import pytest
 import pase
 from pase.api import build_problem, load_graph, run_solver
 from pase.costing import connection_ports
+from pase.perf.comms import collective_seconds
+from pase.perf.hardware import IDEAL
 from pase.registry import COST_MODELS
 from pase.space import ConfigSpace
-from pase.work import collective_time, group_topology
+from pase.work import group_topology
 from pase.work.variants import Variant, apply_variant
 
 ALL = [Variant(z, r) for z in range(4) for r in (False, True)]
@@ -40,9 +42,9 @@ def test_recompute_never_raises_memory_and_adds_exactly_the_forward(name):
                 + before.forward_traffic / model.memory_rate(before)
             for c in work.collectives:  # the op's own forward collectives (not zero's gather)
                 if c.phase == "forward":
-                    nodes, local = group_topology(op, configs, c.dims, model.cluster, 8)
-                    forward = forward + c.rounds * collective_time(c.kind, c.nbytes, nodes, local,
-                                                                   model.cluster)
+                    nodes, _ = group_topology(op, configs, c.dims, model.cluster, 8)
+                    forward = forward + c.rounds * collective_seconds(
+                        c.kind, c.nbytes, work.group_size(c), nodes, model.cluster, IDEAL)
             extra = model.work_costs(after) - model.work_costs(before)
             np.testing.assert_allclose(extra, forward, rtol=1e-9, atol=1e-18, err_msg=op.name)
 

@@ -414,16 +414,61 @@ def test_run_equivalence_on_a_transformer_layer(tmp_path, capsys):
     assert report["collectives"] > 0
 
 
+TRANSFORMER_AT_8 = {
+    'dec.embedding': {'d': 8},
+    'dec.positional': {'b': 2, 'l': 4},
+    'dec0.cross_attn.context': {'b': 4, 'h': 2},
+    'dec0.cross_attn.norm': {'b': 2, 'l': 4},
+    'dec0.cross_attn.out': {'b': 2, 'e': 2, 'h': 2},
+    'dec0.cross_attn.qkv': {'b': 4, 'h': 2},
+    'dec0.cross_attn.residual': {'b': 2, 'l': 4},
+    'dec0.cross_attn.scores': {'b': 4, 'h': 2},
+    'dec0.cross_attn.softmax': {'b': 4, 'h': 2},
+    'dec0.cross_attn.stack': {'b': 2, 'l': 4},
+    'dec0.cross_attn.unstack': {'b': 4, 'h': 2},
+    'dec0.ffn.fc1': {'b': 2, 'f': 2, 'l': 2},
+    'dec0.ffn.fc2': {'b': 2, 'f': 2, 'l': 2},
+    'dec0.ffn.norm': {'b': 2, 'l': 4},
+    'dec0.ffn.residual': {'b': 2, 'l': 4},
+    'dec0.self_attn.context': {'b': 2, 'h': 4},
+    'dec0.self_attn.norm': {'b': 2, 'l': 4},
+    'dec0.self_attn.out': {'b': 2, 'k': 2, 'l': 2},
+    'dec0.self_attn.qkv': {'b': 2, 'h': 4},
+    'dec0.self_attn.residual': {'b': 2, 'l': 4},
+    'dec0.self_attn.scores': {'b': 2, 'h': 4},
+    'dec0.self_attn.softmax': {'b': 2, 'h': 4},
+    'dec0.self_attn.unstack': {'b': 2, 'h': 4},
+    'enc.embedding': {'d': 8},
+    'enc.positional': {'b': 2, 'l': 4},
+    'enc0.attn.context': {'b': 2, 'h': 4},
+    'enc0.attn.norm': {'b': 2, 'l': 4},
+    'enc0.attn.out': {'b': 2, 'k': 2, 'l': 2},
+    'enc0.attn.qkv': {'b': 2, 'h': 4},
+    'enc0.attn.residual': {'b': 2, 'l': 4},
+    'enc0.attn.scores': {'b': 2, 'h': 4},
+    'enc0.attn.softmax': {'b': 2, 'h': 4},
+    'enc0.attn.unstack': {'b': 2, 'h': 4},
+    'enc0.ffn.fc1': {'b': 2, 'f': 2, 'l': 2},
+    'enc0.ffn.fc2': {'b': 2, 'f': 2, 'l': 2},
+    'enc0.ffn.norm': {'b': 2, 'l': 4},
+    'enc0.ffn.residual': {'b': 2, 'l': 4},
+    'loss': {'b': 2, 'l': 4},
+    'projection': {'b': 2, 'l': 2, 'v': 2}}
+
+
 def test_xla_left_to_itself_gathers_a_tensor_the_written_out_re_layout_moves_in_part():
     """The transformer layer's dp optimum at p = 8: the embedding's output (8 x 8 x 32 f32,
     8 KiB, split 8 ways on its width: 1 KiB tiles) re-laid for the positional add (batch
     2 ways, sequence 4 ways: 1 KiB tiles). A device holds 4 x 2 x 4 elements (128 B) of its
     new tile and lacks 896 B, each way: written out, one all-to-all moves that. Left to
-    XLA (``relayout="xla"``), it gathers the whole tensor: 7/8 x 8 KiB = 7168 B each way."""
+    XLA (``relayout="xla"``), it gathers the whole tensor: 7/8 x 8 KiB = 7168 B each way.
+    The layer's other ops keep the layout the alpha-beta search chose before its collectives
+    became pase.perf.comms' (XLA's choice for the edge depends on its neighbours)."""
     pytest.importorskip("jax")
     from pase.export.verify import verify_many
 
-    case = dict(next(c for label, c in layer_cases(8, ()) if label == "transformer"))
+    case = dict(next(c for label, c in layer_cases(8, ()) if label == "transformer"),
+                strategy=TRANSFORMER_AT_8)
     rows = [next(r for r in report["rows"] if r["row"] == "edge/enc.embedding->enc.positional")
             for report in verify_many([case, dict(case, relayout="xla")])]
     for r in rows:

@@ -7,10 +7,10 @@ from pase.cluster import get_cluster
 from pase.cost_models.paper import PaperCostModel
 from pase.errors import GraphError, OptionError
 from pase.ir import Dim, Op
+from pase.perf.comms import collective_phases, collective_seconds
+from pase.perf.hardware import IDEAL
 from pase.registry import MODELS
 from pase.work import (
-    collective_phases,
-    collective_time,
     device_coords,
     group_members,
     group_topology,
@@ -179,20 +179,44 @@ def test_group_topology_across_nodes():
 
 
 def test_collective_formulas():
-    cl = get_cluster("dgx-a100x2")
-    a_i, b_i = cl.intra.latency_s, cl.intra.bytes_per_second
-    a_e, b_e = cl.inter.latency_s, cl.inter.bytes_per_second
+    """The alpha-beta teaching model's collectives: pase.perf.comms at the raw link figures
+    (IDEAL), by hand. Across N nodes with L ranks on each the bus bandwidth is L NICs',
+    capped by the intra link; a ring pays L-1 intra hops and N-1 inter hops per round."""
+    cl = get_cluster("dgx-a100x2")  # 8 per node, 300 GB/s 3 us inside, 25 GB/s 5 us across
+    a_i, b_i = 3e-6, 300e9
+    a_e, b_e = 5e-6, 25e9
+
+    def t(kind, n, q, nodes):
+        return collective_seconds(kind, n, q, nodes, cl, IDEAL)
     n = 1e8
-    assert collective_time("all-reduce", n, 1, 8, cl) == pytest.approx(14 * (a_i + n / (8 * b_i)))
-    assert collective_time("all-reduce", n, 4, 1, cl) == pytest.approx(6 * (a_e + n / (4 * b_e)))
-    hier = 2 * 7 * (a_i + n / (8 * b_i)) + 2 * (a_e + n / 8 / (2 * b_e))
-    assert collective_time("all-reduce", n, 2, 8, cl) == pytest.approx(hier)
-    assert collective_time("all-gather", n, 1, 4, cl) == pytest.approx(3 * (a_i + n / (4 * b_i)))
-    assert collective_time("reduce-scatter", n, 2, 1, cl) == pytest.approx(a_e + n / (2 * b_e))
-    assert collective_time("exchange", n, 2, 4, cl) == pytest.approx(a_e + n / b_e)
-    assert collective_time("all-reduce", n, 1, 1, cl) == 0.0
+    assert t("all-reduce", n, 8, 1) == pytest.approx(2 * 7 / 8 * n / b_i + 14 * a_i)
+    assert t("all-reduce", n, 4, 4) == pytest.approx(2 * 3 / 4 * n / b_e + 6 * a_e)
+    # 8 NICs per node carry the 16-rank ring: 200 GB/s, under the 300 GB/s of NVLink
+    assert t("all-reduce", n, 16, 2) == pytest.approx(2 * 15 / 16 * n / 200e9 + 2 * (7 * a_i + a_e))
+    assert t("all-gather", n, 4, 1) == pytest.approx(3 / 4 * n / b_i + 3 * a_i)
+    assert t("reduce-scatter", n, 2, 2) == pytest.approx(n / 2 / b_e + a_e)
+    assert t("exchange", n, 8, 2) == pytest.approx(a_e + n / (4 * b_e))  # 4 NICs a node
+    assert t("exchange", n, 4, 1) == pytest.approx(a_i + n / b_i)
+    assert t("exchange", n, 1, 1) == 0.0
+    assert t("all-reduce", n, 1, 1) == 0.0
+    # a small buffer takes the tree: 2 n / B plus 2 log2(16) hops across nodes
+    assert t("all-reduce", 1e3, 16, 2) == pytest.approx(2e3 / 200e9 + 8 * a_e)
     with pytest.raises(OptionError, match="all-reduce"):
-        collective_phases("broadcast", n, 1, 2)
+        collective_seconds("broadcast", n, 2, 1, cl, IDEAL)
+
+
+def test_collective_phases_take_the_collectives_seconds():
+    """The simulator's phases: the hops by link class, the bandwidth term on the link
+    that bounds it (16 ranks on 2 nodes: the NICs), as the bytes it moves meanwhile."""
+    cl = get_cluster("dgx-a100x2")
+    n = 1e8
+    intra, inter = collective_phases("all-reduce", n, 16, 2, cl, IDEAL)
+    assert (intra.link, intra.steps, intra.volume) == ("intra", 14.0, 0.0)
+    assert (inter.link, inter.steps) == ("inter", 2.0)
+    assert inter.volume == pytest.approx(2 * 15 / 16 * n / 200e9 * 25e9)
+    inside = collective_phases("all-gather", n, 8, 1, cl, IDEAL)
+    assert inside[0].steps == 7.0 and inside[0].volume == pytest.approx(7 / 8 * n)
+    assert inside[1].steps == 0.0 and inside[1].volume == 0.0
 
 
 def test_overlap_rule_and_ravel_blocks():

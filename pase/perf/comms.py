@@ -16,22 +16,32 @@ one GPU per node (tensor parallelism inside nodes) one NIC's. For ``S`` bytes
 - all-to-all: inside a node ``(n-1)/n * S / bw`` plus ``n-1`` hops; across nodes each
   rank's share for other nodes, ``(n-L)/n * S``, leaves through its own NIC (no ring
   spreads it over the node's NICs), beside its ``(L-1)/n * S`` on NVLink;
-- send: ``S / bw`` plus one hop.
+- send: ``S / bw`` plus one hop; exchange (a halo or a re-layout to a neighbour in
+  the group, :mod:`pase.work.ops`): a send, nothing when the group is one rank.
 
 A hop across nodes costs the network latency, inside a node the NVLink one.
+
+Every price of a collective in pase comes from here: the calibrated model with a
+device type's achieved constants (:mod:`pase.perf.hardware`), the alpha-beta
+teaching model and the simulator with :data:`pase.perf.hardware.IDEAL` (every
+fraction 1: the bus bandwidth is the raw link figure). :func:`collective_phases`
+splits the same seconds by link class for the simulator's flows, and
+:func:`point_to_point` gives the link one message crosses (an edge's re-layout).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from pase.cluster import Cluster
+from pase.errors import OptionError
 from pase.perf.hardware import Achieved
 from pase.perf.layout import Layout
 
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send", "exchange")
 
 
 def _link(cluster: Cluster, hw: Achieved, n, nodes):
@@ -53,9 +63,19 @@ def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achiev
     bandwidth term alone, for a tensor that travels in a bucket with others
     (gradient syncs, FSDP's gathers), whose hops the bucket pays once.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     scalar = all(np.ndim(x) == 0 for x in (nbytes, n, nodes))
+    seconds, (hops_i, hops_e), (intra, inter), _ = _terms(kind, nbytes, n, nodes, cluster, hw,
+                                                          latency)
+    out = seconds + (hops_i * intra + hops_e * inter)
+    return float(out) if scalar else out
+
+
+def _terms(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achieved, latency: bool = True):
+    """The parts :func:`collective_seconds` adds: the bandwidth seconds, the hops
+    ``(inside nodes, across nodes)``, their latencies, and whether the bandwidth term
+    runs on the network. An idle collective (no bytes, a group of one) has none."""
+    if kind not in KINDS:
+        raise OptionError(f"unknown collective {kind!r}; allowed: {', '.join(KINDS)}")
     nbytes = np.asarray(nbytes, dtype=np.float64)
     n = np.asarray(n, dtype=np.int64)
     nodes = np.maximum(np.asarray(nodes, dtype=np.int64), 1)
@@ -65,30 +85,67 @@ def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achiev
     per_node = np.maximum(1, n // nodes)
     spans = nodes > 1
     nf = np.maximum(n, 1).astype(np.float64)
+    nvlink = cluster.intra.bytes_per_second * hw.nvlink
+    on_network = spans & (bw < nvlink)
 
     def ring_hops(rounds: int):  # a hierarchical ring: inner hops on NVLink, outer on the network
-        return rounds * np.where(spans, (per_node - 1) * intra + (nodes - 1) * inter, (n - 1) * intra)
+        return (rounds * np.where(spans, per_node - 1, n - 1), rounds * np.where(spans, nodes - 1, 0))
 
-    if kind == "send":
-        out = np.where(spans, inter, intra) + nbytes / bw
+    if kind in ("send", "exchange"):
+        seconds, hops = nbytes / bw, (np.where(spans, 0, 1), np.where(spans, 1, 0))
     elif kind == "all-reduce":
-        ring = 2 * (nf - 1) / nf * nbytes / bw + ring_hops(2)
-        hop = np.where(spans, inter, intra)
-        tree = 2 * nbytes / bw + 2 * np.ceil(np.log2(nf)) * hop
-        out = np.minimum(ring, tree)
+        ring = 2 * (nf - 1) / nf * nbytes / bw
+        ring_i, ring_e = ring_hops(2)
+        steps = 2 * np.ceil(np.log2(nf))
+        tree = 2 * nbytes / bw
+        tree_i, tree_e = np.where(spans, 0, steps), np.where(spans, steps, 0)
+        pick = ring + (ring_i * intra + ring_e * inter) <= tree + (tree_i * intra + tree_e * inter)
+        seconds = np.where(pick, ring, tree)
+        hops = (np.where(pick, ring_i, tree_i), np.where(pick, ring_e, tree_e))
     elif kind == "all-to-all":
-        nvlink = cluster.intra.bytes_per_second * hw.nvlink
         nic = np.minimum(cluster.inter.bytes_per_second * hw.network, nvlink)
         inside = (per_node - 1) / nf * nbytes / nvlink
-        out = np.where(spans, np.maximum(inside, (nf - per_node) / nf * nbytes / nic),
-                       (nf - 1) / nf * nbytes / nvlink) + ring_hops(1)
+        cross = (nf - per_node) / nf * nbytes / nic
+        seconds = np.where(spans, np.maximum(inside, cross), (nf - 1) / nf * nbytes / nvlink)
+        on_network = spans & (cross >= inside)
+        hops = ring_hops(1)
     else:
-        out = (nf - 1) / nf * nbytes / bw + ring_hops(1)
-    if kind != "send":
-        out = np.where((nbytes <= 0) | (n <= 1), 0.0, out)
-    else:
-        out = np.where(nbytes <= 0, 0.0, out)
-    return float(out) if scalar else out
+        seconds = (nf - 1) / nf * nbytes / bw
+        hops = ring_hops(1)
+    idle = (nbytes <= 0) | (n <= 1) if kind != "send" else nbytes <= 0
+    return (np.where(idle, 0.0, seconds), (np.where(idle, 0, hops[0]), np.where(idle, 0, hops[1])),
+            (intra, inter), on_network)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A collective's part on one link class, as the simulator runs it: ``steps`` hops
+    of the link's latency and ``volume`` bytes per member at the link's bandwidth."""
+
+    link: str
+    steps: float
+    volume: float
+
+
+def collective_phases(kind: str, nbytes: float, n: int, nodes: int, cluster: Cluster,
+                      hw: Achieved) -> list[Phase]:
+    """:func:`collective_seconds` as phases on the ``"intra"`` and ``"inter"`` links: on an
+    idle cluster the phases take exactly its seconds. The bandwidth term runs on the
+    link that bounds it (the network when a group spanning nodes is held back by its
+    NICs), as the bytes that link moves in that time."""
+    seconds, (hops_i, hops_e), _, on_network = _terms(kind, nbytes, n, nodes, cluster, hw)
+    seconds, on_network = float(seconds), bool(on_network)
+    vol_e = seconds * cluster.inter.bytes_per_second if on_network else 0.0
+    vol_i = 0.0 if on_network else seconds * cluster.intra.bytes_per_second
+    return [Phase("intra", float(hops_i), vol_i), Phase("inter", float(hops_e), vol_e)]
+
+
+def point_to_point(cluster: Cluster, hw: Achieved, spans):
+    """(latency, bytes/s) of one message between two ranks, across nodes where ``spans``:
+    a send over a group of two (an edge's re-layout, per receiver)."""
+    spans = np.asarray(spans, dtype=bool)
+    bw, intra, inter = _link(cluster, hw, np.full(spans.shape, 2), np.where(spans, 2, 1))
+    return np.where(spans, inter, intra), bw
 
 
 ENUMERATED_RANKS = 1 << 16  # a group this small is listed rank by rank

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pase.cluster import Device
+from pase.cluster import Cluster, Device
 
 
 @dataclass(frozen=True)
@@ -153,3 +153,35 @@ def achieved(device: Device) -> Achieved:
         if key in device.name:
             return value
     return GENERIC
+
+# The alpha-beta teaching model's constants: the data sheet taken at its word. Every
+# fraction is 1 (a GEMM of any shape at the dense peak, attention too, HBM and both links at
+# their raw figures, so a bus bandwidth is the raw link's), no launch cost, and no collective
+# hides behind compute (``overlap`` 1: ``overlapped`` charges all of it). With these,
+# pase.perf.comms prices the textbook ring, hierarchical across nodes.
+_IDEAL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+IDEAL = Achieved(
+    gemm=1.0, gemm_half=0.0, sms=1, attention=1.0, hbm=1.0, launch_s=0.0, nvlink=1.0,
+    network=1.0, overlap=1.0, low_gemm=tuple((p, 1.0) for p in _IDEAL_PRECISIONS),
+    source="Idealised, not measured: every efficiency 1, no launch cost, no overlap "
+           "(the alpha-beta teaching model, docs/cost-model.md).")
+
+
+def achieved_by_rank(cluster: Cluster, devices: int) -> tuple[Achieved, ...]:
+    """Per rank ``0 .. devices - 1``, the achieved fractions of its own device type: on a
+    mixed cluster each group's type keeps its own constants (a homogeneous one repeats
+    its device's)."""
+    if not cluster.groups:
+        return (achieved(cluster.device),) * int(devices)
+    per_group = [achieved(g.device) for g in cluster.groups]
+    return tuple(per_group[int(i)] for i in cluster.group_of(np.arange(int(devices))))
+
+
+def achieved_of_view(cluster: Cluster, devices: int) -> Achieved:
+    """The constants ranks ``0 .. devices - 1`` run at when priced as one homogeneous
+    cluster (:meth:`pase.cluster.Cluster.view`): those of the slowest device type they
+    touch (the view's device is a composite whose name is no type's)."""
+    if not cluster.groups:
+        return achieved(cluster.device)
+    touched = cluster.groups[:int(cluster.group_of(max(int(devices), 1) - 1)) + 1]
+    return achieved(min(touched, key=lambda g: g.device.peak_tflops).device)

@@ -2,7 +2,8 @@
 
 States follow the ZeRO stage (16 bytes per parameter in mixed precision: 2 weight,
 2 gradient, 12 fp32 master weight and Adam moments; fp32: 4 + 4 + 8), sharded
-over the data-parallel ranks. Activations are the stage's kept tensors
+over the data-parallel ranks (the rules of :mod:`pase.work.memory`, which every cost
+model uses too). Activations are the stage's kept tensors
 (:mod:`pase.perf.ops`) times the micro-batches in flight
 (:func:`pase.perf.pipeline.in_flight`); full recomputation keeps only each
 block's input, plus one block's activations while it is rebuilt; selective
@@ -16,23 +17,18 @@ from typing import Any
 from pase.perf.layout import Layout
 from pase.perf.ops import PricedOp
 from pase.perf.pipeline import in_flight
+from pase.work.memory import activation_element_bytes, sharded_states, state_split
 
 
 def stage_memory(lay: Layout, st: dict[str, Any], index: int,
                  by_name: dict[str, PricedOp], again: set[str]) -> dict[str, float]:
     """Peak bytes of one stage: states, activations in flight, the recompute working set."""
     mixed = st["mixed"]
-    w, g, o = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
+    w, g, o = state_split(2.0 if mixed else 4.0, "adam")
     d, de = st["shards"]
 
     def states(params: float, shards: int) -> float:
-        if lay.zero == 0:
-            return params * (w + g + o)
-        if lay.zero == 1:
-            return params * (w + g + o / shards)
-        if lay.zero == 2:
-            return params * (w + (g + o) / shards)
-        return params * (w + g + o) / shards
+        return sharded_states(params, lay.zero, shards, w, g, o)
 
     state = states(st["params"], d) + states(st["expert_params"], de)
     if lay.zero < 3:  # FSDP gathers each unit's low-precision weights afresh (and drops them)
@@ -75,4 +71,4 @@ def tensor_bytes(producer: PricedOp, output: int, lay: Layout) -> float:
     total = 1.0
     for size, names in zip(port.shape, port.dims):
         total *= math.ceil(size / math.prod(producer.splits[n] for n in names))
-    return total * (2.0 if lay.precision != "fp32" else 4.0)
+    return total * activation_element_bytes(lay.precision)

@@ -49,11 +49,13 @@ import numpy as np
 from pase.cluster import LINK_CLASSES, Cluster
 from pase.costing import connection_ports, graph_connections, tied_connections
 from pase.ir import Graph
+from pase.perf.comms import collective_phases
+from pase.perf.hardware import IDEAL
 from pase.perf.roofline import achieved_rate
 from pase.sim import transfers
 from pase.sim.engine import TaskGraph
 from pase.traffic import hbm_rate, traffic_rate
-from pase.work import Collective, collective_phases, op_work
+from pase.work import Collective, op_work
 from pase.work.hetero import shares
 from pase.work.layout import active_devices, group_members, port_blocks
 from pase.work.ops import OpWork
@@ -147,7 +149,8 @@ class _Builder:
         counts = np.unique(nodes, return_counts=True)[1]
         rounds = float(c.rounds[0])
         phases = []
-        for ph in collective_phases(c.kind, float(c.nbytes[0]) * scale, len(counts), int(counts.max())):
+        for ph in collective_phases(c.kind, float(c.nbytes[0]) * scale, len(members), len(counts),
+                                    self.cluster, IDEAL):
             volume, steps = float(ph.volume) * rounds, float(ph.steps) * rounds
             if volume <= 0.0 and steps <= 0.0:
                 continue

@@ -6,11 +6,11 @@ FLOP, the same collectives and the same memory.
 - :func:`op_work` (``pase.work.ops``): per-device forward/backward FLOP (a
   multiply-add is two FLOP) and the forward matrix-product part of them, the
   collectives an op needs (kind, bytes per device, which op dims form the group,
-  phase), parameter/optimizer and activation memory, and port tile shapes,
+  phase), parameter/optimizer and activation memory (by the rules of
+  ``pase.work.memory``, the performance model's too), and port tile shapes,
   vectorised over an op's ``(K, ndims)`` configs.
-- :func:`collective_phases` (``pase.work.collectives``): a collective on a group
-  of ``nodes x local`` devices as the ring phases each device runs, each on one
-  link class (the alpha-beta formulas; the simulator turns them into flows).
+- what a collective costs is not here: :mod:`pase.perf.comms` prices every one
+  (the calibrated model, the alpha-beta teaching model and the simulator alike).
 - ``pase.work.mapping``: the device mapping below, group topology, port blocks.
 - :func:`edge_bytes` / :func:`collective_bytes` (``pase.work.relayout``): the
   bytes one device receives when a tensor changes layout, and sends in a collective.
@@ -32,15 +32,14 @@ nodes first, as Megatron-LM lays out tensor x data parallelism; a norm split
 only by batch is replicated over the tensor group, not across nodes. An op whose
 ``P`` does not divide ``p`` runs on ranks ``0 .. P-1`` (the others idle).
 """
-from pase.work.collectives import Phase, collective_phases, collective_time
 from pase.work.mapping import device_coords, group_members, group_topology, mesh_order, port_blocks
-from pase.work.ops import OPTIMIZER_STATE, Collective, OpWork, op_work
+from pase.work.memory import OPTIMIZER_STATE
+from pase.work.ops import Collective, OpWork, op_work
 from pase.work.relayout import collective_bytes, edge_bytes
 from pase.work.tiles import overlap_elements, port_tiles
 
 __all__ = [
-    "OPTIMIZER_STATE", "Collective", "OpWork", "Phase", "collective_bytes", "collective_phases",
-    "collective_time", "edge_bytes",
+    "OPTIMIZER_STATE", "Collective", "OpWork", "collective_bytes", "edge_bytes",
     "device_coords", "group_members", "group_topology", "mesh_order", "op_work", "overlap_elements",
     "port_blocks", "port_tiles",
 ]

@@ -37,9 +37,10 @@ An operand gets no gradient when it is neither a parameter nor made by an op
 axis. Non-GEMM ops carry the paper's all-reduces (norms, softmaxes, mean), halo
 exchanges (pooling) and the LSTM's per-step cell re-layout; see each function.
 
-Memory per device: parameters times the optimizer's state factor (weights,
-gradients and, for Adam, two moments: 4x), plus activations kept for the
-backward pass (each op's output tiles), at ``bytes_per_element``.
+Memory per device, by the rules of :mod:`pase.work.memory` (the performance model's
+too): each parameter's weight and gradient at ``bytes_per_element``, the optimizer's
+fp32 state (Adam's two moments; an fp32 master copy under 16-bit weights), plus the
+activations kept for the backward pass (each op's output tiles) at ``bytes_per_element``.
 
 Attributes are read through :func:`pase.schema.attr`; the formulas rely on the
 structure each kind's schema guarantees (``docs/ops.md``).
@@ -55,11 +56,10 @@ import numpy as np
 from pase.errors import GraphError, OptionError
 from pase.ir import Op, Port
 from pase.schema import attr, conv_form, parse_einsum
+from pase.work.memory import OPTIMIZER_STATE, kept_bytes, state_split
 from pase.work.tiles import overlap_elements, port_tiles
 
 PHASES = ("forward", "backward", "gradient")
-# Copies of the parameters each device keeps: weights + gradients (+ momentum, + Adam's 2nd moment).
-OPTIMIZER_STATE = {"sgd": 2, "momentum": 3, "adam": 4}
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ class OpWork:
     input_tiles: tuple[np.ndarray, ...]
     output_tiles: tuple[np.ndarray, ...]
     bytes_per_element: float = 4.0
-    state_factor: float = OPTIMIZER_STATE["adam"]  # copies of a parameter the optimizer keeps
+    # state bytes per parameter byte (pase.work.memory: fp32 Adam keeps 4 copies' worth)
+    state_factor: float = OPTIMIZER_STATE["adam"]
 
     @property
     def flop(self) -> np.ndarray:
@@ -138,8 +139,6 @@ class OpWork:
 def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
             optimizer: str = "adam") -> OpWork:
     """The per-device work of ``op`` for each row of ``configs`` (``(K, ndims)``)."""
-    if optimizer not in OPTIMIZER_STATE:
-        raise OptionError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZER_STATE)}")
     if not bytes_per_element > 0:
         raise OptionError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
     try:
@@ -153,14 +152,16 @@ def op_work(op: Op, configs: np.ndarray, bytes_per_element: float = 4,
     colls = [one for c in colls for one in _per_dim(c)]
     fwd, bwd, matmul = flop
     traffic = _TRAFFIC.get(op.kind, _no_traffic)(op, cfg, float(bytes_per_element))
-    params = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in owned_parameters(op)),
-                 start=np.zeros(len(configs))) * bytes_per_element
+    weight, gradient, state = state_split(bytes_per_element, optimizer)
+    elements = sum((np.prod(port_tiles(op, p, configs), axis=1) for p in owned_parameters(op)),
+                   start=np.zeros(len(configs)))
     outs = tuple(port_tiles(op, p, configs) for p in op.outputs)
-    acts = sum((np.prod(t, axis=1) for t in outs), start=np.zeros(len(configs))) * bytes_per_element
-    return OpWork(op, configs, fwd, bwd, matmul, *traffic, tuple(colls), params,
-                  params * OPTIMIZER_STATE[optimizer], acts,
+    acts = kept_bytes(outs, len(configs), bytes_per_element)
+    per_parameter = weight + gradient + state
+    return OpWork(op, configs, fwd, bwd, matmul, *traffic, tuple(colls),
+                  elements * bytes_per_element, elements * per_parameter, acts,
                   tuple(port_tiles(op, p, configs) for p in op.inputs), outs,
-                  float(bytes_per_element), float(OPTIMIZER_STATE[optimizer]))
+                  float(bytes_per_element), per_parameter / float(bytes_per_element))
 
 
 # -- helpers -------------------------------------------------------------------

@@ -43,6 +43,7 @@ import numpy as np
 
 from pase.errors import OptionError
 from pase.ir import Op
+from pase.work.memory import sharded_states
 from pase.work.ops import Collective, OpWork, owned_parameters
 from pase.work.tiles import port_tiles
 
@@ -186,17 +187,15 @@ def _zero_collectives(work: OpWork, stage: int) -> tuple[list[Collective], dict]
 
 def _zero_state(work: OpWork, stage: int, groups: dict) -> np.ndarray:
     """Parameter and optimizer bytes per device under ZeRO ``stage`` (see the module table)."""
-    op, S = work.op, work.state_factor
+    op, e = work.op, work.bytes_per_element
+    # weight and gradient at the element size, the rest of the model's state factor beside
+    # them (pase.work.memory: the optimizer's fp32 state and master copy)
+    weight, gradient, state = e, e, (work.state_factor - 2.0) * e
     total = np.zeros(len(work.configs))
     for port in owned_parameters(op):
         j = next(i for i, w in enumerate(op.weights) if w is port)
-        tile = np.prod(port_tiles(op, port, work.configs), axis=1) * work.bytes_per_element
+        tile = np.prod(port_tiles(op, port, work.configs), axis=1)
         dims = groups.get(j, ((), None))[0]
         q = np.prod(work.configs[:, list(dims)], axis=1).astype(np.float64) if dims else 1.0
-        if stage == 1:
-            total = total + 2.0 * tile + (S - 2.0) * tile / q
-        elif stage == 2:
-            total = total + tile + (S - 1.0) * tile / q
-        else:
-            total = total + S * tile / q
+        total = total + sharded_states(tile, stage, q, weight, gradient, state)
     return total
