@@ -28,7 +28,8 @@ VIEW_OPS = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze"
 
 # Modules whose one op is named after the module's path (``h.0.mlp.c_fc``).
 LEAF_MODULES = {"Linear", "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "BatchNorm2d",
-                "BatchNorm1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "GELU", "ReLU",
+                "BatchNorm1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d",
+                "AdaptiveMaxPool1d", "GELU", "ReLU",
                 "SiLU", "Tanh", "Dropout", "Softmax", "Flatten", "Conv1D"}
 
 
