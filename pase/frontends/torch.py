@@ -115,6 +115,7 @@ def import_torch(module: Any, example_args: Any, *, name: str | None = None,
     if not missing:
         moe.check()
     walk = Walk(fuse_elementwise, unsupported)
+    walk.reserve(nodes)
     params = _placeholders(walk, program, module)
     for node in nodes:
         walk.node = node

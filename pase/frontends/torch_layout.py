@@ -96,9 +96,14 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
     la, lb = lhs.split(",")
     if "..." in eq:
         raise Conflict(f"ellipsis einsums are not supported ({eq})")
-    if a.kind != "act" and b.kind != "act":  # parameters and constants only: no op
+    if "const" in (a.kind, b.kind) and "act" not in (a.kind, b.kind):  # no activation
         view = [(a.view[la.index(c)] if c in la else b.view[lb.index(c)]) for c in out_letters]
         return TV(view, [], "const")
+    # A product of parameters (DeBERTa's projection of its relative-position table) is
+    # computed and trained like any other: an op whose operands are both weights. A
+    # constant operand of an activation's product (a buffer) is read as an input no op
+    # makes: no gradient, no parameter, but the FLOP and the operand's bytes are the op's.
+    a, b = _read_constant(w, a), _read_constant(w, b)
     a, b = _whole_where_locked(w, a, b, la, lb), _whole_where_locked(w, b, a, lb, la)
     va = dict(zip(la, a.view))
     vb = dict(zip(lb, b.view))
@@ -113,9 +118,9 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
         if sa != sb and 1 in (sa, sb):
             ones[c] = atoms.leaf_list(va[c] if sa == 1 else vb[c])
             continue  # broadcast
-        if c in out_letters:
+        if c in out_letters and not crossed(atoms, a.view, la.index(c), b.view, lb.index(c)):
             atoms.unify(va[c], vb[c])
-        else:
+        else:  # contracted, or met crossed: linked, b's atoms read as a's by this op
             for x, y in atoms.link(va[c], vb[c]):
                 if x != y:
                     alias_b.append((y, x))
@@ -149,7 +154,7 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
     out_data += [x for x in sorted(mapped - set(out_data)) if x not in in_both]
     inputs, weights, tie = [], [], None
     for spec, tv in ((pa, a), (pb, b)):
-        if tv.kind == "act" and tv.source is not None:
+        if tv.kind == "act" and (tv.source is not None or tv.extra.get("constant")):
             inputs.append(spec)
             continue
         if tv.kind == "param" and tv.param is not None:
@@ -173,6 +178,29 @@ def contract(w: Walk, a: TV, b: TV, eq: str, *, kind: str = "Einsum",
                suffix=suffix, pw=0, **op_attrs)
     w.claim(op)
     return out_tv(w, out_view, out_data, op)
+
+
+def crossed(atoms, xv: list[list[int]], i: int, yv: list[list[int]], j: int) -> bool:
+    """Whether axis ``i`` of view ``xv`` and axis ``j`` of ``yv``, met as one axis, hold
+    atoms the other tensor has on another axis: ``c2p + p2c.transpose(-1, -2)`` in
+    DeBERTa, where both scores' query and key axes are the one sequence atom. Made one,
+    the sum would read that atom twice; the op reads one operand's atoms as the other's."""
+    mine, theirs = set(atoms.leaf_list(xv[i])), set(atoms.leaf_list(yv[j]))
+    if mine == theirs:
+        return False
+    x_rest = {q for k, axis in enumerate(xv) if k != i for q in atoms.leaf_list(axis)}
+    y_rest = {q for k, axis in enumerate(yv) if k != j for q in atoms.leaf_list(axis)}
+    return bool(theirs & x_rest or mine & y_rest)
+
+
+def _read_constant(w: Walk, tv: TV) -> TV:
+    """A constant operand of a product as a tensor the op reads: its view's atoms become
+    its data, and it is an input with no producer (never a weight: a weight is trained)."""
+    if tv.kind != "const":
+        return tv
+    leaves = w.atoms.leaf_list([q for axis in tv.view for q in axis])
+    return tv.with_view(list(tv.view), data=leaves, kind="act", source=None,
+                        extra={"constant": True})
 
 
 def _whole_where_locked(w: Walk, x: TV, other: TV, lx: str, lo: str) -> TV:
@@ -305,7 +333,8 @@ def _broadcast(w: Walk, x: TV, y: TV) -> list[list[int]]:
         sx = math.prod(atoms.size[a] for a in ax)
         sy = math.prod(atoms.size[a] for a in ay)
         if sx == sy and ax and ay:
-            atoms.unify(ax, ay)
+            if not crossed(atoms, xv, len(view), yv, len(view)):  # else: contract aliases
+                atoms.unify(ax, ay)
             view.append(ax)
         else:
             view.append(ax if sx >= sy and ax else ay)

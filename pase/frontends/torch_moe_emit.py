@@ -36,9 +36,7 @@ class _Ops:
             module: str | None = None, weights: list | None = None, counted: bool = False,
             order: str = "einsum", **attrs: Any) -> Pending:
         w = self.walk
-        n = w.names.get(name, 0)
-        w.names[name] = n + 1
-        p = Pending(name if n == 0 else f"{name}_{n}", kind, inputs, outputs, weights or [],
+        p = Pending(w.unique(name), kind, inputs, outputs, weights or [],
                     attrs, order=order, counted=counted)
         p.aten = list(dict.fromkeys(aten))
         p.module = self.r.path if module is None else module

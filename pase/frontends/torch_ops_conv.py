@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pase.frontends.torch_handlers import as_list, as_pair, handles, node_shape
-from pase.frontends.torch_ir import Conflict, PortSpec
-from pase.frontends.torch_layout import materialize, out_tv
+from pase.frontends.torch_handlers import as_list, as_pair, constant, handles, node_shape
+from pase.frontends.torch_ir import AxisOf, Conflict, PortSpec
+from pase.frontends.torch_layout import materialize, out_tv, reshape
 from pase.frontends.torch_values import TV
 from pase.frontends.torch_walk import Walk, target_name
 from pase.schema import CONV_SPATIAL, conv_output_size
@@ -188,6 +188,36 @@ def _adaptive_pool(w: Walk, node: Any, a: dict) -> Any:
     k = (h // oh, wd // ow)
     out = _pool(w, node, x, k, k, (0, 0))
     return (out, None) if "max" in str(node.target) else out
+
+
+@handles("adaptive_avg_pool1d", "adaptive_max_pool1d")
+def _adaptive_pool1d(w: Walk, node: Any, a: dict) -> Any:
+    """Pooling of the last axis of ``(c, n)`` or ``(b, c, n)`` to ``m`` (``n`` a multiple
+    of ``m``): the axis viewed as ``(m, n / m)`` (a cut of its atom, or a re-layout where
+    it is locked: a norm's axis), then a ReduceMean over each window, both pinned as a 2-D
+    pooling's spatial dims are. The IR's Pooling is 2-D; a window's maximum is priced as
+    its mean (one FLOP per element read, no product)."""
+    x = a["self"]
+    indices = "max" in target_name(node)
+    if not isinstance(x, TV) or x.kind == "const":
+        return constant(w, node)
+    if x.kind != "act" or x.rank not in (2, 3):
+        raise Conflict(f"{target_name(node)} of a rank-{x.rank} {x.kind}; allowed: an "
+                       f"activation (c, n) or (b, c, n)")
+    atoms = w.atoms
+    shape = x.shape(atoms)
+    val = node.meta.get("val")
+    n, m = shape[-1], int((val[0] if indices else val).shape[-1])  # (values, indices) for max
+    if n % m:
+        raise Conflict(f"adaptive pooling from {n} to {m} (sizes that do not divide)")
+    x = reshape(w, x, shape[:-1] + (m, n // m))
+    window, kept = atoms.leaf_list(x.view[-1]), atoms.leaf_list(x.view[-2])
+    data = [q for q in x.leaves(atoms) if q not in set(window)]
+    op = w.add("ReduceMean", [w.port(x)], [PortSpec(data)], order="input",
+               axes=[AxisOf(q) for q in window], keepdims=False)
+    op.pinned += window + [q for q in kept if q in set(x.leaves(atoms))]
+    out = out_tv(w, list(x.view[:-1]), data, op)
+    return (out, None) if indices else out
 
 
 # -- resizing ------------------------------------------------------------------------------

@@ -194,7 +194,26 @@ def _gather(w: Walk, node: Any, a: dict) -> Any:
                        f"on the other axes ({want} from {shape}); allowed: equal sizes")
     if x.kind == "param":
         return gathered(w, x, [dim], (want[dim],))
+    if want[dim] == shape[dim]:
+        return _regathered(w, x, dim)
     return select_along(w, x, dim, want[dim])
+
+
+def _regathered(w: Walk, x: TV, dim: int) -> TV:
+    """A gather of as many entries as the axis has, each row of the other axes picking its
+    own (DeBERTa's relative positions read per query as key positions): an element-wise op
+    pinning the axis whose output axis is a new one. Kept as the input's, it would be made
+    one with what the output meets (the keys) though it is another axis (the positions)."""
+    x = _one_leaf(w, x, dim, "a gather")
+    atoms = w.atoms
+    old = atoms.leaf_list(x.view[dim])[0]
+    new = atoms.new(atoms.size[old], atoms.role[old])
+    data = [new if q == old else q for q in x.leaves(atoms)]
+    op = w.add("Elementwise", [w.port(x, [(old, new)])], [PortSpec(data)], order="output", pw=0)
+    op.pinned.append(new)
+    view = list(x.view)
+    view[dim] = [new]
+    return out_tv(w, view, data, op)
 
 
 # -- scatter (the reverse of a gather) -----------------------------------------------------

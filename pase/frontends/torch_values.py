@@ -5,9 +5,10 @@ multiply to the axis's extent) and its *data* (the atoms of the IR tensor that
 carries it, in its producer's layout). Views change under reshapes and
 permutes; data only when an op makes a new tensor. Kinds:
 
-- ``act``: made from the model's inputs (an IR tensor, or a graph input);
-- ``param``: a parameter, or something computed from parameters and constants
-  only (a transposed weight, the rows of a position table);
+- ``act``: made from the model's inputs (an IR tensor, or a graph input), or a
+  product of parameters (an op of two weights: DeBERTa's projected position table);
+- ``param``: a parameter, or a view of one, or a part picked by constants (a
+  transposed weight, the rows of a position table);
 - ``const``: buffers and constants (masks, ``arange``, rotary tables): not in the
   graph; an op that reads one reads only its other operands.
 """

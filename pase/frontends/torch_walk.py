@@ -28,7 +28,8 @@ VIEW_OPS = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze"
 
 # Modules whose one op is named after the module's path (``h.0.mlp.c_fc``).
 LEAF_MODULES = {"Linear", "Conv2d", "LayerNorm", "RMSNorm", "Embedding", "BatchNorm2d",
-                "BatchNorm1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "GELU", "ReLU",
+                "BatchNorm1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d",
+                "AdaptiveMaxPool1d", "GELU", "ReLU",
                 "SiLU", "Tanh", "Dropout", "Softmax", "Flatten", "Conv1D"}
 
 
@@ -100,7 +101,9 @@ class Walk:
         self.fuse = fuse
         self.unsupported = unsupported
         self.node: Any = None
-        self.names: dict[str, int] = {}
+        self.names: dict[str, int] = {}  # op name base -> the next number to try
+        self.used: set[str] = set()  # every op name given
+        self.reserved: set[str] = set()  # the first op name of every FX node
         self.owner: dict[str, Pending] = {}  # parameter -> the op that holds it
         self.param_numel: dict[str, int] = {}
         self.param_alias: dict[str, str] = {}  # placeholder -> canonical parameter name
@@ -120,15 +123,26 @@ class Walk:
         self.cats: list[tuple[int, tuple, Any]] = []  # (dim, input FX nodes, output TV)
 
     # -- naming -------------------------------------------------------------------------
+    def reserve(self, nodes: list) -> None:
+        """Keep the name each FX node's first op will have for it: a numbered name made for
+        another op (``gather`` split into two ops: ``gather``, ``gather_1``) never takes
+        what torch.export called a later node (``gather_1``), nor a module's path (a
+        ``fc`` called twice, and a module ``fc_1``)."""
+        self.reserved |= {_base(n) for n in nodes}
+
     def op_name(self, suffix: str = "") -> str:
-        path, cls = module_path(self.node)
-        if path and cls in LEAF_MODULES:
-            base = path + suffix
-        else:
-            base = (f"{path}.{self.node.name}" if path else self.node.name) + suffix
+        return self.unique(_base(self.node) + suffix)
+
+    def unique(self, base: str) -> str:
+        """``base``, or ``base_N`` with the first N that names no op and no reserved one."""
         n = self.names.get(base, 0)
+        name = base if n == 0 else f"{base}_{n}"
+        while name in self.used or (n and name in self.reserved):
+            n += 1
+            name = f"{base}_{n}"
         self.names[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        self.used.add(name)
+        return name
 
     # -- ops ----------------------------------------------------------------------------
     def add(self, kind: str, inputs: list[PortSpec], outputs: list[PortSpec], *,
@@ -281,6 +295,15 @@ class Walk:
                 if found:
                     break
             result.input_axes.append(found)
+
+
+def _base(node: Any) -> str:
+    """The name of the first op made from ``node``: its module's path for a leaf module
+    (``h.0.mlp.c_fc``), else the path and the node's name (``h.0.attn.bmm``)."""
+    path, cls = module_path(node)
+    if path and cls in LEAF_MODULES:
+        return path
+    return f"{path}.{node.name}" if path else node.name
 
 
 def _target_name(node: Any) -> str:

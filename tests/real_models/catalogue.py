@@ -132,6 +132,16 @@ def hf_vit():
     return m, (torch.randn(BATCH, 3, 64, 64),)
 
 
+def deberta():
+    # relative_attention: DeBERTa's disentangled attention (a projected position table,
+    # its scores gathered per query, c2p plus the transposed p2c)
+    m = _hf("DebertaV2Config", "DebertaV2Model", hidden_size=64, num_hidden_layers=1,
+            num_attention_heads=2, intermediate_size=128, vocab_size=100,
+            max_position_embeddings=64, relative_attention=True, position_buckets=8,
+            pos_att_type=["p2c", "c2p"])
+    return m, (_ids(100),)
+
+
 def _image(size: int = 64) -> tuple:
     return (torch.randn(BATCH, 3, size, size, generator=torch.Generator().manual_seed(0)),)
 
@@ -248,7 +258,7 @@ def eager_experts(model: nn.Module):
 MODELS = {
     "gpt2": gpt2, "bert": bert, "distilbert": distilbert, "opt": opt, "llama": llama,
     "mistral": mistral, "qwen2": qwen2, "gemma": gemma, "phi": phi, "mixtral": mixtral,
-    "t5": t5, "whisper": whisper, "vit": hf_vit,
+    "t5": t5, "whisper": whisper, "vit": hf_vit, "deberta": deberta,
     "resnet50": resnet50, "vit_b_16": tv_vit_b_16, "densenet121": densenet121,
     "mobilenet_v3": mobilenet_v3, "efficientnet_b0": efficientnet_b0,
     "convnext_tiny": convnext_tiny, "swin_t": swin_t, "fcn_resnet50": fcn_resnet50,
@@ -256,7 +266,7 @@ MODELS = {
     "unet": unet, "dlrm": dlrm,
 }
 
-LIBRARY = {name: "transformers" for name in list(MODELS)[:13]}
-LIBRARY |= {name: "torchvision" for name in list(MODELS)[13:21]}
+LIBRARY = {name: "transformers" for name in list(MODELS)[:14]}
+LIBRARY |= {name: "torchvision" for name in list(MODELS)[14:22]}
 LIBRARY |= {"regnety": "timm", "mlp_mixer": "timm", "unet": "written here",
             "dlrm": "written here"}
