@@ -193,6 +193,8 @@ def _placeholders(walk: Walk, program: Any, module: Any) -> dict[str, int]:
             view = walk.fresh(shape)
             walk.values[node] = TV(view, [a[0] for a in view], "param", None, canonical)
             walk.param_tvs.setdefault(canonical, walk.values[node])
+            if node.users:
+                walk.read_params.add(canonical)
         elif kind == "USER_INPUT" and hasattr(val, "shape"):
             integer = not val.dtype.is_floating_point
             view = walk.fresh(shape)

@@ -114,6 +114,7 @@ class Walk:
         self.batch_atoms: list[int] = []
         self.inputs: list[Any] = []  # the model's tensor inputs (TVs), in order
         self.param_tvs: dict[str, Any] = {}  # parameter -> its placeholder's TV
+        self.read_params: set[str] = set()  # parameters the program reads (canonical names)
         self.module_out: dict[str, Any] = {}  # module path -> the last value made inside it
         # A parameter torch reads in another op than the IR op holding it (a conv's bias,
         # held by an add after the Conv): placed by the op torch reads it in.
@@ -226,6 +227,13 @@ class Walk:
             raise ModelImportError("the module computes nothing pase can model (no op reads its "
                                "inputs)")
         _check_parameters_unbatched(ops, infos)
+        held = {n for info in infos.values() for n in info.params if n}
+        lost = sorted(self.read_params - held)
+        if lost:  # read only with constants (no activation): said, never silently dropped
+            self.approximated.append(f"{len(lost)} parameter(s) that no op holds, left out of "
+                                     f"the counts ({', '.join(lost[:5])}"
+                                     f"{', ...' if len(lost) > 5 else ''}): each is read only "
+                                     "in a product with constants")
         batch = math.prod(self.atoms.size[a] for a in self.batch_atoms[:1]) if self.batch_atoms else None
         attrs = {"cutoff": 1, "source": "torch.export"}
         if batch:
