@@ -59,7 +59,8 @@ def price(model, opts, p, degrees, cluster, micro, gb, options) -> dict:
         return row
     graph = api.load_graph(model, batch=micro * lay.dp, **opts)
     costs = {"microbatches": lay.microbatches, "zero": str(lay.zero), "recompute": lay.recompute,
-             "precision": lay.precision, "attention": lay.attention}
+             "precision": lay.precision, "attention": lay.attention,
+             "tp_overlap": lay.tp_overlap}
     try:
         plan = api.evaluate(graph, {"strategy": layout_configs(graph, lay),
                                     "variants": layout_variants(graph, lay)}, p, "calibrated",

@@ -7,7 +7,8 @@ sum over ops (:mod:`pase.cost_models.calibrated`):
 - **the exposed gradient sync**: the Problem charges each parameter's sync at the
   overlap tax, as if the backward pass hid it. All syncs together take ``S``
   seconds and the last micro-batch's backward pass leaves a window ``W`` (its
-  compute, less the first layer's, which nothing follows; the earlier micro-batches'
+  compute times ``1 - 1/u`` over ``u`` units, the embedding, the layers and the head:
+  the first unit's gradients leave when nothing follows; the earlier micro-batches'
   gradients are accumulated, not synced); the step pays ``max(0, S - W)`` plus the
   tax on the rest, as ``pase evaluate --layout`` does. The difference is
   ``>= 0``, so the Problem's optimum is a lower bound on every plan's price and
@@ -50,6 +51,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     acts_by_unit: dict[str, float] = {}
     params_by_unit: dict[str, float] = {}
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
+    units_seen: set[str] = set()
     for i, op in enumerate(graph.ops):
         cand = int(c[i])
         maps = problem.variants
@@ -62,9 +64,9 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
         again = f if recompute else 0.0
         compute += m * (f + b + again)
         ctx = bound.context(op)
-        if ctx.unit not in ("pre",):
-            window += b + again  # the last micro-batch's backward hides the syncs
-            forward_window += f  # the next step's first forward hides the refresh
+        units_seen.add(ctx.unit)
+        window += b + again  # the last micro-batch's backward hides the syncs
+        forward_window += f  # the next step's first forward hides the refresh
         parts = _collectives(bound, work)
         critical += m * parts["critical"]
         sync += parts["sync"]
@@ -79,8 +81,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
-    units = max(1, len(acts_by_unit))
-    share = 1 - 1 / units if units > 1 else 1.0
+    share = window_share(len(units_seen))
     exposed_sync = bound.hw.overlapped(sync, window * share) + \
         bound.hw.overlapped(refresh, forward_window * share)
     sync += refresh
@@ -105,6 +106,12 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
                        "recompute_working_set": working, "zero3_gathered": gathered},
             "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
             "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
+
+
+def window_share(units: int) -> float:
+    """The share of a pass that hides the step's syncs, as the layout path has it: all but
+    the first unit's (embedding, layers, head: the last sync leaves when nothing follows)."""
+    return 1 - 1 / units if units > 1 else 1.0
 
 
 def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
@@ -168,8 +175,7 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
     """
     bound = model.bind(graph, problem.devices)
     tax = bound.hw.overlap
-    blocks = {bound.context(op).unit for op in graph.ops} - {"pre", "post"}
-    share = 1 - 1 / len(blocks) if len(blocks) > 1 else 1.0
+    share = window_share(len({bound.context(op).unit for op in graph.ops}))
     out: list[np.ndarray] = []
     cache: dict[tuple, np.ndarray] = {}
     for i, op in enumerate(graph.ops):
@@ -185,11 +191,10 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
                 work = apply_variant(bound.work(op, configs[rows]), *variant)
                 assert isinstance(work, PricedWork)
                 again = work.forward_seconds if variant[1] else 0.0
-                window = 0.0 if bound.context(op).unit == "pre" else \
-                    (work.backward_seconds + again) * share  # the last micro-batch's
+                window = (work.backward_seconds + again) * share  # the last micro-batch's
                 roles = bound.collective_roles(work)
                 sync, refresh = roles["sync"], roles["refresh"]
-                forward = 0.0 if bound.context(op).unit == "pre" else work.forward_seconds * share
+                forward = work.forward_seconds * share
                 slack[rows] = (1 - tax) * (sync - window + refresh - forward)
             cache[key] = slack
         out.append(cache[key])

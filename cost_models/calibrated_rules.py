@@ -62,6 +62,7 @@ from pase.perf.kernels import (
     make_pricer,
     memory_bound_time,
 )
+from pase.perf.layout import experts_of
 from pase.problem import Problem
 from pase.space import ConfigSpace
 from pase.work import op_work
@@ -77,6 +78,7 @@ MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training
 OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
 STATE_BYTES = {"mixed": 16.0, "fp32": 16.0}  # weight + gradient + optimizer state per parameter
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
+MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +112,8 @@ class CalibratedRules(AlphaBetaCostModel):
         tp_overlap: hide an op's own critical-path collectives behind its GEMMs (Megatron-LM's
             --tp-comm-overlap), as ``pase evaluate --layout --tp-overlap on`` does; a
             collective a re-layout on an edge takes over is not hidden. Default False.
+        ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
+            ``pase evaluate --layout --ep-overlap on`` does. Default False.
     """
 
     name = "calibrated"
@@ -117,7 +121,7 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused", tp_overlap: bool = False):
+                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False):
         resolved = get_cluster(cluster)
         if resolved.groups:
             raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
@@ -145,6 +149,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if not isinstance(tp_overlap, (bool, np.bool_)):
             raise OptionError(f"tp_overlap must be true or false, got {tp_overlap!r}")
         self.tp_overlap = bool(tp_overlap)
+        if not isinstance(ep_overlap, (bool, np.bool_)):
+            raise OptionError(f"ep_overlap must be true or false, got {ep_overlap!r}")
+        self.ep_overlap = bool(ep_overlap)
         self.hw: Achieved = achieved(self.cluster.device)
         self.pricer = make_pricer(self.cluster.device, self.hw, precision)
         self.contexts: dict[str, OpContext] = {}
@@ -366,14 +373,83 @@ class CalibratedRules(AlphaBetaCostModel):
             producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
             src_extra=extra_s, dst_extra=extra_d)
         seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, *parts)
-        if extra_s is not None:
-            seconds = seconds + edges.moved_seconds(links, self.p, self.bytes_per_element,
-                                                    output.shape, src, dst, parts)
         full = outer_take(seconds * self.microbatches, src_of, dst_of)
+        exchange = self._exchange(producer, output, src_configs, consumer, input, dst_configs)
+        if exchange is not None:  # the tokens' all-to-all instead of the re-layout
+            mask, a2a = exchange
+            full = np.where(mask, a2a * self.microbatches, full)
+        if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
+            moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
+                                        dst, parts)
+            full = full + outer_take(moved * self.microbatches, src_of, dst_of)
         if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
                 {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
             full = self._hidden(full, producer, src_configs, consumer, dst_configs)
         return full
+
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
+        """The re-layout's key, and what else prices this edge: an expert exchange's
+        roles, and under tp overlap the einsums whose kernels hide it."""
+        key = super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
+        kinds = (producer.kind, consumer.kind)
+        if set(kinds) & set(MOE_EXCHANGE):
+            key = key + (kinds, experts_of(producer), experts_of(consumer),
+                         self.context(consumer).shares_input_gradient,
+                         input is consumer.inputs[0])
+        if self.tp_overlap and "Einsum" in kinds:
+            key = key + (kinds, self.vertex_key(producer, src_configs),
+                         self.vertex_key(consumer, dst_configs))
+        return key
+
+    def _exchange(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
+                  input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Expert parallelism's token exchange on an edge between a dispatch (or combine)
+        and an op that runs the experts: ``(mask, seconds)`` per config pair, or None.
+
+        Where the token side leaves the experts whole and the expert side splits them
+        ``n`` ways over as many ranks as the token side splits the tokens (the tile is
+        the same size), Megatron-LM moves each rank's routed tokens once, by an
+        all-to-all of its buffer over the ``n`` ranks, forward and backward (the
+        layout path's price, :func:`pase.perf.comms.collective_seconds`), not the
+        re-layout's gather. Under ep overlap it hides behind another micro-batch's
+        compute but for the tax (the plan price adds what the layer's compute cannot
+        hide). A later reader of the same buffer (the up projection beside the gate)
+        gets it from the same exchange: nothing more."""
+        if producer.kind == "MoEDispatch" and consumer.kind not in MOE_EXCHANGE and \
+                experts_of(consumer) is not None:
+            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
+                consumer, dst_configs, input, producer, src_configs, output
+        elif consumer.kind == "MoECombine" and producer.kind not in MOE_EXCHANGE and \
+                experts_of(producer) is not None and input is consumer.inputs[0]:
+            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
+                producer, src_configs, output, consumer, dst_configs, input
+        else:
+            return None
+        expert = experts_of(expert_op)
+        e_index = expert_op.dim_names.index(expert)
+        t_index = token_op.dim_names.index(expert) if expert in token_op.dim_names else None
+        n = np.asarray(expert_cfg, dtype=np.int64)[:, e_index]
+        held = np.ones(len(token_cfg), np.int64) if t_index is None else \
+            np.asarray(token_cfg, dtype=np.int64)[:, t_index]
+        # the port's tile on each side: equal sizes mean the tokens were split as the experts are
+        tile_t = np.prod(port_tiles(token_op, token_port, token_cfg), axis=1)
+        tile_e = np.prod(port_tiles(expert_op, port, expert_cfg), axis=1)
+        mask = (held[:, None] == 1) & (n[None, :] > 1) & np.isclose(tile_t[:, None],
+                                                                    tile_e[None, :])
+        if not mask.any():
+            return None
+        if expert_op is consumer and self.context(consumer).shares_input_gradient:
+            a2a = np.zeros(len(expert_cfg))
+        else:
+            nodes, _ = group_topology(expert_op, expert_cfg, [e_index], self.cluster, self.p)
+            a2a = 2 * collective_seconds("all-to-all", tile_e * self.bytes_per_element, n, nodes,
+                                         self.cluster, self.hw)
+            if self.ep_overlap:
+                a2a = self.hw.overlap * a2a
+        seconds = np.broadcast_to(a2a[None, :], mask.shape)
+        # (token side, expert side) as (producer, consumer)
+        return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
 
     def _hidden(self, seconds: np.ndarray, producer: Op, src_configs: np.ndarray,
                 consumer: Op, dst_configs: np.ndarray) -> np.ndarray:

@@ -24,14 +24,19 @@ from pase.perf.layout import Layout, experts_of, op_splits
 from pase.work.variants import owned_weight_indices
 
 
+NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
+
+
 def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
                    ) -> dict[str, dict[str, int]]:
     """``{op: {dim: factor}}`` of ``lay`` (pp = 1) on ``graph`` built at ``micro_batch x dp``;
     dims left unsplit are appended to ``unsplit`` as ``op.dim``."""
     configs = {}
     for op in graph.ops:
-        # the router's softmax and top-k read every expert's score: they hold all experts
-        experts = experts_of(op) if op.kind not in ("Softmax", "TopK") else None
+        # the router's softmax and top-k read every expert's score: they hold all experts;
+        # the dispatch and combine run on each rank's own tokens (the all-to-all is the
+        # re-layout on their edges to the experts)
+        experts = experts_of(op) if op.kind not in NOT_EXPERTS else None
         split = dict(zip(op.dim_names, op_splits(op, replace(lay, ep=1) if experts is None
                                                  else lay)))
         batch = next((d.name for d in op.dims if d.role == "batch"), None)
