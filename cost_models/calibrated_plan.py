@@ -27,11 +27,13 @@ import numpy as np
 
 from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
 from pase.ir import Graph
+from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import placement
 from pase.perf.step import _flop, _sequence, recomputed_units
 from pase.problem import Problem
+from pase.work.mapping import group_topology
 from pase.work.variants import apply_variant
 
 VERSION = 1
@@ -52,6 +54,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     params_by_unit: dict[str, float] = {}
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
     units_seen: set[str] = set()
+    hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
     for i, op in enumerate(graph.ops):
         cand = int(c[i])
         maps = problem.variants
@@ -75,6 +78,8 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
         optimizer += float(bound.optimizer_seconds(work)[0])
         fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
         fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
+        hops = hops_by_unit.setdefault(ctx.unit, np.zeros(3))
+        hops[:] = np.maximum(hops, _bucket_hops(bound, work))
         params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
             float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
         if ctx.unit not in ("pre", "post"):
@@ -85,6 +90,8 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     exposed_sync = bound.hw.overlapped(sync, window * share) + \
         bound.hw.overlapped(refresh, forward_window * share)
     sync += refresh
+    for unit, hops in hops_by_unit.items():
+        by_unit[unit][2:] += hops
     fsdp_exposed = m * _fsdp_correction(by_unit, bound.hw)
     correction = exposed_sync - tax * sync + fsdp_exposed
     step = search + correction
@@ -115,20 +122,44 @@ def window_share(units: int) -> float:
 
 
 def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
-    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged: the
-    first unit's forward gather waits in full; each other unit's forward gather hides
-    behind its forward compute, and each unit's backward gather and reduce-scatter
-    behind its backward compute, but for what does not fit and the tax."""
+    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged, as the
+    layout path has them: the first unit's forward gather waits in full; each later
+    unit's is prefetched behind the forward compute of the unit before it, and each
+    unit's backward gather and reduce-scatter run behind its own backward compute, but
+    for what does not fit and the tax."""
+    rows = list(by_unit.values())
+    if not any(gf + gb + rs for _, _, gf, gb, rs in rows):
+        return 0.0
     exposed = charged = 0.0
-    first = True
-    for f, b, gf, gb, rs in by_unit.values():
-        if gf + gb + rs == 0.0:
-            continue
-        exposed += gf if first else hw.overlapped(gf, f)
+    for i, (_, b, gf, gb, rs) in enumerate(rows):
+        exposed += gf if i == 0 else hw.overlapped(gf, rows[i - 1][0])
         exposed += hw.overlapped(gb + rs, b)
         charged += hw.overlap * (gf + gb + rs)
-        first = False
     return max(0.0, exposed - charged)
+
+
+def _bucket_hops(model: CalibratedRules, work: PricedWork) -> np.ndarray:
+    """ZeRO-3's hop latency of the op's parameter gathers (forward, backward) and gradient
+    reduce-scatter: the Problem prices each parameter's bytes alone (they travel in a
+    bucket); a unit's bucket pays the hops once, as the layout path's one collective
+    per unit does."""
+    out = np.zeros(3)
+    if not any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+               for c in work.collectives):
+        return out
+    slot = {"forward": 0, "backward": 1, "gradient": 2}
+    for c in work.collectives:
+        if c.weight is None or c.phase not in slot:
+            continue
+        dims = list(c.dims)
+        q = np.prod(work.configs[:, dims], axis=1) if dims else np.ones(len(work.configs), np.int64)
+        nodes, _ = group_topology(work.op, work.configs, dims, model.cluster, model.p)
+        with_hops = collective_seconds(c.kind, np.broadcast_to(c.nbytes, q.shape), q, nodes,
+                                       model.cluster, model.hw, latency=True)
+        alone = collective_seconds(c.kind, np.broadcast_to(c.nbytes, q.shape), q, nodes,
+                                   model.cluster, model.hw, latency=False)
+        out[slot[c.phase]] = max(out[slot[c.phase]], float((with_hops - alone)[0]))
+    return out
 
 
 def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:

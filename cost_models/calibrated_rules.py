@@ -456,13 +456,17 @@ class CalibratedRules(AlphaBetaCostModel):
         """tp overlap on an edge beside a GEMM (sequence parallelism's reduce-scatter after
         a row-parallel einsum, its all-gather before a column-parallel one, the partial
         sums a re-layout reduces): hidden behind the einsum's kernels, as pase.perf.step
-        hides them (two GEMMs forward, the backward's own)."""
-        budget = np.zeros(seconds.shape)
-        if producer.kind == "Einsum":
-            budget = budget + 2 * self.work(producer, src_configs).forward_seconds[:, None]
-        if consumer.kind == "Einsum":
-            budget = budget + self.work(consumer, dst_configs).backward_seconds[None, :]
-        return self.hw.overlapped(seconds, budget * self.microbatches)
+        hides them: each direction's half behind the einsum's kernels that way (two GEMMs
+        forward, the backward's own)."""
+        forward, backward = np.zeros(seconds.shape), np.zeros(seconds.shape)
+        for op, configs, axis in ((producer, src_configs, 0), (consumer, dst_configs, 1)):
+            if op.kind == "Einsum":
+                work = self.work(op, configs)
+                forward = forward + np.expand_dims(2 * work.forward_seconds, 1 - axis)
+                backward = backward + np.expand_dims(work.backward_seconds, 1 - axis)
+        m = self.microbatches
+        return self.hw.overlapped(seconds / 2, forward * m) + \
+            self.hw.overlapped(seconds / 2, backward * m)
 
 
 def recomputes(work: PricedWork) -> np.ndarray:
