@@ -54,8 +54,8 @@ def price(model, opts, p, degrees, cluster, micro, gb, options) -> dict:
     lay = make_layout(degrees, devices=p, micro_batch=micro, global_batch=gb, **options)
     est = evaluate_layout(api.load_graph(model, batch=micro, **opts), cluster, lay)
     row = {"layout": est, "plan": None, "why": ""}
-    if lay.pp > 1 or lay.cp > 1:
-        row["why"] = "pp > 1" if lay.pp > 1 else "cp > 1"
+    if lay.pp > 1:
+        row["why"] = "pp > 1"
         return row
     graph = api.load_graph(model, batch=micro * lay.dp, **opts)
     costs = {"microbatches": lay.microbatches, "zero": str(lay.zero), "recompute": lay.recompute,

@@ -48,56 +48,15 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     bound = model.bind(graph, problem.devices)
     m = bound.microbatches
     tax = bound.hw.overlap
-    compute = critical = sync = gathers = optimizer = 0.0
-    window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
-    acts_by_unit: dict[str, float] = {}
-    params_by_unit: dict[str, float] = {}
-    by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
-    units_seen: set[str] = set()
-    hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
-    for i, op in enumerate(graph.ops):
-        cand = int(c[i])
-        maps = problem.variants
-        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
-        configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
-        base = bound.work(op, configs)
-        work = apply_variant(base, zero, recompute)
-        assert isinstance(work, PricedWork)
-        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-        again = f if recompute else 0.0
-        compute += m * (f + b + again)
-        ctx = bound.context(op)
-        units_seen.add(ctx.unit)
-        window += b + again  # the last micro-batch's backward hides the syncs
-        forward_window += f  # the next step's first forward hides the refresh
-        parts = _collectives(bound, work)
-        critical += m * parts["critical"]
-        sync += parts["sync"]
-        refresh += parts["refresh"]
-        gathers += m * parts["gathers"]
-        optimizer += float(bound.optimizer_seconds(work)[0])
-        fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
-        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
-        hops = hops_by_unit.setdefault(ctx.unit, np.zeros(3))
-        hops[:] = np.maximum(hops, _bucket_hops(bound, work))
-        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
-            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
-        if ctx.unit not in ("pre", "post"):
-            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    t = tally(graph, bound, problem, c, range(len(graph.ops)))
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
-    share = window_share(len(units_seen))
-    exposed_sync = bound.hw.overlapped(sync, window * share) + \
-        bound.hw.overlapped(refresh, forward_window * share)
-    sync += refresh
-    for unit, hops in hops_by_unit.items():
-        by_unit[unit][2:] += hops
-    fsdp_exposed = m * _fsdp_correction(by_unit, bound.hw)
-    correction = exposed_sync - tax * sync + fsdp_exposed
+    exposed_sync = t["exposed_sync"]
+    fsdp_exposed = m * t["fsdp_exposed"]
+    correction = exposed_sync - tax * t["sync"] + fsdp_exposed
     step = search + correction
     mem = problem.memory_of(choice) if problem.memory is not None else 0.0
-    working = max(acts_by_unit.values(), default=0.0) if bound.recompute_mode == "full" else 0.0
-    gathered = max(params_by_unit.values(), default=0.0) * 3.0  # 2 weight copies + gradient
+    working, gathered = t["working"], t["gathered"]
     memory = mem + working + gathered
     model_flop, hardware_flop = _model_flop(graph, bound, m)
     peak = bound.pricer.top_flops * problem.devices
@@ -107,12 +66,72 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
             "tokens_per_second": tokens / step, "mfu": model_flop / (step * peak),
             "hfu": hardware_flop / (step * peak), "memory_bytes": memory,
             "fits_memory": bool(memory <= cap), "device_memory_bytes": cap,
-            "breakdown": {"compute": compute, "communication": critical + edges + tax * gathers
-                          + exposed_sync + fsdp_exposed, "bubble": 0.0, "optimizer": optimizer},
+            "breakdown": {"compute": m * t["compute"], "communication": m * t["critical"] + edges
+                          + m * tax * t["gathers"] + exposed_sync + fsdp_exposed,
+                          "bubble": 0.0, "optimizer": t["optimizer"]},
             "memory": {"total": memory, "states_and_activations": mem,
                        "recompute_working_set": working, "zero3_gathered": gathered},
             "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
             "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
+
+
+def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+          indices) -> dict[str, float]:
+    """The terms of ops ``indices`` (a plan's, or one pipeline stage's) at choice ``c``:
+    per micro-batch ``compute`` (kernels, recomputation included), ``critical``
+    collectives, ZeRO-3's ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond
+    the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
+    ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
+    ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights."""
+    compute = critical = sync = gathers = optimizer = states = activations = 0.0
+    window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
+    acts_by_unit: dict[str, float] = {}
+    params_by_unit: dict[str, float] = {}
+    by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
+    hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
+    maps = problem.variants
+    for i in indices:
+        op = graph.ops[i]
+        cand = int(c[i])
+        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
+        configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
+        base = bound.work(op, configs)
+        work = apply_variant(base, zero, recompute)
+        assert isinstance(work, PricedWork)
+        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+        again = f if recompute else 0.0
+        compute += f + b + again
+        ctx = bound.context(op)
+        window += b + again  # the last micro-batch's backward hides the syncs
+        forward_window += f  # the next step's first forward hides the refresh
+        parts = _collectives(bound, work)
+        critical += parts["critical"]
+        sync += parts["sync"]
+        refresh += parts["refresh"]
+        gathers += parts["gathers"]
+        optimizer += float(bound.optimizer_seconds(work)[0])
+        states += float(work.state_bytes[0])
+        activations += float(bound.kept_activation_bytes(work)[0])
+        fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
+        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
+        hops = hops_by_unit.setdefault(ctx.unit, np.zeros(3))
+        hops[:] = np.maximum(hops, _bucket_hops(bound, work))
+        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
+            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
+        if ctx.unit not in ("pre", "post"):
+            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    share = window_share(len(by_unit))
+    exposed_sync = bound.hw.overlapped(sync, window * share) + \
+        bound.hw.overlapped(refresh, forward_window * share)
+    for unit, hops in hops_by_unit.items():
+        by_unit[unit][2:] += hops
+    return {"compute": compute, "critical": critical, "gathers": gathers,
+            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
+            "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
+            "activations": activations,
+            "working": max(acts_by_unit.values(), default=0.0)
+            if bound.recompute_mode == "full" else 0.0,
+            "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
 
 
 def window_share(units: int) -> float:
@@ -189,7 +208,7 @@ def _samples(graph: Graph, m: int) -> float:
     return float(m)
 
 
-__all__ = ["price_plan"]
+__all__ = ["price_plan", "tally"]
 
 
 def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:

@@ -233,7 +233,7 @@ class CalibratedRules(AlphaBetaCostModel):
                       or c.weight in owned)
         if self.context(op).shares_input_gradient:
             colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
-        return colls
+        return merged_syncs(colls)
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
                  ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
@@ -378,6 +378,10 @@ class CalibratedRules(AlphaBetaCostModel):
         if exchange is not None:  # the tokens' all-to-all instead of the re-layout
             mask, a2a = exchange
             full = np.where(mask, a2a * self.microbatches, full)
+        ring = self._ring(producer, output, src_configs, consumer, input, dst_configs)
+        if ring is not None:  # context parallelism's key/value ring instead of the re-layout
+            mask, sends = ring
+            full = np.where(mask, sends * self.microbatches, full)
         if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
             moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
                                         dst, parts)
@@ -397,6 +401,9 @@ class CalibratedRules(AlphaBetaCostModel):
             key = key + (kinds, experts_of(producer), experts_of(consumer),
                          self.context(consumer).shares_input_gradient,
                          input is consumer.inputs[0])
+        role = self.context(consumer).attention
+        if role is not None and input is not consumer.inputs[0]:  # keys or values: a ring
+            key = key + (role, self.vertex_key(consumer, dst_configs))
         if self.tp_overlap and "Einsum" in kinds:
             key = key + (kinds, self.vertex_key(producer, src_configs),
                          self.vertex_key(consumer, dst_configs))
@@ -451,6 +458,47 @@ class CalibratedRules(AlphaBetaCostModel):
         # (token side, expert side) as (producer, consumer)
         return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
 
+    def _ring(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
+              input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Context parallelism's key/value ring on an edge into a fused attention:
+        ``(mask, seconds)`` per config pair, or None.
+
+        Where the producer splits the keys' (values') sequence ``n`` ways and the attention
+        reads them whole, with every other axis split alike, ring attention (Megatron-LM's
+        context parallelism) passes one rank's chunk of keys and values to the next rank
+        ``n - 1`` times, each step hidden behind one block of the attention kernel (its
+        backward sends twice the bytes), as the layout path prices it. The keys' edge into
+        the scores op carries both tensors' ring; the values' edge into the context product
+        (priced by the same fused kernel) nothing more."""
+        role = self.context(consumer).attention
+        if role is None or input is consumer.inputs[0] or len(output.shape) != len(input.shape):
+            return None
+        src_tiles = port_tiles(producer, output, src_configs).astype(np.float64)
+        dst_tiles = port_tiles(consumer, input, dst_configs).astype(np.float64)
+        seq = next((i for i, names in enumerate(input.dims) if any(
+            consumer.dims[consumer.dim_names.index(n)].role == "sequence" for n in names)), None)
+        if seq is None:
+            return None
+        ratio = dst_tiles[None, :, :] / src_tiles[:, None, :]  # (Ks, Kd, axes)
+        n = np.rint(ratio[:, :, seq]).astype(np.int64)
+        others = np.delete(ratio, seq, axis=2)
+        mask = (n > 1) & np.isclose(ratio[:, :, seq], n) & np.all(np.isclose(others, 1.0), axis=2)
+        if not mask.any():
+            return None
+        if role != "scores":
+            return mask, np.zeros(mask.shape)
+        seq_dims = [producer.dim_names.index(name) for name in output.dims[seq]]
+        nodes, _ = group_topology(producer, src_configs, seq_dims, self.cluster, self.p)
+        chunk = 2 * np.prod(src_tiles, axis=1) * self.bytes_per_element  # keys and values
+        work = self.work(consumer, dst_configs)
+        step = collective_seconds("send", np.broadcast_to(chunk[:, None], n.shape), n,
+                                  np.broadcast_to(nodes[:, None], n.shape), self.cluster, self.hw)
+        steps = np.maximum(n - 1, 0)
+        hide = self.hw.overlapped
+        seconds = steps * (hide(step, work.forward_seconds[None, :] / np.maximum(n, 1))
+                           + hide(2 * step, work.backward_seconds[None, :] / np.maximum(n, 1)))
+        return mask, np.where(mask, seconds, 0.0)
+
     def _hidden(self, seconds: np.ndarray, producer: Op, src_configs: np.ndarray,
                 consumer: Op, dst_configs: np.ndarray) -> np.ndarray:
         """tp overlap on an edge beside a GEMM (sequence parallelism's reduce-scatter after
@@ -467,6 +515,27 @@ class CalibratedRules(AlphaBetaCostModel):
         m = self.microbatches
         return self.hw.overlapped(seconds / 2, forward * m) + \
             self.hw.overlapped(seconds / 2, backward * m)
+
+
+def merged_syncs(collectives: tuple) -> tuple:
+    """A weight's gradient all-reduces over several replicated dims (data and context
+    parallel ranks) as one all-reduce over all of them: Megatron-LM and FSDP sync a
+    gradient over the whole data-parallel group at once (its dp x cp ranks), as the
+    ZeRO collectives and the layout path do, not one dim's group after another."""
+    first: dict[tuple, int] = {}
+    out: list = []
+    for c in collectives:
+        if c.phase != "gradient" or c.kind != "all-reduce" or c.weight is None:
+            out.append(c)
+            continue
+        key = (c.weight, c.label)
+        if key not in first:
+            first[key] = len(out)
+            out.append(c)
+            continue
+        i = first[key]
+        out[i] = dataclasses.replace(out[i], dims=tuple(sorted(set(out[i].dims) | set(c.dims))))
+    return tuple(out)
 
 
 def recomputes(work: PricedWork) -> np.ndarray:
