@@ -51,6 +51,14 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
     return configs
 
 
+def plan_cost_options(lay: Layout) -> dict[str, object]:
+    """The calibrated model's options that price ``lay``'s plan as the layout path prices
+    the layout (micro-batches, ZeRO, recomputation, precision, attention, overlaps)."""
+    return {"microbatches": lay.microbatches, "zero": str(lay.zero), "recompute": lay.recompute,
+            "precision": lay.precision, "attention": lay.attention,
+            "tp_overlap": lay.tp_overlap, "ep_overlap": lay.ep_overlap}
+
+
 def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
     """``{op: {"zero": Z, "recompute": R}}`` of ``lay``: its ZeRO stage on every op that
     holds parameters, and recomputation by its rule (:func:`recomputed`)."""
@@ -62,3 +70,45 @@ def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
         if zero or again:
             out[op.name] = {"zero": zero, "recompute": again}
     return out
+
+
+def layout_pipeline(graph: Graph, lay: Layout, model: str,
+                    model_options: dict | None = None, cost_options: dict | None = None):
+    """A pipeline layout (pp > 1) as a pipeline plan (:class:`pase.pipeline.PipelinePlan`,
+    the format ``pase solve --pipeline`` writes): ``pp`` stages of ``tp x cp x dp`` devices
+    each, stage ``s`` on ranks ``s d .. (s + 1) d - 1`` (Megatron-LM's rank order puts the
+    pipeline outermost), each holding the ops :func:`pase.perf.pipeline.placement` gives
+    it with the splits of :func:`layout_configs` on its own mesh; ``graph`` is built at
+    ``micro_batch x dp`` (one micro-batch of every data-parallel rank), the plan's batch
+    is the global batch in ``lay.microbatches`` micro-batches. The stage times and memory
+    are left 0 until the plan is priced (:func:`pase.cost_models.calibrated_pipeline.
+    price_pipeline`). Interleaved schedules (a stage holding several chunks) are refused:
+    the plan format has one op range per stage."""
+    from pase.errors import OptionError
+    from pase.perf.pipeline import in_flight, placement
+    from pase.pipeline.plan import PipelinePlan, PipelineStage
+
+    if lay.schedule == "interleaved":
+        raise OptionError("an interleaved pipeline (a stage holding several chunks) is not a "
+                          "pipeline plan yet: the plan format has one op range per stage")
+    stages, _, _ = placement(graph, lay)
+    cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
+                    if k != "microbatches"}  # the plan's own count
+    configs = layout_configs(graph, lay)
+    variants = layout_variants(graph, lay)
+    names = [op.name for op in graph.ops]
+    d = lay.devices // lay.pp
+    out = []
+    for s in range(lay.pp):
+        idx = [i for i, st in enumerate(stages) if st == s]
+        first, end = idx[0], idx[-1] + 1
+        if idx != list(range(first, end)):
+            raise OptionError(f"stage {s} of the layout is not one range of ops")
+        ops = names[first:end]
+        out.append(PipelineStage((ops[0], ops[-1]), (first, end), (s * d, (s + 1) * d),
+                                 int(in_flight(lay, s)), 0.0, 0.0,
+                                 {op: configs[op] for op in ops if configs[op]},
+                                 {op: variants[op] for op in ops if op in variants}))
+    return PipelinePlan(model, lay.devices, lay.global_batch, lay.microbatches, lay.schedule, out,
+                        [0.0] * (lay.pp - 1), 0.0, "layout", dict(model_options or {}),
+                        dict(cost_options or {}), None, {}, "calibrated")
