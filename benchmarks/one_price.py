@@ -23,9 +23,9 @@ from pathlib import Path
 from provenance import stamp
 
 from pase import api
+from pase.cost_models.calibrated_pipeline import price_pipeline
 from pase.errors import PaseError
 from pase.perf import evaluate_layout, make_layout
-from pase.cost_models.calibrated_pipeline import price_pipeline
 from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
 
 GPT2 = {"layers": 2, "vocab": 50304}  # a vocabulary tp divides, as Megatron-LM pads it

@@ -52,7 +52,7 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
                  schedule=plan.schedule.split(":")[0], virtual=1)
     times, once, sends_by_stage, tallies, priced = [], [], [], [], []
     bound = None
-    for s, st in enumerate(plan.stages):
+    for st in plan.stages:
         model = stage_cost_model({**costs, "cluster": cluster, "microbatches": m}, m, "calibrated")
         model.once_share = 1.0  # the terms are tallied here, not summed from the Problem
         built = api.build_problem(graph, st.devices, model, variants=st.variants or None)

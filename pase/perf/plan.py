@@ -23,7 +23,6 @@ from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
 from pase.work.variants import owned_weight_indices
 
-
 NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
 
 
