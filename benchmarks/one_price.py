@@ -53,6 +53,7 @@ ROWS = [
     # the grid: grouped-query attention, context, expert and pipeline parallelism with
     # ZeRO and recomputation (tests/test_one_price_grid.py checks these within 2%)
     ("llama3.1-8b", LLAMA, 16, "tp=4,dp=4", "h100-sxm", 1, 16, {}),
+    ("llama3.1-8b", LLAMA, 16, "tp=8,dp=2", "h100-sxm", 1, 8, {"zero": 2, "recompute": "full"}),
     ("llama3.1-8b", LLAMA, 16, "tp=8,dp=2", "h100-sxm", 1, 8,
      {"zero": 2, "recompute": "full", "sequence_parallel": True}),
     ("llama3.1-8b", LLAMA, 16, "tp=1,cp=2,dp=8", "h100-sxm", 1, 16, {"zero": 1}),
@@ -127,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.process_time()
     rows = [(spec, price(*spec)) for spec in ROWS]
     text = table(rows)
-    ratios = [r["plan"]["step_seconds"] / r["layout"].step_seconds for _, r in rows if r["plan"]]
-    within = sum(abs(x - 1) <= 0.02 for x in ratios)
-    summary = (f"{len(ratios)} rows priced both ways: step within 2% on {within}, worst "
-               f"{max(abs(x - 1) for x in ratios):.1%}; {len(rows) - len(ratios)} rows by the "
-               f"layout path only; {time.process_time() - start:.0f} CPU s")
+    ratios = [(r["plan"]["step_seconds"] / r["layout"].step_seconds,
+               r["plan"]["memory_bytes"] / r["layout"].memory_bytes) for _, r in rows if r["plan"]]
+    within = sum(abs(x - 1) <= 0.02 and abs(y - 1) <= 0.02 for x, y in ratios)
+    summary = (f"{len(ratios)} rows priced both ways: step and memory within 2% on {within}, "
+               f"worst step {max(abs(x - 1) for x, _ in ratios):.1%}, worst memory "
+               f"{max(abs(y - 1) for _, y in ratios):.1%}; {len(rows) - len(ratios)} rows by "
+               f"the layout path only; {time.process_time() - start:.0f} CPU s")
     print(text + "\n\n" + summary)
     if args.write:
         path = Path(__file__).parent / "results" / "one_price.md"

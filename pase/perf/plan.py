@@ -4,12 +4,18 @@
 split (``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them,
 ``dp`` on the batch) for a graph built at the micro-batch of every data-parallel
 rank together (``micro_batch x dp``). Under expert parallelism an op that runs the
-experts (their MLPs, dispatch and combine) splits its experts ``ep`` ways and its
-batch ``dp / ep`` ways: each rank runs its experts on the tokens of the ``ep`` ranks
-of its group, as the layout pricing has it; a router holds every expert; and :func:`layout_variants` each op's ZeRO
-stage and recomputation flag. The calibrated cost model prices that plan with the
-same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
-two prices are checked against each other, and ``pase view --layout`` draws it.
+experts (their MLPs) splits its experts ``ep`` ways and its batch ``dp / ep`` ways: each
+rank runs its experts on the tokens of the ``ep`` ranks of its group, as the layout
+pricing has it; the dispatch and the combine run on each rank's own tokens (batch split
+``dp`` ways, every expert), so the edges between them and the experts are the token
+exchange the calibrated model prices as Megatron-LM's all-to-all; a router holds every
+expert. :func:`layout_variants` gives each op's ZeRO stage and recomputation flag and
+:func:`plan_cost_options` the cost options. The calibrated cost model prices that plan
+with the same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
+two prices are checked against each other, and ``pase view --layout`` draws it. A
+pipeline layout (pp > 1) is a pipeline plan (:func:`layout_pipeline`, the format
+``pase solve --pipeline`` writes), priced by
+:func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
 
 A dim whose size the split does not divide (a vocabulary Megatron-LM pads) is left
 unsplit and reported: pase's tiles are exact.
