@@ -68,6 +68,12 @@ SLOW = [
     ("mixtral-8x7b", L2, 8, "tp=1,dp=8,ep=8", A100, 1, 16, {}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=4", A100, 1, 16, {"zero": 1}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=8", A100, 1, 8, {"zero": 3}),
+    pytest.param(("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", A100, 1, 16,
+                  {"recompute": "full"}),
+                 marks=pytest.mark.xfail(strict=True, reason=(
+                     "step 1.024: the plan's stages are contiguous ranks (Megatron-LM puts "
+                     "the pipeline outermost), so its sends cross nodes; the layout path "
+                     "puts neighbouring stages tp x cp ranks apart, inside a node"))),
 ]
 
 
