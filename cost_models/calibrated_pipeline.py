@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from pase.cluster import get_cluster
-from pase.cost_models.calibrated_plan import VERSION, _model_flop, _sequence, tally
+from pase.cost_models.calibrated_plan import (
+    VERSION,
+    _model_flop,
+    _sequence,
+    exposed_exchange,
+    tally,
+)
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.comms import collective_seconds, group_nodes
@@ -66,6 +72,7 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
         sends = _received(graph, bound, first, end, st.devices, whole)
         tax = bound.hw.overlap
         time = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
+            + exposed_exchange(graph, bound, built.problem, c, t, range(first, end)) \
             + 2 * sum(sends)
         times.append(time)
         sends_by_stage.append(sends)

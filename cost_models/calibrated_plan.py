@@ -52,7 +52,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
     exposed_sync = t["exposed_sync"]
-    fsdp_exposed = m * t["fsdp_exposed"]
+    fsdp_exposed = m * t["fsdp_exposed"] + m * exposed_exchange(graph, bound, problem, c, t)
     correction = exposed_sync - tax * t["sync"] + fsdp_exposed
     step = search + correction
     mem = problem.memory_of(choice) if problem.memory is not None else 0.0
@@ -125,13 +125,42 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         bound.hw.overlapped(refresh, forward_window * share)
     for unit, hops in hops_by_unit.items():
         by_unit[unit][2:] += hops
-    return {"compute": compute, "critical": critical, "gathers": gathers,
+    return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
+            "compute": compute, "critical": critical, "gathers": gathers,
             "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
             "activations": activations,
             "working": max(acts_by_unit.values(), default=0.0)
             if bound.recompute_mode == "full" else 0.0,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
+
+
+def exposed_exchange(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+                     t: dict, ops: range | None = None) -> float:
+    """Under ep overlap, what a layer's expert all-to-alls add per micro-batch beyond the
+    tax their edges were charged: each way, the part their layer's compute (another
+    micro-batch's, as the layout path has it) cannot hide; ``ops``: only the exchanges
+    between these ops (a pipeline stage's)."""
+    if not bound.ep_overlap:
+        return 0.0
+    per_unit: dict[str, float] = {}
+    for conn in graph.connections:
+        u, v = graph.index(conn.src), graph.index(conn.dst)
+        if ops is not None and (u not in ops or v not in ops):
+            continue
+        producer, consumer = graph.ops[u], graph.ops[v]
+        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
+        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
+        got = bound._exchange(producer, producer.outputs[conn.src_output], src, consumer,
+                              consumer.inputs[conn.dst_input], dst, hidden=False)
+        if got is not None and got[0][0, 0]:
+            unit = bound.context(consumer).unit
+            per_unit[unit] = per_unit.get(unit, 0.0) + float(got[1][0, 0]) / 2  # one way
+    out = 0.0
+    for unit, a2a in per_unit.items():
+        forward, backward = t["by_unit"].get(unit, (0.0, 0.0))
+        out += (1 - bound.hw.overlap) * (max(0.0, a2a - forward) + max(0.0, a2a - backward))
+    return out
 
 
 def window_share(units: int) -> float:
@@ -208,7 +237,7 @@ def _samples(graph: Graph, m: int) -> float:
     return float(m)
 
 
-__all__ = ["price_plan", "tally"]
+__all__ = ["exposed_exchange", "price_plan", "tally"]
 
 
 def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:

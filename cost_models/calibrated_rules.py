@@ -410,7 +410,8 @@ class CalibratedRules(AlphaBetaCostModel):
         return key
 
     def _exchange(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
-                  input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                  input: Port, dst_configs: np.ndarray, hidden: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
         """Expert parallelism's token exchange on an edge between a dispatch (or combine)
         and an op that runs the experts: ``(mask, seconds)`` per config pair, or None.
 
@@ -420,8 +421,8 @@ class CalibratedRules(AlphaBetaCostModel):
         all-to-all of its buffer over the ``n`` ranks, forward and backward (the
         layout path's price, :func:`pase.perf.comms.collective_seconds`), not the
         re-layout's gather. Under ep overlap it hides behind another micro-batch's
-        compute but for the tax (the plan price adds what the layer's compute cannot
-        hide). A later reader of the same buffer (the up projection beside the gate)
+        compute but for the tax (``hidden``; the plan price adds what the layer's compute
+        cannot hide). A later reader of the same buffer (the up projection beside the gate)
         gets it from the same exchange: nothing more."""
         if producer.kind == "MoEDispatch" and consumer.kind not in MOE_EXCHANGE and \
                 experts_of(consumer) is not None:
@@ -452,7 +453,7 @@ class CalibratedRules(AlphaBetaCostModel):
             nodes, _ = group_topology(expert_op, expert_cfg, [e_index], self.cluster, self.p)
             a2a = 2 * collective_seconds("all-to-all", tile_e * self.bytes_per_element, n, nodes,
                                          self.cluster, self.hw)
-            if self.ep_overlap:
+            if self.ep_overlap and hidden:
                 a2a = self.hw.overlap * a2a
         seconds = np.broadcast_to(a2a[None, :], mask.shape)
         # (token side, expert side) as (producer, consumer)

@@ -68,6 +68,9 @@ SLOW = [
     ("mixtral-8x7b", L2, 8, "tp=1,dp=8,ep=8", A100, 1, 16, {}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=4", A100, 1, 16, {"zero": 1}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=8", A100, 1, 8, {"zero": 3}),
+    ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=2,dp=8,ep=8", "dgx-a100", 1, 16, {}),
+    ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=2,dp=8,ep=8", "dgx-a100", 1, 16,
+     {"ep_overlap": "off"}),
     pytest.param(("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", A100, 1, 16,
                   {"recompute": "full"}),
                  marks=pytest.mark.xfail(strict=True, reason=(
@@ -173,3 +176,33 @@ def test_evaluate_prices_a_pipeline_layouts_plan(capsys, tmp_path):
     plan = json.loads(capsys.readouterr().out)
     assert plan["step_seconds"] == pytest.approx(layout["step_seconds"], rel=0.02)
     assert plan["memory_bytes"] == pytest.approx(layout["memory_bytes"], rel=0.02)
+
+
+def test_ep_overlap_moves_the_plan_as_it_moves_the_layout():
+    """Two micro-batches, ep = 8 over two nodes: hiding the all-to-alls behind the other
+    micro-batch's compute shortens both prices, by about as much."""
+    row = ("mixtral-8x7b", {"layers": 1, "seq": 256}, 16, "tp=2,dp=8,ep=8", "dgx-a100", 1, 16)
+    on = both_prices(*row, {"ep_overlap": "on"})
+    off = both_prices(*row, {"ep_overlap": "off"})
+    assert on[0] < off[0] and on[2] < off[2]
+    assert (off[2] - on[2]) == pytest.approx(off[0] - on[0], rel=0.05)
+
+
+def test_an_exchange_no_compute_hides_is_charged_in_full():
+    """What ep overlap cannot hide behind the layer's compute is added to the plan's price:
+    with no compute at all, everything but the tax the edges were charged."""
+    from pase.cost_models.calibrated_plan import exposed_exchange
+
+    graph = api.load_graph("mixtral-8x7b", batch=8, layers=1, seq=256)
+    lay = make_layout("tp=1,dp=8,ep=8", devices=8, micro_batch=1, global_batch=16)
+    configs = layout_configs(graph, lay)
+    built = api.build_problem(graph, 8, "calibrated", cluster=A100,
+                              cost_options={"microbatches": 2, "ep_overlap": True})
+    c = np.asarray(api.choice_of(built, configs))
+    bound = built.cost_model.bind(graph, 8)
+    idle = {"by_unit": {"layers0": (0.0, 0.0)}}
+    x, _, cap, e = graph.op("layers0.moe.dispatch").outputs[0].shape
+    one_way = 2 * collective_seconds("all-to-all", x * cap * e * 2.0, 8, 1, bound.cluster,
+                                     achieved(bound.cluster.device))  # dispatch and combine
+    got = exposed_exchange(graph, bound, built.problem, c, idle)
+    assert got == pytest.approx((1 - bound.hw.overlap) * 2 * one_way, rel=1e-9)
