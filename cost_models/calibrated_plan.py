@@ -7,7 +7,8 @@ sum over ops (:mod:`pase.cost_models.calibrated`):
 - **the exposed gradient sync**: the Problem charges each parameter's sync at the
   overlap tax, as if the backward pass hid it. All syncs together take ``S``
   seconds and the last micro-batch's backward pass leaves a window ``W`` (its
-  compute, less the first layer's, which nothing follows; the earlier micro-batches'
+  compute times ``1 - 1/u`` over ``u`` units, the embedding, the layers and the head:
+  the first unit's gradients leave when nothing follows; the earlier micro-batches'
   gradients are accumulated, not synced); the step pays ``max(0, S - W)`` plus the
   tax on the rest, as ``pase evaluate --layout`` does. The difference is
   ``>= 0``, so the Problem's optimum is a lower bound on every plan's price and
@@ -26,11 +27,13 @@ import numpy as np
 
 from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
 from pase.ir import Graph
+from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import placement
 from pase.perf.step import _flop, _sequence, recomputed_units
 from pase.problem import Problem
+from pase.work.mapping import group_topology
 from pase.work.variants import apply_variant
 
 VERSION = 1
@@ -45,51 +48,15 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     bound = model.bind(graph, problem.devices)
     m = bound.microbatches
     tax = bound.hw.overlap
-    compute = critical = sync = gathers = optimizer = 0.0
-    window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
-    acts_by_unit: dict[str, float] = {}
-    params_by_unit: dict[str, float] = {}
-    by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
-    for i, op in enumerate(graph.ops):
-        cand = int(c[i])
-        maps = problem.variants
-        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
-        configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
-        base = bound.work(op, configs)
-        work = apply_variant(base, zero, recompute)
-        assert isinstance(work, PricedWork)
-        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-        again = f if recompute else 0.0
-        compute += m * (f + b + again)
-        ctx = bound.context(op)
-        if ctx.unit not in ("pre",):
-            window += b + again  # the last micro-batch's backward hides the syncs
-            forward_window += f  # the next step's first forward hides the refresh
-        parts = _collectives(bound, work)
-        critical += m * parts["critical"]
-        sync += parts["sync"]
-        refresh += parts["refresh"]
-        gathers += m * parts["gathers"]
-        optimizer += float(bound.optimizer_seconds(work)[0])
-        fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
-        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
-        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
-            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
-        if ctx.unit not in ("pre", "post"):
-            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    t = tally(graph, bound, problem, c, range(len(graph.ops)))
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
-    units = max(1, len(acts_by_unit))
-    share = 1 - 1 / units if units > 1 else 1.0
-    exposed_sync = bound.hw.overlapped(sync, window * share) + \
-        bound.hw.overlapped(refresh, forward_window * share)
-    sync += refresh
-    fsdp_exposed = m * _fsdp_correction(by_unit, bound.hw)
-    correction = exposed_sync - tax * sync + fsdp_exposed
+    exposed_sync = t["exposed_sync"]
+    fsdp_exposed = m * t["fsdp_exposed"] + m * exposed_exchange(graph, bound, problem, c, t)
+    correction = exposed_sync - tax * t["sync"] + fsdp_exposed
     step = search + correction
     mem = problem.memory_of(choice) if problem.memory is not None else 0.0
-    working = max(acts_by_unit.values(), default=0.0) if bound.recompute_mode == "full" else 0.0
-    gathered = max(params_by_unit.values(), default=0.0) * 3.0  # 2 weight copies + gradient
+    working, gathered = t["working"], t["gathered"]
     memory = mem + working + gathered
     model_flop, hardware_flop = _model_flop(graph, bound, m)
     peak = bound.pricer.top_flops * problem.devices
@@ -99,29 +66,148 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
             "tokens_per_second": tokens / step, "mfu": model_flop / (step * peak),
             "hfu": hardware_flop / (step * peak), "memory_bytes": memory,
             "fits_memory": bool(memory <= cap), "device_memory_bytes": cap,
-            "breakdown": {"compute": compute, "communication": critical + edges + tax * gathers
-                          + exposed_sync + fsdp_exposed, "bubble": 0.0, "optimizer": optimizer},
+            "breakdown": {"compute": m * t["compute"], "communication": m * t["critical"] + edges
+                          + m * tax * t["gathers"] + exposed_sync + fsdp_exposed,
+                          "bubble": 0.0, "optimizer": t["optimizer"]},
             "memory": {"total": memory, "states_and_activations": mem,
                        "recompute_working_set": working, "zero3_gathered": gathered},
             "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
             "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
 
 
-def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
-    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged: the
-    first unit's forward gather waits in full; each other unit's forward gather hides
-    behind its forward compute, and each unit's backward gather and reduce-scatter
-    behind its backward compute, but for what does not fit and the tax."""
-    exposed = charged = 0.0
-    first = True
-    for f, b, gf, gb, rs in by_unit.values():
-        if gf + gb + rs == 0.0:
+def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+          indices) -> dict[str, float]:
+    """The terms of ops ``indices`` (a plan's, or one pipeline stage's) at choice ``c``:
+    per micro-batch ``compute`` (kernels, recomputation included), ``critical``
+    collectives, ZeRO-3's ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond
+    the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
+    ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
+    ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights."""
+    compute = critical = sync = gathers = optimizer = states = activations = 0.0
+    window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
+    acts_by_unit: dict[str, float] = {}
+    params_by_unit: dict[str, float] = {}
+    by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
+    hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
+    maps = problem.variants
+    for i in indices:
+        op = graph.ops[i]
+        cand = int(c[i])
+        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
+        configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
+        base = bound.work(op, configs)
+        work = apply_variant(base, zero, recompute)
+        assert isinstance(work, PricedWork)
+        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+        again = f if recompute else 0.0
+        compute += f + b + again
+        ctx = bound.context(op)
+        window += b + again  # the last micro-batch's backward hides the syncs
+        forward_window += f  # the next step's first forward hides the refresh
+        parts = _collectives(bound, work)
+        critical += parts["critical"]
+        sync += parts["sync"]
+        refresh += parts["refresh"]
+        gathers += parts["gathers"]
+        optimizer += float(bound.optimizer_seconds(work)[0])
+        states += float(work.state_bytes[0])
+        activations += float(bound.kept_activation_bytes(work)[0])
+        fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
+        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
+        hops = hops_by_unit.setdefault(ctx.unit, np.zeros(3))
+        hops[:] = np.maximum(hops, _bucket_hops(bound, work))
+        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
+            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
+        if ctx.unit not in ("pre", "post"):
+            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    share = window_share(len(by_unit))
+    exposed_sync = bound.hw.overlapped(sync, window * share) + \
+        bound.hw.overlapped(refresh, forward_window * share)
+    for unit, hops in hops_by_unit.items():
+        by_unit[unit][2:] += hops
+    return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
+            "compute": compute, "critical": critical, "gathers": gathers,
+            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
+            "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
+            "activations": activations,
+            "working": max(acts_by_unit.values(), default=0.0)
+            if bound.recompute_mode == "full" else 0.0,
+            "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
+
+
+def exposed_exchange(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+                     t: dict, ops: range | None = None) -> float:
+    """Under ep overlap, what a layer's expert all-to-alls add per micro-batch beyond the
+    tax their edges were charged: each way, the part their layer's compute (another
+    micro-batch's, as the layout path has it) cannot hide; ``ops``: only the exchanges
+    between these ops (a pipeline stage's)."""
+    if not bound.ep_overlap:
+        return 0.0
+    per_unit: dict[str, float] = {}
+    for conn in graph.connections:
+        u, v = graph.index(conn.src), graph.index(conn.dst)
+        if ops is not None and (u not in ops or v not in ops):
             continue
-        exposed += gf if first else hw.overlapped(gf, f)
+        producer, consumer = graph.ops[u], graph.ops[v]
+        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
+        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
+        got = bound._exchange(producer, producer.outputs[conn.src_output], src, consumer,
+                              consumer.inputs[conn.dst_input], dst, hidden=False)
+        if got is not None and got[0][0, 0]:
+            unit = bound.context(consumer).unit
+            per_unit[unit] = per_unit.get(unit, 0.0) + float(got[1][0, 0]) / 2  # one way
+    out = 0.0
+    for unit, a2a in per_unit.items():
+        forward, backward = t["by_unit"].get(unit, (0.0, 0.0))
+        out += (1 - bound.hw.overlap) * (max(0.0, a2a - forward) + max(0.0, a2a - backward))
+    return out
+
+
+def window_share(units: int) -> float:
+    """The share of a pass that hides the step's syncs, as the layout path has it: all but
+    the first unit's (embedding, layers, head: the last sync leaves when nothing follows)."""
+    return 1 - 1 / units if units > 1 else 1.0
+
+
+def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
+    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged, as the
+    layout path has them: the first unit's forward gather waits in full; each later
+    unit's is prefetched behind the forward compute of the unit before it, and each
+    unit's backward gather and reduce-scatter run behind its own backward compute, but
+    for what does not fit and the tax."""
+    rows = list(by_unit.values())
+    if not any(gf + gb + rs for _, _, gf, gb, rs in rows):
+        return 0.0
+    exposed = charged = 0.0
+    for i, (_, b, gf, gb, rs) in enumerate(rows):
+        exposed += gf if i == 0 else hw.overlapped(gf, rows[i - 1][0])
         exposed += hw.overlapped(gb + rs, b)
         charged += hw.overlap * (gf + gb + rs)
-        first = False
     return max(0.0, exposed - charged)
+
+
+def _bucket_hops(model: CalibratedRules, work: PricedWork) -> np.ndarray:
+    """ZeRO-3's hop latency of the op's parameter gathers (forward, backward) and gradient
+    reduce-scatter: the Problem prices each parameter's bytes alone (they travel in a
+    bucket); a unit's bucket pays the hops once, as the layout path's one collective
+    per unit does."""
+    out = np.zeros(3)
+    if not any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+               for c in work.collectives):
+        return out
+    slot = {"forward": 0, "backward": 1, "gradient": 2}
+    for c in work.collectives:
+        if c.weight is None or c.phase not in slot:
+            continue
+        dims = list(c.dims)
+        q = np.prod(work.configs[:, dims], axis=1) if dims else np.ones(len(work.configs), np.int64)
+        nodes, _ = group_topology(work.op, work.configs, dims, model.cluster, model.p)
+        with_hops = collective_seconds(c.kind, np.broadcast_to(c.nbytes, q.shape), q, nodes,
+                                       model.cluster, model.hw, latency=True)
+        alone = collective_seconds(c.kind, np.broadcast_to(c.nbytes, q.shape), q, nodes,
+                                   model.cluster, model.hw, latency=False)
+        out[slot[c.phase]] = max(out[slot[c.phase]], float((with_hops - alone)[0]))
+    return out
 
 
 def _collectives(model: CalibratedRules, work: PricedWork) -> dict[str, float]:
@@ -151,7 +237,7 @@ def _samples(graph: Graph, m: int) -> float:
     return float(m)
 
 
-__all__ = ["price_plan"]
+__all__ = ["exposed_exchange", "price_plan", "tally"]
 
 
 def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:
@@ -168,8 +254,7 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
     """
     bound = model.bind(graph, problem.devices)
     tax = bound.hw.overlap
-    blocks = {bound.context(op).unit for op in graph.ops} - {"pre", "post"}
-    share = 1 - 1 / len(blocks) if len(blocks) > 1 else 1.0
+    share = window_share(len({bound.context(op).unit for op in graph.ops}))
     out: list[np.ndarray] = []
     cache: dict[tuple, np.ndarray] = {}
     for i, op in enumerate(graph.ops):
@@ -185,11 +270,10 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
                 work = apply_variant(bound.work(op, configs[rows]), *variant)
                 assert isinstance(work, PricedWork)
                 again = work.forward_seconds if variant[1] else 0.0
-                window = 0.0 if bound.context(op).unit == "pre" else \
-                    (work.backward_seconds + again) * share  # the last micro-batch's
+                window = (work.backward_seconds + again) * share  # the last micro-batch's
                 roles = bound.collective_roles(work)
                 sync, refresh = roles["sync"], roles["refresh"]
-                forward = 0.0 if bound.context(op).unit == "pre" else work.forward_seconds * share
+                forward = work.forward_seconds * share
                 slack[rows] = (1 - tax) * (sync - window + refresh - forward)
             cache[key] = slack
         out.append(cache[key])

@@ -62,6 +62,7 @@ from pase.perf.kernels import (
     make_pricer,
     memory_bound_time,
 )
+from pase.perf.layout import experts_of
 from pase.problem import Problem
 from pase.space import ConfigSpace
 from pase.work import op_work
@@ -77,6 +78,7 @@ MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training
 OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
 STATE_BYTES = {"mixed": 16.0, "fp32": 16.0}  # weight + gradient + optimizer state per parameter
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
+MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +112,8 @@ class CalibratedRules(AlphaBetaCostModel):
         tp_overlap: hide an op's own critical-path collectives behind its GEMMs (Megatron-LM's
             --tp-comm-overlap), as ``pase evaluate --layout --tp-overlap on`` does; a
             collective a re-layout on an edge takes over is not hidden. Default False.
+        ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
+            ``pase evaluate --layout --ep-overlap on`` does. Default False.
     """
 
     name = "calibrated"
@@ -117,7 +121,7 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused", tp_overlap: bool = False):
+                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False):
         resolved = get_cluster(cluster)
         if resolved.groups:
             raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
@@ -145,6 +149,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if not isinstance(tp_overlap, (bool, np.bool_)):
             raise OptionError(f"tp_overlap must be true or false, got {tp_overlap!r}")
         self.tp_overlap = bool(tp_overlap)
+        if not isinstance(ep_overlap, (bool, np.bool_)):
+            raise OptionError(f"ep_overlap must be true or false, got {ep_overlap!r}")
+        self.ep_overlap = bool(ep_overlap)
         self.hw: Achieved = achieved(self.cluster.device)
         self.pricer = make_pricer(self.cluster.device, self.hw, precision)
         self.contexts: dict[str, OpContext] = {}
@@ -226,7 +233,7 @@ class CalibratedRules(AlphaBetaCostModel):
                       or c.weight in owned)
         if self.context(op).shares_input_gradient:
             colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
-        return colls
+        return merged_syncs(colls)
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
                  ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
@@ -366,27 +373,170 @@ class CalibratedRules(AlphaBetaCostModel):
             producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
             src_extra=extra_s, dst_extra=extra_d)
         seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, *parts)
-        if extra_s is not None:
-            seconds = seconds + edges.moved_seconds(links, self.p, self.bytes_per_element,
-                                                    output.shape, src, dst, parts)
         full = outer_take(seconds * self.microbatches, src_of, dst_of)
+        exchange = self._exchange(producer, output, src_configs, consumer, input, dst_configs)
+        if exchange is not None:  # the tokens' all-to-all instead of the re-layout
+            mask, a2a = exchange
+            full = np.where(mask, a2a * self.microbatches, full)
+        ring = self._ring(producer, output, src_configs, consumer, input, dst_configs)
+        if ring is not None:  # context parallelism's key/value ring instead of the re-layout
+            mask, sends = ring
+            full = np.where(mask, sends * self.microbatches, full)
+        if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
+            moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
+                                        dst, parts)
+            full = full + outer_take(moved * self.microbatches, src_of, dst_of)
         if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
                 {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
             full = self._hidden(full, producer, src_configs, consumer, dst_configs)
         return full
+
+    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
+                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
+        """The re-layout's key, and what else prices this edge: an expert exchange's
+        roles, and under tp overlap the einsums whose kernels hide it."""
+        key = super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
+        kinds = (producer.kind, consumer.kind)
+        if set(kinds) & set(MOE_EXCHANGE):
+            key = key + (kinds, experts_of(producer), experts_of(consumer),
+                         self.context(consumer).shares_input_gradient,
+                         input is consumer.inputs[0])
+        role = self.context(consumer).attention
+        if role is not None and input is not consumer.inputs[0]:  # keys or values: a ring
+            key = key + (role, self.vertex_key(consumer, dst_configs))
+        if self.tp_overlap and "Einsum" in kinds:
+            key = key + (kinds, self.vertex_key(producer, src_configs),
+                         self.vertex_key(consumer, dst_configs))
+        return key
+
+    def _exchange(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
+                  input: Port, dst_configs: np.ndarray, hidden: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Expert parallelism's token exchange on an edge between a dispatch (or combine)
+        and an op that runs the experts: ``(mask, seconds)`` per config pair, or None.
+
+        Where the token side leaves the experts whole and the expert side splits them
+        ``n`` ways over as many ranks as the token side splits the tokens (the tile is
+        the same size), Megatron-LM moves each rank's routed tokens once, by an
+        all-to-all of its buffer over the ``n`` ranks, forward and backward (the
+        layout path's price, :func:`pase.perf.comms.collective_seconds`), not the
+        re-layout's gather. Under ep overlap it hides behind another micro-batch's
+        compute but for the tax (``hidden``; the plan price adds what the layer's compute
+        cannot hide). A later reader of the same buffer (the up projection beside the gate)
+        gets it from the same exchange: nothing more."""
+        if producer.kind == "MoEDispatch" and consumer.kind not in MOE_EXCHANGE and \
+                experts_of(consumer) is not None:
+            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
+                consumer, dst_configs, input, producer, src_configs, output
+        elif consumer.kind == "MoECombine" and producer.kind not in MOE_EXCHANGE and \
+                experts_of(producer) is not None and input is consumer.inputs[0]:
+            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
+                producer, src_configs, output, consumer, dst_configs, input
+        else:
+            return None
+        expert = experts_of(expert_op)
+        e_index = expert_op.dim_names.index(expert)
+        t_index = token_op.dim_names.index(expert) if expert in token_op.dim_names else None
+        n = np.asarray(expert_cfg, dtype=np.int64)[:, e_index]
+        held = np.ones(len(token_cfg), np.int64) if t_index is None else \
+            np.asarray(token_cfg, dtype=np.int64)[:, t_index]
+        # the port's tile on each side: equal sizes mean the tokens were split as the experts are
+        tile_t = np.prod(port_tiles(token_op, token_port, token_cfg), axis=1)
+        tile_e = np.prod(port_tiles(expert_op, port, expert_cfg), axis=1)
+        mask = (held[:, None] == 1) & (n[None, :] > 1) & np.isclose(tile_t[:, None],
+                                                                    tile_e[None, :])
+        if not mask.any():
+            return None
+        if expert_op is consumer and self.context(consumer).shares_input_gradient:
+            a2a = np.zeros(len(expert_cfg))
+        else:
+            nodes, _ = group_topology(expert_op, expert_cfg, [e_index], self.cluster, self.p)
+            a2a = 2 * collective_seconds("all-to-all", tile_e * self.bytes_per_element, n, nodes,
+                                         self.cluster, self.hw)
+            if self.ep_overlap and hidden:
+                a2a = self.hw.overlap * a2a
+        seconds = np.broadcast_to(a2a[None, :], mask.shape)
+        # (token side, expert side) as (producer, consumer)
+        return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
+
+    def _ring(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
+              input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Context parallelism's key/value ring on an edge into a fused attention:
+        ``(mask, seconds)`` per config pair, or None.
+
+        Where the producer splits the keys' (values') sequence ``n`` ways and the attention
+        reads them whole, with every other axis split alike, ring attention (Megatron-LM's
+        context parallelism) passes one rank's chunk of keys and values to the next rank
+        ``n - 1`` times, each step hidden behind one block of the attention kernel (its
+        backward sends twice the bytes), as the layout path prices it. The keys' edge into
+        the scores op carries both tensors' ring; the values' edge into the context product
+        (priced by the same fused kernel) nothing more."""
+        role = self.context(consumer).attention
+        if role is None or input is consumer.inputs[0] or len(output.shape) != len(input.shape):
+            return None
+        src_tiles = port_tiles(producer, output, src_configs).astype(np.float64)
+        dst_tiles = port_tiles(consumer, input, dst_configs).astype(np.float64)
+        seq = next((i for i, names in enumerate(input.dims) if any(
+            consumer.dims[consumer.dim_names.index(n)].role == "sequence" for n in names)), None)
+        if seq is None:
+            return None
+        ratio = dst_tiles[None, :, :] / src_tiles[:, None, :]  # (Ks, Kd, axes)
+        n = np.rint(ratio[:, :, seq]).astype(np.int64)
+        others = np.delete(ratio, seq, axis=2)
+        mask = (n > 1) & np.isclose(ratio[:, :, seq], n) & np.all(np.isclose(others, 1.0), axis=2)
+        if not mask.any():
+            return None
+        if role != "scores":
+            return mask, np.zeros(mask.shape)
+        seq_dims = [producer.dim_names.index(name) for name in output.dims[seq]]
+        nodes, _ = group_topology(producer, src_configs, seq_dims, self.cluster, self.p)
+        chunk = 2 * np.prod(src_tiles, axis=1) * self.bytes_per_element  # keys and values
+        work = self.work(consumer, dst_configs)
+        step = collective_seconds("send", np.broadcast_to(chunk[:, None], n.shape), n,
+                                  np.broadcast_to(nodes[:, None], n.shape), self.cluster, self.hw)
+        steps = np.maximum(n - 1, 0)
+        hide = self.hw.overlapped
+        seconds = steps * (hide(step, work.forward_seconds[None, :] / np.maximum(n, 1))
+                           + hide(2 * step, work.backward_seconds[None, :] / np.maximum(n, 1)))
+        return mask, np.where(mask, seconds, 0.0)
 
     def _hidden(self, seconds: np.ndarray, producer: Op, src_configs: np.ndarray,
                 consumer: Op, dst_configs: np.ndarray) -> np.ndarray:
         """tp overlap on an edge beside a GEMM (sequence parallelism's reduce-scatter after
         a row-parallel einsum, its all-gather before a column-parallel one, the partial
         sums a re-layout reduces): hidden behind the einsum's kernels, as pase.perf.step
-        hides them (two GEMMs forward, the backward's own)."""
-        budget = np.zeros(seconds.shape)
-        if producer.kind == "Einsum":
-            budget = budget + 2 * self.work(producer, src_configs).forward_seconds[:, None]
-        if consumer.kind == "Einsum":
-            budget = budget + self.work(consumer, dst_configs).backward_seconds[None, :]
-        return self.hw.overlapped(seconds, budget * self.microbatches)
+        hides them: each direction's half behind the einsum's kernels that way (two GEMMs
+        forward, the backward's own)."""
+        forward, backward = np.zeros(seconds.shape), np.zeros(seconds.shape)
+        for op, configs, axis in ((producer, src_configs, 0), (consumer, dst_configs, 1)):
+            if op.kind == "Einsum":
+                work = self.work(op, configs)
+                forward = forward + np.expand_dims(2 * work.forward_seconds, 1 - axis)
+                backward = backward + np.expand_dims(work.backward_seconds, 1 - axis)
+        m = self.microbatches
+        return self.hw.overlapped(seconds / 2, forward * m) + \
+            self.hw.overlapped(seconds / 2, backward * m)
+
+
+def merged_syncs(collectives: tuple) -> tuple:
+    """A weight's gradient all-reduces over several replicated dims (data and context
+    parallel ranks) as one all-reduce over all of them: Megatron-LM and FSDP sync a
+    gradient over the whole data-parallel group at once (its dp x cp ranks), as the
+    ZeRO collectives and the layout path do, not one dim's group after another."""
+    first: dict[tuple, int] = {}
+    out: list = []
+    for c in collectives:
+        if c.phase != "gradient" or c.kind != "all-reduce" or c.weight is None:
+            out.append(c)
+            continue
+        key = (c.weight, c.label)
+        if key not in first:
+            first[key] = len(out)
+            out.append(c)
+            continue
+        i = first[key]
+        out[i] = dataclasses.replace(out[i], dims=tuple(sorted(set(out[i].dims) | set(c.dims))))
+    return tuple(out)
 
 
 def recomputes(work: PricedWork) -> np.ndarray:

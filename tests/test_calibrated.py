@@ -200,10 +200,17 @@ def test_the_whole_plan_search_takes_the_global_batch(capsys):
         assert key in whole
 
 
-def test_a_pipeline_with_exposed_syncs_claims_no_proof(capsys):
-    """64 devices, a batch of 16: the gradient syncs outlast the backward pass, which the
-    stages' price assumes hides them, so the plan is feasible, not optimal."""
-    assert main(["solve", "gpt2", "-p", "64", "--cluster", "h100-sxm", "--model-option",
+def test_a_pipeline_with_exposed_syncs_claims_no_proof(capsys, tmp_path):
+    """64 devices, a batch of 16, a slow network between nodes: the gradient syncs outlast
+    the backward pass, which the stages' price assumes hides them, so the plan is
+    feasible, not optimal."""
+    from pase.cluster import get_cluster
+
+    slow = get_cluster("h100-sxm").to_dict()
+    slow.update(name="h100-slow-network", nodes=8, inter={"bandwidth_gbps": 5.0, "latency_us": 5.0})
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps(slow))
+    assert main(["solve", "gpt2", "-p", "64", "--cluster", str(path), "--model-option",
                  "layers=2", "--global-batch", "16", "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["search"]["exposed_sync_stages"] and plan["status"] == "feasible"

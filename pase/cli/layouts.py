@@ -63,24 +63,71 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
 
 
 def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
-    """The layout as a per-op plan (pp = 1): ``strategy`` (each op's split), ``variants``
-    (ZeRO stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
-    at), so `pase evaluate --strategy` of this output prices the same plan with the
-    calibrated cost model. A pipeline layout (pp > 1), or one whose ep group reaches past
-    the data-parallel ranks (over cp or tp ranks), is no per-op plan: ``plan`` is null."""
-    from pase.perf.plan import layout_configs, layout_variants
+    """The layout as a per-op plan: ``strategy`` (each op's split), ``variants`` (ZeRO
+    stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
+    at); a pipeline layout (pp > 1) as ``pipeline``, a pipeline plan (the format of
+    `pase solve --pipeline`). `pase evaluate --strategy` of this output prices the same
+    plan with the calibrated cost model. One whose ep group reaches past the
+    data-parallel ranks (over cp or tp ranks), or an interleaved pipeline, is no plan
+    yet: ``plan`` is null."""
+    from pase.errors import OptionError as Refused
+    from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
 
     lay = estimate.layout
-    if lay.pp > 1 or lay.expert_tp != lay.tp or lay.dp % lay.ep:
-        return {"plan": None}  # stages, or an ep group wider than dp: no per-op plan
+    if lay.expert_tp != lay.tp or lay.dp % lay.ep:
+        return {"plan": None}  # an ep group wider than dp: no per-op plan
     options = key_values(args.model_option, "--model-option")
     graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp, **options)
-    costs = {"microbatches": lay.microbatches, "zero": str(lay.zero),
-             "recompute": lay.recompute, "precision": lay.precision, "attention": lay.attention,
-             "tp_overlap": lay.tp_overlap}
+    costs = plan_cost_options(lay)
+    if lay.pp > 1:
+        try:
+            plan = layout_pipeline(graph, lay, args.model, options,
+                                   {"cluster": args.cluster, **costs})
+        except Refused:
+            return {"plan": None}
+        return {"pipeline": plan.to_dict(), "plan": None}
     return {"strategy": layout_configs(graph, lay), "variants": layout_variants(graph, lay),
             "plan": {"version": 1, "layout": args.layout, "batch": lay.micro_batch * lay.dp,
                      "cost_model": "calibrated", "cost_options": costs, "model_options": options}}
+
+
+def pipeline_of(data: object) -> dict | None:
+    """The pipeline plan a `pase evaluate --layout` output of a pipeline layout holds (its
+    ``pipeline``), None otherwise. A `pase solve --pipeline` plan is priced by its own
+    search (`pase simulate` runs it); evaluate still names and refuses it."""
+    if not isinstance(data, dict) or data.get("kind") == "pipeline":
+        return None
+    inner = data.get("pipeline")
+    return inner if isinstance(inner, dict) and inner.get("kind") == "pipeline" else None
+
+
+def cmd_evaluate_pipeline(args: argparse.Namespace, data: dict) -> None:
+    """``pase evaluate --strategy PLAN`` of a pipeline plan: priced stage by stage with the
+    calibrated model (:func:`pase.cost_models.calibrated_pipeline.price_pipeline`)."""
+    from pase.cost_models.calibrated_pipeline import price_pipeline
+    from pase.pipeline.plan import PipelinePlan
+
+    checks.refuse(args, ("batch", "model_option", "mesh", "cost_option", "tflops", "bandwidth"),
+                  "comes from the pipeline plan; it does not apply to pricing one")
+    if args.cost_model not in (None, "calibrated"):
+        raise OptionError(f"a pipeline plan is priced by the calibrated model; cost model "
+                          f"{args.cost_model!r} does not price one")
+    plan = PipelinePlan.from_dict(data)
+    if args.devices != plan.devices:
+        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
+                          f"{plan.devices} devices")
+    if args.model != plan.model and api.load_graph(args.model).name != plan.model:
+        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
+                          f"{plan.model!r}")
+    price = price_pipeline(plan, args.cluster)
+    data_out = {**price, "model": args.model, "strategy_source": f"pipeline plan {args.strategy}",
+                "stages": len(plan.stages), "schedule": plan.schedule}
+    lines = [f"{args.model} on {plan.devices} devices ({price['cluster']}): pipeline plan of "
+             f"{len(plan.stages)} stages, {plan.microbatches} micro-batches, {plan.schedule}",
+             f"step {price['step_seconds']:.4g} s, {price['tokens_per_second']:,.0f} tokens/s, "
+             f"MFU {price['mfu']:.1%}; peak memory {price['memory_bytes'] / 2**30:.2f} GiB per "
+             f"device ({'fits' if price['fits_memory'] else 'DOES NOT FIT'})"]
+    emit(data_out, "\n".join(lines), args.output, args.format)
 
 
 def describe(d: dict) -> str:

@@ -156,6 +156,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         return
     layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
+    pipeline = layouts.pipeline_of(data)
+    if pipeline is not None:  # stages: priced stage by stage with the calibrated model
+        layouts.cmd_evaluate_pipeline(args, pipeline)
+        return
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)

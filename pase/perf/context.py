@@ -71,9 +71,7 @@ def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
     _, units, _ = placement(graph, Layout())
     unit_of = {op.name: u for op, u in zip(graph.ops, units)}
     block_outputs: dict[str, set[int]] = {}
-    for op in graph.ops:
-        if unit_of[op.name] in ("pre", "post"):
-            continue
+    for op in graph.ops:  # the head's norm reads the last layer's output: kept too
         for port in op.inputs:
             if port.source is not None and unit_of[port.source[0]] != unit_of[op.name]:
                 block_outputs.setdefault(port.source[0], set()).add(int(port.source[1]))

@@ -35,8 +35,10 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         state += st["weight_copies"]
     if lay.zero in (1, 2):  # the distributed optimizer's fp32 master is the weights' only
         state -= st["linear_params"] * w  # 16-bit source: the low-precision copies replace them
-    if lay.zero == 3 and st["unit_params"]:
-        state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
+    if lay.zero == 3 and st["unit_params"]:  # gathered current + next, full gradient; an
+        # expert's weights held whole (no expert-data-parallel replicas) are never gathered
+        held = st.get("unit_expert", {}) if de == 1 else {}
+        state += max(v - held.get(u, 0.0) for u, v in st["unit_params"].items()) * (2 * w + g)
     kept: dict[tuple, float] = {}
     blocks: dict[str, dict[tuple, float]] = {}
     # selective recomputation rebuilds the attention core's L x M tensors (the softmax's),

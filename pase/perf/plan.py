@@ -4,12 +4,18 @@
 split (``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them,
 ``dp`` on the batch) for a graph built at the micro-batch of every data-parallel
 rank together (``micro_batch x dp``). Under expert parallelism an op that runs the
-experts (their MLPs, dispatch and combine) splits its experts ``ep`` ways and its
-batch ``dp / ep`` ways: each rank runs its experts on the tokens of the ``ep`` ranks
-of its group, as the layout pricing has it; a router holds every expert; and :func:`layout_variants` each op's ZeRO
-stage and recomputation flag. The calibrated cost model prices that plan with the
-same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
-two prices are checked against each other, and ``pase view --layout`` draws it.
+experts (their MLPs) splits its experts ``ep`` ways and its batch ``dp / ep`` ways: each
+rank runs its experts on the tokens of the ``ep`` ranks of its group, as the layout
+pricing has it; the dispatch and the combine run on each rank's own tokens (batch split
+``dp`` ways, every expert), so the edges between them and the experts are the token
+exchange the calibrated model prices as Megatron-LM's all-to-all; a router holds every
+expert. :func:`layout_variants` gives each op's ZeRO stage and recomputation flag and
+:func:`plan_cost_options` the cost options. The calibrated cost model prices that plan
+with the same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
+two prices are checked against each other, and ``pase view --layout`` draws it. A
+pipeline layout (pp > 1) is a pipeline plan (:func:`layout_pipeline`, the format
+``pase solve --pipeline`` writes), priced by
+:func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
 
 A dim whose size the split does not divide (a vocabulary Megatron-LM pads) is left
 unsplit and reported: pase's tiles are exact.
@@ -23,6 +29,8 @@ from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
 from pase.work.variants import owned_weight_indices
 
+NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
+
 
 def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
                    ) -> dict[str, dict[str, int]]:
@@ -30,8 +38,10 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
     dims left unsplit are appended to ``unsplit`` as ``op.dim``."""
     configs = {}
     for op in graph.ops:
-        # the router's softmax and top-k read every expert's score: they hold all experts
-        experts = experts_of(op) if op.kind not in ("Softmax", "TopK") else None
+        # the router's softmax and top-k read every expert's score: they hold all experts;
+        # the dispatch and combine run on each rank's own tokens (the all-to-all is the
+        # re-layout on their edges to the experts)
+        experts = experts_of(op) if op.kind not in NOT_EXPERTS else None
         split = dict(zip(op.dim_names, op_splits(op, replace(lay, ep=1) if experts is None
                                                  else lay)))
         batch = next((d.name for d in op.dims if d.role == "batch"), None)
@@ -46,6 +56,14 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
     return configs
 
 
+def plan_cost_options(lay: Layout) -> dict[str, object]:
+    """The calibrated model's options that price ``lay``'s plan as the layout path prices
+    the layout (micro-batches, ZeRO, recomputation, precision, attention, overlaps)."""
+    return {"microbatches": lay.microbatches, "zero": str(lay.zero), "recompute": lay.recompute,
+            "precision": lay.precision, "attention": lay.attention,
+            "tp_overlap": lay.tp_overlap, "ep_overlap": lay.ep_overlap}
+
+
 def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
     """``{op: {"zero": Z, "recompute": R}}`` of ``lay``: its ZeRO stage on every op that
     holds parameters, and recomputation by its rule (:func:`recomputed`)."""
@@ -57,3 +75,45 @@ def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
         if zero or again:
             out[op.name] = {"zero": zero, "recompute": again}
     return out
+
+
+def layout_pipeline(graph: Graph, lay: Layout, model: str,
+                    model_options: dict | None = None, cost_options: dict | None = None):
+    """A pipeline layout (pp > 1) as a pipeline plan (:class:`pase.pipeline.PipelinePlan`,
+    the format ``pase solve --pipeline`` writes): ``pp`` stages of ``tp x cp x dp`` devices
+    each, stage ``s`` on ranks ``s d .. (s + 1) d - 1`` (Megatron-LM's rank order puts the
+    pipeline outermost), each holding the ops :func:`pase.perf.pipeline.placement` gives
+    it with the splits of :func:`layout_configs` on its own mesh; ``graph`` is built at
+    ``micro_batch x dp`` (one micro-batch of every data-parallel rank), the plan's batch
+    is the global batch in ``lay.microbatches`` micro-batches. The stage times and memory
+    are left 0 until the plan is priced (:func:`pase.cost_models.calibrated_pipeline.
+    price_pipeline`). Interleaved schedules (a stage holding several chunks) are refused:
+    the plan format has one op range per stage."""
+    from pase.errors import OptionError
+    from pase.perf.pipeline import in_flight, placement
+    from pase.pipeline.plan import PipelinePlan, PipelineStage
+
+    if lay.schedule == "interleaved":
+        raise OptionError("an interleaved pipeline (a stage holding several chunks) is not a "
+                          "pipeline plan yet: the plan format has one op range per stage")
+    stages, _, _ = placement(graph, lay)
+    cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
+                    if k != "microbatches"}  # the plan's own count
+    configs = layout_configs(graph, lay)
+    variants = layout_variants(graph, lay)
+    names = [op.name for op in graph.ops]
+    d = lay.devices // lay.pp
+    out = []
+    for s in range(lay.pp):
+        idx = [i for i, st in enumerate(stages) if st == s]
+        first, end = idx[0], idx[-1] + 1
+        if idx != list(range(first, end)):
+            raise OptionError(f"stage {s} of the layout is not one range of ops")
+        ops = names[first:end]
+        out.append(PipelineStage((ops[0], ops[-1]), (first, end), (s * d, (s + 1) * d),
+                                 int(in_flight(lay, s)), 0.0, 0.0,
+                                 {op: configs[op] for op in ops if configs[op]},
+                                 {op: variants[op] for op in ops if op in variants}))
+    return PipelinePlan(model, lay.devices, lay.global_batch, lay.microbatches, lay.schedule, out,
+                        [0.0] * (lay.pp - 1), 0.0, "layout", dict(model_options or {}),
+                        dict(cost_options or {}), None, {}, "calibrated")

@@ -241,6 +241,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     unit_f: dict[str, float] = {}
     unit_b: dict[str, float] = {}
     unit_params: dict[str, float] = {}
+    unit_expert: dict[str, float] = {}  # of which the experts' (split over ep)
     unit_ep: dict[str, list[float]] = {}  # the layer's expert all-to-alls, forward and backward
     for p, unit in zip(ops, units):
         t = p.time
@@ -271,14 +272,21 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
         unit_f[unit] = unit_f.get(unit, 0.0) + f
         unit_b[unit] = unit_b.get(unit, 0.0) + b
         unit_params[unit] = unit_params.get(unit, 0.0) + p.parameter_elements
+        if p.expert:
+            unit_expert[unit] = unit_expert.get(unit, 0.0) + p.parameter_elements
     for unit, (a2a_f, a2a_b) in unit_ep.items():  # another micro-batch's compute hides them
         exposed_f += hw.overlapped(a2a_f, unit_f[unit])
         exposed_b += hw.overlapped(a2a_b, unit_b[unit])
     grad_bytes = 2.0 if mixed else 4.0
     order = list(unit_f)
-    if lay.zero == 3:
-        gathers = [coll("all-gather", unit_params[u] * grad_bytes, "dp") for u in order]
-        scatters = [coll("reduce-scatter", unit_params[u] * grad_bytes, "dp") for u in order]
+    if lay.zero == 3:  # an expert's parameters are sharded over its own replicas (edp)
+        def fsdp(kind: str, u: str) -> float:
+            expert = unit_expert.get(u, 0.0)
+            return coll(kind, (unit_params[u] - expert) * grad_bytes, "dp") + \
+                coll(kind, expert * grad_bytes, "edp")
+
+        gathers = [fsdp("all-gather", u) for u in order]
+        scatters = [fsdp("reduce-scatter", u) for u in order]
         exposed_f += gathers[0] + sum(hw.overlapped(g, unit_f[u]) for g, u in zip(gathers[1:], order))
         exposed_b += sum(hw.overlapped(g + r, unit_b[u]) for g, r, u in zip(gathers, scatters, order))
     # pipeline sends: each chunk's input forward, its gradient back
@@ -304,7 +312,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "forward": fwd + exposed_f, "backward": bwd + exposed_b, "sends": sends,
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
-            "unit_params": unit_params, "mixed": mixed,
+            "unit_params": unit_params, "unit_expert": unit_expert, "mixed": mixed,
             # low-precision weights (row- and column-wise copies) kept across micro-batches
             "linear_params": linear, "weight_copies": 2 * pricer.quantised_bytes * linear}
 

@@ -1,0 +1,154 @@
+"""A pipeline plan priced by the calibrated model, as ``pase evaluate --layout`` prices a
+pipeline layout.
+
+A pipeline plan (:class:`pase.pipeline.PipelinePlan`: stages of contiguous ops on
+contiguous device ranges, each with its ops' splits and variants on its own mesh, ``m``
+micro-batches, a schedule) is priced stage by stage: each stage's Problem is the one the
+pipeline search prices a stage with (the calibrated model at one micro-batch on the
+stage's ``d`` devices, :func:`pase.pipeline.stages.stage_cost_model`), and its terms are
+:func:`pase.cost_models.calibrated_plan.tally`'s over the stage's ops. Per micro-batch a
+stage takes its kernels, critical collectives, ZeRO-3's gathers (exposed as the layout
+path has them), the re-layouts between its own ops and, each way, the sends of the
+tensors it receives (each rank sends its ``1 / d`` share, Megatron-LM's scatter-gather);
+the schedule (:func:`pase.perf.pipeline.pipeline_seconds`) turns the stage times into
+the pipeline's, and the slowest stage's once-a-step terms (exposed gradient sync,
+optimizer) are added. Memory is the peak stage's states, its kept activations times the
+micro-batches in flight (:func:`pase.perf.pipeline.in_flight`), the working set of full
+recomputation and ZeRO-3's gathered weights.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pase.cluster import get_cluster
+from pase.cost_models.calibrated_plan import (
+    VERSION,
+    _model_flop,
+    _sequence,
+    exposed_exchange,
+    tally,
+)
+from pase.errors import OptionError
+from pase.ir import Graph
+from pase.perf.comms import collective_seconds, group_nodes
+from pase.perf.layout import Layout
+from pase.perf.pipeline import in_flight, pipeline_seconds
+
+
+def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dict[str, Any]:
+    """The price of pipeline plan ``plan`` (module docstring): the keys of
+    :func:`pase.cost_models.calibrated_plan.price_plan` plus ``stage_seconds`` and
+    ``stage_memory_bytes``. ``cluster`` defaults to the plan's cost option; ``graph``
+    to the plan's model at its micro-batch size."""
+    from pase import api
+    from pase.pipeline.stages import stage_cost_model
+
+    costs = dict(plan.cost_options)
+    cluster = costs.pop("cluster", None) if cluster is None else cluster
+    costs.pop("cluster", None)
+    if cluster is None:
+        raise OptionError("a pipeline plan is priced on a cluster: give --cluster")
+    m = plan.microbatches
+    if graph is None:
+        graph = api.load_graph(plan.model, batch=plan.microbatch_size, **plan.model_options)
+    whole = get_cluster(cluster, plan.devices)
+    lay = Layout(pp=len(plan.stages), micro_batch=1, global_batch=m,
+                 schedule=plan.schedule.split(":")[0], virtual=1)
+    times, once, sends_by_stage, tallies, priced = [], [], [], [], []
+    bound = None
+    for st in plan.stages:
+        model = stage_cost_model({**costs, "cluster": cluster, "microbatches": m}, m, "calibrated")
+        model.once_share = 1.0  # the terms are tallied here, not summed from the Problem
+        built = api.build_problem(graph, st.devices, model, variants=st.variants or None)
+        c = np.asarray(api.choice_of(built, st.configs))
+        bound = built.cost_model.bind(graph, st.devices)
+        first, end = st.op_range
+        t = tally(graph, bound, built.problem, c, range(first, end))
+        inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
+                     zip(built.problem.edges, built.problem.edge_costs)
+                     if first <= u < end and first <= v < end) / m
+        sends = _received(graph, bound, first, end, st.devices, whole)
+        tax = bound.hw.overlap
+        time = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
+            + exposed_exchange(graph, bound, built.problem, c, t, range(first, end)) \
+            + 2 * sum(sends)
+        times.append(time)
+        sends_by_stage.append(sends)
+        once.append((t["exposed_sync"], t["optimizer"]))
+        tallies.append(t)
+        priced.append((bound, built.problem, c))
+    activations = [t["activations"] for t in tallies]
+    _kept_across(graph, plan, priced, activations)
+    memory = [t["states"] + in_flight(lay, s) * a + t["working"] + t["gathered"]
+              for s, (t, a) in enumerate(zip(tallies, activations))]
+    pipe = pipeline_seconds(lay, times)
+    last = max(once, key=sum)
+    step = pipe + sum(last)
+    slow = max(range(len(times)), key=lambda i: times[i])
+    model_flop, hardware_flop = _model_flop(graph, bound, m)
+    peak_flops = bound.pricer.top_flops * plan.devices
+    tokens = plan.batch * _sequence(graph)
+    cap = bound.cluster.device.memory_bytes
+    peak = max(memory)
+    return {"version": VERSION, "step_seconds": step, "tokens_per_second": tokens / step,
+            "mfu": model_flop / (step * peak_flops), "hfu": hardware_flop / (step * peak_flops),
+            "memory_bytes": peak, "fits_memory": bool(peak <= cap), "device_memory_bytes": cap,
+            "breakdown": {"compute+communication": m * times[slow],
+                          "bubble": max(0.0, pipe - m * times[slow]),
+                          "exposed_sync": last[0], "optimizer": last[1]},
+            "stage_seconds": times, "stage_memory_bytes": memory,
+            "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
+            "microbatches": m, "cluster": whole.name, "devices": plan.devices}
+
+
+def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> None:
+    """A tensor kept for the backward pass lives where its reader runs: the calibrated
+    model charges it to its producer, so a kept output read only by later stages moves
+    (once to each reading stage) from the producer's stage to theirs, as the layout path
+    counts a stage's memory."""
+    stage_of = {}
+    for s, st in enumerate(plan.stages):
+        for i in range(*st.op_range):
+            stage_of[graph.ops[i].name] = s
+    readers: dict[tuple, set[int]] = {}
+    for op in graph.ops:
+        for port in op.inputs:
+            if port.source is not None:
+                readers.setdefault((port.source[0], int(port.source[1])), set()).add(
+                    stage_of[op.name])
+    for (name, idx), stages in readers.items():
+        s = stage_of[name]
+        if s in stages:
+            continue
+        bound, problem, c = priced[s]
+        i = graph.index(name)
+        op = graph.ops[i]
+        recompute = problem.variants is not None and problem.variants[i].variant(int(c[i]))[1]
+        if not recompute:
+            recompute = bool(getattr(bound, "fixed_variants", {}).get(name, (0, False))[1])
+        ctx = bound.context(op)
+        if idx not in (ctx.block_outputs if recompute else ctx.kept_outputs):
+            continue
+        configs = np.asarray(problem.candidates[i].configs[int(c[i]):int(c[i]) + 1])
+        nbytes = float(bound._kept_bytes(op, configs, (idx,), ())[0])
+        activations[s] -= nbytes
+        for later in stages:
+            activations[later] += nbytes
+
+
+def _received(graph: Graph, bound, first: int, end: int, devices: int, whole) -> list[float]:
+    """Seconds of each send into ops ``first .. end-1`` from an earlier stage, one way per
+    micro-batch: each rank sends its ``1 / d`` share of the tensor (Megatron-LM's
+    scatter-gather), to the rank ``d`` ranks on; each input that reads one, as the
+    layout path counts them (:func:`pase.perf.pipeline.crossing_bytes`)."""
+    nodes = group_nodes(whole, [(2, devices)])
+    out = []
+    for op in graph.ops[first:end]:
+        for port in op.inputs:
+            if port.source is None or graph.index(port.source[0]) >= first:
+                continue
+            nbytes = float(np.prod(port.shape)) / devices * bound.bytes_per_element
+            out.append(float(collective_seconds("send", nbytes, 2, nodes, whole, bound.hw)))
+    return out
