@@ -139,3 +139,21 @@ def test_a_pipeline_page_prices_stages_with_the_plans_own_model():
         assert sum(r["c"] + r["x"] for r in rows) == pytest.approx(st.seconds_per_microbatch,
                                                                    rel=1e-5)
         assert all("cm" in r for r in rows)
+
+
+def test_without_a_timeline_a_calibrated_plan_is_attributed_at_its_prices(tp, tmp_path):
+    """Each collective alone, as priced: no more than the timeline, where collectives that
+    share a port slow each other, and not far below it on this small plan."""
+    from pase.cli import main
+    from view.conftest import GPT2_TP
+
+    data, _ = tp
+    out = tmp_path / "plain.html"
+    assert main(GPT2_TP + ["--no-timeline", "-o", str(out)]) == 0
+    plain = page_data(out.read_text())
+    assert plain["attributed"] == "prices" and data["attributed"] == "timeline"
+    start, period, count = block(data)
+    span = slice(start, start + period * count)
+    alone = sum(r["cm"] for r in plain["ops"][span])
+    shared = sum(r["cm"] for r in data["ops"][span])
+    assert 0.8 * shared <= alone <= shared * (1 + 1e-6)

@@ -76,7 +76,7 @@
       var d = S.step ? (S.simulated_step - S.step) / S.step : null;
       c.appendChild(el("div", {cls: "d sim", id: "simulated", text: "simulated " + seconds(S.simulated_step) +
         (d == null ? "" : " (" + (d >= 0 ? "+" : "") + (100 * d).toFixed(1) + "%)") + ", peak memory " + bytes(S.simulated_memory)}));
-      c.appendChild(el("div", {cls: "d why", text: "The simulator replays every kernel and collective on each device and port, so syncs overlap the backward pass as far as dependencies allow and collectives sharing a port queue or slow each other; the priced step sums kernels, critical-path communication and the model's estimate of the sync the backward pass does not hide."}));
+      c.appendChild(el("div", {cls: "d why", text: "The simulator replays every kernel and collective on each device and port, so syncs overlap the backward pass as far as dependencies allow and collectives sharing a port queue or slow each other; " + (B && B.exposed_sync != null ? "the priced step sums kernels, critical-path communication and the model's estimate of the sync the backward pass does not hide." : "the priced step sums every op's layer cost and re-layout cost as if they ran one after another, each collective in full.")}));
     }
     return c;
   }
