@@ -46,3 +46,29 @@ def layout_line(planned: Planned) -> dict[str, Any]:
         text += f", ZeRO-{lay.zero}"
     flag = ",".join(f"{k}={degrees[k]}" for k in ("tp", "dp", "cp", "ep") if degrees[k] > 1)
     return {"layout": text, "flag": flag or "dp=1", "why": None}
+
+
+def pipeline_line(stages: list[Planned]) -> dict[str, Any]:
+    """A pipeline plan's line: ``pp S x`` the layout every stage is, when all stages hold
+    as many devices and split as the same layout; else why not."""
+    lines = [layout_line(p) for p in stages]
+    for i, line in enumerate(lines):
+        if line["layout"] is None:
+            return {"layout": None, "flag": None, "why": f"stage {i}: {line['why']}"}
+    sizes = sorted({p.devices for p in stages})
+    if len(sizes) > 1:
+        return {"layout": None, "flag": None,
+                "why": f"the stages hold {', '.join(map(str, sizes))} devices: a layout's "
+                       f"stages are equal"}
+    flags = {line["flag"] for line in lines}
+    if len(flags) > 1:
+        return {"layout": None, "flag": None,
+                "why": f"the stages split as different layouts: {', '.join(sorted(flags))}"}
+    pp = len(stages)
+    text = lines[0]["layout"]
+    flag = lines[0]["flag"]
+    if pp > 1:
+        text = text if text != "dp 1" else ""
+        text = f"pp {pp}" + (f" \u00d7 {text}" if text else "")
+        flag = f"{flag},pp={pp}" if flag != "dp=1" else f"pp={pp}"
+    return {"layout": text, "flag": flag, "why": None}

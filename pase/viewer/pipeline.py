@@ -19,6 +19,7 @@ from pase.pipeline import PipelinePlan
 from pase.strategy import Strategy
 from pase.viewer import build, comms, devices, plan, summary, timeline
 from pase.viewer.build import VERSION
+from pase.viewer.layout import pipeline_line
 from pase.viewer.planned import Planned, planned_from
 
 
@@ -77,7 +78,8 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
     producers = [[e[0] for e in edges] for edges in placed["edges"]]
     return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages),
             "roles": list(plan.ROLE_GROUPS), "ops": rows, "folds": build.folds(rows, producers),
-            "devices": placed, "timeline": events, "compare": None, "layout": None,
+            "devices": placed, "timeline": events, "compare": None,
+            "layout": pipeline_line(stages),
             "made": build.made(command), "attributed": "prices" if rows and "cm" in rows[0] else None,
             "pipeline": {"microbatches": plan_.microbatches, "schedule": plan_.schedule,
                          "bubble": plan_.bubble,

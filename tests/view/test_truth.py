@@ -134,6 +134,9 @@ def test_a_pipeline_page_prices_stages_with_the_plans_own_model():
     assert plan.cost_model == "calibrated"
     data = pipeline_model(plan, simulate=False)
     assert data["summary"]["cost_model"] == "calibrated"
+    stages = len(plan.stages)
+    assert stages > 1 and {st.device_range[1] - st.device_range[0] for st in plan.stages} == {1}
+    assert data["layout"]["layout"] == f"pp {stages}"  # one device a stage: pipelining only
     for i, st in enumerate(plan.stages):
         rows = [r for r in data["ops"] if r["s"] == i]
         assert sum(r["c"] + r["x"] for r in rows) == pytest.approx(st.seconds_per_microbatch,
@@ -157,3 +160,19 @@ def test_without_a_timeline_a_calibrated_plan_is_attributed_at_its_prices(tp, tm
     alone = sum(r["cm"] for r in plain["ops"][span])
     shared = sum(r["cm"] for r in data["ops"][span])
     assert 0.8 * shared <= alone <= shared * (1 + 1e-6)
+
+
+def test_a_pipeline_whose_stage_is_no_layout_names_the_stage_and_op():
+    import dataclasses
+
+    from pase.pipeline import solve_pipeline
+    from pase.viewer.pipeline import pipeline_model
+
+    plan = solve_pipeline("gpt2", 8, batch=16, microbatches=4, model_options={"layers": 4},
+                          stage_sizes=[4])
+    first = plan.stages[0]
+    configs = dict(first.configs, wte={"d": 4})  # the table's width, not the batch
+    plan = dataclasses.replace(plan, stages=[dataclasses.replace(first, configs=configs),
+                                             *plan.stages[1:]])
+    line = pipeline_model(plan, simulate=False)["layout"]
+    assert line["layout"] is None and line["why"].startswith("stage 0: ") and "wte" in line["why"]
