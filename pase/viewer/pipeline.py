@@ -3,11 +3,11 @@
 Each stage is priced as the plan's stages are: its ops (a subgraph whose inputs
 from the previous stage are graph inputs) at the micro-batch size on the stage's
 own devices, under the plan's own cost model (``PipelinePlan.cost_model``: the
-calibrated one whenever the plan was solved on a cluster, its default) and options,
-each stage carrying its prices (:mod:`pase.prices`) as a solved Strategy does. So the plan table's costs
-and memory are **per micro-batch** (the parameter-gradient syncs whole, where the
-search charges each micro-batch ``1/m`` of them), each row carries its stage
-(``s``), and a stage's devices are its ranks in the whole cluster (tiles carry
+calibrated one unless the plan was solved with alpha-beta) and options, each stage
+carrying its prices (:mod:`pase.prices`) as a solved Strategy does. So the plan
+table's costs and memory are **per micro-batch** (the parameter-gradient syncs and
+the optimizer step whole, where the search charges each micro-batch ``1/m`` of
+them), each row carries its stage (``s``), and a stage's devices are its ranks in the whole cluster (tiles carry
 the offset ``o``). The Time tab is :func:`pase.sim.pipeline.simulate_pipeline`'s
 timeline: one row per stage, ``F3``/``B3`` for micro-batch 3.
 """
