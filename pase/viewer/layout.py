@@ -38,6 +38,13 @@ def layout_line(planned: Planned) -> dict[str, Any]:
                            f"differ in ZeRO stage or recomputation: {'; '.join(diff[:4])}{more}"}
     except (PaseError, ValueError) as e:
         return {"layout": None, "flag": None, "why": str(e)}
+    except ZeroDivisionError:
+        # layout_configs divides dp by ep: a nearest layout that folds its experts over
+        # tensor-parallel ranks (ep > dp) has no per-op splits there yet; say so, not "none"
+        return {"layout": None, "flag": None, "unknown": True,
+                "why": "the nearest layout puts more expert-parallel ranks than data-parallel "
+                       "ones (ep > dp), which pase cannot yet write op by op, so the plan "
+                       "was not matched"}
     degrees = {k: getattr(lay, k) for k in TERMS}
     text = " \u00d7 ".join(f"{k} {v}" for k, v in degrees.items() if v > 1) or "dp 1"
     if lay.sequence_parallel:
@@ -54,7 +61,7 @@ def pipeline_line(stages: list[Planned]) -> dict[str, Any]:
     lines = [layout_line(p) for p in stages]
     for i, line in enumerate(lines):
         if line["layout"] is None:
-            return {"layout": None, "flag": None, "why": f"stage {i}: {line['why']}"}
+            return dict(line, why=f"stage {i}: {line['why']}")
     sizes = sorted({p.devices for p in stages})
     if len(sizes) > 1:
         return {"layout": None, "flag": None,

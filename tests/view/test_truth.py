@@ -176,3 +176,23 @@ def test_a_pipeline_whose_stage_is_no_layout_names_the_stage_and_op():
                                              *plan.stages[1:]])
     line = pipeline_model(plan, simulate=False)["layout"]
     assert line["layout"] is None and line["why"].startswith("stage 0: ") and "wte" in line["why"]
+
+
+def test_a_layout_match_that_fails_says_unknown_not_none(monkeypatch):
+    """qwen3-30b-a3b's plan on 8 devices votes for tp=4, dp=2, ep=4, whose per-op splits
+    pase.perf.plan.layout_configs cannot write (it divides dp by ep): the page says the
+    layout is unknown instead of failing or calling it none."""
+    from types import SimpleNamespace
+
+    from pase import api
+    from pase.viewer.layout import layout_line
+
+    graph = api.load_graph("mlp")
+
+    def fails(*_args, **_kw):
+        raise ZeroDivisionError("integer modulo by zero")
+
+    monkeypatch.setattr("pase.export.plan_layout.infer_layout", fails)
+    s = SimpleNamespace(meta={}, variants={}, configs={}, devices=2)
+    line = layout_line(SimpleNamespace(strategy=s, graph=graph))
+    assert line["layout"] is None and line["unknown"] and "ep > dp" in line["why"]

@@ -84,7 +84,7 @@
     var L = D.layout;
     if (!L) return el("p", {cls: "plan-line", id: "plan-line", text: D.pipeline ? "pipeline of " + D.pipeline.stages.length + " stages" : ""});
     if (L.layout) return el("p", {cls: "plan-line", id: "plan-line"}, [el("b", {text: "layout: " + L.layout}), " \u2014 every op splits as Megatron-LM's layout " + L.flag + " does (pase evaluate --layout " + L.flag + ")" + (D.pipeline ? "; the stage cuts are the plan's own" : "")]);
-    return el("p", {cls: "plan-line", id: "plan-line"}, [el("b", {text: "not a layout: "}), L.why.replace(/^the plan is not a layout: /, "")]);
+    return el("p", {cls: "plan-line", id: "plan-line"}, [el("b", {text: L.unknown ? "layout unknown: " : "not a layout: "}), L.why.replace(/^the plan is not a layout: /, "")]);
   }
 
   // -- the plan ------------------------------------------------------------------------
