@@ -117,6 +117,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     "view": viewing.cmd_view})
     try:
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # `pase view` shows it
         if not getattr(args, "command", None):
             parser.error("a command is required: models, solvers, cost-models, clusters, inspect, "
                          "solve, compare, evaluate, simulate, reproduce, export, verify, import, "

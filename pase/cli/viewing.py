@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from pase import api
@@ -63,7 +64,7 @@ def cmd_view(args: argparse.Namespace) -> None:
     first = _planned(args)
     other = None if args.compare is None else _from_file(args, args.compare, "--compare")
     data = page_model(first, other, simulate=not args.no_timeline,
-                      labels=(_label(args), args.compare or "B"))
+                      labels=(_label(args), args.compare or "B"), command=_command(args))
     _write(write_html, data, args.output)
 
 
@@ -73,6 +74,16 @@ def _write(write_html: Any, data: Any, output: str) -> None:
 
     if write_html(data, output, page_title(data), stdout=True) is not None:
         wrote(output, data_on_stdout=False)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that made the page, as the page shows it."""
+    import shlex
+
+    argv = getattr(args, "argv", None)
+    if argv is None:
+        argv = sys.argv[1:]
+    return shlex.join(["pase", *argv])
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -228,5 +239,6 @@ def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
                           "strategy per stage, so it is not compared")
     checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
     plan = checks.pipeline_plan(args)
-    data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline)
+    data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline,
+                          command=_command(args))
     _write(write_html, data, args.output)

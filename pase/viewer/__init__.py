@@ -6,7 +6,9 @@
 - :mod:`~pase.viewer.build` collects the page model (JSON-able) from
   :mod:`~pase.viewer.summary`, :mod:`~pase.viewer.plan` (rows), :mod:`~pase.viewer.blocks`
   (folding repeated blocks), :mod:`~pase.viewer.devices` (tiles per device),
-  :mod:`~pase.viewer.timeline` (the simulator's), :mod:`~pase.viewer.compare`;
+  :mod:`~pase.viewer.timeline` (the simulator's), :mod:`~pase.viewer.comms` (each op's
+  kernels and communication), :mod:`~pase.viewer.layout` (the plan in one line),
+  :mod:`~pase.viewer.compare`;
 - :mod:`~pase.viewer.pipeline` does the same for a pipeline plan;
 - :mod:`~pase.viewer.page` inlines it with ``static/`` (template, style, script);
 - :mod:`~pase.viewer.notebook` is ``Strategy._repr_html_``; :mod:`~pase.viewer.runs`

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pase.errors import PaseError
 from pase.registry import MODELS
 from pase.viewer import blocks
-from pase.viewer.plan import block_starts, fold_key, role_group, short
+from pase.viewer.plan import block_splits, block_starts, fold_key, role_group, short
 
 if TYPE_CHECKING:  # pase.strategy imports this module (lazily) to draw itself
     from pase.strategy import Strategy
@@ -43,7 +43,8 @@ def repr_html(strategy: "Strategy") -> str:
         inner = "".join(_tr(r, strategy.unit) for r in rows[start:start + period])
         name = f"{rows[start]['n']} .. {rows[start + period * (count - 1)]['n']}"
         body.append(f"<tr><td colspan=4 style='{_CELL}'><details><summary><b>{html.escape(name)} "
-                    f"x{count}</b> ({period} op{'s' if period > 1 else ''} each, costs per block)"
+                    f"x{count}</b> {html.escape(block_splits(rows[start:start + period]))} "
+                    f"({period} op{'s' if period > 1 else ''} each, costs per block)"
                     f"</summary><table>{inner}</table></details></td></tr>")
     more = len(segments) - shown
     note = (f"<p>... {more} more rows: <code>pase.view(strategy, 'plan.html')</code> writes the "

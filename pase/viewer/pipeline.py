@@ -2,10 +2,12 @@
 
 Each stage is priced as the plan's stages are: its ops (a subgraph whose inputs
 from the previous stage are graph inputs) at the micro-batch size on the stage's
-own devices, under the plan's cost model and options. So the plan table's costs
-and memory are **per micro-batch** (the parameter-gradient syncs whole, where the
-search charges each micro-batch ``1/m`` of them), each row carries its stage
-(``s``), and a stage's devices are its ranks in the whole cluster (tiles carry
+own devices, under the plan's own cost model (``PipelinePlan.cost_model``: the
+calibrated one unless the plan was solved with alpha-beta) and options, each stage
+carrying its prices (:mod:`pase.prices`) as a solved Strategy does. So the plan
+table's costs and memory are **per micro-batch** (the parameter-gradient syncs and
+the optimizer step whole, where the search charges each micro-batch ``1/m`` of
+them), each row carries its stage (``s``), and a stage's devices are its ranks in the whole cluster (tiles carry
 the offset ``o``). The Time tab is :func:`pase.sim.pipeline.simulate_pipeline`'s
 timeline: one row per stage, ``F3``/``B3`` for micro-batch 3.
 """
@@ -15,8 +17,9 @@ from typing import Any
 
 from pase.pipeline import PipelinePlan
 from pase.strategy import Strategy
-from pase.viewer import build, devices, plan, timeline
+from pase.viewer import build, comms, devices, plan, summary, timeline
 from pase.viewer.build import VERSION
+from pase.viewer.layout import pipeline_line
 from pase.viewer.planned import Planned, planned_from
 
 
@@ -36,26 +39,30 @@ def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
     out = []
     for st in plan_.stages:
         sub = stage_graph(graph, *st.op_range)
-        built = api.build_problem(sub, st.devices, "alpha-beta", cluster=cluster,
+        built = api.build_problem(sub, st.devices, plan_.cost_model, cluster=cluster,
                                   cost_options=options, variants=st.variants or None)
         choice = api.choice_of(built, st.configs)
         strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                        priced_by=built.cost_model,
                                         cost_model=built.cost_model.name,
                                         meta=api.memory_report(built.problem, choice))
         out.append(planned_from(built, strategy))
     return out
 
 
-def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool = True) -> dict[str, Any]:
+def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool = True,
+                   command: str | None = None) -> dict[str, Any]:
     stages = stage_planned(plan_, cluster)
     rows: list[dict[str, Any]] = []
     placed: dict[str, Any] = {"tiles": [], "op_tile": [], "edges": [], "per_node": None}
     for i, (st, p) in enumerate(zip(plan_.stages, stages)):
         first = st.op_range[0]
-        for r in build.op_rows(p):
-            r["s"] = i
-            rows.append(r)
         d = devices.placements(p)
+        names = [op.name for op in p.graph.ops]
+        parts = comms.from_prices(names, p.strategy.op_prices, d["edges"]) or [{}] * len(names)
+        for r, part in zip(build.op_rows(p), parts):
+            r.update(part, s=i)
+            rows.append(r)
         base = len(placed["tiles"])
         placed["tiles"] += [dict(t, o=st.device_range[0]) for t in d["tiles"]]
         placed["op_tile"] += [None if t is None else t + base for t in d["op_tile"]]
@@ -72,6 +79,8 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
     return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages),
             "roles": list(plan.ROLE_GROUPS), "ops": rows, "folds": build.folds(rows, producers),
             "devices": placed, "timeline": events, "compare": None,
+            "layout": pipeline_line(stages),
+            "made": build.made(command), "attributed": "prices" if rows and "cm" in rows[0] else None,
             "pipeline": {"microbatches": plan_.microbatches, "schedule": plan_.schedule,
                          "bubble": plan_.bubble,
                          "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
@@ -89,8 +98,9 @@ def _summary(plan_: PipelinePlan, stages: list[Planned]) -> dict[str, Any]:
             "ops": sum(len(p.graph.ops) for p in stages),
             "cluster": cluster.name if cluster is not None else None,
             "per_node": cluster.devices_per_node if cluster is not None else None,
-            "cost_model": "alpha-beta", "unit": "s", "solver": "pipeline search",
+            "cost_model": stages[0].strategy.cost_model, "unit": "s", "solver": "pipeline search",
             "method": f"{len(plan_.stages)} stages", "status": plan_.status, "gap": None,
             "total": plan_.step_time, "compute": None, "communication": None,
             "memory": memory, "memory_cap": cap, "fits": None if cap is None else memory <= cap,
-            "step": plan_.step_time, "simulated_step": None, "simulated_memory": None, "mfu": None}
+            "step": plan_.step_time, "simulated_step": None, "simulated_memory": None, "mfu": None,
+            "breakdown": None, "dims": summary.dim_key(*(p.graph for p in stages))}

@@ -76,6 +76,22 @@ def fold_key(row: dict[str, Any], producers: Sequence[int], index: int) -> Hasha
             row.get("v", ""), row.get("s"), tuple(index - p for p in producers))
 
 
+def block_splits(rows: Sequence[dict[str, Any]]) -> str:
+    """Every split a block's ops use: those all share, then each other one, ``b=4 · h=2 / f=2``
+    (the page draws the same as chips)."""
+    sets = [[f"{d[0]}={d[3]}" for d in r["d"] if d[3] > 1] for r in rows]
+    common = [k for k in sets[0] if all(k in s for s in sets)] if sets else []
+    extras: list[str] = []
+    for s in sets:
+        rest = " ".join(k for k in s if k not in common) or ("" if common else "replicated")
+        if rest and rest not in extras:
+            extras.append(rest)
+    head = " ".join(common)
+    if extras == ["replicated"] or not extras:
+        return head or "replicated"
+    return (head + " \u00b7 " if head else "") + " / ".join(extras)
+
+
 def block_starts(names: Sequence[str]) -> list[bool]:
     """Whether each op's name begins a new block (its first dotted part changes)."""
     heads = [n.split(".")[0] for n in names]

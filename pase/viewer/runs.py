@@ -31,7 +31,8 @@ def write_views(db: str | Path, out_dir: str | Path, simulate: bool = True) -> d
         if not strategy:
             continue
         folder.mkdir(parents=True, exist_ok=True)
-        data = page_model(_planned(row, strategy), simulate=simulate)
+        data = page_model(_planned(row, strategy), simulate=simulate,
+                          command=f"pase report {db} --views (run {n}, key {row['key']})")
         name = f"run-{n}.html"
         write_html(data, folder / name, page_title(data))
         links[row["key"]] = f"{FOLDER}/{name}"

@@ -1,7 +1,9 @@
 """The page's summary cards: what was solved, how well, and what it costs.
 
-Step time is the cost model's total when its unit is seconds, and the
-simulator's step beside it when the strategy ran on a cluster. MFU is the
+Step time is the cost model's total when its unit is seconds (with its parts,
+where the price report gives them), and the simulator's step beside it when the
+strategy ran on a cluster; the page says what the simulation adds. ``dims`` is the
+key to the dim letters the graph uses. MFU is the
 model's FLOP per step (three times its forward matrix products: forward and the
 two backward products, a multiply-add being two FLOP) over the step time and
 the devices' peak; it is shown only where a cluster gives the peak and the unit
@@ -13,7 +15,9 @@ import math
 from typing import Any
 
 from pase.counts import counts
+from pase.schema import DIM_LETTERS
 from pase.strategy import finite_or_none
+from pase.viewer.plan import role_group
 from pase.viewer.planned import Planned
 
 # A step's matrix-product FLOP: the forward products, then two backward products each.
@@ -41,6 +45,8 @@ def summary(planned: Planned, sim: Any = None) -> dict[str, Any]:
         "simulated_step": sim.step_time if sim is not None else None,
         "simulated_memory": float(sim.peak_memory.max()) if sim is not None else None,
         "notes": list(planned.notes),
+        "breakdown": _breakdown(meta),
+        "dims": dim_key(planned.graph),
     }
     out["mfu"] = mfu(planned, out["step"])
     return out
@@ -53,3 +59,25 @@ def mfu(planned: Planned, step: float | None) -> float | None:
         return None
     flop = FLOP_PER_FORWARD * counts(planned.graph).matmul_flops
     return flop / (step * planned.devices * cluster.device.peak_tflops * 1e12)
+
+
+def _breakdown(meta: dict[str, Any]) -> dict[str, float] | None:
+    """The priced step's parts (a calibrated plan's price report), or None."""
+    parts = meta.get("breakdown")
+    if not isinstance(parts, dict):
+        return None
+    out = {k: float(parts[k]) for k in ("compute", "communication", "optimizer", "bubble")
+           if isinstance(parts.get(k), (int, float))}
+    if isinstance(meta.get("exposed_sync_seconds"), (int, float)):
+        out["exposed_sync"] = float(meta["exposed_sync_seconds"])
+    return out
+
+
+def dim_key(*graphs: Any) -> list[list[Any]]:
+    """``[letter, meaning, [colour groups]]`` for each dim letter the graphs' ops use: the
+    letters of docs/glossary.md (a letter is local to an op; its role says what it is)."""
+    roles: dict[str, set[str]] = {}
+    for op in (op for g in graphs for op in g.ops):
+        for d in op.dims:
+            roles.setdefault(d.name, set()).add(role_group(d.role))
+    return [[n, DIM_LETTERS.get(n, ""), sorted(roles[n])] for n in sorted(roles)]

@@ -71,6 +71,9 @@ def planned(strategy: Any, *, model: Any = None, cluster: Any = None,
         check_graph(graph, s.configs)
         return planned_of(s, graph, cluster)
     devices = s.devices if s else strategy.get("devices")
+    if devices is None:
+        raise OptionError("a plain {op: {dim: factor}} mapping has no device count: give "
+                          "{\"devices\": N, \"strategy\": {op: {dim: factor}}} or a Strategy")
     cost_model = (s.cost_model if s else strategy.get("cost_model")) or \
         ("alpha-beta" if cluster is not None else "paper")
     built = api.build_problem(name, int(devices), cost_model, cluster=cluster,

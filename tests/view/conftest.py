@@ -73,3 +73,20 @@ def open_page(browser):
     yield open_
     for o in opened:
         o.close()
+
+
+# The new user's gpt2 example as a tensor-parallel plan: Megatron-LM's tp=2, dp=4 (the
+# solver's own answer for it may change with the cost model; this layout does not).
+GPT2_TP = ["view", "gpt2", "-p", "8", "--model-option", "layers=2", "--cluster", "dgx-a100",
+           "--layout", "tp=2,dp=4", "--micro-batch", "4"]
+
+
+@pytest.fixture(scope="session")
+def gpt2_tp_page(tmp_path_factory):
+    """``(page path, argv)`` of the gpt2 tp=2,dp=4 page, made once by the command."""
+    from pase.cli import main
+
+    out = tmp_path_factory.mktemp("view") / "gpt2_tp.html"
+    argv = GPT2_TP + ["-o", str(out)]
+    assert main(argv) == 0
+    return out, argv

@@ -161,3 +161,28 @@ def test_pipeline_page_draws_stages_by_microbatch(open_page, tmp_path):
     assert page.locator("#timeline").is_visible()
     o.screenshot("view_pipeline_time.png")
     only_own_file(o, path)
+
+
+def test_gpt2_tp_block_shows_its_tensor_splits_and_the_page_its_truth(open_page, gpt2_tp_page):
+    """The new user's example: the folded `h0 .. h1 x2` row shows b=4 and the heads' and
+    the MLP's tp=2 splits; the plan line says the layout; one step time with the simulated
+    one beside it; the dim key; the command and version."""
+    path, argv = gpt2_tp_page
+    o = open_page(path)
+    page = o.page
+    block = page.locator("#plan tbody tr.block").first
+    assert "h0 .. h1" in block.inner_text()
+    chips = block.locator("td").nth(2).locator(".chip").all_inner_texts()
+    assert {"b=4", "h=2", "f=2"} <= set(chips), chips
+    assert page.locator("#plan-line").inner_text().startswith("layout: dp 4 \u00d7 tp 2")
+    assert page.locator("#summary .card").filter(has_text="step time").count() == 1
+    assert page.locator("#simulated").inner_text().startswith("simulated ")
+    assert page.locator("#summary .card").filter(has_text="simulated step").count() == 0
+    page.click("#dim-key summary")
+    assert "attention heads" in page.locator("#dim-key tr[data-dim=h]").inner_text()
+    assert "feed-forward" in page.locator("#dim-key tr[data-dim=f]").inner_text()
+    made = page.locator("#made").inner_text()
+    assert " ".join(["pase", *argv]) in made and f"pase {pase.__version__}" in made
+    assert float(block.locator("td.block-comm").get_attribute("data-seconds")) > 0
+    o.screenshot("view_gpt2_tp.png")
+    only_own_file(o, path)

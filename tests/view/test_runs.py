@@ -29,6 +29,7 @@ def test_report_links_each_run_to_its_page(tmp_path, capsys):
     page = (out / "views" / "run-0.html").read_text()
     data = json.loads(page.split('id="pase-data">')[1].split("</script>")[0])
     assert data["summary"]["model"] == "mlp" and data["summary"]["total"] == pytest.approx(s.total_cost)
+    assert data["made"]["command"].startswith(f"pase report {db} --views (run 0")
     capsys.readouterr()
     assert main(["report", str(db), "-o", str(out), "--views", "--format", "csv"]) == 2
     assert "--views" in capsys.readouterr().err

@@ -47,8 +47,7 @@
     cards.push(card("cost model", S.cost_model || "-", "unit " + unit));
     var st = S.status + (S.gap ? " (gap " + pct(S.gap) + ")" : "");
     cards.push(card("solver", S.solver ? S.solver + (S.method ? " (" + S.method + ")" : "") : "given strategy", st, S.status === "infeasible"));
-    cards.push(card(unit === "s" ? "step time" : "total cost", cost(S.total), S.compute == null ? "" : "layers " + cost(S.compute) + ", re-layouts " + cost(S.communication)));
-    if (S.simulated_step != null) cards.push(card("simulated step", seconds(S.simulated_step), "peak memory " + bytes(S.simulated_memory)));
+    cards.push(stepCard());
     if (S.mfu != null) cards.push(card("MFU", pct(S.mfu), "3 x forward matmul FLOP / peak"));
     if (S.memory != null) {
       var c = card("memory per device", bytes(S.memory), S.memory_cap != null ? "cap " + bytes(S.memory_cap) + (S.fits === false ? ": OVER" : "") : "no cap", S.fits === false);
@@ -60,7 +59,32 @@
     }
     if (D.pipeline) cards.push(card("pipeline", D.pipeline.stages.length + " stages", "m = " + D.pipeline.microbatches + " (" + D.pipeline.schedule + "), costs per micro-batch"));
     cards.forEach(function (c) { box.appendChild(c); });
+    box.appendChild(planLine());
     (S.notes || []).forEach(function (n) { box.appendChild(el("p", {cls: "note", text: n})); });
+  }
+  // One step time: the priced one, its parts, and the simulated one explained beside it.
+  function stepCard() {
+    var B = S.breakdown, parts;
+    if (B && B.compute != null) {
+      parts = "kernels " + cost(B.compute) + ", communication " + cost(B.communication) +
+        (B.exposed_sync != null ? " (of it exposed gradient sync " + cost(B.exposed_sync) + ")" : "") +
+        (B.optimizer ? ", optimizer " + cost(B.optimizer) : "") + (B.bubble ? ", bubble " + cost(B.bubble) : "");
+    } else parts = S.compute == null ? "" : "layers " + cost(S.compute) + ", re-layouts " + cost(S.communication);
+    var c = card(unit === "s" ? "step time (priced)" : "total cost", cost(S.total), parts);
+    c.id = "step";
+    if (S.simulated_step != null) {
+      var d = S.step ? (S.simulated_step - S.step) / S.step : null;
+      c.appendChild(el("div", {cls: "d sim", id: "simulated", text: "simulated " + seconds(S.simulated_step) +
+        (d == null ? "" : " (" + (d >= 0 ? "+" : "") + (100 * d).toFixed(1) + "%)") + ", peak memory " + bytes(S.simulated_memory)}));
+      c.appendChild(el("div", {cls: "d why", text: "The simulator replays every kernel and collective on each device and port, so syncs overlap the backward pass as far as dependencies allow and collectives sharing a port queue or slow each other; " + (B && B.exposed_sync != null ? "the priced step sums kernels, critical-path communication and the model's estimate of the sync the backward pass does not hide." : "the priced step sums every op's layer cost and re-layout cost as if they ran one after another, each collective in full.")}));
+    }
+    return c;
+  }
+  function planLine() {
+    var L = D.layout;
+    if (!L) return el("p", {cls: "plan-line", id: "plan-line", text: D.pipeline ? "pipeline of " + D.pipeline.stages.length + " stages" : ""});
+    if (L.layout) return el("p", {cls: "plan-line", id: "plan-line"}, [el("b", {text: "layout: " + L.layout}), " \u2014 every op splits as Megatron-LM's layout " + L.flag + " does (pase evaluate --layout " + L.flag + ")" + (D.pipeline ? "; the stage cuts are the plan's own" : "")]);
+    return el("p", {cls: "plan-line", id: "plan-line"}, [el("b", {text: L.unknown ? "layout unknown: " : "not a layout: "}), L.why.replace(/^the plan is not a layout: /, "")]);
   }
 
   // -- the plan ------------------------------------------------------------------------
@@ -71,6 +95,42 @@
     });
     if (!out.length) out.push(el("span", {cls: "rep", text: "replicated"}));
     return out;
+  }
+  // A folded block's splits: those all its ops share, then each other split its ops use.
+  function blockChips(f) {
+    var sets = [], common = null, chip = {};
+    for (var i = f[0]; i < f[0] + f[1]; i++) {
+      var own = [];
+      OPS[i].d.forEach(function (d) { if (d[3] > 1) { var k = d[0] + "=" + d[3]; own.push(k); chip[k] = d; } });
+      sets.push(own);
+      common = common == null ? own.slice() : common.filter(function (k) { return own.indexOf(k) >= 0; });
+    }
+    var extras = [];
+    sets.forEach(function (own) {
+      var rest = own.filter(function (k) { return common.indexOf(k) < 0; }).join(" ") || (common.length ? "" : "replicated");
+      if (rest && extras.indexOf(rest) < 0) extras.push(rest);
+    });
+    if (extras.length === 1 && extras[0] === "replicated") extras = [];
+    function mk(k) { var d = chip[k]; return el("span", {cls: "chip r-" + d[2], title: d[0] + ": " + d[1] + " split " + d[3] + " ways (" + d[2] + ")", text: k}); }
+    var out = common.map(mk);
+    if (!out.length && !extras.length) return [el("span", {cls: "rep", text: "replicated"})];
+    if (extras.length) {
+      var span = el("span", {cls: "fold-splits", title: "splits some of the block's ops use besides those all share"});
+      if (out.length) span.appendChild(document.createTextNode(" \u00b7 "));
+      extras.forEach(function (e, j) {
+        if (j) span.appendChild(document.createTextNode(" / "));
+        if (e === "replicated") span.appendChild(el("span", {cls: "rep", text: "replicated"}));
+        else e.split(" ").forEach(function (k) { span.appendChild(mk(k)); });
+      });
+      out.push(span);
+    }
+    return out;
+  }
+  function comp(op) { return op.t != null ? op.t : op.c; }
+  function comm(op) { return op.cm != null ? op.cm : op.x; }
+  function commTitle(op) {
+    if (op.cm == null) return "incoming re-layouts (the cost model's edge costs)";
+    return "collectives and incoming re-layouts " + cost(op.cm) + (op.cs ? ", of which gradient sync " + cost(op.cs) : "") + (D.attributed === "timeline" ? " (as on the timeline, busiest device)" : " (each collective alone, as priced)");
   }
   function bar(v, max, cls, fmt) {
     var w = max > 0 && v ? Math.max(1, Math.round(110 * v / max)) : 0, i = el("i", {cls: cls});
@@ -83,12 +143,14 @@
     var tr = el("tr", {cls: cls || "", "data-op": String(i)}, [
       el("td", {text: op.n}), el("td", {text: op.k + (op.v ? " (" + op.v + ")" : "")}), el("td", null, chips(op)),
       el("td", {cls: "stage-col", text: stageOf(i)}),
-      el("td", null, [bar(op.c, max.c, "b-c", cost)]), el("td", null, [bar(op.x, max.x, "b-x", cost)]),
+      el("td", null, [bar(comp(op), max.c, "b-c", cost)]), el("td", {title: commTitle(op)}, [bar(comm(op), max.x, "b-x", cost)]),
       el("td", null, [bar(op.m, max.m, "b-m", bytes)])]);
     if (state.selected === i) tr.classList.add("sel");
     return tr;
   }
-  function blockSum(f, key) { var s = 0; for (var i = f[0]; i < f[0] + f[1]; i++) s += OPS[i][key] || 0; return s * f[2]; }
+  // Every copy counted (attributed seconds may differ a little from copy to copy).
+  function blockSum(f, get) { var s = 0; for (var i = f[0]; i < f[0] + f[1] * f[2]; i++) s += get(OPS[i]) || 0; return s; }
+  function memOf(op) { return op.m; }
   function blockName(f) {
     var a = OPS[f[0]].n, b = OPS[f[0] + (f[2] - 1) * f[1]].n;
     return f[1] === 1 ? a + " .. " + b : a.split(".")[0] + " .. " + b.split(".")[0];
@@ -101,16 +163,20 @@
     if (state.sort) {
       var k = state.sort, sgn = state.up ? 1 : -1;
       ids.sort(function (a, b) {
-        var x = OPS[a][k], y = OPS[b][k];
+        var x = VAL[k] ? VAL[k](OPS[a]) : OPS[a][k], y = VAL[k] ? VAL[k](OPS[b]) : OPS[b][k];
         if (k === "n" || k === "k") return sgn * -String(x).localeCompare(String(y)) || a - b;
         return sgn * ((x || 0) - (y || 0)) || a - b;
       });
     }
     return ids;
   }
+  var VAL = {c: comp, x: comm};
   function maxima(keys) {
     var m = {c: 0, x: 0, m: 0};
-    keys.forEach(function (r) { ["c", "x", "m"].forEach(function (k) { if (r[k] > m[k]) m[k] = r[k]; }); });
+    keys.forEach(function (r) {
+      var v = {c: r.S ? r.c : comp(r), x: r.S ? r.x : comm(r), m: r.m};
+      ["c", "x", "m"].forEach(function (k) { if (v[k] > m[k]) m[k] = v[k]; });
+    });
     return m;
   }
   function drawPlan() {
@@ -121,19 +187,19 @@
       ids.forEach(function (i) { frag.appendChild(opRow(i, "", mx)); });
       shown = ids.length;
     } else {
-      var sums = D.folds.map(function (f) { return f[2] > 1 ? {c: blockSum(f, "c"), x: blockSum(f, "x"), m: blockSum(f, "m")} : OPS[f[0]]; });
+      var sums = D.folds.map(function (f) { return f[2] > 1 ? {S: true, c: blockSum(f, comp), x: blockSum(f, comm), m: blockSum(f, memOf)} : OPS[f[0]]; });
       var mxf = maxima(sums), mxo = maxima(OPS);
       D.folds.forEach(function (f, k) {
         if (f[2] === 1) { frag.appendChild(opRow(f[0], "", mxf)); shown++; return; }
         var open = !!state.open[k], s = sums[k];
         var tr = el("tr", {cls: "block", "data-fold": String(k), title: f[2] + " identical blocks of " + f[1] + " ops; click to " + (open ? "collapse" : "expand")}, [
           el("td", null, [el("span", {cls: "tog", text: open ? "\u25be" : "\u25b8"}), blockName(f) + " ", el("b", {text: "x" + f[2]})]),
-          el("td", {text: f[1] + (f[1] === 1 ? " op" : " ops") + " each"}), el("td", null, chips(OPS[f[0]])), el("td", {cls: "stage-col", text: stageOf(f[0])}),
-          el("td", null, [bar(s.c, mxf.c, "b-c", cost)]), el("td", null, [bar(s.x, mxf.x, "b-x", cost)]), el("td", null, [bar(s.m, mxf.m, "b-m", bytes)])]);
+          el("td", {text: f[1] + (f[1] === 1 ? " op" : " ops") + " each"}), el("td", {cls: "splits"}, blockChips(f)), el("td", {cls: "stage-col", text: stageOf(f[0])}),
+          el("td", null, [bar(s.c, mxf.c, "b-c", cost)]), el("td", {cls: "block-comm", "data-seconds": String(s.x)}, [bar(s.x, mxf.x, "b-x", cost)]), el("td", null, [bar(s.m, mxf.m, "b-m", bytes)])]);
         frag.appendChild(tr); shown++;
         if (open) {
           for (var i = f[0]; i < f[0] + f[1]; i++) { frag.appendChild(opRow(i, "inner", mxo)); shown++; }
-          frag.appendChild(el("tr", {cls: "more"}, [el("td", {colspan: "7", text: "each of the " + f[2] + " blocks splits and costs the same (costs above: one block; on the block row: all " + f[2] + ")"})]));
+          frag.appendChild(el("tr", {cls: "more"}, [el("td", {colspan: "7", text: "each of the " + f[2] + " blocks splits the same (costs above: the first block; on the block row: all " + f[2] + " together)"})]));
         }
       });
     }
@@ -148,6 +214,17 @@
   function legend() {
     var box = document.getElementById("legend");
     D.roles.forEach(function (r) { box.appendChild(el("span", {cls: "chip r-" + r, text: r})); });
+    var key = document.getElementById("dim-key");
+    if (key && S.dims && S.dims.length) {
+      key.appendChild(el("summary", {text: "dim letters"}));
+      key.appendChild(el("table", null, [el("tbody", null, S.dims.map(function (d) {
+        return el("tr", {"data-dim": d[0]}, [el("td", null, [el("b", {text: d[0]})]), el("td", {text: d[1] || "(this model's own letter)"}),
+          el("td", null, d[2].map(function (r) { return el("span", {cls: "chip r-" + r, text: r}); }))]);
+      }))]));
+      key.appendChild(el("p", {cls: "hint", text: "Letters are local to an op; the colour (the dim's role) is what a dim is across ops. docs/glossary.md has the full table."}));
+    } else if (key) key.hidden = true;
+    var made = document.getElementById("made"), M = D.made || {};
+    if (made) made.textContent = "made by " + (M.command || "pase.view() in Python") + " \u2014 pase " + (M.version || "?");
   }
   function planEvents() {
     document.querySelector("#plan tbody").addEventListener("click", function (ev) {
