@@ -45,7 +45,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     bound = model.bind(graph, problem.devices)
     m = bound.microbatches
     tax = bound.hw.overlap
-    compute = critical = sync = gathers = optimizer = 0.0
+    compute = critical = sync = gathers = optimizer = rebuilt = 0.0
     window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
     acts_by_unit: dict[str, float] = {}
     params_by_unit: dict[str, float] = {}
@@ -61,6 +61,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
         f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
         again = f if recompute else 0.0
         compute += m * (f + b + again)
+        rebuilt += m * again
         ctx = bound.context(op)
         if ctx.unit not in ("pre",):
             window += b + again  # the last micro-batch's backward hides the syncs
@@ -103,6 +104,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
                           + exposed_sync + fsdp_exposed, "bubble": 0.0, "optimizer": optimizer},
             "memory": {"total": memory, "states_and_activations": mem,
                        "recompute_working_set": working, "zero3_gathered": gathered},
+            "recompute_seconds": rebuilt,  # the part of compute that runs forwards again
             "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
             "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
 
