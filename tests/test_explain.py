@@ -106,7 +106,9 @@ def test_output_file_gets_the_explain_key_and_no_private_file_is_mentioned(capsy
     out = capsys.readouterr()
     assert code == 0
     assert "explain" in json.loads(path.read_text())
-    assert out.err.strip() == f"wrote {path}"
+    lines = out.err.splitlines()
+    assert lines[-1] == f"wrote {path}" and not [x for x in lines if "result.json" in x]
+    assert [x for x in lines if x.startswith("wrote")] == [f"wrote {path}"]
 
 
 def test_a_pipeline_plan_is_explained_against_the_best_layout(capsys):
@@ -128,3 +130,41 @@ def test_a_bad_combination_is_one_line(capsys, argv, needs):
     code = main(list(argv))
     err = capsys.readouterr().err.strip()
     assert code == 2 and needs in err and len(err.splitlines()) == 1
+
+
+def test_a_layouts_recomputation_is_what_full_recomputation_adds_to_its_compute():
+    from pase import api
+
+    def price(recompute):
+        return api.evaluate_layout("gpt2", 8, "tp=2,pp=2,dp=2", cluster="h100-sxm", micro_batch=2,
+                                   global_batch=16, model_options={"layers": 2},
+                                   recompute=recompute)
+
+    none, full = price("none"), price("full")
+    assert none.details["recompute_seconds"] == 0.0
+    added = full.breakdown["compute"] - none.breakdown["compute"]
+    assert added > 0 and full.details["recompute_seconds"] == pytest.approx(added, rel=1e-9)
+    s = side(full.to_dict(), "layout")
+    assert s["seconds"]["compute"] == pytest.approx(none.breakdown["compute"], rel=1e-9)
+    _adds_up(s)
+
+
+def test_a_per_op_plans_recomputation_is_the_forwards_of_the_ops_it_recomputes(capsys):
+    data = _json(capsys, "solve", *LLAMA, "--recompute", "all", "--explain")
+    again = [op for op, v in data["variants"].items() if v.get("recompute")]
+    forwards = sum(data["op_prices"][op]["forward"] for op in again) * data["microbatches"]
+    plan = data["explain"]["plan"]
+    assert again and plan["seconds"]["recomputation"] == pytest.approx(forwards, rel=1e-9)
+    _adds_up(plan)
+    assert data["explain"]["against"]["layout"]  # the best layout of the family, named
+
+
+def test_with_no_layout_family_the_plan_is_explained_alone_and_a_note_says_why(capsys):
+    # 12 devices, global batch 1: every layout's data-parallel degree is 3 or more
+    data = _json(capsys, "solve", "gpt2", "-p", "12", "--batch", "1", "--model-option",
+                 "layers=2", "--cluster", "dgx-a100-80gb", "--explain")
+    ex = data["explain"]
+    assert ex["against"] is None and ex["difference"] is None
+    assert "no layout family" in ex["note"] and "the plan alone" in ex["note"]
+    _adds_up(ex["plan"])
+    assert "note: no layout family" in render(ex)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pase import api
-from pase.cli import checks
+from pase.cli import checks, layouts
 from pase.cli.args import key_values
 from pase.cli.output import emit
 from pase.errors import OptionError, TooLargeError
@@ -96,7 +96,7 @@ def _best_layout(args: argparse.Namespace, data: dict[str, Any]
     try:
         result = api.search_layouts(args.model, data.get("devices", args.devices),
                                     cluster=args.cluster, global_batch=int(batch),
-                                    model_options=options, **extra)
+                                    model_options=options, progress=layouts.progress, **extra)
     except TooLargeError as exc:
         return None, f"the layout family is too large to search ({exc}); the plan alone"
     except OptionError as exc:
