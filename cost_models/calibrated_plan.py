@@ -71,6 +71,7 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
                           "bubble": 0.0, "optimizer": t["optimizer"]},
             "memory": {"total": memory, "states_and_activations": mem,
                        "recompute_working_set": working, "zero3_gathered": gathered},
+            "recompute_seconds": m * t["rebuilt"],  # the part of compute run again
             "exposed_sync_seconds": exposed_sync, "sync_correction_seconds": correction,
             "microbatches": m, "cluster": bound.cluster.name, "devices": problem.devices}
 
@@ -78,12 +79,13 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
 def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
           indices) -> dict[str, float]:
     """The terms of ops ``indices`` (a plan's, or one pipeline stage's) at choice ``c``:
-    per micro-batch ``compute`` (kernels, recomputation included), ``critical``
+    per micro-batch ``compute`` (kernels, recomputation included; ``rebuilt`` the part run
+    again), ``critical``
     collectives, ZeRO-3's ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond
     the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
     ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
     ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights."""
-    compute = critical = sync = gathers = optimizer = states = activations = 0.0
+    compute = critical = sync = gathers = optimizer = states = activations = rebuilt = 0.0
     window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
     acts_by_unit: dict[str, float] = {}
     params_by_unit: dict[str, float] = {}
@@ -101,6 +103,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
         again = f if recompute else 0.0
         compute += f + b + again
+        rebuilt += again
         ctx = bound.context(op)
         window += b + again  # the last micro-batch's backward hides the syncs
         forward_window += f  # the next step's first forward hides the refresh
@@ -126,7 +129,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     for unit, hops in hops_by_unit.items():
         by_unit[unit][2:] += hops
     return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
-            "compute": compute, "critical": critical, "gathers": gathers,
+            "compute": compute, "rebuilt": rebuilt, "critical": critical, "gathers": gathers,
             "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
             "activations": activations,

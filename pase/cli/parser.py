@@ -193,9 +193,8 @@ def _solve(s: Parser) -> None:
                    help=options_help("solver", "A solver option, e.g. ordering=min-fill for dp."))
     s.add_argument("--output", metavar="FILE", help="also write the JSON result to this file")
     s.add_argument("--dry-run", action="store_true",
-                   help="predict the dp's table sizes, memory and time per ordering from the "
-                        "graph alone; do not solve (only --option memory_budget applies; the "
-                        "cost model and memory cap set the rates and whether auto probes)")
+                   help="predict the dp's table sizes, memory and time per ordering; do not "
+                        "solve (only --option memory_budget applies)")
     s.add_argument("--pipeline", action="store_true",
                    help="also search pipeline stages (contiguous ranges of ops on sub-meshes), "
                         "micro-batches and the schedule, with the per-layer dp inside each stage")
@@ -204,9 +203,11 @@ def _solve(s: Parser) -> None:
     s.add_argument("--schedule", choices=("1f1b", "gpipe"),
                    help="with --pipeline: the pipeline schedule (default 1f1b)")
     s.add_argument("--layouts", action="store_true",
-                   help="search Megatron/FSDP layouts under the performance model (needs --cluster "
-                        "and --global-batch; docs/performance-model.md)")
+                   help="search Megatron/FSDP layouts (needs --cluster and --global-batch; "
+                        "docs/performance-model.md)")
     s.add_argument("--global-batch", type=positive_int, metavar="B", help="sequences per step (--layouts; else --pipeline)")
+    s.add_argument("--explain", action="store_true",
+                   help="where the step goes, vs the best layout (--cluster)")
 
 
 def _compare(s: Parser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from pase import api
-from pase.cli import checks, layouts
+from pase.cli import checks, explaining, layouts
 from pase.cli.args import cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
 from pase.cli.pipelining import solve_pipeline_command
@@ -54,6 +54,8 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> None:
+    if args.explain:  # this command inside, then the comparison (pase/cli/explaining.py)
+        return explaining.cmd_solve_explained(args, cmd_solve)
     deadline = Deadline(args.time_limit)  # the command's clock starts here
     if args.dry_run:
         return _dry_run(args)

@@ -145,7 +145,9 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                          "stage_forward_seconds": [s["forward"] for s in per_stage],
                          "stage_backward_seconds": [s["backward"] for s in per_stage],
                          "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
-                         "once_seconds": once})
+                         "once_seconds": once,
+                         # the part of the breakdown's compute that runs forwards again
+                         "recompute_seconds": m * worst["recompute"]})
     check_estimate(estimate, graph.name)
     return estimate
 
@@ -236,7 +238,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
            mixed: bool, replicas: int, again_units: set[str], received: list[float]
            ) -> dict[str, Any]:
     """One stage's per-micro-batch time, its once-per-step exposure and its memory terms."""
-    fwd = bwd = exposed_f = exposed_b = 0.0
+    fwd = bwd = exposed_f = exposed_b = rebuilt = 0.0  # rebuilt: recomputed forwards
     hw = pricer.hw
     unit_f: dict[str, float] = {}
     unit_b: dict[str, float] = {}
@@ -262,6 +264,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             (lay.recompute == "selective" and p.attention_core)
         f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
         fwd, bwd = fwd + f, bwd + b
+        rebuilt += t.forward_s if again else 0.0
         if lay.ep_overlap:  # hidden behind the layer's compute, after the loop
             a2a = unit_ep.setdefault(unit, [0.0, 0.0])
             a2a[0] += ep_f
@@ -309,6 +312,7 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
     exposed = exposed_f + exposed_b + 2 * sum(sends)
     return {"time": fwd + bwd + exposed, "compute": fwd + bwd, "exposed": exposed,
+            "recompute": rebuilt,
             "forward": fwd + exposed_f, "backward": bwd + exposed_b, "sends": sends,
             "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
             "params": params, "expert_params": expert_params, "shards": shards,
