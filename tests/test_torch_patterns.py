@@ -8,26 +8,9 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
+from torch_counts import check_import  # noqa: E402  (tests/ is on sys.path)
 
-import pase  # noqa: E402
-from pase.counts import counts  # noqa: E402
-from pase.frontends.torch import import_torch  # noqa: E402
-
-
-def check(model, *args):
-    from torch.utils.flop_counter import FlopCounterMode
-
-    imp = import_torch(model, args)
-    unique = sum({id(p): p.numel() for p in model.parameters()}.values())
-    assert pase.counts.parameters(imp.graph) == unique
-    with FlopCounterMode(display=False) as counter:
-        model(*args)
-    by_op = counts(imp.graph).by_op()
-    ours = sum(by_op[op.name].matmul_flops for op in imp.graph.ops if imp.ops[op.name].counted)
-    assert ours == pytest.approx(counter.get_total_flops(), rel=1e-12)
-    assert pase.solve(imp.graph, devices=8, cost_model="alpha-beta").solution.status.value == \
-        "optimal"
-    return imp
+check = check_import
 
 
 class CeilPool(nn.Module):
