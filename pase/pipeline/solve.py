@@ -13,14 +13,19 @@ from pase.ir import Graph
 from pase.options import parse_bytes
 from pase.pipeline.cuts import crossing_elements, cut_points
 from pase.pipeline.plan import PipelinePlan, PipelineStage
-from pase.pipeline.search import SCHEDULES, LinkPricer, Space, in_flight, search
+from pase.pipeline.price import stage_price
+from pase.pipeline.schedules import label, parse, priced_step
+from pase.pipeline.search import Found, LinkPricer, Space, in_flight, search
 from pase.pipeline.stages import StageOracle
 from pase.registry import MODELS
 from pase.space import check_devices
 
+TOLERANCE = 1e-9  # relative: a step within this of the bound is the bound
+
 
 def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None = None,
-                   microbatches: int | Sequence[int] | None = None, schedule: str = "1f1b",
+                   microbatches: int | Sequence[int] | None = None,
+                   schedule: str | Sequence[str] = "1f1b",
                    cluster: Any = "dgx-a100", cost_options: Mapping[str, Any] | None = None,
                    memory_cap: float | str | None = None, cutoff: int | None = None,
                    powers_of_two: bool = True, model_options: Mapping[str, Any] | None = None,
@@ -38,7 +43,9 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         batch: the global batch (default the model's).
         microbatches: ``m``, or the choices of ``m`` (default: the powers of two
             dividing the batch).
-        schedule: ``1f1b`` (default) or ``gpipe``.
+        schedule: ``1f1b`` (default), ``gpipe``, ``interleaved:V``, ``interleaved`` (V of
+            2, 3, 4), ``auto`` (1F1B and those interleavings) or a list of them: the
+            schedules searched (:mod:`pase.pipeline.schedules`).
         cost_model: what prices each stage: ``calibrated`` (default: the performance
             model's rules, :mod:`pase.cost_models.calibrated`) or ``alpha-beta``.
         cluster, cost_options: the cost model's (calibrated: ``precision``, ``zero``,
@@ -54,14 +61,14 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         uniform: every stage gets the same count ``p / s`` (one of ``stage_sizes``).
         max_stages: most stages (default: the number of units).
 
-    Returns the optimum over that space (:mod:`pase.pipeline.search`), as a
-    :class:`~pase.pipeline.plan.PipelinePlan`. Raises OptionError when no plan
-    fits the memory cap.
+    Returns the best plan found over that space (:mod:`pase.pipeline.search`) at its own
+    price, with a lower bound (:func:`certified`), as a
+    :class:`~pase.pipeline.plan.PipelinePlan`: ``optimal`` when its step meets the
+    bound. Raises OptionError when no plan fits the memory cap.
     """
     start = time.perf_counter()
     devices = check_devices(devices)
-    if schedule not in SCHEDULES:
-        raise OptionError(f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+    parse(schedule)  # an unknown schedule fails before anything is built
     options = dict(model_options or {})
     full_batch, load = _loader(model, batch, options)
     costs = dict(cost_options or {})
@@ -85,34 +92,75 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     if not isinstance(uniform, bool):
         raise OptionError(f"uniform must be true or false, got {uniform!r}")
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
-    found = search(space, oracle, links, progress)
+    found, bound, solves = certified(space, oracle, links, progress)
     if found is None:
         raise OptionError(f"no pipeline plan fits the memory cap of {cap / 2**30:.4g} GiB per "
                           f"device on {devices} devices; raise --memory-cap or add devices")
     stages, rank, names = [], 0, [op.name for op in graph.ops]
-    for i, ((first, end, d), result) in enumerate(zip(found.stages, found.results)):
+    s = len(found.groups)
+    for i, ((ranges, d), result) in enumerate(zip(found.groups, found.results)):
         stages.append(PipelineStage(
-            (names[first], names[end - 1]), (first, end), (rank, rank + d),
-            in_flight(schedule, found.microbatches, len(found.stages), i),
-            result.seconds, result.memory,
+            (names[ranges[0][0]], names[ranges[-1][1] - 1]), ranges[0], (rank, rank + d),
+            in_flight(found.schedule, found.microbatches, s, i),
+            found.prices[i].seconds, result.memory,
             {op: dict(config) for op, config in result.configs},
-            {op: {"zero": z, "recompute": r} for op, z, r in result.variants}))
+            {op: {"zero": z, "recompute": r} for op, z, r in result.variants},
+            list(ranges) if len(ranges) > 1 else []))
         rank += d
-    # The calibrated stages charge gradient syncs at the overlap tax, as if the backward
-    # pass hid them; a stage whose syncs outlast it pays more than priced: no proof then.
-    exposed = [i for i, ((first, _, d), result) in enumerate(zip(found.stages, found.results))
-               if oracle.exposed_sync(first, d, found.microbatches, result) > 0]
+    exposed = [i for i, p in enumerate(found.prices) if p.exposed > 0]
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                    for k, v in costs.items()}
     search_info = {"units": units, "cuts": cuts, "every": every,
                    "stage_sizes": list(sizes), "uniform": uniform,
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
-                   **found.stats, "seconds": time.perf_counter() - start,
+                   "schedules": [label(*pair) for pair in space.schedules],
+                   **found.stats, "bounding_searches": solves,
+                   "charged_step": found.cost, "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
-    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
-                        found.links, found.cost,
-                        "optimal" if found.optimal and not exposed else "feasible",
-                        options, plain_costs, cap, search_info, cost_model)
+    proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
+    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
+                        stages, found.links, found.step, "optimal" if proven else "feasible",
+                        options, plain_costs, cap, search_info, cost_model,
+                        None if bound is None else min(bound, found.step))
+
+
+def certified(space: Space, oracle: StageOracle, links: LinkPricer,
+              progress: Callable[[str], None] | None = None):
+    """The search with a lower bound: ``(found, bound, searches)``.
+
+    The search charges gradient syncs at the overlap tax, so its optimum bounds every
+    plan's own price (:mod:`pase.pipeline.price`) from below. When the found plan's own
+    price is above it, a second search with each candidate's sync slack lifted in
+    (``x = 1``, still a bound) tightens the bound and looks for a plan whose syncs hide;
+    the answer is the plan with the lower own price. The bound is None when a stage's
+    solver could not prove its optimum."""
+    found = search(space, oracle, links, progress)
+    if found is None:
+        return None, None, 1
+    _price(found, oracle)
+    bound = found.cost
+    searches = 1
+    if found.step > bound * (1 + TOLERANCE) and oracle.slack_applies:
+        if progress:
+            progress("syncs outlast their window: a lifted search to bound the gap")
+        lifted = search(space, oracle.lifted(1.0), links, progress)
+        searches = 2
+        if lifted is not None:
+            bound = max(bound, lifted.cost)
+            _price(lifted, oracle)
+            if lifted.step < found.step * (1 - 1e-12):
+                lifted.stats = {**found.stats, **lifted.stats}
+                found = lifted
+            found.optimal = found.optimal and lifted.optimal
+    return found, bound if found.optimal else None, searches
+
+
+def _price(found: Found, oracle: StageOracle) -> None:
+    """The found plan's own stage prices and step (``found.prices``, ``found.step``)."""
+    m = found.microbatches
+    found.prices = [stage_price(oracle, ranges, d, m, result)
+                    for (ranges, d), result in zip(found.groups, found.results)]
+    found.step = priced_step(found.schedule, m, [p.seconds for p in found.prices], found.links)
 
 
 def _loader(model: Any, batch: int | None,
