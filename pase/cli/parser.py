@@ -201,9 +201,8 @@ def _solve(s: Parser) -> None:
                         "micro-batches and the schedule, with the per-layer dp inside each stage")
     s.add_argument("--microbatches", type=positive_int, metavar="M",
                    help="with --pipeline: this many micro-batches (default: searched)")
-    s.add_argument("--schedule", metavar="1f1b|gpipe|interleaved[:V]|auto",
-                   help="with --pipeline: the pipeline schedules searched (default 1f1b; with "
-                        "--global-batch auto: 1F1B and interleaved 1F1B with V = 2, 3, 4)")
+    s.add_argument("--schedule", metavar="S",
+                   help="1f1b, gpipe, interleaved[:V] or auto (the default with --global-batch)")
     s.add_argument("--layouts", action="store_true",
                    help="search Megatron/FSDP layouts under the performance model (needs --cluster "
                         "and --global-batch; docs/performance-model.md)")

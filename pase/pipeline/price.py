@@ -37,6 +37,11 @@ class StagePrice:
 
     charged: float
     seconds: float
+    slack: float = 0.0  # the stage's summed sync slack, once a step (0 under alpha-beta)
+
+    def lifted(self, x: float, microbatches: int) -> float:
+        """Seconds per micro-batch the search lifted by ``x`` charges (a bound for x in [0, 1])."""
+        return self.charged + x * self.slack / microbatches
 
     @property
     def exposed(self) -> float:
@@ -57,7 +62,9 @@ def stage_price(oracle: StageOracle, ranges: Sequence[tuple[int, int]], devices:
     model = stage_cost_model(oracle.cost_options, microbatches, oracle.cost_model)
     if not hasattr(model, "collective_roles"):  # alpha-beta charges every sync in full
         return StagePrice(charged, charged)
-    return StagePrice(charged, charged + _unhidden(lay, model, choice, microbatches))
+    slack = oracle.slack(devices, microbatches)
+    total = 0.0 if slack is None else float(sum(slack[i][c] for i, c in choice.items()))
+    return StagePrice(charged, charged + _unhidden(lay, model, choice, microbatches), total)
 
 
 def _unhidden(lay: Any, model: Any, choice: dict[int, int], microbatches: int) -> float:

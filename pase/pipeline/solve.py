@@ -49,7 +49,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         cost_model: what prices each stage: ``calibrated`` (default: the performance
             model's rules, :mod:`pase.cost_models.calibrated`) or ``alpha-beta``.
         cluster, cost_options: the cost model's (calibrated: ``precision``, ``zero``,
-            ``recompute``...; alpha-beta: ``efficiency``,
+            ``recompute``, ``tp_overlap`` (default: :func:`tp_overlap_auto`, as the layout
+            family has it)...; alpha-beta: ``efficiency``,
             ``bytes_per_element``, ``optimizer``, ``zero``, ``recompute`` ...).
         memory_cap: bytes per device (or text such as ``"80GiB"``, or ``"none"``);
             default the cluster's device memory.
@@ -77,6 +78,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     costs["cluster"] = cluster
     cl = get_cluster(cluster, devices)
     cap = _cap(memory_cap, cl)
+    if cost_model == "calibrated" and "tp_overlap" not in costs:
+        costs["tp_overlap"] = tp_overlap_auto(costs, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
     if cost_model not in ("calibrated", "alpha-beta"):
         raise OptionError(f"--pipeline prices stages with calibrated or alpha-beta; cost model "
@@ -94,8 +97,12 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
     found, bound, solves = certified(space, oracle, links, progress)
     if found is None:
-        raise OptionError(f"no pipeline plan fits the memory cap of {cap / 2**30:.4g} GiB per "
-                          f"device on {devices} devices; raise --memory-cap or add devices")
+        why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
+            (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
+             "and s V units to cut)")
+        raise OptionError(f"no pipeline plan fits the memory cap of "
+                          f"{'none' if cap is None else f'{cap / 2**30:.4g} GiB'} per device on "
+                          f"{devices} devices{why}; raise --memory-cap or add devices")
     stages, rank, names = [], 0, [op.name for op in graph.ops]
     s = len(found.groups)
     for i, ((ranges, d), result) in enumerate(zip(found.groups, found.results)):
@@ -115,7 +122,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
                    "schedules": [label(*pair) for pair in space.schedules],
                    **found.stats, "bounding_searches": solves,
-                   "charged_step": found.cost, "seconds": time.perf_counter() - start,
+                   "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
     proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
     return PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
@@ -138,21 +145,36 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
     if found is None:
         return None, None, 1
     _price(found, oracle)
-    bound = found.cost
-    searches = 1
-    if found.step > bound * (1 + TOLERANCE) and oracle.slack_applies:
+    bound, best, plans = found.cost, found, [found]
+    for x in (1.0, None):
+        if best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
+            break
+        if x is None:  # where the two plans' prices, linear in x, cross (a cutting plane)
+            (a0, d0), (a1, d1) = (_line(plans[0]), _line(plans[-1]))
+            if d0 == d1:
+                break
+            x = min(1.0, max(0.0, (a1 - a0) / (d0 - d1)))
         if progress:
-            progress("syncs outlast their window: a lifted search to bound the gap")
-        lifted = search(space, oracle.lifted(1.0), links, progress)
-        searches = 2
-        if lifted is not None:
-            bound = max(bound, lifted.cost)
-            _price(lifted, oracle)
-            if lifted.step < found.step * (1 - 1e-12):
-                lifted.stats = {**found.stats, **lifted.stats}
-                found = lifted
-            found.optimal = found.optimal and lifted.optimal
-    return found, bound if found.optimal else None, searches
+            progress(f"syncs outlast their window: a search lifted by x = {x:.3g} for a bound")
+        lifted = search(space, oracle.lifted(x), links, progress)
+        if lifted is None:
+            break
+        plans.append(lifted)
+        bound = max(bound, lifted.cost)
+        _price(lifted, oracle)
+        if lifted.step < best.step * (1 - 1e-12):
+            lifted.stats = {**found.stats, **lifted.stats}
+            best = lifted
+    proven = all(p.optimal for p in plans)
+    return best, bound if proven else None, len(plans)
+
+
+def _line(found: Found) -> tuple[float, float]:
+    """The plan's charged step at x = 0 and its growth to x = 1 (lifted by its slack)."""
+    m = found.microbatches
+    at0 = priced_step(found.schedule, m, [p.lifted(0.0, m) for p in found.prices], found.links)
+    at1 = priced_step(found.schedule, m, [p.lifted(1.0, m) for p in found.prices], found.links)
+    return at0, at1 - at0
 
 
 def _price(found: Found, oracle: StageOracle) -> None:
@@ -161,6 +183,19 @@ def _price(found: Found, oracle: StageOracle) -> None:
     found.prices = [stage_price(oracle, ranges, d, m, result)
                     for (ranges, d), result in zip(found.groups, found.results)]
     found.step = priced_step(found.schedule, m, [p.seconds for p in found.prices], found.links)
+
+
+def tp_overlap_auto(costs: Mapping[str, Any], cluster: Any) -> bool:
+    """The layout family's ``--tp-overlap auto`` for the calibrated model: collectives hidden
+    behind their op's GEMMs (Megatron-LM's --tp-comm-overlap) with fused attention in 16
+    bits or fewer, as :func:`pase.perf.layout.make_layout` decides for tp > 1."""
+    precision = costs.get("precision")
+    if precision is None:  # the model's default: 16 bits where the device has them
+        device = cluster.device
+        low = device.bf16_tflops > 0 or "16" in device.precision
+    else:
+        low = str(precision) != "fp32"
+    return low and str(costs.get("attention", "fused")) == "fused"
 
 
 def _loader(model: Any, batch: int | None,
