@@ -19,7 +19,7 @@ from pase.pipeline.plan import PipelinePlan
 from pase.pipeline.price import stage_price
 from pase.pipeline.schedules import priced_step
 from pase.pipeline.search import LinkPricer
-from pase.pipeline.solve import _loader
+from pase.pipeline.solve import _loader, with_defaults
 from pase.pipeline.stages import StageOracle, StageResult
 from pase.registry import MODELS
 
@@ -32,7 +32,8 @@ def reprice(plan: PipelinePlan) -> dict[str, Any]:
     full, load = _loader(plan.model, plan.batch if plan.model in MODELS else None, options)
     if full != plan.batch:
         raise StrategyError(f"the plan's batch {plan.batch} is not the model's {full}")
-    oracle = StageOracle(load, full, costs, plan.memory_cap_bytes, {"powers_of_two": True},
+    priced = with_defaults(costs, plan.cost_model, get_cluster(cluster, plan.devices))
+    oracle = StageOracle(load, full, priced, plan.memory_cap_bytes, {"powers_of_two": True},
                          cost_model=plan.cost_model)
     m = plan.microbatches
     graph = oracle.graph(m)

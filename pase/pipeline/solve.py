@@ -78,8 +78,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     costs["cluster"] = cluster
     cl = get_cluster(cluster, devices)
     cap = _cap(memory_cap, cl)
-    if cost_model == "calibrated" and "tp_overlap" not in costs:
-        costs["tp_overlap"] = tp_overlap_auto(costs, cl)
+    given = dict(costs)  # what the plan records; the defaults below follow from it
+    costs = with_defaults(costs, cost_model, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
     if cost_model not in ("calibrated", "alpha-beta"):
         raise OptionError(f"--pipeline prices stages with calibrated or alpha-beta; cost model "
@@ -116,11 +116,12 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         rank += d
     exposed = [i for i, p in enumerate(found.prices) if p.exposed > 0]
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                   for k, v in costs.items()}
+                   for k, v in given.items()}
     search_info = {"units": units, "cuts": cuts, "every": every,
                    "stage_sizes": list(sizes), "uniform": uniform,
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
                    "schedules": [label(*pair) for pair in space.schedules],
+                   **({"tp_overlap": costs["tp_overlap"]} if "tp_overlap" in costs else {}),
                    **found.stats, "bounding_searches": solves,
                    "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
@@ -183,6 +184,16 @@ def _price(found: Found, oracle: StageOracle) -> None:
     found.prices = [stage_price(oracle, ranges, d, m, result)
                     for (ranges, d), result in zip(found.groups, found.results)]
     found.step = priced_step(found.schedule, m, [p.seconds for p in found.prices], found.links)
+
+
+def with_defaults(costs: Mapping[str, Any], cost_model: str, cluster: Any) -> dict[str, Any]:
+    """The cost options the stages are priced with: ``costs``, and under the calibrated
+    model ``tp_overlap`` by :func:`tp_overlap_auto` where not given (a plan records only
+    what was given, and :mod:`pase.pipeline.reprice` applies the same default)."""
+    out = dict(costs)
+    if cost_model == "calibrated" and "tp_overlap" not in out:
+        out["tp_overlap"] = tp_overlap_auto(out, cluster)
+    return out
 
 
 def tp_overlap_auto(costs: Mapping[str, Any], cluster: Any) -> bool:
