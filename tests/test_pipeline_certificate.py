@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 
 from pase import api
-from pase.errors import OptionError
+from pase.errors import OptionError, StrategyError
 from pase.pipeline import PipelinePlan, solve_pipeline
 from pase.pipeline.reprice import reprice
+from pase.sim.pipeline import simulate_pipeline
 
 GPT2 = dict(cluster="h100-sxm", model_options={"layers": 4}, batch=8, microbatches=[4],
             stage_sizes=[4])
@@ -29,6 +30,8 @@ def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
     assert plan.step_time == pytest.approx((m + (s - 1) / v) * max(times), rel=1e-12)
     assert reprice(PipelinePlan.from_dict(plan.to_dict()))["step_seconds"] == \
         pytest.approx(plan.step_time, rel=1e-12)
+    with pytest.raises(StrategyError, match="runs 1F1B and GPipe plans; this one is interleaved:2"):
+        simulate_pipeline(plan)  # its event program is not written yet: no silent 1F1B
 
 
 def test_auto_takes_the_faster_of_1f1b_and_the_interleavings():
