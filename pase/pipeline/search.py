@@ -32,6 +32,12 @@ space:
 - ``m`` is one of ``microbatches`` (each dividing the batch);
 - inside a stage, the per-layer dp's optimum (exact; a stage whose dp could
   not prove optimality under a memory cap makes the plan ``feasible``).
+
+Interleaved 1F1B (``interleaved:V``) is searched beside them by enumeration: for each
+``s`` with ``p / s`` one of the sizes and ``m`` a multiple of ``s``, the units are cut
+into ``s V`` chunks as the layout path cuts layers, chunk ``c`` on group ``c mod s``,
+each group's chunks solved together (one memory cap over them all), and the step is the
+closed form of :mod:`pase.pipeline.schedules`.
 """
 from __future__ import annotations
 
