@@ -70,15 +70,21 @@ def test_compare_claims_optimal_only_where_the_price_is_the_bound():
 
 # -- evaluate --strategy with files it would misread ---------------------------------------
 
-def test_evaluate_names_a_pipeline_plan(capsys, tmp_path):
+def test_evaluate_prices_a_pipeline_plan_again(capsys, tmp_path):
+    """A pipeline plan is not a per-op strategy: evaluate re-prices it as a pipeline (it was
+    refused before the pipeline search had a price of its own to check)."""
     plan = tmp_path / "pipe.json"
     code, _, _ = _run(capsys, ["solve", "mlp", "-p", "4", "--pipeline", "--format", "json",
                                "--output", str(plan)])
     assert code == 0
-    code, _, err = _run(capsys, ["evaluate", "mlp", "-p", "4", "--cluster", "dgx-a100",
+    code, out, _ = _run(capsys, ["evaluate", "mlp", "-p", "4", "--cluster", "dgx-a100",
+                                 "--strategy", str(plan), "--format", "json"])
+    assert code == 0
+    assert json.loads(out)["step_seconds"] == pytest.approx(
+        json.loads(plan.read_text())["step_time"], rel=1e-9)
+    code, _, err = _run(capsys, ["evaluate", "mlp", "-p", "4", "--cluster", "h100-sxm",
                                  "--strategy", str(plan)])
-    assert code == 2 and len(err) == 1
-    assert "is a pipeline plan" in err[0] and "pase simulate" in err[0]
+    assert code == 2 and len(err) == 1 and "priced on dgx-a100" in err[0]
 
 
 @pytest.mark.parametrize("flag", [["--zero", "0"], ["--cost-option", "recompute=auto"]])

@@ -200,8 +200,8 @@ def _solve(s: Parser) -> None:
                         "micro-batches and the schedule, with the per-layer dp inside each stage")
     s.add_argument("--microbatches", type=positive_int, metavar="M",
                    help="with --pipeline: this many micro-batches (default: searched)")
-    s.add_argument("--schedule", choices=("1f1b", "gpipe"),
-                   help="with --pipeline: the pipeline schedule (default 1f1b)")
+    s.add_argument("--schedule", metavar="S",
+                   help="1f1b, gpipe, interleaved[:V] or auto (the default with --global-batch)")
     s.add_argument("--layouts", action="store_true",
                    help="search Megatron/FSDP layouts (needs --cluster and --global-batch; "
                         "docs/performance-model.md)")

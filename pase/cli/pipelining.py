@@ -38,13 +38,44 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
     search = _search_options(key_values(args.option, "--option"))
     plan = solve_pipeline(
         args.model, args.devices, batch=args.batch, microbatches=args.microbatches,
-        schedule=args.schedule or "1f1b", cluster=cluster, cost_options=options,
+        # the whole-plan search (--global-batch) searches 1F1B and the interleavings
+        schedule=args.schedule or ("auto" if args.global_batch is not None else "1f1b"),
+        cluster=cluster, cost_options=options,
         memory_cap=args.memory_cap, cutoff=args.cutoff,
         powers_of_two=True,  # stage spaces: power-of-two split factors (docs/pipelines.md)
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
         cost_model=costs["cost_model"], **search)
     emit(plan.to_dict(), plan.describe(), args.output, args.format)
+
+
+def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:
+    """``pase evaluate MODEL -p N --strategy plan.json`` of a pipeline plan: priced again
+    from the file (:mod:`pase.pipeline.reprice`); the plan records its own options."""
+    from pase.pipeline.plan import PipelinePlan
+    from pase.pipeline.reprice import reprice
+
+    plan = PipelinePlan.from_dict(data)
+    if plan.model != args.model and not str(args.model).endswith(".json"):
+        raise OptionError(f"--strategy {args.strategy} is a plan for {plan.model!r}, not "
+                          f"{args.model!r}")
+    if args.devices != plan.devices:
+        raise OptionError(f"--strategy {args.strategy} is a plan for {plan.devices} devices, "
+                          f"not -p {args.devices}")
+    for dest in ("batch", "cost_model", "cost_option", "model_option", "memory_cap", "zero",
+                 "recompute", "mesh", "cutoff"):
+        checks.refuse(args, (dest,), "does not apply to a pipeline plan, which records "
+                                     "what it was priced with")
+    cluster = getattr(args, "cluster", None)
+    if cluster is not None and str(cluster) != str(plan.cost_options.get("cluster")):
+        raise OptionError(f"--strategy {args.strategy} was priced on "
+                          f"{plan.cost_options.get('cluster')}, not --cluster {cluster}")
+    price = reprice(plan)
+    text = (f"{plan.model} on {plan.devices} devices, {plan.one_line()}: step "
+            f"{price['step_seconds'] * 1e3:.4g} ms (the plan recorded "
+            f"{plan.step_time * 1e3:.4g} ms), {price['memory_bytes'] / 2**30:.4g} GiB per device"
+            f"{'' if price['fits_memory'] else ' (over the cap)'}")
+    emit(price, text, args.output, args.format)
 
 
 def _search_options(options: dict[str, str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pase import api
 from pase.cli import checks, explaining, layouts
 from pase.cli.args import cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
-from pase.cli.pipelining import solve_pipeline_command
+from pase.cli.pipelining import evaluate_pipeline_command, solve_pipeline_command
 from pase.counts import counts
 from pase.deadline import Deadline, active
 from pase.errors import OptionError
@@ -162,6 +162,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if pipeline is not None:  # stages: priced stage by stage with the calibrated model
         layouts.cmd_evaluate_pipeline(args, pipeline)
         return
+    if isinstance(data, dict) and data.get("kind") == "pipeline":
+        return evaluate_pipeline_command(args, data)
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)
@@ -188,15 +190,11 @@ def _plan_settings(data: object, args: argparse.Namespace, space: dict, costs: d
 
 
 def _check_plan(path: str, data: object, cost_options: dict) -> None:
-    """Refuse what evaluate would misread: a pipeline plan (not an ``{op: {dim: factor}}``
-    strategy), and --zero / --recompute beside a file that records variants, where the
-    option would set only the ops the file does not name and silently miss the others."""
+    """Refuse what evaluate would misread: --zero / --recompute beside a file that records
+    variants, where the option would set only the ops the file does not name and silently
+    miss the others."""
     from pase.strategy import strategy_variants
 
-    if isinstance(data, dict) and data.get("kind") == "pipeline":
-        raise OptionError(f"--strategy {path} is a pipeline plan (`pase solve --pipeline`); "
-                          f"evaluate prices a per-op strategy: show or run a pipeline plan with "
-                          f"`pase view` or `pase simulate --strategy {path}`")
     given = [k for k in ("zero", "recompute") if k in cost_options]
     if given and strategy_variants(data):
         raise OptionError(f"--strategy {path} records each op's ZeRO stage and recomputation "

@@ -1,4 +1,4 @@
-"""Pipeline parallelism: stages on sub-meshes, micro-batches, 1F1B and GPipe schedules.
+"""Pipeline parallelism: stages on sub-meshes, micro-batches, 1F1B, interleaved and GPipe.
 
     >>> from pase.pipeline import solve_pipeline
     >>> plan = solve_pipeline("chain", 4, batch=8, cluster="dgx-a100")
@@ -7,9 +7,12 @@
 
 - :mod:`pase.pipeline.cuts`: where stages may begin, what crosses a cut;
 - :mod:`pase.pipeline.stages`: one stage solved by the per-layer dp (cached);
+- :mod:`pase.pipeline.schedules`: the schedules' in-flight counts and steps;
 - :mod:`pase.pipeline.search`: the priced step and the exact outer search;
+- :mod:`pase.pipeline.price`: a stage's own price (what the search's tax hid);
+- :mod:`pase.pipeline.reprice`: a written plan priced again from scratch;
 - :mod:`pase.pipeline.plan`: the plan, its table and its JSON;
-- :mod:`pase.pipeline.solve`: :func:`solve_pipeline`, the entry point.
+- :mod:`pase.pipeline.solve`: :func:`solve_pipeline`, the entry point, and its bound.
 
 ``docs/pipelines.md`` explains the model and the declared search space.
 """

@@ -8,17 +8,21 @@ reads it back) is one object:
   (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
   (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
-- ``step_time`` (seconds, the priced step), ``bubble`` (the idle fraction
-  ``1 - sum_i t_i * m / (s * step)`` of the priced step), ``status``
-  (``optimal`` over the declared space, or ``feasible``), ``memory_cap_bytes``;
+- ``step_time`` (seconds, the plan's own price: :mod:`pase.pipeline.price`), ``bubble``
+  (the idle fraction ``1 - sum_i t_i * m / (s * step)`` of the step), ``status``
+  (``optimal`` over the declared space when the step meets the lower bound, else
+  ``feasible``), ``lower_bound`` (seconds no plan of the space beats; null when a stage's
+  solver proved none), ``gap`` (``(step - lower_bound) / step``), ``memory_cap_bytes``;
 - ``stages``: per stage in order, ``ops`` (first and last op name),
   ``op_range`` (``[first, end)`` indices in the graph's op order),
   ``device_range`` (``[start, end)`` ranks), ``devices``, ``in_flight``
   (micro-batches' activations held), ``seconds_per_microbatch``,
   ``memory_bytes`` (per device), ``configs`` (``{op: {dim: factor}}``, on the
   stage's own ``devices``-device mesh), ``variants`` (``{op: {"zero": Z,
-  "recompute": R}}`` for ops not at ZeRO 0 without recomputation; absent = none);
-- ``links``: per boundary between stage ``i`` and ``i + 1``, seconds per
+  "recompute": R}}`` for ops not at ZeRO 0 without recomputation; absent = none),
+  and under ``interleaved:V`` ``chunks``: the group's ``V`` op ranges (chunk ``c`` of
+  the model on group ``c mod s``; ``op_range`` is its first);
+- ``links``: per boundary between stage (or chunk) ``i`` and ``i + 1``, seconds per
   micro-batch per direction;
 - ``search``: the declared space and effort (``units``, ``stage_sizes``,
   ``microbatch_choices``, ``stage_solves``, ``seconds``).
@@ -30,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from pase.errors import StrategyError
+from pase.errors import OptionError, StrategyError
 from pase.files import regular_file, write_text_atomic
+from pase.pipeline.schedules import unlabel
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
 from pase.strictjson import loads as strict_loads
 from pase.text import table
@@ -49,10 +54,16 @@ class PipelineStage:
     memory_bytes: float
     configs: dict[str, dict[str, int]]
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    chunks: list[tuple[int, int]] = field(default_factory=list)  # interleaved: its op ranges
 
     @property
     def devices(self) -> int:
         return self.device_range[1] - self.device_range[0]
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """The op ranges the stage runs: its chunks, or its one ``op_range``."""
+        return list(self.chunks) or [self.op_range]
 
 
 @dataclass
@@ -73,6 +84,15 @@ class PipelinePlan:
     memory_cap_bytes: float | None = None
     search: dict[str, Any] = field(default_factory=dict)
     cost_model: str = "alpha-beta"  # what priced the stages: calibrated or alpha-beta
+    lower_bound: float | None = None  # no plan of the declared space has a shorter step
+
+    @property
+    def gap(self) -> float | None:
+        """``(step - lower_bound) / step``: how far the step can be from the best."""
+        if self.lower_bound is None:
+            return None
+        return max(0.0, (self.step_time - self.lower_bound) / self.step_time) \
+            if self.step_time > 0 else 0.0
 
     @property
     def memory_bytes(self) -> float:
@@ -117,7 +137,8 @@ class PipelinePlan:
                  f"m = {self.microbatches} micro-batches of {self.microbatch_size} "
                  f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, "
                  f"bubble {self.bubble:.1%} ({self.status}"
-                 f"{' over the declared space' if self.status in ('optimal', 'feasible') else ''})",
+                 f"{' over the declared space' if self.status in ('optimal', 'feasible') else ''}"
+                 f"{'' if self.status == 'optimal' or self.gap is None else f', gap {self.gap:.2%}'})",
                  self.table()]
         if self.links:
             lines.append("links (ms per micro-batch per direction): "
@@ -134,14 +155,15 @@ class PipelinePlan:
             "step_time": self.step_time, "bubble": self.bubble, "status": self.status,
             # the keys of a per-op plan's price, for scripts that read either
             "step_seconds": self.step_time, "memory_bytes": self.memory_bytes,
-            "fits_memory": self.fits_memory, "gap": 0.0 if self.status == "optimal" else None,
+            "fits_memory": self.fits_memory, "lower_bound": self.lower_bound, "gap": self.gap,
             "memory_cap_bytes": self.memory_cap_bytes,
             "stages": [{"ops": list(st.ops), "op_range": list(st.op_range),
                         "device_range": list(st.device_range), "devices": st.devices,
                         "in_flight": st.in_flight,
                         "seconds_per_microbatch": st.seconds_per_microbatch,
                         "memory_bytes": st.memory_bytes, "configs": st.configs,
-                        **({"variants": st.variants} if st.variants else {})}
+                        **({"variants": st.variants} if st.variants else {}),
+                        **({"chunks": [list(c) for c in st.chunks]} if st.chunks else {})}
                        for st in self.stages],
             "links": list(self.links), "search": dict(self.search)})
 
@@ -163,14 +185,16 @@ class PipelinePlan:
                                      for op, c in s["configs"].items()},
                                     {op: {"zero": int(v.get("zero", 0)),
                                           "recompute": bool(v.get("recompute", False))}
-                                     for op, v in s.get("variants", {}).items()})
+                                     for op, v in s.get("variants", {}).items()},
+                                    [(int(a), int(b)) for a, b in s.get("chunks", [])])
                       for s in data["stages"]]
             plan = cls(str(data["model"]), int(data["devices"]), int(data["batch"]),
                        int(data["microbatches"]), str(data["schedule"]), stages,
                        [float(x) for x in data.get("links", [])], float(data["step_time"]),
                        str(data.get("status", "optimal")), dict(data.get("model_options", {})),
                        dict(data.get("cost_options", {})), data.get("memory_cap_bytes"),
-                       dict(data.get("search", {})), str(data.get("cost_model", "alpha-beta")))
+                       dict(data.get("search", {})), str(data.get("cost_model", "alpha-beta")),
+                       None if data.get("lower_bound") is None else float(data["lower_bound"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StrategyError(f"malformed pipeline plan: {exc!r}") from None
         _check(plan)
@@ -182,14 +206,27 @@ def _check(plan: PipelinePlan) -> None:
         raise StrategyError("a pipeline plan needs at least one stage")
     if plan.microbatches < 1 or plan.batch % plan.microbatches:
         raise StrategyError(f"microbatches {plan.microbatches} must divide the batch {plan.batch}")
+    try:
+        _, virtual = unlabel(plan.schedule)
+    except OptionError as exc:
+        raise StrategyError(f"pipeline plan: {exc}") from None
     at, rank = plan.stages[0].op_range[0], 0
+    s = len(plan.stages)
+    for c in range(s * virtual):  # chunk c runs on stage c mod s
+        st = plan.stages[c % s]
+        ranges = st.ranges
+        if len(ranges) != virtual or st.op_range != ranges[0]:
+            raise StrategyError(f"stage {c % s}: {len(ranges)} op ranges under {plan.schedule} "
+                                f"(op_range its first); it needs {virtual}")
+        first, end = ranges[c // s]
+        if first != at or end <= at:
+            raise StrategyError(f"stage {c % s}: op range {[first, end]} does not follow {at}")
+        at = end
     for i, st in enumerate(plan.stages):
-        if st.op_range[0] != at or st.op_range[1] <= at:
-            raise StrategyError(f"stage {i}: op_range {list(st.op_range)} does not follow {at}")
         if st.device_range[0] != rank or st.device_range[1] <= rank:
             raise StrategyError(f"stage {i}: device_range {list(st.device_range)} does not "
                                 f"follow rank {rank}")
-        at, rank = st.op_range[1], st.device_range[1]
+        rank = st.device_range[1]
     if rank != plan.devices:
         raise StrategyError(f"the stages use {rank} devices, the plan says {plan.devices}")
 

@@ -32,6 +32,12 @@ space:
 - ``m`` is one of ``microbatches`` (each dividing the batch);
 - inside a stage, the per-layer dp's optimum (exact; a stage whose dp could
   not prove optimality under a memory cap makes the plan ``feasible``).
+
+Interleaved 1F1B (``interleaved:V``) is searched beside them by enumeration: for each
+``s`` with ``p / s`` one of the sizes and ``m`` a multiple of ``s``, the units are cut
+into ``s V`` chunks as the layout path cuts layers, chunk ``c`` on group ``c mod s``,
+each group's chunks solved together (one memory cap over them all), and the step is the
+closed form of :mod:`pase.pipeline.schedules`.
 """
 from __future__ import annotations
 
@@ -41,36 +47,25 @@ from typing import Any, Callable, Sequence
 
 from pase.cluster import Cluster
 from pase.errors import OptionError
+from pase.pipeline import schedules
+from pase.pipeline.schedules import period, step_seconds  # noqa: F401 (benchmarks read it here)
 from pase.pipeline.stages import StageOracle, StageResult
 
-SCHEDULES = ("1f1b", "gpipe")
+SCHEDULES = ("1f1b", "gpipe")  # the plain ones; schedules.parse also reads interleaved:V
 # A front point: (max stage time T, max link time X, fill-and-drain sum S, ((u, v, d), ...)).
 Point = tuple[float, float, float, tuple[tuple[int, int, int], ...]]
+# A plan's device groups: ((op ranges of the group, in order), devices) per group.
+Groups = tuple[tuple[tuple[tuple[int, int], ...], int], ...]
 
 
-def in_flight(schedule: str, microbatches: int, stages: int, index: int) -> int:
+def in_flight(schedule: str, microbatches: int, stages: int, index: int) -> float:
     """Micro-batches whose activations stage ``index`` holds at its peak.
 
     GPipe runs every forward before any backward: ``m``. 1F1B lets stage ``i``
     start ``s - i`` forwards before its first backward, then alternates: at
-    most ``min(m, s - i)``."""
-    if schedule == "gpipe":
-        return microbatches
-    return min(microbatches, stages - index)
-
-
-def period(schedule: str, slowest_stage: float, slowest_link: float) -> float:
-    """Seconds between two micro-batches in the steady state (module docstring)."""
-    if schedule == "gpipe":
-        return max(slowest_stage, slowest_link)
-    return slowest_stage + 2 * slowest_link
-
-
-def step_seconds(times: Sequence[float], links: Sequence[float], microbatches: int,
-                 schedule: str = "1f1b") -> float:
-    """The priced step (module docstring) from stage times and per-direction link times."""
-    pace = period(schedule, max(times), max(links, default=0.0))
-    return sum(times) + 2 * sum(links) + (microbatches - 1) * pace
+    most ``min(m, s - i)``. ``interleaved:V``: :mod:`pase.pipeline.schedules`."""
+    name, virtual = schedules.unlabel(schedule)
+    return schedules.in_flight(name, virtual, microbatches, stages, index)
 
 
 @dataclass
@@ -81,13 +76,12 @@ class Space:
     devices: int
     sizes: tuple[int, ...]
     microbatches: tuple[int, ...]
-    schedule: str = "1f1b"
+    schedule: str | Sequence[str] = "1f1b"
     uniform: bool = False
     max_stages: int | None = None
 
     def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise OptionError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        self.schedules = schedules.parse(self.schedule)
         if not self.sizes or any(d < 1 or d > self.devices for d in self.sizes):
             raise OptionError(f"stage sizes must be device counts in 1..{self.devices}, "
                               f"got {list(self.sizes)}")
@@ -100,15 +94,24 @@ class Space:
 
 @dataclass
 class Found:
-    """The best plan: stages ``((first op, end op, devices), ...)``, their results, m."""
+    """The best plan: its device groups (each one op range, or an interleaved group's
+    chunks), their results, m, the schedule, the links (per cut, per direction)."""
 
     cost: float
     microbatches: int
-    stages: tuple[tuple[int, int, int], ...]
+    groups: Groups
     results: list[StageResult]
     links: list[float]
     optimal: bool
+    schedule: str = "1f1b"
     stats: dict[str, Any] = field(default_factory=dict)
+    prices: list[Any] = field(default_factory=list)  # each group's own price (solve.certified)
+    step: float = 0.0  # the plan's own step (its groups' own prices)
+
+    @property
+    def stages(self) -> tuple[tuple[int, int, int], ...]:
+        """``(first op, end op, devices)`` per group (its first chunk's range)."""
+        return tuple((r[0][0], r[0][1], d) for r, d in self.groups)
 
 
 class LinkPricer:
@@ -122,13 +125,21 @@ class LinkPricer:
 
     def __call__(self, cut: int, microbatches: int, prev_start: int, prev_devices: int,
                  devices: int) -> float:
+        return self.between(cut, microbatches, prev_start, prev_devices,
+                            prev_start + prev_devices, devices)
+
+    def between(self, cut: int, microbatches: int, src_start: int, src_devices: int,
+                dst_start: int, dst_devices: int) -> float:
+        """The same between any two sub-meshes (an interleaved plan's last group sends
+        to its first)."""
         nbytes = self.boundary_bytes(cut, microbatches)
         if nbytes <= 0:
             return 0.0
-        last = prev_start + prev_devices + devices - 1
-        kind = "intra" if self.cluster.node_of(prev_start) == self.cluster.node_of(last) else "inter"
+        low = min(src_start, dst_start)
+        high = max(src_start + src_devices, dst_start + dst_devices) - 1
+        kind = "intra" if self.cluster.node_of(low) == self.cluster.node_of(high) else "inter"
         link = self.cluster.link(kind)
-        width = min(prev_devices, devices)
+        width = min(src_devices, dst_devices)
         return link.latency_s + nbytes / (width * link.bytes_per_second)
 
 
@@ -139,12 +150,18 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
     best: Found | None = None
     for m in space.microbatches:
         counts = range(1, space.stage_limit + 1)
-        for s, sizes in _size_sets(space, counts):
-            front = _Front(space, oracle, links, m, sizes)
-            for T, X, S, plan in front.points(s):
-                cost = S + (m - 1) * period(space.schedule, T, X)
-                if best is None or cost < best.cost * (1 - 1e-12):
-                    best = _found(space, oracle, links, m, plan, cost)
+        for name, virtual in space.schedules:
+            if name == "interleaved":
+                for found in _interleaved(space, oracle, links, m, virtual):
+                    if best is None or found.cost < best.cost * (1 - 1e-12):
+                        best = found
+                continue
+            for s, sizes in _size_sets(space, counts):
+                front = _Front(space, oracle, links, m, sizes, name)
+                for T, X, S, plan in front.points(s):
+                    cost = S + (m - 1) * period(name, T, X)
+                    if best is None or cost < best.cost * (1 - 1e-12):
+                        best = _found(oracle, links, m, plan, cost, name)
         if progress:
             progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
                      f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
@@ -167,8 +184,9 @@ class _Front:
     """Pareto fronts of suffixes for one ``m`` and one set of stage sizes (memoised)."""
 
     def __init__(self, space: Space, oracle: StageOracle, links: LinkPricer, m: int,
-                 sizes: tuple[int, ...]):
+                 sizes: tuple[int, ...], schedule: str):
         self.space, self.oracle, self.links, self.m, self.sizes = space, oracle, links, m, sizes
+        self.schedule = schedule
         self.memo: dict[tuple, list[Point]] = {}
         self.smallest, self.largest = min(sizes), max(sizes)
 
@@ -186,7 +204,7 @@ class _Front:
         if r == 0:
             out = [(0.0, 0.0, 0.0, ())] if u == n_units and left == 0 else []
         else:
-            k = in_flight(self.space.schedule, self.m, self.stages, self.stages - r)
+            k = in_flight(self.schedule, self.m, self.stages, self.stages - r)
             offset = self.space.devices - left
             for v in range(u + 1, n_units - r + 2):
                 for d in self.sizes:
@@ -213,12 +231,12 @@ def _pareto(points: list[Point]) -> list[Point]:
     return kept
 
 
-def _found(space: Space, oracle: StageOracle, links: LinkPricer, m: int,
-           plan: tuple[tuple[int, int, int], ...], cost: float) -> Found:
+def _found(oracle: StageOracle, links: LinkPricer, m: int,
+           plan: tuple[tuple[int, int, int], ...], cost: float, schedule: str) -> Found:
     s = len(plan)
     results, xs, offset = [], [], 0
     for i, (first, end, d) in enumerate(plan):
-        stage = oracle.stage(first, end, d, m, in_flight(space.schedule, m, s, i))
+        stage = oracle.stage(first, end, d, m, in_flight(schedule, m, s, i))
         assert stage is not None  # the search only keeps stages with a plan
         results.append(stage)
         if i:
@@ -226,4 +244,36 @@ def _found(space: Space, oracle: StageOracle, links: LinkPricer, m: int,
             xs.append(links(first, m, offset - prev, prev, d))
         offset += d
     optimal = all(r.optimal for r in results) and oracle.all_optimal
-    return Found(cost, m, plan, results, xs, optimal)
+    groups = tuple((((first, end),), d) for first, end, d in plan)
+    return Found(cost, m, groups, results, xs, optimal, schedule)
+
+
+def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, virtual: int):
+    """Each interleaved plan of ``m`` micro-batches and ``V = virtual`` chunks per group:
+    ``s`` equal groups of ``p / s`` devices (one of the stage sizes), the units cut into
+    ``s V`` chunks as the layout path cuts layers, chunk ``c`` on group ``c mod s``."""
+    n_units = len(space.units) - 1
+    for s in range(2, space.stage_limit + 1):
+        d = space.devices // s
+        if space.devices % s or d not in space.sizes or \
+                not schedules.interleavable(s, virtual, m, n_units):
+            continue
+        bounds = [0]
+        for size in schedules.chunk_units(n_units, s, virtual):
+            bounds.append(bounds[-1] + size)
+        chunks = [(space.units[a], space.units[b]) for a, b in zip(bounds, bounds[1:])]
+        results = []
+        for g in range(s):
+            k = schedules.in_flight("interleaved", virtual, m, s, g)
+            result = oracle.group(tuple(chunks[g::s]), d, m, k)
+            if result is None:
+                break
+            results.append(result)
+        else:
+            xs = [links.between(chunks[c][0], m, ((c - 1) % s) * d, d, (c % s) * d, d)
+                  for c in range(1, len(chunks))]
+            label = schedules.label("interleaved", virtual)
+            cost = schedules.priced_step(label, m, [r.seconds for r in results], xs)
+            optimal = all(r.optimal for r in results) and oracle.all_optimal
+            groups = tuple((tuple(chunks[g::s]), d) for g in range(s))
+            yield Found(cost, m, groups, results, xs, optimal, label)

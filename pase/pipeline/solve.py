@@ -13,13 +13,18 @@ from pase.ir import Graph
 from pase.options import parse_bytes
 from pase.pipeline.cuts import crossing_elements, cut_points
 from pase.pipeline.plan import PipelinePlan, PipelineStage
-from pase.pipeline.search import SCHEDULES, LinkPricer, Space, in_flight, search
+from pase.pipeline.price import stage_price
+from pase.pipeline.schedules import label, parse, priced_step
+from pase.pipeline.search import Found, LinkPricer, Space, in_flight, search
 from pase.pipeline.stages import StageOracle
 from pase.space import check_devices
 
+TOLERANCE = 1e-9  # relative: a step within this of the bound is the bound
+
 
 def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None = None,
-                   microbatches: int | Sequence[int] | None = None, schedule: str = "1f1b",
+                   microbatches: int | Sequence[int] | None = None,
+                   schedule: str | Sequence[str] = "1f1b",
                    cluster: Any = "dgx-a100", cost_options: Mapping[str, Any] | None = None,
                    memory_cap: float | str | None = None, cutoff: int | None = None,
                    powers_of_two: bool = True, model_options: Mapping[str, Any] | None = None,
@@ -37,11 +42,14 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         batch: the global batch (default the model's).
         microbatches: ``m``, or the choices of ``m`` (default: the powers of two
             dividing the batch).
-        schedule: ``1f1b`` (default) or ``gpipe``.
+        schedule: ``1f1b`` (default), ``gpipe``, ``interleaved:V``, ``interleaved`` (V of
+            2, 3, 4), ``auto`` (1F1B and those interleavings) or a list of them: the
+            schedules searched (:mod:`pase.pipeline.schedules`).
         cost_model: what prices each stage: ``calibrated`` (default: the performance
             model's rules, :mod:`pase.cost_models.calibrated`) or ``alpha-beta``.
         cluster, cost_options: the cost model's (calibrated: ``precision``, ``zero``,
-            ``recompute``...; alpha-beta: ``efficiency``,
+            ``recompute``, ``tp_overlap`` (default: :func:`tp_overlap_auto`, as the layout
+            family has it)...; alpha-beta: ``efficiency``,
             ``bytes_per_element``, ``optimizer``, ``zero``, ``recompute`` ...).
         memory_cap: bytes per device (or text such as ``"80GiB"``, or ``"none"``);
             default the cluster's device memory.
@@ -53,14 +61,14 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         uniform: every stage gets the same count ``p / s`` (one of ``stage_sizes``).
         max_stages: most stages (default: the number of units).
 
-    Returns the optimum over that space (:mod:`pase.pipeline.search`), as a
-    :class:`~pase.pipeline.plan.PipelinePlan`. Raises OptionError when no plan
-    fits the memory cap.
+    Returns the best plan found over that space (:mod:`pase.pipeline.search`) at its own
+    price, with a lower bound (:func:`certified`), as a
+    :class:`~pase.pipeline.plan.PipelinePlan`: ``optimal`` when its step meets the
+    bound. Raises OptionError when no plan fits the memory cap.
     """
     start = time.perf_counter()
     devices = check_devices(devices)
-    if schedule not in SCHEDULES:
-        raise OptionError(f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+    parse(schedule)  # an unknown schedule fails before anything is built
     options = dict(model_options or {})
     full_batch, load = _loader(model, batch, options)
     costs = dict(cost_options or {})
@@ -69,6 +77,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     costs["cluster"] = cluster
     cl = get_cluster(cluster, devices)
     cap = _cap(memory_cap, cl)
+    given = dict(costs)  # what the plan records; the defaults below follow from it
+    costs = with_defaults(costs, cost_model, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
     if cost_model not in ("calibrated", "alpha-beta"):
         raise OptionError(f"--pipeline prices stages with calibrated or alpha-beta; cost model "
@@ -84,34 +94,118 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     if not isinstance(uniform, bool):
         raise OptionError(f"uniform must be true or false, got {uniform!r}")
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
-    found = search(space, oracle, links, progress)
+    found, bound, solves = certified(space, oracle, links, progress)
     if found is None:
-        raise OptionError(f"no pipeline plan fits the memory cap of {cap / 2**30:.4g} GiB per "
-                          f"device on {devices} devices; raise --memory-cap or add devices")
+        why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
+            (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
+             "and s V units to cut)")
+        raise OptionError(f"no pipeline plan fits the memory cap of "
+                          f"{'none' if cap is None else f'{cap / 2**30:.4g} GiB'} per device on "
+                          f"{devices} devices{why}; raise --memory-cap or add devices")
     stages, rank, names = [], 0, [op.name for op in graph.ops]
-    for i, ((first, end, d), result) in enumerate(zip(found.stages, found.results)):
+    s = len(found.groups)
+    for i, ((ranges, d), result) in enumerate(zip(found.groups, found.results)):
         stages.append(PipelineStage(
-            (names[first], names[end - 1]), (first, end), (rank, rank + d),
-            in_flight(schedule, found.microbatches, len(found.stages), i),
-            result.seconds, result.memory,
+            (names[ranges[0][0]], names[ranges[-1][1] - 1]), ranges[0], (rank, rank + d),
+            in_flight(found.schedule, found.microbatches, s, i),
+            found.prices[i].seconds, result.memory,
             {op: dict(config) for op, config in result.configs},
-            {op: {"zero": z, "recompute": r} for op, z, r in result.variants}))
+            {op: {"zero": z, "recompute": r} for op, z, r in result.variants},
+            list(ranges) if len(ranges) > 1 else []))
         rank += d
-    # The calibrated stages charge gradient syncs at the overlap tax, as if the backward
-    # pass hid them; a stage whose syncs outlast it pays more than priced: no proof then.
-    exposed = [i for i, ((first, _, d), result) in enumerate(zip(found.stages, found.results))
-               if oracle.exposed_sync(first, d, found.microbatches, result) > 0]
+    exposed = [i for i, p in enumerate(found.prices) if p.exposed > 0]
     plain_costs = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                   for k, v in costs.items()}
+                   for k, v in given.items()}
     search_info = {"units": units, "cuts": cuts, "every": every,
                    "stage_sizes": list(sizes), "uniform": uniform,
                    "microbatch_choices": list(choices), "max_stages": space.stage_limit,
-                   **found.stats, "seconds": time.perf_counter() - start,
+                   "schedules": [label(*pair) for pair in space.schedules],
+                   **({"tp_overlap": costs["tp_overlap"]} if "tp_overlap" in costs else {}),
+                   **found.stats, "bounding_searches": solves,
+                   "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
-    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, schedule, stages,
-                        found.links, found.cost,
-                        "optimal" if found.optimal and not exposed else "feasible",
-                        options, plain_costs, cap, search_info, cost_model)
+    proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
+    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
+                        stages, found.links, found.step, "optimal" if proven else "feasible",
+                        options, plain_costs, cap, search_info, cost_model,
+                        None if bound is None else min(bound, found.step))
+
+
+def certified(space: Space, oracle: StageOracle, links: LinkPricer,
+              progress: Callable[[str], None] | None = None):
+    """The search with a lower bound: ``(found, bound, searches)``.
+
+    The search charges gradient syncs at the overlap tax, so its optimum bounds every
+    plan's own price (:mod:`pase.pipeline.price`) from below. When the found plan's own
+    price is above it, a second search with each candidate's sync slack lifted in
+    (``x = 1``, still a bound) tightens the bound and looks for a plan whose syncs hide;
+    the answer is the plan with the lower own price. The bound is None when a stage's
+    solver could not prove its optimum."""
+    found = search(space, oracle, links, progress)
+    if found is None:
+        return None, None, 1
+    _price(found, oracle)
+    bound, best, plans = found.cost, found, [found]
+    for x in (1.0, None):
+        if best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
+            break
+        if x is None:  # where the two plans' prices, linear in x, cross (a cutting plane)
+            (a0, d0), (a1, d1) = (_line(plans[0]), _line(plans[-1]))
+            if d0 == d1:
+                break
+            x = min(1.0, max(0.0, (a1 - a0) / (d0 - d1)))
+        if progress:
+            progress(f"syncs outlast their window: a search lifted by x = {x:.3g} for a bound")
+        lifted = search(space, oracle.lifted(x), links, progress)
+        if lifted is None:
+            break
+        plans.append(lifted)
+        bound = max(bound, lifted.cost)
+        _price(lifted, oracle)
+        if lifted.step < best.step * (1 - 1e-12):
+            lifted.stats = {**found.stats, **lifted.stats}
+            best = lifted
+    proven = all(p.optimal for p in plans)
+    return best, bound if proven else None, len(plans)
+
+
+def _line(found: Found) -> tuple[float, float]:
+    """The plan's charged step at x = 0 and its growth to x = 1 (lifted by its slack)."""
+    m = found.microbatches
+    at0 = priced_step(found.schedule, m, [p.lifted(0.0, m) for p in found.prices], found.links)
+    at1 = priced_step(found.schedule, m, [p.lifted(1.0, m) for p in found.prices], found.links)
+    return at0, at1 - at0
+
+
+def _price(found: Found, oracle: StageOracle) -> None:
+    """The found plan's own stage prices and step (``found.prices``, ``found.step``)."""
+    m = found.microbatches
+    found.prices = [stage_price(oracle, ranges, d, m, result)
+                    for (ranges, d), result in zip(found.groups, found.results)]
+    found.step = priced_step(found.schedule, m, [p.seconds for p in found.prices], found.links)
+
+
+def with_defaults(costs: Mapping[str, Any], cost_model: str, cluster: Any) -> dict[str, Any]:
+    """The cost options the stages are priced with: ``costs``, and under the calibrated
+    model ``tp_overlap`` by :func:`tp_overlap_auto` where not given (a plan records only
+    what was given, and :mod:`pase.pipeline.reprice` applies the same default)."""
+    out = dict(costs)
+    if cost_model == "calibrated" and "tp_overlap" not in out:
+        out["tp_overlap"] = tp_overlap_auto(out, cluster)
+    return out
+
+
+def tp_overlap_auto(costs: Mapping[str, Any], cluster: Any) -> bool:
+    """The layout family's ``--tp-overlap auto`` for the calibrated model: collectives hidden
+    behind their op's GEMMs (Megatron-LM's --tp-comm-overlap) with fused attention in 16
+    bits or fewer, as :func:`pase.perf.layout.make_layout` decides for tp > 1."""
+    precision = costs.get("precision")
+    if precision is None:  # the model's default: 16 bits where the device has them
+        device = cluster.device
+        low = device.bf16_tflops > 0 or "16" in device.precision
+    else:
+        low = str(precision) != "fp32"
+    return low and str(costs.get("attention", "fused")) == "fused"
 
 
 def _loader(model: Any, batch: int | None,

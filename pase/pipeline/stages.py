@@ -22,6 +22,7 @@ another place in the model) are solved once per ``(d, m, k)``.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import math
@@ -120,10 +121,14 @@ class StageResult:
     choice: tuple[int, ...] = ()
     variants: tuple[tuple[str, int, bool], ...] = ()  # (op, zero, recompute), non-default only
 
-    def memory_with(self, lay: "Layered", first: int, in_flight: int) -> float:
+    def memory_with(self, lay: "Layered", first: int, in_flight: float) -> float:
         """Bytes per device with ``in_flight`` micro-batches' activations held."""
-        return float(sum(lay.state[first + j][c] + in_flight * lay.activation[first + j][c]
-                         for j, c in enumerate(self.choice)))
+        return self.memory_at(lay, range(first, first + len(self.choice)), in_flight)
+
+    def memory_at(self, lay: "Layered", index, in_flight: float) -> float:
+        """The same, for the ops at positions ``index`` (one per choice)."""
+        return float(sum(lay.state[i][c] + in_flight * lay.activation[i][c]
+                         for i, c in zip(index, self.choice)))
 
 
 class StageOracle:
@@ -154,6 +159,18 @@ class StageOracle:
         self._keys: dict[tuple[int, int, int, int], tuple] = {}
         self.solves = 0
         self.all_optimal = True  # False once a stage's solver could not prove its optimum
+        self.lift = 0.0  # x of the lifted search (:meth:`lifted`): 0 charges syncs at the tax
+        self._lifted: dict[tuple[int, int], Layered] = {}
+
+    def lifted(self, x: float) -> "StageOracle":
+        """This oracle with each candidate's cost raised by ``x`` times its sync slack per
+        micro-batch (``x`` in [0, 1]: still at most every stage's own price, so the search's
+        optimum over it is a lower bound too; :mod:`pase.pipeline.price`). It shares the
+        built Problems and graphs, not the solved stages."""
+        other = copy.copy(self)
+        other.lift = float(x)
+        other._stages, other._keys, other._lifted = {}, {}, {}
+        return other
 
     def graph(self, microbatches: int) -> Graph:
         size = self.microbatch_size(microbatches)
@@ -180,49 +197,82 @@ class StageOracle:
             self._layered[key] = Layered(graph, space, problem, state, activation, microbatches)
         return self._layered[key]
 
-    def exposed_sync(self, first: int, devices: int, microbatches: int,
-                     result: StageResult) -> float:
-        """Under the calibrated model, by how much the stage's gradient syncs outlast the
-        backward pass that should hide them (``<= 0``: hidden, as its price assumes); the
-        summed sync slack of its ops (the model's ``sync_slack``). 0 under alpha-beta, which
-        charges each sync in full."""
+    @property
+    def slack_applies(self) -> bool:
+        """Whether the cost model charges syncs at a tax (calibrated) and has a slack."""
+        return hasattr(stage_cost_model(self.cost_options, 1, self.cost_model), "sync_slack")
+
+    def searched(self, devices: int, microbatches: int) -> Layered:
+        """The Layered the stages are solved on: :meth:`layered`, lifted by :attr:`lift`."""
+        lay = self.layered(devices, microbatches)
+        if not self.lift:
+            return lay
+        key = (devices, microbatches)
+        if key not in self._lifted:
+            slack = self.slack(devices, microbatches)
+            p, x = lay.problem, self.lift / microbatches  # the slack is once a step
+            problem = Problem([v + x * d for v, d in zip(p.vertex_costs, slack)], p.edges,
+                              p.edge_costs, p.names, p.memory, p.memory_cap, p.unit, p.candidates,
+                              p.devices, p.variants)
+            self._lifted[key] = replace(lay, problem=problem, digests={})
+        return self._lifted[key]
+
+    def slack(self, devices: int, microbatches: int) -> list[np.ndarray] | None:
+        """Each candidate's sync slack (the calibrated model's ``sync_slack``), or None for
+        a model that charges syncs in full."""
         model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
         if not hasattr(model, "sync_slack"):
-            return 0.0
+            return None
         lay = self.layered(devices, microbatches)
         if lay.slack is None:
             lay.slack = model.sync_slack(lay.graph, lay.problem)
-        return float(sum(lay.slack[first + j][c] for j, c in enumerate(result.choice)))
+        return lay.slack
 
     def stage(self, first: int, end: int, devices: int, microbatches: int,
-              in_flight: int) -> StageResult | None:
+              in_flight: float) -> StageResult | None:
         """Ops ``first .. end-1`` on ``devices`` devices; None when no plan fits the cap."""
-        lay = self.layered(devices, microbatches)
-        where = (first, end, devices, microbatches)
-        if where not in self._keys:
-            self._keys[where] = (_structure(lay, first, end), devices, microbatches)
-        key = self._keys[where]
-        names = [op.name for op in lay.graph.ops[first:end]]
-        free = self._stages.get(key + (0,), False)
-        if free is False:
-            free = self._solve(lay, first, end, None)
-            self._stages[key + (0,)] = free
-        if free is None:
-            return None
-        memory = free.memory_with(lay, first, in_flight)
+        return self.group(((first, end),), devices, microbatches, in_flight)
+
+    def group(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
+              in_flight: float) -> StageResult | None:
+        """The op ranges ``ranges`` (an interleaved group's chunks, or one stage) on the same
+        ``devices`` devices, each range's ops with the edges between them (a tensor from one
+        range to another is a pipeline send): seconds summed over the ranges, memory the
+        ranges' state plus ``in_flight`` micro-batches' activations of them all, one
+        memory-capped solve of them together when their own optima do not fit."""
+        lay = self.searched(devices, microbatches)
+        parts = []
+        for first, end in ranges:
+            where = (first, end, devices, microbatches)
+            if where not in self._keys:
+                self._keys[where] = (_structure(lay, first, end), devices, microbatches)
+            key = self._keys[where]
+            free = self._stages.get(key + (0,), False)
+            if free is False:
+                free = self._solve(lay, ((first, end),), None)
+                self._stages[key + (0,)] = free
+            if free is None:
+                return None
+            parts.append(_named(free, [op.name for op in lay.graph.ops[first:end]]))
+        result = _joined(parts)
+        index = _indices(ranges)
+        memory = result.memory_at(lay, index, in_flight)
         if self.memory_cap is None or memory <= self.memory_cap:
-            return _named(replace(free, memory=memory), names)
-        capped = self._stages.get(key + (in_flight,), False)
+            return replace(result, memory=memory)
+        key = (tuple(self._keys[(a, b, devices, microbatches)] for a, b in ranges), in_flight)
+        capped = self._stages.get(key, False)
         if capped is False:
-            capped = self._solve(lay, first, end, in_flight)
-            self._stages[key + (in_flight,)] = capped
+            capped = self._solve(lay, ranges, in_flight)
+            self._stages[key] = capped
+        names = [lay.graph.ops[i].name for i in index]
         return None if capped is None else _named(capped, names)
 
-    def _solve(self, lay: Layered, first: int, end: int,
-               in_flight: int | None) -> StageResult | None:
-        sub, names = _induced(lay, first, end)
+    def _solve(self, lay: Layered, ranges: tuple[tuple[int, int], ...],
+               in_flight: float | None) -> StageResult | None:
+        sub, names = _induced(lay, ranges)
+        index = _indices(ranges)
         if in_flight is not None:
-            memory = [lay.state[i] + in_flight * lay.activation[i] for i in range(first, end)]
+            memory = [lay.state[i] + in_flight * lay.activation[i] for i in index]
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
                           memory_cap=self.memory_cap, unit=sub.unit, devices=sub.devices)
         self.solves += 1
@@ -240,15 +290,29 @@ class StageOracle:
             return None
         choice = tuple(int(c) for c in solution.choice)
         configs, variants = [], []
-        for j, c in enumerate(choice):
-            name, vm = lay.graph.ops[first + j].name, _variant_map(lay, first + j)
+        for i, c in zip(index, choice):
+            name, vm = lay.graph.ops[i].name, _variant_map(lay, i)
             k = c if vm is None else int(vm.config[c])
-            configs.append((name, tuple(lay.space.config(first + j, k).items())))
+            configs.append((name, tuple(lay.space.config(i, k).items())))
             if vm is not None and (vm.zero[c] or vm.recompute[c]):
                 variants.append((name, int(vm.zero[c]), bool(vm.recompute[c])))
         result = StageResult(float(solution.cost), 0.0, tuple(configs),
                              solution.status is Status.OPTIMAL, choice, tuple(variants))
-        return replace(result, memory=result.memory_with(lay, first, in_flight or 1))
+        return replace(result, memory=result.memory_at(lay, index, in_flight or 1))
+
+
+def _joined(parts: list[StageResult]) -> StageResult:
+    """Several ranges' results as one (seconds summed, choices and configs in order)."""
+    if len(parts) == 1:
+        return parts[0]
+    return StageResult(sum(r.seconds for r in parts), 0.0,
+                       tuple(c for r in parts for c in r.configs),
+                       all(r.optimal for r in parts), tuple(c for r in parts for c in r.choice),
+                       tuple(v for r in parts for v in r.variants))
+
+
+def _indices(ranges: tuple[tuple[int, int], ...]) -> list[int]:
+    return [i for first, end in ranges for i in range(first, end)]
 
 
 def _named(result: StageResult, names: list[str]) -> StageResult:
@@ -302,16 +366,19 @@ def _memory_terms(model: Any, graph: Graph, space: ConfigSpace,
     return state, activation
 
 
-def _induced(lay: Layered, first: int, end: int) -> tuple[Problem, list[str]]:
-    """The Problem of vertices ``first .. end-1`` and the edges between them."""
+def _induced(lay: Layered, ranges: tuple[tuple[int, int], ...]) -> tuple[Problem, list[str]]:
+    """The Problem of the vertices of ``ranges`` (each ``first .. end-1``) and the edges
+    inside each range."""
     p = lay.problem
+    index = _indices(ranges)
+    at = {i: j for j, i in enumerate(index)}
     edges, mats = [], []
     for (u, v), m in zip(p.edges, p.edge_costs):
-        if first <= u < end and first <= v < end:
-            edges.append((u - first, v - first))
+        if any(first <= u < end and first <= v < end for first, end in ranges):
+            edges.append((at[u], at[v]))
             mats.append(m)
-    names = p.names[first:end]
-    return Problem(p.vertex_costs[first:end], edges, mats, names=names, unit=p.unit,
+    names = [p.names[i] for i in index]
+    return Problem([p.vertex_costs[i] for i in index], edges, mats, names=names, unit=p.unit,
                    devices=p.devices), names
 
 

@@ -164,6 +164,9 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
 
     if not isinstance(plan, PipelinePlan):
         plan = PipelinePlan.from_dict(plan)
+    if plan.schedule not in ("1f1b", "gpipe"):
+        raise StrategyError(f"pase simulate runs 1F1B and GPipe plans; this one is "
+                            f"{plan.schedule} (price it with `pase evaluate --strategy`)")
     cluster = plan.cost_options.get("cluster", "dgx-a100") if cluster is None else cluster
     options = {k: _number(v) if k != "optimizer" else v
                for k, v in plan.cost_options.items() if k in _SHARED}

@@ -1,0 +1,93 @@
+"""A pipeline plan priced again from its file (``pase evaluate --strategy plan.json``).
+
+Everything is rebuilt from what the plan records: the model at its micro-batch size,
+each stage's ops on a sub-mesh of its size, each op's split and variant looked up
+among that Problem's candidates, the transfers between stages from the tensors that
+cross each cut. Each stage is priced by its own price (:mod:`pase.pipeline.price`)
+and the step by the plan's schedule (:mod:`pase.pipeline.schedules`), so a plan the
+search wrote prices to the step it reported.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pase import api
+from pase.cluster import get_cluster
+from pase.errors import StrategyError
+from pase.pipeline.cuts import crossing_elements
+from pase.pipeline.plan import PipelinePlan
+from pase.pipeline.price import stage_price
+from pase.pipeline.schedules import priced_step
+from pase.pipeline.search import LinkPricer
+from pase.pipeline.solve import _loader, with_defaults
+from pase.pipeline.stages import StageOracle, StageResult
+from pase.registry import MODELS
+
+
+def reprice(plan: PipelinePlan) -> dict[str, Any]:
+    """The plan's step, stage seconds, links and memory, priced from scratch."""
+    options = dict(plan.model_options)
+    costs = dict(plan.cost_options)
+    cluster = costs.get("cluster", "dgx-a100")
+    full, load = _loader(plan.model, plan.batch if plan.model in MODELS else None, options)
+    if full != plan.batch:
+        raise StrategyError(f"the plan's batch {plan.batch} is not the model's {full}")
+    priced = with_defaults(costs, plan.cost_model, get_cluster(cluster, plan.devices))
+    oracle = StageOracle(load, full, priced, plan.memory_cap_bytes, {"powers_of_two": True},
+                         cost_model=plan.cost_model)
+    m = plan.microbatches
+    graph = oracle.graph(m)
+    if graph.name != plan.model:
+        raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
+    seconds, memory = [], []
+    for st in plan.stages:
+        lay = oracle.layered(st.devices, m)
+        index = [j for first, end in st.ranges for j in range(first, end)]
+        choice = tuple(_candidate(lay, j, st) for j in index)
+        result = StageResult(0.0, 0.0, (), True, choice)
+        seconds.append(stage_price(oracle, st.ranges, st.devices, m, result).seconds)
+        memory.append(result.memory_at(lay, index, st.in_flight))
+    element = float(api.make_cost_model(plan.cost_model, **costs).bytes_per_element)
+    links = LinkPricer(get_cluster(cluster, plan.devices),
+                       lambda cut, mb: crossing_elements(oracle.graph(mb), cut) * element)
+    xs = _links(plan, links)
+    step = priced_step(plan.schedule, m, seconds, xs)
+    cap = plan.memory_cap_bytes
+    return {"kind": "pipeline", "model": plan.model, "devices": plan.devices,
+            "schedule": plan.schedule, "microbatches": m, "step_seconds": step,
+            "stage_seconds": seconds, "links": xs, "memory_bytes": max(memory),
+            "stage_memory_bytes": memory,
+            "fits_memory": cap is None or max(memory) <= cap, "recorded_step": plan.step_time}
+
+
+def _candidate(lay: Any, j: int, stage: Any) -> int:
+    op = lay.graph.ops[j]
+    if op.name not in stage.configs:
+        raise StrategyError(f"stage at ranks {list(stage.device_range)}: op {op.name!r} has no "
+                            f"config in the plan")
+    k = lay.space.index_of(op.name, stage.configs[op.name])
+    maps = getattr(lay.problem, "variants", None)
+    if maps is None:
+        if stage.variants.get(op.name):
+            raise StrategyError(f"op {op.name!r}: the plan records a variant the cost model "
+                                f"options ({stage.variants[op.name]}) do not search")
+        return k
+    vm = maps[j]
+    want = stage.variants.get(op.name, {"zero": 0, "recompute": False})
+    for c in range(len(vm.config)):
+        if int(vm.config[c]) == k and vm.variant(c) == (int(want["zero"]), bool(want["recompute"])):
+            return c
+    raise StrategyError(f"op {op.name!r}: variant {want} is not among its candidates under the "
+                        f"plan's cost options")
+
+
+def _links(plan: PipelinePlan, links: LinkPricer) -> list[float]:
+    """Per cut, in op order, the transfer between the stages on either side."""
+    s = len(plan.stages)
+    chunks = [(st, r) for c in range(s * len(plan.stages[0].ranges))
+              for st, r in [(plan.stages[c % s], plan.stages[c % s].ranges[c // s])]]
+    out = []
+    for (src, _), (dst, (first, _)) in zip(chunks, chunks[1:]):
+        out.append(links.between(first, plan.microbatches, src.device_range[0], src.devices,
+                                 dst.device_range[0], dst.devices))
+    return out

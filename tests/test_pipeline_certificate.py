@@ -1,0 +1,67 @@
+"""The pipeline search's interleaved schedules and its certificate (lower bound, gap)."""
+from __future__ import annotations
+
+import pytest
+
+from pase import api
+from pase.errors import OptionError, StrategyError
+from pase.pipeline import PipelinePlan, solve_pipeline
+from pase.pipeline.reprice import reprice
+from pase.sim.pipeline import simulate_pipeline
+
+GPT2 = dict(cluster="h100-sxm", model_options={"layers": 4}, batch=8, microbatches=[4],
+            stage_sizes=[4])
+
+
+def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
+    plan = solve_pipeline("gpt2", 8, schedule="interleaved:2", **GPT2)
+    s, v, m = 2, 2, 4
+    assert plan.schedule == "interleaved:2" and len(plan.stages) == s
+    units = plan.search["units"]  # four layers: one unit each, one chunk each
+    assert [st.chunks for st in plan.stages] == [[(units[0], units[1]), (units[2], units[3])],
+                                                 [(units[1], units[2]), (units[3], units[4])]]
+    assert [st.device_range for st in plan.stages] == [(0, 4), (4, 8)]
+    # Korthikanti et al.: stage i holds (s - i)(1 + (s - 1)/(s V)) micro-batches
+    assert [st.in_flight for st in plan.stages] == pytest.approx([2 * 1.25, 1 * 1.25])
+    # (m + (s - 1)/V) T, T the slowest group with the sends into its chunks (chunks 1, 2, 3)
+    times = [st.seconds_per_microbatch for st in plan.stages]
+    for chunk, x in zip((1, 2, 3), plan.links):
+        times[chunk % s] += 2 * x
+    assert plan.step_time == pytest.approx((m + (s - 1) / v) * max(times), rel=1e-12)
+    assert reprice(PipelinePlan.from_dict(plan.to_dict()))["step_seconds"] == \
+        pytest.approx(plan.step_time, rel=1e-12)
+    with pytest.raises(StrategyError, match="runs 1F1B and GPipe plans; this one is interleaved:2"):
+        simulate_pipeline(plan)  # its event program is not written yet: no silent 1F1B
+
+
+def test_auto_takes_the_faster_of_1f1b_and_the_interleavings():
+    steps = {name: solve_pipeline("gpt2", 8, schedule=name, **GPT2).step_time
+             for name in ("1f1b", "interleaved:2")}
+    both = solve_pipeline("gpt2", 8, schedule="auto", **GPT2)
+    assert both.step_time == pytest.approx(min(steps.values()), rel=1e-12)
+
+
+def test_interleaving_needs_m_a_multiple_of_the_stages():
+    with pytest.raises(OptionError, match="multiple of s"):
+        solve_pipeline("gpt2", 8, schedule="interleaved:2", **{**GPT2, "microbatches": [1]})
+    with pytest.raises(OptionError, match="unknown schedule 'interleaved:1'"):
+        solve_pipeline("gpt2", 8, schedule="interleaved:1", **GPT2)
+
+
+def test_exposed_syncs_give_a_gap_and_the_per_op_searchs_bound():
+    # one stage, one micro-batch: the per-op certified search (cost_models/calibrated_search)
+    # prices and bounds the same plans, by its own code
+    opts = dict(cluster="dgx-a100-80gb", model_options={"layers": 2},
+                cost_options={"zero": "auto", "recompute": "auto"})
+    plan = solve_pipeline("gpt2", 16, batch=4, microbatches=[1], stage_sizes=[16], **opts)
+    assert plan.status == "feasible" and plan.search["bounding_searches"] == 3
+    assert 0 < plan.lower_bound < plan.step_time and plan.gap > 0.001
+    per_op = api.solve("gpt2", 16, batch=4, cluster="dgx-a100-80gb", powers_of_two=True,
+                       model_options={"layers": 2}, cost_options={
+                           "zero": "auto", "recompute": "auto", "tp_overlap": True})
+    assert plan.step_time == pytest.approx(per_op.to_dict()["step_seconds"], rel=1e-9)
+    assert plan.lower_bound == pytest.approx(per_op.solution.lower_bound, rel=1e-9)
+    # the bound holds for another plan of the space (every op at ZeRO 0, no recompute)
+    plain = solve_pipeline("gpt2", 16, batch=4, microbatches=[1], stage_sizes=[16],
+                           **{**opts, "cost_options": {}})
+    assert plan.lower_bound <= plain.step_time
