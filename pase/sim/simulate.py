@@ -147,7 +147,8 @@ def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
 
 def _priced_links(strategy: Strategy | None, cluster: Cluster) -> Cluster:
     """``cluster`` with its links at the bandwidth the strategy's model moved bytes at
-    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it."""
+    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it (a
+    plan that carries its edges' seconds is stretched to them, :mod:`pase.sim.tasks`)."""
     gbps = None if strategy is None else strategy.meta.get("link_gbps")
     if not isinstance(gbps, Mapping):
         return cluster

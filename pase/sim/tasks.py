@@ -21,7 +21,10 @@ A plan a timed cost model priced (the calibrated model; its Strategy carries eac
 seconds, :mod:`pase.prices`) is replayed with those prices (``prices``): each compute
 task runs for the op's priced kernel seconds, each collective's flows are stretched so
 that alone it takes its priced seconds (sharing ports with others still slows it), a
-collective the model leaves out does not run, and each device runs the op's priced
+collective the model leaves out does not run, each connection's re-layout messages are
+stretched likewise so that its two directions alone, one after the other, take the
+edge's carried seconds (the consumer's ``edges``; an edge the model prices but whose
+re-layout moves nothing runs nothing), and each device runs the op's priced
 optimizer step once its gradient syncs are done. With ``microbatches`` m the compute,
 critical-path collectives and re-layouts of a micro-batch are charged m times (the
 micro-batches back to back), the syncs and the optimizer step once.
