@@ -142,6 +142,7 @@ class _Builder:
         self.out_ready: list[dict[int, int]] = []
         self.grad_ready: list[dict[int, int]] = []
         self.ops: list[OpTasks] = []
+        self.alone: dict[tuple, float] = {}  # a re-layout's seconds alone, by its messages
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
@@ -301,11 +302,14 @@ class _Builder:
         sharing: a port's bandwidth split between the messages crossing it)."""
         if not messages:
             return 0.0
-        tg = TaskGraph(self.tg.capacity, self.devices)
-        for s, d, link, nbytes, latency in messages:
-            tg.flow((link_resource(s, link, False), link_resource(d, link, True)), nbytes, latency,
-                    "", "", ())
-        return float(max(run(tg).end))
+        key = tuple(messages)
+        if key not in self.alone:  # layers alike send alike: run each pattern once
+            tg = TaskGraph(self.tg.capacity, self.devices)
+            for s, d, link, nbytes, latency in messages:
+                tg.flow((link_resource(s, link, False), link_resource(d, link, True)), nbytes,
+                        latency, "", "", ())
+            self.alone[key] = float(max(run(tg).end))
+        return self.alone[key]
 
     def _transfers(self, messages: list[tuple[int, int, str, float, float]], local: list[int],
                    ready: dict[int, int], waiting: dict[int, int], label: str,
