@@ -6,12 +6,12 @@ The search prices plans with the calibrated cost model (cost_models/calibrated.p
 plan price is ``cost_model.price_plan(...)["step_seconds"]``, the ``step_seconds`` of
 ``pase.api.evaluate(..., "calibrated")``. ``pase.sim`` replays one training step task by
 task, reading the plan's own prices: the Strategy of a calibrated plan carries each op's
-kernel, collective and optimizer seconds (:mod:`pase.prices`), and the simulation runs
-each compute task for its priced kernel seconds, stretches each collective's flows to its
-priced seconds alone, and runs each op's optimizer step after its gradient syncs. What
-the simulation adds is the schedule: dependencies task by task, device ports shared
-between concurrent flows, each gradient sync overlapping whatever compute is left, and
-re-layouts moved block by block at the cluster's link bandwidth. So the two share every
+kernel, collective and optimizer seconds and each edge's seconds (:mod:`pase.prices`), and
+the simulation runs each compute task for its priced kernel seconds, stretches each
+collective's flows and each re-layout's messages to their priced seconds alone, and runs
+each op's optimizer step after its gradient syncs. What the simulation adds is the
+schedule: dependencies task by task, device ports shared between concurrent flows, each
+gradient sync overlapping whatever compute is left. So the two share every
 op's price and differ in how they add them up (see docs/performance-model.md, "The
 search's model against the event simulation").
 

@@ -11,17 +11,24 @@ simulator and the viewer draw and replay a plan without building its Problem aga
   step), and ``collectives``: per collective of the op's work (its variant applied, in
   the work's order) ``[phase, kind, label, port, weight, seconds]``, each alone on its
   placed group (a collective the model leaves out, such as a tied matrix's second
-  sync, is not listed: it does not run).
+  sync, is not listed: it does not run), and ``edges``: per costed connection into the
+  op (a tied matrix's from its owner included) ``[producer, output, input, seconds]``,
+  the model's own price of that edge at the two configs (its re-layout forward and its
+  gradient's back, every micro-batch; a port index ``-1 - j`` names weight ``j``). Over
+  the connections of one op pair they add up to the Strategy's ``edge_costs`` entry,
+  but for an all-reduce the model moves onto the edge, carried with its op instead.
 
 The rules are the cost model's own (the ones :func:`price_plan` sums); nothing here
 re-derives a price.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
 
+from pase.costing import connection_ports
 from pase.ir import Graph
 from pase.problem import Problem
 from pase.work.variants import apply_variant
@@ -50,7 +57,35 @@ def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) ->
         if key not in seen:
             seen[key] = _timed(bound, op, configs, zero, recompute)
         out[op.name].update(seen[key])
+        out[op.name]["edges"] = []
+    _edge_prices(graph, problem, c, bound, out)
     return out
+
+
+def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
+                 out: dict[str, dict]) -> None:
+    """Each costed connection's seconds at the chosen configs, on its consumer's ``edges``
+    (the bound model's own :meth:`edge_costs`; edges alike, by its ``edge_key``, once).
+
+    An all-reduce the model moves onto an edge (a reduce-scatter where the neighbour only
+    slices the result) stays with its op's ``collectives``, where the simulator runs it, so
+    the edge carries its re-layout alone (the model with nothing moved)."""
+    bound = copy.copy(bound)
+    bound.moved = {}
+    seen: dict[Any, float] = {}
+    for conn in bound.edges(graph):
+        u, o, v, i = conn
+        pu, port_u, pv, port_v = connection_ports(graph, conn)
+        su = np.asarray(problem.candidates[u].configs[c[u]:c[u] + 1])
+        sv = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])
+        key = bound.edge_key(pu, port_u, su, pv, port_v, sv)
+        if key is None or key not in seen:
+            seconds = float(np.asarray(bound.edge_costs(pu, port_u, su, pv, port_v, sv))[0, 0])
+            if key is not None:
+                seen[key] = seconds
+        else:
+            seconds = seen[key]
+        out[pv.name]["edges"].append([pu.name, int(o), int(i), seconds])
 
 
 def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool) -> dict:

@@ -32,7 +32,9 @@ class SimResult:
         link_traffic: bytes through the port's busier direction divided by its
             bandwidth: the time it would need at full speed (a lower bound on
             the step).
-        timeline: every compute task and, per port it crosses, every message.
+        timeline: every compute task and, per port, a bar for each span in which
+            messages of one re-layout (or one collective) cross it (the blocks a
+            re-layout moves at once make one bar, not one each).
     """
 
     model: str
@@ -68,17 +70,18 @@ class SimResult:
 
 def merge_busy(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of intervals."""
-    total, cur_start, cur_end = 0.0, None, None
+    return sum(e - s for s, e in merged(intervals))
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals as disjoint intervals, in time order (touching ones join)."""
+    out: list[tuple[float, float]] = []
     for s, e in sorted(intervals):
-        if cur_end is None or s > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = s, e
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
         else:
-            cur_end = max(cur_end, e)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
+            out.append((s, e))
+    return out
 
 
 def peak_memory(devices: int, static: np.ndarray,

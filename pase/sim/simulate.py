@@ -15,7 +15,7 @@ from pase.perf import roofline
 from pase.prices import is_timed
 from pase.sim import tasks
 from pase.sim.engine import COMPUTE, FLOW, run
-from pase.sim.result import Event, SimResult, merge_busy, peak_memory
+from pase.sim.result import Event, SimResult, merge_busy, merged, peak_memory
 from pase.strategy import Strategy, check_strategy_mapping, op_config
 from pase.work import OPTIMIZER_STATE
 from pase.work.hetero import SPLITS
@@ -37,7 +37,8 @@ def config_arrays(graph: Graph, configs: Mapping[str, Mapping[str, int]], device
 
 def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]] | Strategy,
              cluster: str | Path | Cluster = "dgx-a100", devices: int | None = None, *,
-             efficiency: float = 0.5, bytes_per_element: float = 4, optimizer: str = "adam",
+             efficiency: float = 0.5, bytes_per_element: float | None = None,
+             optimizer: str = "adam",
              timeline: bool = True, split: str = "even",
              variants: Mapping[str, Any] | None = None, compute: str = "flat",
              precision: str = "bf16", own_prices: bool = True) -> SimResult:
@@ -50,7 +51,8 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         devices: device count; default the Strategy's, else the cluster's.
         efficiency: achieved fraction of the dense peak FLOP/s, in (0, 1] (default
             0.5; FLOP count a multiply-add as two, as the peak does).
-        bytes_per_element: tensor element size (4 = fp32).
+        bytes_per_element: tensor element size (4 = fp32); default a Strategy's own
+            (the element size its carried prices were taken at), else 4.
         optimizer: ``adam``, ``momentum`` or ``sgd`` (memory only).
         timeline: record the per-task timeline (turn off to save memory).
         split: on a heterogeneous cluster, ``even`` tiles or ``balanced`` batch
@@ -80,7 +82,11 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
         devices = configs.devices if devices is None else devices
         variants = getattr(configs, "variants", None) if variants is None else variants
         carried = configs if own_prices and is_timed(configs.op_prices) else None
+        if bytes_per_element is None:
+            bytes_per_element = _number(configs.meta.get("bytes_per_element"))
         configs = configs.configs
+    if bytes_per_element is None:
+        bytes_per_element = 4
     if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
         raise OptionError(f"efficiency must be a number in (0, 1], got {efficiency!r}")
     if optimizer not in OPTIMIZER_STATE:
@@ -117,6 +123,12 @@ def simulate(graph: Graph | str | Path, configs: Mapping[str, Mapping[str, int]]
                     "microbatches": m})
 
 
+def _number(value: Any) -> float | None:
+    """A positive number a Strategy's meta holds, else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None
+
+
 def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
              devices: int) -> tuple[list[dict] | None, int, str]:
     """The strategy's own per-op prices, its micro-batches and what times the tasks: the
@@ -135,7 +147,8 @@ def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
 
 def _priced_links(strategy: Strategy | None, cluster: Cluster) -> Cluster:
     """``cluster`` with its links at the bandwidth the strategy's model moved bytes at
-    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it."""
+    (``meta["link_gbps"]``: NCCL's achieved bus bandwidth), so re-layouts move at it (a
+    plan that carries its edges' seconds is stretched to them, :mod:`pase.sim.tasks`)."""
     gbps = None if strategy is None else strategy.meta.get("link_gbps")
     if not isinstance(gbps, Mapping):
         return cluster
@@ -148,6 +161,7 @@ def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> Si
     compute_busy = np.zeros(devices)
     events: list[Event] = []
     link_intervals: dict[str, list[tuple[float, float]]] = {}
+    bars: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for t in range(len(tg)):
         s, e = trace.start[t], trace.end[t]
         if tg.kind[t] == COMPUTE:
@@ -158,7 +172,11 @@ def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> Si
             for name in tg.shows[t]:
                 link_intervals.setdefault(name, []).append((s, e))
                 if keep_timeline:
-                    events.append(Event(name, s, e, tg.label[t], tg.category[t]))
+                    bars.setdefault((name, tg.label[t], tg.category[t]), []).append((s, e))
+    # one bar per port while it carries a message of one re-layout or collective: the
+    # blocks a re-layout sends at once share the port's time, they do not each take it
+    for (name, label, kind), spans in bars.items():
+        events += [Event(name, s, e, label, kind) for s, e in merged(spans)]
     link_busy = {name: merge_busy(iv) for name, iv in sorted(link_intervals.items())}
     link_traffic: dict[str, float] = {}
     for r, nbytes in enumerate(trace.resource_bytes):

@@ -21,7 +21,10 @@ A plan a timed cost model priced (the calibrated model; its Strategy carries eac
 seconds, :mod:`pase.prices`) is replayed with those prices (``prices``): each compute
 task runs for the op's priced kernel seconds, each collective's flows are stretched so
 that alone it takes its priced seconds (sharing ports with others still slows it), a
-collective the model leaves out does not run, and each device runs the op's priced
+collective the model leaves out does not run, each connection's re-layout messages are
+stretched likewise so that its two directions alone, one after the other, take the
+edge's carried seconds (the consumer's ``edges``; an edge the model prices but whose
+re-layout moves nothing runs nothing), and each device runs the op's priced
 optimizer step once its gradient syncs are done. With ``microbatches`` m the compute,
 critical-path collectives and re-layouts of a micro-batch are charged m times (the
 micro-batches back to back), the syncs and the optimizer step once.
@@ -53,7 +56,7 @@ from pase.perf.comms import collective_phases
 from pase.perf.hardware import IDEAL
 from pase.perf.roofline import achieved_rate
 from pase.sim import transfers
-from pase.sim.engine import TaskGraph
+from pase.sim.engine import TaskGraph, run
 from pase.traffic import hbm_rate, traffic_rate
 from pase.work import Collective, op_work
 from pase.work.hetero import shares
@@ -139,6 +142,7 @@ class _Builder:
         self.out_ready: list[dict[int, int]] = []
         self.grad_ready: list[dict[int, int]] = []
         self.ops: list[OpTasks] = []
+        self.alone: dict[tuple, float] = {}  # a re-layout's seconds alone, by its messages
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
@@ -280,16 +284,40 @@ class _Builder:
                               float(work.activation_bytes[0]), float(work.state_bytes[0]))
 
     # -- edges ---------------------------------------------------------------------
-    def _transfers(self, sends: dict[tuple[int, int], float], local: list[int], ready: dict[int, int],
-                   waiting: dict[int, int], label: str, scale: np.ndarray | None = None) -> None:
+    def _messages(self, sends: dict[tuple[int, int], float], scale: np.ndarray | None = None
+                  ) -> list[tuple[int, int, str, float, float]]:
+        """Per message ``(sender, receiver, link class, bytes, latency)``, micro-batches in."""
+        out = []
         for (s, d), elems in sends.items():
             link = self.cluster.link_between(s, d)
             spec = self.cluster.link(link)
             if self.hetero:  # the larger latency of the two ends; each port its own rate
                 spec = max(self.links[s][link], self.links[d][link], key=lambda x: x.latency_us)
                 elems = elems * (scale[d] if scale is not None else 1.0)
+            out.append((s, d, link, elems * self.dt * self.m, spec.latency_s * self.m))
+        return out
+
+    def _alone(self, messages: list[tuple[int, int, str, float, float]]) -> float:
+        """Seconds a re-layout's messages take together on idle ports (the engine's own
+        sharing: a port's bandwidth split between the messages crossing it)."""
+        if not messages:
+            return 0.0
+        key = tuple(messages)
+        if key not in self.alone:  # layers alike send alike: run each pattern once
+            tg = TaskGraph(self.tg.capacity, self.devices)
+            for s, d, link, nbytes, latency in messages:
+                tg.flow((link_resource(s, link, False), link_resource(d, link, True)), nbytes,
+                        latency, "", "", ())
+            self.alone[key] = float(max(run(tg).end))
+        return self.alone[key]
+
+    def _transfers(self, messages: list[tuple[int, int, str, float, float]], local: list[int],
+                   ready: dict[int, int], waiting: dict[int, int], label: str,
+                   stretch: float = 1.0) -> None:
+        """The messages' flows (``stretch`` scales their bytes and latency: a priced edge)."""
+        for s, d, link, nbytes, latency in messages:
             f = self.tg.flow((link_resource(s, link, False), link_resource(d, link, True)),
-                             elems * self.dt * self.m, spec.latency_s * self.m, label, "communication",
+                             nbytes * stretch, latency * stretch, label, "communication",
                              (f"gpu{s}.{link}", f"gpu{d}.{link}"))
             self.tg.after(f, ready[s])
             self.tg.after(waiting[d], f)
@@ -298,8 +326,9 @@ class _Builder:
 
     def add_edges(self) -> None:
         g = self.graph
-        for (u, _, v, _), forward, backward in connection_plans(g, self.configs, self.cluster,
-                                                                self.devices, self.split):
+        for conn, forward, backward in connection_plans(g, self.configs, self.cluster,
+                                                        self.devices, self.split):
+            u, _, v, _ = conn
             pu, pv = g.ops[u], g.ops[v]
             fwd_wait = dict(zip(self.ops[v].ids, self.ops[v].forward))
             bwd_wait = dict(zip(self.ops[u].ids, self.ops[u].backward))
@@ -307,10 +336,28 @@ class _Builder:
             if self.hetero and self.split == "balanced":  # the larger share of the two ends
                 scale = np.maximum(shares(pu, self.configs[u], self.cluster, self.devices, self.split).share,
                                    shares(pv, self.configs[v], self.cluster, self.devices, self.split).share)
-            self._transfers(*forward, self.out_ready[u], fwd_wait, f"{pu.name}->{pv.name} activation",
-                            scale)
-            self._transfers(*backward, self.grad_ready[v], bwd_wait, f"{pv.name}->{pu.name} gradient",
-                            scale)
+            there, back = self._messages(forward[0], scale), self._messages(backward[0], scale)
+            stretch = self._stretch(conn, there, back)
+            self._transfers(there, forward[1], self.out_ready[u], fwd_wait,
+                            f"{pu.name}->{pv.name} activation", stretch)
+            self._transfers(back, backward[1], self.grad_ready[v], bwd_wait,
+                            f"{pv.name}->{pu.name} gradient", stretch)
+
+    def _stretch(self, conn: tuple[int, int, int, int], there: list, back: list) -> float:
+        """For a connection the plan priced (its consumer's carried ``edges``), the factor
+        that makes its re-layout, both directions alone one after the other, take the
+        priced seconds; else 1 (the link's bandwidth)."""
+        u, out, v, inp = conn
+        own = None if self.prices is None else self.prices[v].get("edges")
+        if own is None:
+            return 1.0
+        name = self.graph.ops[u].name
+        seconds = next((float(e[3]) for e in own if (e[0], int(e[1]), int(e[2])) == (name, out, inp)),
+                       None)
+        if seconds is None:
+            return 1.0
+        alone = self._alone(there) + self._alone(back)
+        return seconds / alone if alone > 0 else 1.0
 
 
 def connection_plans(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: int,
