@@ -102,12 +102,26 @@ def kernels(model, op: Op, configs: np.ndarray, base, ctx) -> tuple[np.ndarray, 
 
 def work_costs(model, work) -> np.ndarray:
     """Seconds per step of each config, priced on its prefix."""
+    return per_prefix(model, work, lambda sub, part: sub.work_costs(part))
+
+
+def per_prefix(model, work, price):
+    """``price(sub, part)`` of each config's part of ``work`` on its prefix's model, put
+    back in config order: an array per config, or a dict of them."""
     where = placed(model, work.configs)
-    total = np.zeros(len(work.configs))
+    out = None
     for n in np.unique(where).tolist():
         idx = np.flatnonzero(where == n)
-        total[idx] = at_prefix(model, n).work_costs(take(work, idx))
-    return total
+        got = price(at_prefix(model, n), take(work, idx))
+        if out is None:
+            out = {k: np.zeros(len(where)) for k in got} if isinstance(got, dict) \
+                else np.zeros(len(where))
+        if isinstance(got, dict):
+            for k, v in got.items():
+                out[k][idx] = v
+        else:
+            out[idx] = got
+    return out
 
 
 def edge_costs(model, producer: Op, output: Port, src_configs: np.ndarray,

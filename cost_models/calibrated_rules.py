@@ -315,6 +315,8 @@ class CalibratedRules(AlphaBetaCostModel):
         behind the neighbouring unit's compute); ``sync`` (a gradient's all-reduce or
         reduce-scatter, once a step, behind the backward pass) and ``refresh`` (ZeRO 1-2's
         gather of the updated weights, once a step, behind the next forward pass)."""
+        if self.cluster.groups and self.devices is not None:  # each config on its prefix
+            return hetero.per_prefix(self, work, lambda sub, part: sub.collective_roles(part))
         roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
                                "refresh"), np.zeros(len(work.configs)))
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
@@ -346,6 +348,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
         """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
+        if self.cluster.groups and self.devices is not None:  # at its prefix's slowest HBM
+            return hetero.per_prefix(self, work, lambda sub, part: sub.optimizer_seconds(part))
         updated = None
         for c in work.collectives:
             if c.kind == "reduce-scatter" and c.weight is not None:  # ZeRO: a shard is updated

@@ -65,6 +65,16 @@ def test_a_plan_on_the_fast_group_prices_as_on_that_group_alone():
     choice = [index[i][tuple(plan.configs[op.name].get(d.name, 1) for d in op.dims)]
               for i, op in enumerate(mixed.graph.ops)]
     assert mixed.problem.evaluate(choice) == pytest.approx(plan.total_cost, rel=1e-12)
+    # and the plan's price (syncs' exposure, optimizer step) is the A100 nodes' too
+    mine = tuple(index[i][tuple(plan.configs[op.name].get(d.name, 1) for d in op.dims)]
+                 for i, op in enumerate(alone.graph.ops))
+    own = _by_config(alone)
+    theirs = tuple(own[i][tuple(plan.configs[op.name].get(d.name, 1) for d in op.dims)]
+                   for i, op in enumerate(alone.graph.ops))
+    got = mixed.cost_model.price_plan(mixed.graph, mixed.problem, mine)
+    want = alone.cost_model.price_plan(alone.graph, alone.problem, theirs)
+    assert got["step_seconds"] == pytest.approx(want["step_seconds"], rel=1e-12)
+    assert got["breakdown"] == pytest.approx(want["breakdown"], rel=1e-12)
 
 
 def _fc():
