@@ -11,10 +11,9 @@ step (pase.sim) on the same cluster:
   baseline of the ratios);
 - ``dp, even``: every device, even tiles (an op whose split fits in the A100
   group runs there, a wider one on all devices at the V100's pace);
-- ``dp, balanced``: every device, batch shares proportional to device speed
-  (alpha-beta only: the calibrated model splits evenly);
-- ``data-parallel, balanced`` (``even`` under the calibrated model): for reference, the
-  batch split over every device (the data-parallel baseline solver).
+- ``dp, balanced``: every device, batch shares proportional to device speed;
+- ``data-parallel, balanced``: for reference, the batch split over every device
+  with balanced shares (the data-parallel baseline solver).
 
 Ratios are simulated step times (the simulator's own rules, efficiency 0.5, for every
 row) against the baseline run in the same process.
@@ -43,9 +42,8 @@ MODELS = ("gpt2:256", "gpt2:512:layers=2", "transformer:1024", "alexnet:8192")
 def run_one(model: str, batch: int, options: dict, cluster_name: str, devices: int, split: str,
             solver: str = "dp", cost_model: str = "calibrated") -> dict:
     start = time.perf_counter()
-    cost_options = {"split": split} if cost_model == "alpha-beta" else {}
     strategy = pase.solve(model, devices, solver, cost_model=cost_model, cluster=cluster_name,
-                          batch=batch, cost_options=cost_options, powers_of_two=True,
+                          batch=batch, cost_options={"split": split}, powers_of_two=True,
                           model_options=options)
     solved = time.perf_counter() - start
     graph = load_graph(model, batch=batch, **options)
@@ -74,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fast = cluster.groups[0]
     alpha = args.cost_model == "alpha-beta"
-    described = "alpha-beta (efficiency 0.5)" if alpha else "calibrated (even split)"
+    described = "alpha-beta (efficiency 0.5)" if alpha else "calibrated"
     lines = [stamp() + ".", "", f"Cluster {args.cluster}: {', '.join(f'{g.devices} x {g.device.name}' for g in cluster.groups)}; "
              f"{described}, dp, powers-of-two splits; simulated one step.", "",
              "| model | batch | setting | devices | predicted ms | simulated ms | vs A100s alone "
@@ -89,10 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         options = {k: int(v) for k, _, v in (pair.partition("=") for pair in pairs)}
         runs = [("A100s alone" if "A100" in fast.device.name else "fastest group alone", fast.devices,
                  "even", "dp"),
-                ("dp, even", cluster.devices, "even", "dp")]
-        runs += [("dp, balanced", cluster.devices, "balanced", "dp"),
-                 ("data-parallel, balanced", cluster.devices, "balanced", "data-parallel")] if alpha \
-            else [("data-parallel, even", cluster.devices, "even", "data-parallel")]
+                ("dp, even", cluster.devices, "even", "dp"), ("dp, balanced", cluster.devices, "balanced", "dp"),
+                ("data-parallel, balanced", cluster.devices, "balanced", "data-parallel")]
         base = None
         for label, devices, split, solver in runs:
             r = run_one(model, batch_n, options, args.cluster, devices, split, solver,

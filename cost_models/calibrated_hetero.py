@@ -6,9 +6,13 @@ The placement is alpha-beta's (:mod:`pase.work.hetero`): a config runs on the
 smallest prefix of groups (fastest first) that holds its split, and is priced there
 by the homogeneous calibrated rules on that prefix (:func:`at_prefix`):
 
-- **kernels** on each device type the prefix touches, with that type's own achieved
-  constants and peaks (:func:`pase.perf.hardware.achieved`); every device gets the
-  same tile (even split), so the slowest type's kernels pace the op: their maximum;
+- **kernels** on each device type that holds a tile, with that type's own achieved
+  constants and peaks (:func:`pase.perf.hardware.achieved`): with ``split="even"``
+  every device gets the same tile, so the slowest type's kernels pace the op (their
+  maximum); with ``split="balanced"`` each type's tile is its share multiple of the even
+  one (:func:`pase.work.hetero.config_terms`, shares by peak speed), its kernels scaled
+  by it, and the slowest of those paces the op; activation collectives and edges scale
+  by the worst multiple, as in alpha-beta's heterogeneous path;
 - **collectives** on the prefix's view (:meth:`pase.cluster.Cluster.view`): the
   slowest intra link and NIC of the groups it touches, at the NCCL fractions of its
   slowest device type (:func:`pase.perf.hardware.achieved_of_view`);
@@ -33,7 +37,7 @@ from pase.cost_models.alpha_beta_hetero import take
 from pase.ir import Op, Port
 from pase.perf.hardware import Achieved, achieved, achieved_of_view
 from pase.perf.kernels import Pricer, make_pricer
-from pase.work.hetero import placement
+from pase.work.hetero import config_terms, placement
 from pase.work.layout import mesh_axes, owned_axes
 from pase.work.prefix import prefix_relayout
 
@@ -80,6 +84,7 @@ def at_prefix(model, n: int):
         sub.devices = int(n)
         sub.hw, sub.pricer = hardware(model.cluster, n, model.precision)
         sub.kinds = kinds(model.cluster, n, model.precision)
+        sub.activation_scale = None
         cache[n] = sub
     return cache[n]
 
@@ -90,13 +95,19 @@ def placed(model, configs: np.ndarray) -> np.ndarray:
 
 
 def kernels(model, op: Op, configs: np.ndarray, base, ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward kernel seconds per config, each on its prefix's types."""
-    where = placed(model, configs)
+    """Forward and backward kernel seconds per config: on each device type that holds a
+    tile, at its own constants, times its share multiple; the slowest type's."""
+    by_type = config_terms(op, configs, model.cluster, model.p, model.split).by_type
     fwd, bwd = np.zeros(len(configs)), np.zeros(len(configs))
-    for n in np.unique(where).tolist():
-        idx = np.flatnonzero(where == n)
-        f, b = at_prefix(model, n)._kernels(op, configs[idx], take(base, idx), ctx)
-        fwd[idx], bwd[idx] = f, b
+    for g, group in enumerate(model.cluster.groups):
+        rows = np.flatnonzero(by_type[:, g] > 0)
+        if not len(rows):
+            continue
+        hw = achieved(group.device)
+        pricer = make_pricer(group.device, hw, model.precision)
+        f, b = model._kernels_on(op, configs[rows], take(base, rows), ctx, hw, pricer)
+        fwd[rows] = np.maximum(fwd[rows], f * by_type[rows, g])
+        bwd[rows] = np.maximum(bwd[rows], b * by_type[rows, g])
     return fwd, bwd
 
 
@@ -109,10 +120,16 @@ def per_prefix(model, work, price):
     """``price(sub, part)`` of each config's part of ``work`` on its prefix's model, put
     back in config order: an array per config, or a dict of them."""
     where = placed(model, work.configs)
+    scale = config_terms(work.op, work.configs, model.cluster, model.p, model.split).activation \
+        if model.split == "balanced" else None
     out = None
     for n in np.unique(where).tolist():
         idx = np.flatnonzero(where == n)
-        got = price(at_prefix(model, n), take(work, idx))
+        sub = at_prefix(model, n)
+        if scale is not None:  # activation collectives at the worst share multiple
+            sub = copy.copy(sub)
+            sub.activation_scale = scale[idx]
+        got = price(sub, take(work, idx))
         if out is None:
             out = {k: np.zeros(len(where)) for k in got} if isinstance(got, dict) \
                 else np.zeros(len(where))
@@ -149,6 +166,10 @@ def edge_costs(model, producer: Op, output: Port, src_configs: np.ndarray,
                                             "out")[:, None] \
                     + _moved_back(model, consumer, input, dst_configs[cols], nv, "in")[None, :]
             out[np.ix_(rows, cols)] = block
+    if model.split == "balanced":  # the larger share multiple of the two ends
+        tu = config_terms(producer, src_configs, model.cluster, p, "balanced").activation
+        tv = config_terms(consumer, dst_configs, model.cluster, p, "balanced").activation
+        out = out * np.maximum(tu[:, None], tv[None, :])
     return out
 
 

@@ -116,6 +116,9 @@ class CalibratedRules(AlphaBetaCostModel):
             collective a re-layout on an edge takes over is not hidden. Default False.
         ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
             ``pase evaluate --layout --ep-overlap on`` does. Default False.
+        split: on a mixed cluster, ``even`` tiles (default: the slowest type paces an op)
+            or ``balanced`` batch shares by device speed (docs/heterogeneous.md). No
+            effect on a homogeneous cluster.
     """
 
     name = "calibrated"
@@ -123,7 +126,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False):
+                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False,
+                 split: str = "even"):
         resolved = get_cluster(cluster)
         if precision is None:  # on a mixed cluster, one every type runs: its slowest type's
             precision = default_precision(hetero.slowest_device(resolved, resolved.devices))
@@ -135,6 +139,7 @@ class CalibratedRules(AlphaBetaCostModel):
         mixed = precision != "fp32"
         super().__init__(cluster, bytes_per_element=2.0 if mixed else 4.0, reduce_scatter=True,
                          zero=str(zero), recompute="auto" if recompute == "auto" else "none",
+                         split=split,
                          compute="flat" if resolved.groups else "roofline", precision=precision)
         if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) \
                 or not 1 <= microbatches <= MAX_MICROBATCHES:
@@ -159,6 +164,8 @@ class CalibratedRules(AlphaBetaCostModel):
         self.mixed = bool(self.cluster.groups)  # a mixed cluster, even where one group is used
         # per device type a prefix touches: (constants, pricer); None: (hw, pricer) alone
         self.kinds: tuple | None = None
+        # balanced split: per config, the multiple its activation collectives scale by
+        self.activation_scale: np.ndarray | None = None
         self.contexts: dict[str, OpContext] = {}
         # the share of once-per-step terms (syncs, optimizer) charged here: a pipeline
         # stage prices one micro-batch and is charged 1 / m of them (pase.pipeline.stages)
@@ -380,8 +387,11 @@ class CalibratedRules(AlphaBetaCostModel):
         dims = list(c.dims)
         q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
         nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
-        return collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
-                                  nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
+        t = collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
+                               nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
+        if self.activation_scale is not None and c.weight is None and c.phase != "gradient":
+            t = t * self.activation_scale  # balanced shares: the worst slice's activations
+        return t
 
     # -- edges at achieved bandwidth, each micro-batch ----------------------------------
     @property

@@ -106,6 +106,26 @@ def test_an_op_over_both_types_is_paced_by_the_slowest():
     assert model.work(op, half).forward_seconds[0] == pytest.approx(want, rel=1e-9)
 
 
+def test_balanced_shares_scale_each_types_kernels():
+    # Balanced: 32 one-device slices of the batch, shares by peak (312 and 125 TFLOP/s), so
+    # an A100 does 32 x 312 / (16 x 312 + 16 x 125) of the even tile and a V100
+    # 32 x 125 / (16 x 312 + 16 x 125). Each type's even-tile kernel (as above) scales by its
+    # share; the slower of the two paces the op (the V100 still: its fitted efficiency is
+    # lower than the A100's, which peak speeds do not see).
+    graph = _fc()
+    op = graph.ops[0]
+    config = np.array([[{"b": 32}.get(d.name, 1) for d in op.dims]])
+    model = CalibratedCostModel(MIXED, split="balanced").bind(graph, 32)
+    flop = 2.0 * 1280 * 1280 * 4096
+    total = 16 * 312 + 16 * 125
+    a100 = (flop / (312e12 * 0.80) + 6e-6) * 32 * 312 / total
+    v100 = (flop / (125e12 * 0.70) + 8e-6) * 32 * 125 / total
+    got = model.work(op, config).forward_seconds[0]
+    assert got == pytest.approx(max(a100, v100), rel=1e-9)
+    even = CalibratedCostModel(MIXED).bind(graph, 32).work(op, config).forward_seconds[0]
+    assert got < 0.6 * even
+
+
 def test_memory_is_checked_against_each_types_hbm():
     # The same bytes on both types: the V100's 32 GB is the binding cap (reference), so the
     # vector holds them as they are; on the A100 group only they count 32/40 of themselves.
@@ -132,19 +152,23 @@ def test_the_default_model_of_a_mixed_cluster_is_calibrated(capsys):
 
 
 def _small_mixed():
-    def group(name, tflops, per_node, intra, inter):
-        return Group(name, 1, per_node, Device(name, tflops, 16.0, "fp16", hbm_gbps=500.0),
-                     intra, inter)
-    return compose([group("slow", 10.0, 2, Link(10.0, 5.0), Link(5.0, 5.0)),
-                    group("fast", 40.0, 2, Link(100.0, 2.0), Link(20.0, 5.0))], "small-mixed")
+    # two devices of each type, the slow one close enough that the best plan uses both
+    def group(name, tflops):
+        return Group(name, 1, 2, Device(name, tflops, 16.0, "fp16", hbm_gbps=500.0),
+                     Link(100.0, 2.0), Link(20.0, 5.0))
+    return compose([group("slow", 30.0), group("fast", 40.0)], "small-mixed")
 
 
-def test_certified_search_matches_exhaustive_on_a_mixed_cluster():
-    kwargs = dict(cluster=_small_mixed(), model_options={"length": 3, "width": 256}, batch=4096)
+@pytest.mark.parametrize("split", ["even", "balanced"])
+def test_certified_search_matches_exhaustive_on_a_mixed_cluster(split):
+    kwargs = dict(cluster=_small_mixed(), model_options={"length": 3, "width": 1024}, batch=8192,
+                  cost_options={"split": split})
     dp = pase.solve("chain", 4, "dp", **kwargs)
     brute = pase.solve("chain", 4, "exhaustive", **kwargs)
     assert dp.cost_model == "calibrated"
     assert dp.total_cost == pytest.approx(brute.total_cost, rel=1e-9)
+    sizes = [int(np.prod(list(c.values()))) for c in dp.configs.values()]
+    assert 4 in sizes  # the plan spreads ops over both types
 
 
 def test_a_mixed_plan_reports_mfu_against_each_types_peak():
