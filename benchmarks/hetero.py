@@ -1,10 +1,11 @@
 """A mixed A100/V100 cluster: balanced splits, even splits, and the A100s alone.
 
-    python benchmarks/hetero.py [--cluster dgx-a100x2+dgx1-v100x2]
+    python benchmarks/hetero.py [--cluster dgx-a100x2+dgx1-v100x2] [--cost-model calibrated]
                                 [--models gpt2:16 gpt2:512:layers=2 ...] [--output FILE.md]
 
-For each model (``NAME:BATCH``, then optional ``:KEY=INT`` model options) it solves with dp under the alpha-beta model and
-simulates one training step (pase.sim) three ways on the same cluster:
+For each model (``NAME:BATCH``, then optional ``:KEY=INT`` model options) it solves with dp under the cost model
+(``--cost-model``: ``calibrated``, the default, or ``alpha-beta``) and simulates one training
+step (pase.sim) on the same cluster:
 
 - ``A100s alone``: the cluster's fastest group only (``-p`` = its size; the
   baseline of the ratios);
@@ -14,7 +15,8 @@ simulates one training step (pase.sim) three ways on the same cluster:
 - ``data-parallel, balanced``: for reference, the batch split over every device
   with balanced shares (the data-parallel baseline solver).
 
-Ratios are simulated step times against the baseline run in the same process.
+Ratios are simulated step times (the simulator's own rules, efficiency 0.5, for every
+row) against the baseline run in the same process.
 ``ops on all`` counts the ops dp placed on both device types. Powers-of-two
 splits keep the search small (a few minutes in all on two CPU cores).
 """
@@ -38,14 +40,17 @@ MODELS = ("gpt2:256", "gpt2:512:layers=2", "transformer:1024", "alexnet:8192")
 
 
 def run_one(model: str, batch: int, options: dict, cluster_name: str, devices: int, split: str,
-            solver: str = "dp") -> dict:
+            solver: str = "dp", cost_model: str = "calibrated") -> dict:
     start = time.perf_counter()
-    strategy = pase.solve(model, devices, solver, cost_model="alpha-beta", cluster=cluster_name,
+    strategy = pase.solve(model, devices, solver, cost_model=cost_model, cluster=cluster_name,
                           batch=batch, cost_options={"split": split}, powers_of_two=True,
                           model_options=options)
     solved = time.perf_counter() - start
     graph = load_graph(model, batch=batch, **options)
-    sim = simulate(graph, strategy, cluster_name, devices, split=split, timeline=False)
+    # the simulator's own rules for every row (a calibrated plan's carried prices would
+    # time the A100-only baseline but not a mixed-cluster run): one yardstick for all
+    sim = simulate(graph, strategy, cluster_name, devices, split=split, timeline=False,
+                   own_prices=False)
     first = get_cluster(cluster_name).prefixes(devices)
     wide = sum(math.prod(c.values()) > first[0] for c in strategy.configs.values()) if first else 0
     return {"predicted": strategy.total_cost, "simulated": sim.step_time, "ops": len(graph.ops),
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="dgx-a100x2+dgx1-v100x2")
     ap.add_argument("--models", nargs="+", default=list(MODELS), metavar="NAME:BATCH[:KEY=INT]")
+    ap.add_argument("--cost-model", default="calibrated", choices=("calibrated", "alpha-beta"),
+                    help="the model dp solves with (default calibrated, as pase solve --cluster)")
     ap.add_argument("--output", default=None, help="also write the table (markdown) to this file")
     args = ap.parse_args(argv)
     cluster = get_cluster(args.cluster)
@@ -64,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.cluster} has one device type; give a mixed cluster", file=sys.stderr)
         return 2
     fast = cluster.groups[0]
+    alpha = args.cost_model == "alpha-beta"
+    described = "alpha-beta (efficiency 0.5)" if alpha else "calibrated"
     lines = [stamp() + ".", "", f"Cluster {args.cluster}: {', '.join(f'{g.devices} x {g.device.name}' for g in cluster.groups)}; "
-             f"alpha-beta (efficiency 0.5), dp, powers-of-two splits; simulated one step.", "",
+             f"{described}, dp, powers-of-two splits; simulated one step.", "",
              "| model | batch | setting | devices | predicted ms | simulated ms | vs A100s alone "
              "| ops on all | peak GiB | CPU s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -82,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("data-parallel, balanced", cluster.devices, "balanced", "data-parallel")]
         base = None
         for label, devices, split, solver in runs:
-            r = run_one(model, batch_n, options, args.cluster, devices, split, solver)
+            r = run_one(model, batch_n, options, args.cluster, devices, split, solver,
+                        args.cost_model)
             base = r["simulated"] if base is None else base
             row = (f"| {model}{''.join(f' {k}={v}' for k, v in options.items())} | {batch_n} | {label} | {devices} | {r['predicted'] * 1e3:.2f} | "
                    f"{r['simulated'] * 1e3:.2f} | {r['simulated'] / base:.3f} | {r['wide']}/{r['ops']} | "
@@ -92,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"Total {time.perf_counter() - total:.0f} s on {platform.processor() or platform.machine()}, "
               f"Python {platform.python_version()}. Reproduce: `python benchmarks/hetero.py"
               + (f" --cluster {args.cluster}" if args.cluster != "dgx-a100x2+dgx1-v100x2" else "")
+              + (f" --cost-model {args.cost_model}" if alpha else "")
               + (f" --models {' '.join(args.models)}" if list(args.models) != list(MODELS) else "") + "`."]
     print(lines[-1])
     if args.output:

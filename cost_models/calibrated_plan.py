@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
 from pase.ir import Graph
 from pase.perf.comms import collective_seconds
@@ -59,9 +60,9 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     working, gathered = t["working"], t["gathered"]
     memory = mem + working + gathered
     model_flop, hardware_flop = _model_flop(graph, bound, m)
-    peak = bound.pricer.top_flops * problem.devices
+    peak = hetero.peak_flops(bound, problem.devices)  # each rank at its own type's peak
     tokens = _samples(graph, m) * _sequence(graph)
-    cap = bound.cluster.device.memory_bytes
+    cap = bound.memory_reference  # the device's; a mixed cluster's smallest-memory type's
     return {"version": VERSION, "step_seconds": step, "search_seconds": search,
             "tokens_per_second": tokens / step, "mfu": model_flop / (step * peak),
             "hfu": hardware_flop / (step * peak), "memory_bytes": memory,

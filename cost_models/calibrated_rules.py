@@ -46,6 +46,7 @@ import numpy as np
 
 from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
 from pase.cost_models import alpha_beta_edges as edges
+from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
 from pase.errors import OptionError
 from pase.gather import outer_take
@@ -68,6 +69,7 @@ from pase.space import ConfigSpace
 from pase.work import op_work
 from pase.work.layout import owned_axes
 from pase.work.mapping import group_topology
+from pase.work.memory import FP32_BYTES, kept_bytes, state_split
 from pase.work.ops import Collective, OpWork, owned_parameters
 from pase.work.relayout import relayout_matrix
 from pase.work.tiles import port_tiles
@@ -76,7 +78,6 @@ from pase.work.variants import Variant, owned_weight_indices
 RECOMPUTE = ("none", "selective", "full", "auto")
 MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training run takes
 OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
-STATE_BYTES = {"mixed": 16.0, "fp32": 16.0}  # weight + gradient + optimizer state per parameter
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
 MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
@@ -98,7 +99,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     Args:
         cluster: a :class:`~pase.cluster.Cluster`, a preset name or a cluster JSON path
-            (a preset grows to the device count); homogeneous clusters only.
+            (a preset grows to the device count); a mixed cluster is priced per device
+            type (:mod:`pase.cost_models.calibrated_hetero`).
         precision: ``bf16``, ``fp16``, ``fp8`` (mixed precision: 2-byte activations, 16
             bytes of state a parameter) or ``fp32``; default bf16 where the device has a
             bf16 peak, else the device's own precision.
@@ -114,6 +116,9 @@ class CalibratedRules(AlphaBetaCostModel):
             collective a re-layout on an edge takes over is not hidden. Default False.
         ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
             ``pase evaluate --layout --ep-overlap on`` does. Default False.
+        split: on a mixed cluster, ``even`` tiles (default: the slowest type paces an op)
+            or ``balanced`` batch shares by device speed (docs/heterogeneous.md). No
+            effect on a homogeneous cluster.
     """
 
     name = "calibrated"
@@ -121,13 +126,11 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False):
+                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False,
+                 split: str = "even"):
         resolved = get_cluster(cluster)
-        if resolved.groups:
-            raise OptionError(f"the calibrated model prices a homogeneous cluster; {resolved.name} "
-                              f"mixes device types (use --cost-model alpha-beta)")
-        if precision is None:
-            precision = default_precision(resolved.device)
+        if precision is None:  # on a mixed cluster, one every type runs: its slowest type's
+            precision = default_precision(hetero.slowest_device(resolved, resolved.devices))
         recompute = "full" if str(recompute) == "all" else str(recompute)
         if recompute not in RECOMPUTE:
             raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
@@ -136,7 +139,8 @@ class CalibratedRules(AlphaBetaCostModel):
         mixed = precision != "fp32"
         super().__init__(cluster, bytes_per_element=2.0 if mixed else 4.0, reduce_scatter=True,
                          zero=str(zero), recompute="auto" if recompute == "auto" else "none",
-                         compute="roofline", precision=precision)
+                         split=split,
+                         compute="flat" if resolved.groups else "roofline", precision=precision)
         if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) \
                 or not 1 <= microbatches <= MAX_MICROBATCHES:
             raise OptionError(f"microbatches must be an integer from 1 to {MAX_MICROBATCHES:,}, "
@@ -153,7 +157,15 @@ class CalibratedRules(AlphaBetaCostModel):
             raise OptionError(f"ep_overlap must be true or false, got {ep_overlap!r}")
         self.ep_overlap = bool(ep_overlap)
         self.hw: Achieved = achieved(self.cluster.device)
-        self.pricer = make_pricer(self.cluster.device, self.hw, precision)
+        if self.cluster.groups:  # the slowest type's, for what a plan prices as a whole
+            self.hw, self.pricer = hetero.hardware(self.cluster, self.cluster.devices, precision)
+        else:
+            self.pricer = make_pricer(self.cluster.device, self.hw, precision)
+        self.mixed = bool(self.cluster.groups)  # a mixed cluster, even where one group is used
+        # per device type a prefix touches: (constants, pricer); None: (hw, pricer) alone
+        self.kinds: tuple | None = None
+        # balanced split: per config, the multiple its activation collectives scale by
+        self.activation_scale: np.ndarray | None = None
         self.contexts: dict[str, OpContext] = {}
         # the share of once-per-step terms (syncs, optimizer) charged here: a pipeline
         # stage prices one micro-batch and is charged 1 / m of them (pase.pipeline.stages)
@@ -191,9 +203,11 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def for_devices(self, devices: int) -> "CalibratedRules":
         bound = super().for_devices(devices)
-        if bound.cluster.groups:
-            raise OptionError(f"the calibrated model prices a homogeneous cluster; {bound.cluster.name} "
-                              f"mixes device types (use --cost-model alpha-beta)")
+        bound.__dict__.pop("_prefix_models", None)
+        if self.mixed:
+            # a mixed cluster: the slowest type of the ranks used (one group's own type when
+            # they lie in one group, the cluster then its view)
+            bound.hw, bound.pricer = hetero.hardware(bound.cluster, bound.p, self.precision)
         return bound
 
     def context(self, op: Op) -> OpContext:
@@ -204,17 +218,22 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def work(self, op: Op, configs: np.ndarray) -> PricedWork:
         configs = np.asarray(configs, dtype=np.int64)
+        if self.cluster.groups and self.devices is None:
+            return self._at(configs).work(op, configs)
         e = self.bytes_per_element
         base = op_work(op, configs, e, "adam")
         ctx = self.context(op)
         colls = self._kept_collectives(op, base.collectives)
-        fwd, bwd = self._kernels(op, configs, base, ctx)
+        if self.cluster.groups:  # each config on its prefix's device types
+            fwd, bwd = hetero.kernels(self, op, configs, base, ctx)
+        else:
+            fwd, bwd = self._kernels(op, configs, base, ctx)
         kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras)
         block = self._kept_bytes(op, configs, ctx.block_outputs, ())
         if self.recompute_mode == "full":
             kept = kept + self._kept_bytes(op, configs, tuple(set(ctx.block_outputs) -
                                                                 set(ctx.kept_outputs)), ())
-        factor = STATE_BYTES["mixed" if e < 4 else "fp32"] / e
+        factor = sum(state_split(e, "adam")) / e  # weight + gradient + optimizer state
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(OpWork)}
         fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
                       activation_bytes=kept, state_factor=factor)
@@ -237,7 +256,16 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
                  ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
-        """Forward and backward kernel seconds of one micro-batch, per config."""
+        """Forward and backward kernel seconds of one micro-batch, per config: on a
+        prefix of a mixed cluster, its slowest device type's (each at its own constants)."""
+        if not self.kinds:
+            return self._kernels_on(op, configs, base, ctx, self.hw, self.pricer)
+        times = [self._kernels_on(op, configs, base, ctx, hw, pr) for hw, pr in self.kinds]
+        return (np.max([f for f, _ in times], axis=0), np.max([b for _, b in times], axis=0))
+
+    def _kernels_on(self, op: Op, configs: np.ndarray, base: OpWork, ctx: OpContext,
+                    hw: Achieved, pricer) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_kernels` on one device type (``hw``, ``pricer``)."""
         K = len(configs)
         cfg = configs.astype(np.float64)
         splits = {d.name: cfg[:, i] for i, d in enumerate(op.dims)}
@@ -246,28 +274,28 @@ class CalibratedRules(AlphaBetaCostModel):
         if ctx.attention == "inner" or op.kind in VIEWS:
             return np.zeros(K), np.zeros(K)
         if ctx.attention == "scores":
-            attention_time(op, op, ctx.causal, tile, self.pricer, t, ctx.window)
+            attention_time(op, op, ctx.causal, tile, pricer, t, ctx.window)
         elif op.kind == "Einsum":
-            einsum_time(op, tile, splits, self.pricer, t, collectives=False)
+            einsum_time(op, tile, splits, pricer, t, collectives=False)
         elif op.kind in MEMORY_BOUND:
-            memory_bound_time(op, tile, splits, self.pricer, t, False, collectives=False)
+            memory_bound_time(op, tile, splits, pricer, t, False, collectives=False)
         else:  # convolutions, LSTMs...: pase.work's FLOP at large-GEMM efficiency
-            rate = self.pricer.peak_flops * self.hw.gemm
-            return (base.forward_flop / rate + self.hw.launch_s,
-                    base.backward_flop / rate + 2 * self.hw.launch_s)
+            rate = pricer.peak_flops * hw.gemm
+            return (base.forward_flop / rate + hw.launch_s,
+                    base.backward_flop / rate + 2 * hw.launch_s)
         return (np.broadcast_to(np.asarray(t.forward_s, dtype=np.float64), (K,)).copy(),
                 np.broadcast_to(np.asarray(t.backward_s, dtype=np.float64), (K,)).copy())
 
     def _kept_bytes(self, op: Op, configs: np.ndarray, outputs: tuple[int, ...],
                     extras: tuple[str, ...]) -> np.ndarray:
-        e = self.bytes_per_element
-        total = np.zeros(len(configs))
-        for i in outputs:
-            total = total + np.prod(port_tiles(op, op.outputs[i], configs), axis=1) * e
+        e, K = self.bytes_per_element, len(configs)
+        tiles = [port_tiles(op, op.outputs[i], configs) for i in outputs]
         if "pre-activation" in extras:
-            total = total + np.prod(port_tiles(op, op.outputs[0], configs), axis=1) * e
+            tiles.append(port_tiles(op, op.outputs[0], configs))
+        total = kept_bytes(tiles, K, e)
         if "probabilities" in extras:  # the loss keeps fp32 probabilities
-            total = total + sum(np.prod(port_tiles(op, p, configs), axis=1) for p in op.inputs) * 4.0
+            total = total + kept_bytes([port_tiles(op, p, configs) for p in op.inputs], K,
+                                       FP32_BYTES)
         return total
 
     # -- seconds and bytes per config ---------------------------------------------------
@@ -278,6 +306,8 @@ class CalibratedRules(AlphaBetaCostModel):
         assert isinstance(work, PricedWork)
         if self.devices is None:
             return self._at(work.configs).work_costs(work)
+        if self.cluster.groups:  # each config on its prefix
+            return hetero.work_costs(self, work)
         t, tax = self.collective_roles(work), self.hw.overlap
         per_micro = work.forward_seconds + work.backward_seconds + \
             np.where(recomputes(work), work.forward_seconds, 0.0) + t["critical"] + \
@@ -292,6 +322,8 @@ class CalibratedRules(AlphaBetaCostModel):
         behind the neighbouring unit's compute); ``sync`` (a gradient's all-reduce or
         reduce-scatter, once a step, behind the backward pass) and ``refresh`` (ZeRO 1-2's
         gather of the updated weights, once a step, behind the next forward pass)."""
+        if self.cluster.groups and self.devices is not None:  # each config on its prefix
+            return hetero.per_prefix(self, work, lambda sub, part: sub.collective_roles(part))
         roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
                                "refresh"), np.zeros(len(work.configs)))
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
@@ -323,6 +355,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
         """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
+        if self.cluster.groups and self.devices is not None:  # at its prefix's slowest HBM
+            return hetero.per_prefix(self, work, lambda sub, part: sub.optimizer_seconds(part))
         updated = None
         for c in work.collectives:
             if c.kind == "reduce-scatter" and c.weight is not None:  # ZeRO: a shard is updated
@@ -333,8 +367,12 @@ class CalibratedRules(AlphaBetaCostModel):
         return updated / work.bytes_per_element * OPTIMIZER_BYTES / self.pricer.hbm
 
     def work_memory(self, work: OpWork) -> np.ndarray:
-        """Bytes per device: states plus kept activations."""
-        return work.state_bytes + self.kept_activation_bytes(work)
+        """Bytes per device: states plus kept activations; on a mixed cluster per device
+        type, in bytes of its smallest-memory type (alpha-beta's rule)."""
+        kept = self.kept_activation_bytes(work)
+        if self.mixed:
+            return super().work_memory(dataclasses.replace(work, activation_bytes=kept))
+        return work.state_bytes + kept
 
     def kept_activation_bytes(self, work: OpWork) -> np.ndarray:
         """Activation bytes an op keeps for its backward pass, per config: a recomputed op
@@ -349,8 +387,11 @@ class CalibratedRules(AlphaBetaCostModel):
         dims = list(c.dims)
         q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
         nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
-        return collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
-                                  nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
+        t = collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
+                               nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
+        if self.activation_scale is not None and c.weight is None and c.phase != "gradient":
+            t = t * self.activation_scale  # balanced shares: the worst slice's activations
+        return t
 
     # -- edges at achieved bandwidth, each micro-batch ----------------------------------
     @property
@@ -366,6 +407,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if self.devices is None:
             return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
                                                                  consumer, input, dst_configs)
+        if self.cluster.groups:  # each pair of configs on its prefixes
+            return hetero.edge_costs(self, producer, output, src_configs, consumer, input,
+                                     dst_configs)
         links = self.link_cluster
         extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input,
                                               dst_configs)

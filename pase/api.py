@@ -102,25 +102,17 @@ def make_cost_model(cost_model: str | CostModel | None = None, **options: Any) -
             raise OptionError(f"cost model options {sorted(options)} apply only to a cost model "
                               f"given by name, not to a CostModel instance")
         return cost_model
-    if cost_model == "calibrated" and "cluster" in options and _mixed(options["cluster"]):
-        raise OptionError(f"the calibrated model prices a homogeneous cluster; "
-                          f"{_mixed(options['cluster'])} mixes device types (use alpha-beta)")
     cls = COST_MODELS.get(cost_model)
     return cls(**coerce_options(cls, options, f"cost model {cost_model!r}"))
 
 
 def default_cost_model(cluster: Any) -> str:
-    """The cost model a cluster gets when none is named: the calibrated model, or for a
-    mixed cluster (which it does not price) the alpha-beta model, which does."""
-    return "alpha-beta" if _mixed(cluster) else "calibrated"
-
-
-def _mixed(cluster: Any) -> str:
-    """The cluster's name when it mixes device types, else "" (a bad name is refused here)."""
+    """The cost model a cluster gets when none is named: the calibrated model, on a mixed
+    cluster too (priced per device type; a bad cluster name is refused here)."""
     from pase.cluster import get_cluster
 
-    found = get_cluster(cluster)
-    return found.name if found.groups else ""
+    get_cluster(cluster)
+    return "calibrated"
 
 
 @dataclass

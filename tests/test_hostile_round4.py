@@ -111,20 +111,20 @@ def test_evaluate_still_takes_an_option_beside_a_plain_mapping(capsys, tmp_path)
 # -- mixed clusters and the default cost model ---------------------------------------------
 
 def test_a_mixed_cluster_gets_a_model_that_prices_it(capsys):
-    """--cluster selects the calibrated model, which refuses mixed clusters; with no model
-    named a mixed cluster failed with "unknown precision 'fp16-tensor'"."""
-    assert pase.solve("mlp", 16, cluster="dgx-a100x1+dgx1-v100x1").cost_model == "alpha-beta"
+    """--cluster selects the calibrated model, which prices mixed clusters per device type;
+    with no model named a mixed cluster once failed with "unknown precision 'fp16-tensor'"."""
+    assert pase.solve("mlp", 16, cluster="dgx-a100x1+dgx1-v100x1").cost_model == "calibrated"
     code, out, _ = _run(capsys, ["solve", "mlp", "-p", "16", "--cluster",
                                  "dgx-a100x1+dgx1-v100x1", "--format", "json"])
-    assert code == 0 and json.loads(out)["cost_model"] == "alpha-beta"
+    assert code == 0 and json.loads(out)["cost_model"] == "calibrated"
 
 
-def test_naming_calibrated_on_a_mixed_cluster_says_why(capsys):
-    with pytest.raises(OptionError, match="calibrated model prices a homogeneous cluster"):
-        pase.solve("mlp", 16, cluster="dgx-a100x1+dgx1-v100x1", cost_model="calibrated")
-    code, _, err = _run(capsys, ["solve", "mlp", "-p", "16", "--cluster",
-                                 "dgx-a100x1+dgx1-v100x1", "--cost-model", "calibrated"])
-    assert code == 2 and len(err) == 1 and "homogeneous" in err[0]
+def test_naming_either_seconds_model_on_a_mixed_cluster_solves(capsys):
+    for name in ("calibrated", "alpha-beta"):
+        code, out, _ = _run(capsys, ["solve", "mlp", "-p", "16", "--cluster",
+                                     "dgx-a100x1+dgx1-v100x1", "--cost-model", name,
+                                     "--format", "json"])
+        assert code == 0 and json.loads(out)["cost_model"] == name
 
 
 def test_cost_option_cluster_selects_the_model_as_cluster_does(capsys):
@@ -186,11 +186,12 @@ def test_calibrated_default_precision_on_v100():
     assert s.cost_model == "calibrated" and s.meta["step_seconds"] > 0
 
 
-def test_calibrated_on_a_mixed_cluster_names_the_reason():
+def test_calibrated_on_a_mixed_cluster_takes_a_split_and_refuses_a_bad_one():
     from pase.cost_models.calibrated import CalibratedCostModel
 
-    with pytest.raises(OptionError, match="homogeneous"):
-        CalibratedCostModel(cluster="mixed-a100-v100")
+    assert CalibratedCostModel(cluster="mixed-a100-v100", split="balanced").split == "balanced"
+    with pytest.raises(OptionError, match="unknown split 'fair'; allowed: even, balanced"):
+        CalibratedCostModel(cluster="mixed-a100-v100", split="fair")
 
 
 def test_the_optimizer_share_is_never_negative():

@@ -148,7 +148,7 @@ def cost_kwargs(args: Any, default: str = "paper") -> dict[str, Any]:
 
     ``--cluster`` without ``--cost-model`` selects the calibrated model (the one model
     of the hardware, :mod:`pase.cost_models.calibrated`), so the flag means the same
-    on every command; a mixed cluster, which it does not price, selects alpha-beta.
+    on every command, a mixed cluster's too (priced per device type).
     """
     from pase.api import default_cost_model
 

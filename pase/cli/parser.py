@@ -155,7 +155,7 @@ def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
                    help="link bandwidth in GB/s: --cost-option bandwidth=Y (paper model)")
     s.add_argument("--cluster", help="cluster preset or JSON file (`pase clusters`): "
                                      "--cost-option cluster=NAME; selects the calibrated model "
-                                     "(alpha-beta if mixed) unless --cost-model names another")
+                                     "(mixed clusters too) unless --cost-model names another")
     s.add_argument("--memory-cap", type=memory_size,
                    help="per-device memory cap, e.g. 16GiB, or none (cost models with memory; "
                         "default: the cluster's device memory)")
@@ -265,8 +265,8 @@ def _simulate(s: Parser) -> None:
     s.add_argument("--strategy", metavar="FILE", help="JSON strategy file (else solve with --solver)")
     s.add_argument("--solver", help="solver when no --strategy is given (default: auto)")
     s.add_argument("--seed", type=seed, help="seed for a randomised --solver")
-    s.add_argument("--cost-model", help="cost model for --solver (default: calibrated on --cluster, "
-                                           "alpha-beta on a mixed one)")
+    s.add_argument("--cost-model", help="cost model for --solver (default: calibrated on "
+                                           "--cluster, mixed ones too)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
                    help=options_help("cost model", "An option of --solver's cost model; "
                                                    "efficiency, bytes_per_element and optimizer "

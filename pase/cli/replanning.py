@@ -43,7 +43,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
                    help="the new device count (default: the --cluster's)")
     s.add_argument("--cluster", help="the new cluster: a preset or JSON file (`pase clusters`; "
                                      "default dgx-a100, grown to -p); selects the calibrated model "
-                                     "(alpha-beta if mixed) unless --cost-model names another")
+                                     "(mixed clusters too) unless --cost-model names another")
     s.add_argument("--steps", type=_steps, default=1000.0, metavar="N",
                    help="training steps left to run on the new setting (default %(default)g): "
                         "the re-plan minimises N x step time + migration time")
@@ -69,7 +69,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--powers-of-two", action="store_true", help="only power-of-two split factors")
     s.add_argument("--cost-model", choices=("calibrated", "alpha-beta"),
                    help="the model pricing the step (default: calibrated with --cluster, "
-                        "alpha-beta on a mixed cluster or without --cluster)")
+                        "alpha-beta without --cluster)")
     s.add_argument("--cost-option", action="append", metavar="KEY=VALUE",
                    help=options_help("cost model", "An option of the cost model, e.g. "
                                                    "precision=fp8, microbatches=4 or "

@@ -1,8 +1,8 @@
 """``pase.replan.replan``: the best strategy when training must move from an old layout.
 
 The objective is ``steps x step time + migration time``: the Problem of the new
-setting (the calibrated model's whenever a cluster is given, as for ``pase solve``;
-alpha-beta's on a mixed cluster or without one) with every cost scaled by ``steps``, plus each candidate's
+setting (the calibrated model's whenever a cluster is given, mixed ones too, as for
+``pase solve``; alpha-beta's without one) with every cost scaled by ``steps``, plus each candidate's
 migration (:mod:`pase.replan.migration`) added to its vertex cost. The
 migration of an op depends only on its own new config (its old config is
 fixed), so the replan Problem is an ordinary Problem: the dp stays exact and
@@ -74,7 +74,7 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
     when the old cluster was heterogeneous (default: the old layout on ``p_old``
     identical devices). ``model_options`` are the new model's; ``old_model_options``
     override them for the old model (default: the same). ``cost_model`` prices the step:
-    by default the calibrated model when a cluster is given (alpha-beta for a mixed one),
+    by default the calibrated model when a cluster is given (a mixed one too),
     as :func:`pase.solve` picks, and alpha-beta on ``dgx-a100`` grown to ``devices``
     without one; ``cost_options`` are that model's (calibrated: ``precision``,
     ``microbatches``, ``recompute``, ``attention``...; ZeRO stages above 0 are refused).

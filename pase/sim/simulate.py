@@ -139,6 +139,8 @@ def _carried(strategy: Strategy | None, graph: Graph, cluster: Cluster,
     priced_on = strategy.meta.get("cluster")
     if strategy.devices != devices or (priced_on is not None and priced_on != cluster.name):
         return None, 1, f"{own} (the strategy was priced on {strategy.devices} x {priced_on})"
+    if cluster.groups:  # per-op prices do not say which ranks of a mixed cluster ran them
+        return None, 1, f"{own} (a mixed cluster)"
     m = strategy.meta.get("microbatches", 1)
     m = int(m) if isinstance(m, (int, float)) and m >= 1 else 1
     return [strategy.op_prices[op.name] for op in graph.ops], m, \
