@@ -54,8 +54,9 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     if graph is None:
         graph = api.load_graph(plan.model, batch=plan.microbatch_size, **plan.model_options)
     whole = get_cluster(cluster, plan.devices)
-    lay = Layout(pp=len(plan.stages), micro_batch=1, global_batch=m,
-                 schedule=plan.schedule.split(":")[0], virtual=1)
+    name, _, virtual = plan.schedule.partition(":")
+    lay = Layout(pp=len(plan.stages), micro_batch=1, global_batch=m, schedule=name,
+                 virtual=int(virtual or 1))
     times, once, sends_by_stage, tallies, priced = [], [], [], [], []
     bound = None
     for st in plan.stages:
@@ -64,16 +65,16 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
         built = api.build_problem(graph, st.devices, model, variants=st.variants or None)
         c = np.asarray(api.choice_of(built, st.configs))
         bound = built.cost_model.bind(graph, st.devices)
-        first, end = st.op_range
-        t = tally(graph, bound, built.problem, c, range(first, end))
+        ops = [i for first, end in st.ranges for i in range(first, end)]
+        t = tally(graph, bound, built.problem, c, ops)
         inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
                      zip(built.problem.edges, built.problem.edge_costs)
-                     if first <= u < end and first <= v < end) / m
-        sends = _received(graph, bound, first, end, st.devices, whole)
+                     if any(a <= u < b and a <= v < b for a, b in st.ranges)) / m
+        sends = [x for first, end in st.ranges
+                 for x in _received(graph, bound, first, end, st.devices, whole)]
         tax = bound.hw.overlap
         time = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
-            + exposed_exchange(graph, bound, built.problem, c, t, range(first, end)) \
-            + 2 * sum(sends)
+            + exposed_exchange(graph, bound, built.problem, c, t, set(ops)) + 2 * sum(sends)
         times.append(time)
         sends_by_stage.append(sends)
         once.append((t["exposed_sync"], t["optimizer"]))
@@ -110,8 +111,9 @@ def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> 
     counts a stage's memory."""
     stage_of = {}
     for s, st in enumerate(plan.stages):
-        for i in range(*st.op_range):
-            stage_of[graph.ops[i].name] = s
+        for first, end in st.ranges:
+            for i in range(first, end):
+                stage_of[graph.ops[i].name] = s
     readers: dict[tuple, set[int]] = {}
     for op in graph.ops:
         for port in op.inputs:
@@ -139,7 +141,7 @@ def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> 
 
 
 def _received(graph: Graph, bound, first: int, end: int, devices: int, whole) -> list[float]:
-    """Seconds of each send into ops ``first .. end-1`` from an earlier stage, one way per
+    """Seconds of each send into ops ``first .. end-1`` (one chunk) from another, one way per
     micro-batch: each rank sends its ``1 / d`` share of the tensor (Megatron-LM's
     scatter-gather), to the rank ``d`` ranks on; each input that reads one, as the
     layout path counts them (:func:`pase.perf.pipeline.crossing_bytes`)."""
@@ -147,8 +149,8 @@ def _received(graph: Graph, bound, first: int, end: int, devices: int, whole) ->
     out = []
     for op in graph.ops[first:end]:
         for port in op.inputs:
-            if port.source is None or graph.index(port.source[0]) >= first:
-                continue
+            if port.source is None or first <= graph.index(port.source[0]) < end:
+                continue  # made in this chunk: no send
             nbytes = float(np.prod(port.shape)) / devices * bound.bytes_per_element
             out.append(float(collective_seconds("send", nbytes, 2, nodes, whole, bound.hw)))
     return out

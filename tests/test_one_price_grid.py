@@ -16,7 +16,6 @@ from pase import api
 from pase.cli import main
 from pase.cost_models.calibrated import CalibratedCostModel
 from pase.cost_models.calibrated_pipeline import price_pipeline
-from pase.errors import OptionError
 from pase.perf import evaluate_layout, make_layout
 from pase.perf.comms import collective_seconds
 from pase.perf.hardware import achieved
@@ -40,6 +39,12 @@ FAST = [
     ("gpt2", GPT2_4, 8, "tp=2,pp=2,dp=2", A100, 2, 16, {}),
     ("gpt2", GPT2_4, 8, "tp=2,pp=2,dp=2", A100, 2, 16, {"zero": 1, "recompute": "full"}),
     ("gpt2", GPT2_4, 8, "tp=1,pp=4,dp=2", A100, 2, 16, {"schedule": "gpipe", "zero": 2}),
+    # interleaved:V: each stage holds V chunks of layers (the plan's ``chunks``)
+    ("gpt2", GPT2_4, 8, "tp=2,pp=2,dp=2", A100, 2, 16, {"schedule": "interleaved:2"}),
+    ("gpt2", {"layers": 8, "vocab": 50304}, 8, "tp=1,pp=4,dp=2", A100, 2, 32,
+     {"schedule": "interleaved:2", "zero": 1}),
+    ("gpt2", {"layers": 6, "vocab": 50304}, 8, "tp=2,pp=2,dp=2", A100, 2, 16,
+     {"schedule": "interleaved:3", "recompute": "full"}),
 ]
 SLOW = [
     ("llama2-7b", L2, 16, "tp=4,dp=4", H100, 1, 16, {}),
@@ -153,12 +158,19 @@ def test_a_later_reader_of_the_dispatch_gets_the_same_exchange():
     assert model.edge_costs(dispatch, dispatch.outputs[0], src, up, up.inputs[0], dst)[0, 0] == 0.0
 
 
-def test_an_interleaved_pipeline_is_not_a_plan_yet():
+def test_an_interleaved_pipeline_is_a_plan_of_chunks():
+    """pp=2, V=2 over 4 layers: chunk c (one layer) on stage c mod 2, the embedding in the
+    first chunk and the head in the last, so stage 0 runs layers 0 and 2."""
     lay = make_layout("tp=2,pp=2,dp=2", devices=8, micro_batch=2, global_batch=16,
                       schedule="interleaved:2")
     graph = api.load_graph("gpt2", batch=4, **GPT2_4)
-    with pytest.raises(OptionError, match="interleaved"):
-        layout_pipeline(graph, lay, "gpt2", GPT2_4)
+    plan = layout_pipeline(graph, lay, "gpt2", GPT2_4)
+    assert plan.schedule == "interleaved:2" and len(plan.links) == 3
+    first, second = plan.stages
+    assert len(first.chunks) == len(second.chunks) == 2
+    heads = [{graph.ops[i].name.split(".")[0] for i in range(a, b)} for a, b in first.chunks]
+    assert "h0" in heads[0] and "h2" in heads[1] and not {"h1", "h3"} & (heads[0] | heads[1])
+    assert second.chunks[1][1] == len(graph.ops)  # the head ends the last chunk
 
 
 def test_evaluate_prices_a_pipeline_layouts_plan(capsys, tmp_path):

@@ -67,8 +67,8 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     stage, recomputation) and ``plan`` (the batch, cost model and options it is priced
     at); a pipeline layout (pp > 1) as ``pipeline``, a pipeline plan (the format of
     `pase solve --pipeline`). `pase evaluate --strategy` of this output prices the same
-    plan with the calibrated cost model. One whose ep group reaches past the
-    data-parallel ranks (over cp or tp ranks), or an interleaved pipeline, is no plan
+    plan with the calibrated cost model (an interleaved pipeline as stages of chunks). One
+    whose ep group reaches past the data-parallel ranks (over cp or tp ranks) is no plan
     yet: ``plan`` is null."""
     from pase.errors import OptionError as Refused
     from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options

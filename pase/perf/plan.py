@@ -87,16 +87,13 @@ def layout_pipeline(graph: Graph, lay: Layout, model: str,
     ``micro_batch x dp`` (one micro-batch of every data-parallel rank), the plan's batch
     is the global batch in ``lay.microbatches`` micro-batches. The stage times and memory
     are left 0 until the plan is priced (:func:`pase.cost_models.calibrated_pipeline.
-    price_pipeline`). Interleaved schedules (a stage holding several chunks) are refused:
-    the plan format has one op range per stage."""
+    price_pipeline`). Under ``interleaved:V`` a stage holds ``V`` chunks (chunk ``c`` on
+    stage ``c mod pp``), written as its ``chunks``."""
     from pase.errors import OptionError
     from pase.perf.pipeline import in_flight, placement
     from pase.pipeline.plan import PipelinePlan, PipelineStage
 
-    if lay.schedule == "interleaved":
-        raise OptionError("an interleaved pipeline (a stage holding several chunks) is not a "
-                          "pipeline plan yet: the plan format has one op range per stage")
-    stages, _, _ = placement(graph, lay)
+    stages, _, chunk_of = placement(graph, lay)
     cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
                     if k != "microbatches"}  # the plan's own count
     configs = layout_configs(graph, lay)
@@ -105,15 +102,19 @@ def layout_pipeline(graph: Graph, lay: Layout, model: str,
     d = lay.devices // lay.pp
     out = []
     for s in range(lay.pp):
-        idx = [i for i, st in enumerate(stages) if st == s]
-        first, end = idx[0], idx[-1] + 1
-        if idx != list(range(first, end)):
-            raise OptionError(f"stage {s} of the layout is not one range of ops")
-        ops = names[first:end]
-        out.append(PipelineStage((ops[0], ops[-1]), (first, end), (s * d, (s + 1) * d),
-                                 int(in_flight(lay, s)), 0.0, 0.0,
+        ranges = []
+        for c in range(s, lay.pp * lay.virtual, lay.pp):
+            idx = [i for i, ch in enumerate(chunk_of) if ch == c]
+            if not idx or idx != list(range(idx[0], idx[-1] + 1)):
+                raise OptionError(f"chunk {c} of the layout is not one range of ops")
+            ranges.append((idx[0], idx[-1] + 1))
+        ops = [names[i] for first, end in ranges for i in range(first, end)]
+        out.append(PipelineStage((names[ranges[0][0]], names[ranges[0][1] - 1]), ranges[0],
+                                 (s * d, (s + 1) * d), int(in_flight(lay, s)), 0.0, 0.0,
                                  {op: configs[op] for op in ops if configs[op]},
-                                 {op: variants[op] for op in ops if op in variants}))
-    return PipelinePlan(model, lay.devices, lay.global_batch, lay.microbatches, lay.schedule, out,
-                        [0.0] * (lay.pp - 1), 0.0, "layout", dict(model_options or {}),
+                                 {op: variants[op] for op in ops if op in variants},
+                                 ranges if lay.virtual > 1 else []))
+    schedule = lay.schedule if lay.virtual == 1 else f"{lay.schedule}:{lay.virtual}"
+    return PipelinePlan(model, lay.devices, lay.global_batch, lay.microbatches, schedule, out,
+                        [0.0] * (lay.pp * lay.virtual - 1), 0.0, "layout", dict(model_options or {}),
                         dict(cost_options or {}), None, {}, "calibrated")
