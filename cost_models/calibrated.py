@@ -28,6 +28,13 @@ class CalibratedCostModel(CalibratedRules):
         """The plan's price (:func:`pase.cost_models.calibrated_plan.price_plan`)."""
         return price_plan(graph, self, problem, choice)
 
+    def price_pipeline(self, plan: Any) -> dict[str, Any]:
+        """A pipeline plan's one price (:func:`pase.cost_models.calibrated_pipeline.
+        price_pipeline`), for :mod:`pase.pipeline`, which reaches cost models by the registry."""
+        from pase.cost_models.calibrated_pipeline import price_pipeline
+
+        return price_pipeline(plan)
+
     def sync_slack(self, graph: Graph, problem: Problem) -> list[np.ndarray]:
         """Each candidate's sync slack (:func:`pase.cost_models.calibrated_plan.sync_slack`)."""
         return sync_slack(graph, self, problem)

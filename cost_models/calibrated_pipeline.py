@@ -10,9 +10,11 @@ stage's ``d`` devices, :func:`pase.pipeline.stages.stage_cost_model`), and its t
 stage takes its kernels, critical collectives, ZeRO-3's gathers (exposed as the layout
 path has them), the re-layouts between its own ops and, each way, the sends of the
 tensors it receives (each rank sends its ``1 / d`` share, Megatron-LM's scatter-gather);
-the schedule (:func:`pase.perf.pipeline.pipeline_seconds`) turns the stage times into
-the pipeline's, and the slowest stage's once-a-step terms (exposed gradient sync,
-optimizer) are added. Memory is the peak stage's states, its kept activations times the
+the step is :func:`pase.pipeline.schedules.plan_step`'s one rule: the schedule over the
+stage times, then the largest stage tail (once a step: its exposed gradient sync and
+optimizer step). This is the one price of every pipeline plan, a layout's or the
+pipeline search's (``pase evaluate --strategy``; :mod:`pase.pipeline` reaches it
+through the registered model's ``price_pipeline``). Memory is the peak stage's states, its kept activations times the
 micro-batches in flight (:func:`pase.perf.pipeline.in_flight`), the working set of full
 recomputation and ZeRO-3's gathered weights.
 """
@@ -35,6 +37,8 @@ from pase.ir import Graph
 from pase.perf.comms import collective_seconds, group_nodes
 from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight, pipeline_seconds
+from pase.pipeline.schedules import plan_step
+from pase.pipeline.solve import with_defaults
 
 
 def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dict[str, Any]:
@@ -50,6 +54,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     costs.pop("cluster", None)
     if cluster is None:
         raise OptionError("a pipeline plan is priced on a cluster: give --cluster")
+    # the defaults the pipeline search priced with where the plan records none
+    costs = with_defaults(costs, "calibrated", get_cluster(cluster, plan.devices))
     m = plan.microbatches
     if graph is None:
         graph = api.load_graph(plan.model, batch=plan.microbatch_size, **plan.model_options)
@@ -86,20 +92,23 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
               for s, (t, a) in enumerate(zip(tallies, activations))]
     pipe = pipeline_seconds(lay, times)
     last = max(once, key=sum)
-    step = pipe + sum(last)
+    step = plan_step(plan.schedule, m, times, [], [sum(o) for o in once])
     slow = max(range(len(times)), key=lambda i: times[i])
     model_flop, hardware_flop = _model_flop(graph, bound, m)
     peak_flops = bound.pricer.top_flops * plan.devices
     tokens = plan.batch * _sequence(graph)
-    cap = bound.cluster.device.memory_bytes
+    cap = bound.cluster.device.memory_bytes if plan.memory_cap_bytes is None \
+        else plan.memory_cap_bytes
     peak = max(memory)
-    return {"version": VERSION, "step_seconds": step, "tokens_per_second": tokens / step,
+    return {"version": VERSION, "kind": "pipeline", "model": plan.model,
+            "schedule": plan.schedule, "step_seconds": step, "tokens_per_second": tokens / step,
             "mfu": model_flop / (step * peak_flops), "hfu": hardware_flop / (step * peak_flops),
             "memory_bytes": peak, "fits_memory": bool(peak <= cap), "device_memory_bytes": cap,
             "breakdown": {"compute+communication": m * times[slow],
                           "bubble": max(0.0, pipe - m * times[slow]),
                           "exposed_sync": last[0], "optimizer": last[1]},
-            "stage_seconds": times, "stage_memory_bytes": memory,
+            "stage_seconds": times, "stage_tail_seconds": [sum(o) for o in once],
+            "stage_memory_bytes": memory, "recorded_step": plan.step_time,
             "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
             "microbatches": m, "cluster": whole.name, "devices": plan.devices}
 

@@ -28,8 +28,14 @@ def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
     for chunk, x in zip((1, 2, 3), plan.links):
         times[chunk % s] += 2 * x
     assert plan.step_time == pytest.approx((m + (s - 1) / v) * max(times), rel=1e-12)
-    assert reprice(PipelinePlan.from_dict(plan.to_dict()))["step_seconds"] == \
-        pytest.approx(plan.step_time, rel=1e-12)
+    price = reprice(PipelinePlan.from_dict(plan.to_dict()))
+    assert price["search_step_seconds"] == pytest.approx(plan.step_time, rel=1e-12)
+    # the one price: the closed form over the stages' own times (their sends folded in,
+    # as the layout path has them), then once the largest tail (exposed sync, optimizer),
+    # which the search charged 1/m per micro-batch inside each stage
+    assert price["step_seconds"] == pytest.approx(
+        (m + (s - 1) / v) * max(price["stage_seconds"]) + max(price["stage_tail_seconds"]),
+        rel=1e-12)
     with pytest.raises(StrategyError, match="runs 1F1B and GPipe plans; this one is interleaved:2"):
         simulate_pipeline(plan)  # its event program is not written yet: no silent 1F1B
 

@@ -93,41 +93,11 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
 
 def pipeline_of(data: object) -> dict | None:
     """The pipeline plan a `pase evaluate --layout` output of a pipeline layout holds (its
-    ``pipeline``), None otherwise. A `pase solve --pipeline` plan is priced by its own
-    search (`pase simulate` runs it); evaluate still names and refuses it."""
+    ``pipeline``), None otherwise (a `pase solve --pipeline` plan is one at the top)."""
     if not isinstance(data, dict) or data.get("kind") == "pipeline":
         return None
     inner = data.get("pipeline")
     return inner if isinstance(inner, dict) and inner.get("kind") == "pipeline" else None
-
-
-def cmd_evaluate_pipeline(args: argparse.Namespace, data: dict) -> None:
-    """``pase evaluate --strategy PLAN`` of a pipeline plan: priced stage by stage with the
-    calibrated model (:func:`pase.cost_models.calibrated_pipeline.price_pipeline`)."""
-    from pase.cost_models.calibrated_pipeline import price_pipeline
-    from pase.pipeline.plan import PipelinePlan
-
-    checks.refuse(args, ("batch", "model_option", "mesh", "cost_option", "tflops", "bandwidth"),
-                  "comes from the pipeline plan; it does not apply to pricing one")
-    if args.cost_model not in (None, "calibrated"):
-        raise OptionError(f"a pipeline plan is priced by the calibrated model; cost model "
-                          f"{args.cost_model!r} does not price one")
-    plan = PipelinePlan.from_dict(data)
-    if args.devices != plan.devices:
-        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
-                          f"{plan.devices} devices")
-    if args.model != plan.model and api.load_graph(args.model).name != plan.model:
-        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
-                          f"{plan.model!r}")
-    price = price_pipeline(plan, args.cluster)
-    data_out = {**price, "model": args.model, "strategy_source": f"pipeline plan {args.strategy}",
-                "stages": len(plan.stages), "schedule": plan.schedule}
-    lines = [f"{args.model} on {plan.devices} devices ({price['cluster']}): pipeline plan of "
-             f"{len(plan.stages)} stages, {plan.microbatches} micro-batches, {plan.schedule}",
-             f"step {price['step_seconds']:.4g} s, {price['tokens_per_second']:,.0f} tokens/s, "
-             f"MFU {price['mfu']:.1%}; peak memory {price['memory_bytes'] / 2**30:.2f} GiB per "
-             f"device ({'fits' if price['fits_memory'] else 'DOES NOT FIT'})"]
-    emit(data_out, "\n".join(lines), args.output, args.format)
 
 
 def describe(d: dict) -> str:

@@ -50,30 +50,37 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
 
 
 def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:
-    """``pase evaluate MODEL -p N --strategy plan.json`` of a pipeline plan: priced again
-    from the file (:mod:`pase.pipeline.reprice`); the plan records its own options."""
+    """``pase evaluate MODEL -p N --strategy plan.json`` of a pipeline plan, a pipeline
+    layout's (the ``pipeline`` that ``evaluate --layout`` writes) or the pipeline search's:
+    its one price (:func:`pase.pipeline.reprice.reprice`); the plan records its own
+    options."""
+    from pase import api
     from pase.pipeline.plan import PipelinePlan
     from pase.pipeline.reprice import reprice
 
     plan = PipelinePlan.from_dict(data)
-    if plan.model != args.model and not str(args.model).endswith(".json"):
+    if plan.model != args.model and not str(args.model).endswith(".json") and \
+            api.load_graph(args.model).name != plan.model:
         raise OptionError(f"--strategy {args.strategy} is a plan for {plan.model!r}, not "
                           f"{args.model!r}")
     if args.devices != plan.devices:
         raise OptionError(f"--strategy {args.strategy} is a plan for {plan.devices} devices, "
                           f"not -p {args.devices}")
     for dest in ("batch", "cost_model", "cost_option", "model_option", "memory_cap", "zero",
-                 "recompute", "mesh", "cutoff"):
+                 "recompute", "mesh", "cutoff", "tflops", "bandwidth"):
         checks.refuse(args, (dest,), "does not apply to a pipeline plan, which records "
                                      "what it was priced with")
     cluster = getattr(args, "cluster", None)
     if cluster is not None and str(cluster) != str(plan.cost_options.get("cluster")):
         raise OptionError(f"--strategy {args.strategy} was priced on "
                           f"{plan.cost_options.get('cluster')}, not --cluster {cluster}")
-    price = reprice(plan)
+    price = {**reprice(plan), "strategy_source": f"pipeline plan {args.strategy}",
+             "stages": len(plan.stages)}
+    search = price.get("search_step_seconds")
     text = (f"{plan.model} on {plan.devices} devices, {plan.one_line()}: step "
-            f"{price['step_seconds'] * 1e3:.4g} ms (the plan recorded "
-            f"{plan.step_time * 1e3:.4g} ms), {price['memory_bytes'] / 2**30:.4g} GiB per device"
+            f"{price['step_seconds'] * 1e3:.4g} ms"
+            f"{'' if search is None else f' (the search charged {search * 1e3:.4g} ms)'}, "
+            f"{price['memory_bytes'] / 2**30:.4g} GiB per device"
             f"{'' if price['fits_memory'] else ' (over the cap)'}")
     emit(price, text, args.output, args.format)
 

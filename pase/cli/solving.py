@@ -158,12 +158,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         return
     layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
-    pipeline = layouts.pipeline_of(data)
-    if pipeline is not None:  # stages: priced stage by stage with the calibrated model
-        layouts.cmd_evaluate_pipeline(args, pipeline)
-        return
-    if isinstance(data, dict) and data.get("kind") == "pipeline":
-        return evaluate_pipeline_command(args, data)
+    pipeline = layouts.pipeline_of(data)  # a pipeline layout's plan, or the search's
+    if pipeline is None and isinstance(data, dict) and data.get("kind") == "pipeline":
+        pipeline = data
+    if pipeline is not None:  # one price for both (pase.pipeline.reprice)
+        return evaluate_pipeline_command(args, pipeline)
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)

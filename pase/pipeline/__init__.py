@@ -7,10 +7,11 @@
 
 - :mod:`pase.pipeline.cuts`: where stages may begin, what crosses a cut;
 - :mod:`pase.pipeline.stages`: one stage solved by the per-layer dp (cached);
-- :mod:`pase.pipeline.schedules`: the schedules' in-flight counts and steps;
+- :mod:`pase.pipeline.schedules`: the schedules' in-flight counts and steps, and
+  :func:`~pase.pipeline.schedules.plan_step`, the one rule a plan's step is priced by;
 - :mod:`pase.pipeline.search`: the priced step and the exact outer search;
-- :mod:`pase.pipeline.price`: a stage's own price (what the search's tax hid);
-- :mod:`pase.pipeline.reprice`: a written plan priced again from scratch;
+- :mod:`pase.pipeline.price`: a stage as the search charges it (what its tax hid);
+- :mod:`pase.pipeline.reprice`: a written plan's one price, from scratch;
 - :mod:`pase.pipeline.plan`: the plan, its table and its JSON;
 - :mod:`pase.pipeline.solve`: :func:`solve_pipeline`, the entry point, and its bound.
 

@@ -8,7 +8,8 @@ reads it back) is one object:
   (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
   (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
-- ``step_time`` (seconds, the plan's own price: :mod:`pase.pipeline.price`), ``bubble``
+- ``step_time`` (seconds, the search's charge: :mod:`pase.pipeline.price`; the plan's
+  one price is ``pase evaluate --strategy``'s, :mod:`pase.pipeline.reprice`), ``bubble``
   (the idle fraction ``1 - sum_i t_i * m / (s * step)`` of the step), ``status``
   (``optimal`` over the declared space when the step meets the lower bound, else
   ``feasible``), ``lower_bound`` (seconds no plan of the space beats; null when a stage's

@@ -1,4 +1,8 @@
-"""A stage's own price, and a pipeline plan's: what the search charged, plus what it did not.
+"""A stage as the pipeline search charges it: its Problem's charge, plus what that hid.
+
+(A plan's one price is :mod:`pase.pipeline.reprice`'s, by the layout path's rule; the
+search charges the once-a-step terms ``1 / m`` per micro-batch inside each stage, as
+below: docs/pipelines.md, "One price".)
 
 The search prices each stage with its cost model's Problem (:mod:`pase.pipeline.stages`):
 per micro-batch, with the once-a-step terms (gradient syncs, the optimizer step) charged

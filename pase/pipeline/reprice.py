@@ -1,11 +1,14 @@
 """A pipeline plan priced again from its file (``pase evaluate --strategy plan.json``).
 
-Everything is rebuilt from what the plan records: the model at its micro-batch size,
-each stage's ops on a sub-mesh of its size, each op's split and variant looked up
-among that Problem's candidates, the transfers between stages from the tensors that
-cross each cut. Each stage is priced by its own price (:mod:`pase.pipeline.price`)
-and the step by the plan's schedule (:mod:`pase.pipeline.schedules`), so a plan the
-search wrote prices to the step it reported.
+One price for every pipeline plan, a pipeline layout's (``pase evaluate --layout``) or the
+pipeline search's: under the calibrated model the registered model's ``price_pipeline``
+(:mod:`pase.cost_models.calibrated_pipeline`: each stage's time per micro-batch and
+its once-a-step tail by the layout path's rules, the step by
+:func:`pase.pipeline.schedules.plan_step`). The pipeline search charges its stages
+otherwise (:mod:`pase.pipeline.price`: the once-a-step terms ``1 / m`` per micro-batch
+inside each stage, the sends as links); a plan it wrote also gets that charge again,
+rebuilt from what the plan records, as ``search_step_seconds`` (its ``step_time``).
+Under alpha-beta, which has no once-a-step tail of its own, the charge is the price.
 """
 from __future__ import annotations
 
@@ -25,7 +28,18 @@ from pase.registry import MODELS
 
 
 def reprice(plan: PipelinePlan) -> dict[str, Any]:
-    """The plan's step, stage seconds, links and memory, priced from scratch."""
+    """The plan's one price (module docstring), from scratch."""
+    model = api.make_cost_model(plan.cost_model, **dict(plan.cost_options))
+    if not hasattr(model, "price_pipeline"):
+        return charged(plan)
+    price = model.price_pipeline(plan)
+    if plan.status != "layout":  # the search's plan: what it charged, again
+        price["search_step_seconds"] = charged(plan)["step_seconds"]
+    return price
+
+
+def charged(plan: PipelinePlan) -> dict[str, Any]:
+    """What the pipeline search charges the plan: its stage seconds, links and memory."""
     options = dict(plan.model_options)
     costs = dict(plan.cost_options)
     cluster = costs.get("cluster", "dgx-a100")
@@ -57,7 +71,8 @@ def reprice(plan: PipelinePlan) -> dict[str, Any]:
             "schedule": plan.schedule, "microbatches": m, "step_seconds": step,
             "stage_seconds": seconds, "links": xs, "memory_bytes": max(memory),
             "stage_memory_bytes": memory,
-            "fits_memory": cap is None or max(memory) <= cap, "recorded_step": plan.step_time}
+            "fits_memory": cap is None or max(memory) <= cap, "recorded_step": plan.step_time,
+            "search_step_seconds": step}
 
 
 def _candidate(lay: Any, j: int, stage: Any) -> int:

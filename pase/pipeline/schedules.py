@@ -128,3 +128,14 @@ def priced_step(schedule: str, microbatches: int, times: Sequence[float],
     for c, x in enumerate(links, start=1):
         total[c % len(total)] += 2 * x  # a chunk's input forward, its gradient back
     return interleaved_seconds(total, microbatches, virtual)
+
+
+def plan_step(schedule: str, microbatches: int, times: Sequence[float], links: Sequence[float],
+              tails: Sequence[float] = ()) -> float:
+    """The one rule a pipeline plan's step is priced by, as the layout path prices a pipeline
+    layout (:func:`pase.perf.step.evaluate_layout`): the schedule over the stages' times per
+    micro-batch and the links (:func:`priced_step`), then once a step the largest stage
+    tail (its exposed gradient sync and optimizer step: the stages run them in parallel
+    after the drain, so the slowest one ends the step)."""
+    return priced_step(schedule, microbatches, times, links) + max(tails, default=0.0)
+
