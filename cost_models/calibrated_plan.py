@@ -27,6 +27,7 @@ import numpy as np
 
 from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
+from pase.costing import connection_ports, tied_connections
 from pase.ir import Graph
 from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
@@ -124,6 +125,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
         if ctx.unit not in ("pre", "post"):
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    sync += tied_syncs(graph, bound, problem, c, indices)
     share = window_share(len(by_unit))
     exposed_sync = bound.hw.overlapped(sync, window * share) + \
         bound.hw.overlapped(refresh, forward_window * share)
@@ -137,6 +139,25 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             "working": max(acts_by_unit.values(), default=0.0)
             if bound.recompute_mode == "full" else 0.0,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
+
+
+def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+               indices) -> float:
+    """Seconds alone (once a step) of the tied matrices' extra gradient syncs whose user
+    is among ops ``indices`` (:meth:`CalibratedRules.tied_sync`): the Problem charges them
+    on the tied edge at the tax; the plan counts them with the other syncs."""
+    members = set(indices)
+    total = 0.0
+    for conn in tied_connections(graph):
+        u, v = conn[0], conn[2]
+        if v not in members:
+            continue
+        owner, owner_port, user, user_port = connection_ports(graph, conn)
+        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
+        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
+        got = bound.tied_sync(owner, owner_port, src, user, user_port, dst)
+        total += 0.0 if got is None else float(got[0, 0])
+    return total
 
 
 def exposed_exchange(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
@@ -241,7 +262,7 @@ def _samples(graph: Graph, m: int) -> float:
     return float(m)
 
 
-__all__ = ["exposed_exchange", "price_plan", "tally"]
+__all__ = ["exposed_exchange", "price_plan", "tally", "tied_syncs"]
 
 
 def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:
