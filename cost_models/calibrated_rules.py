@@ -409,8 +409,11 @@ class CalibratedRules(AlphaBetaCostModel):
             return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
                                                                  consumer, input, dst_configs)
         if self.cluster.groups:  # each pair of configs on its prefixes
-            return hetero.edge_costs(self, producer, output, src_configs, consumer, input,
+            full = hetero.edge_costs(self, producer, output, src_configs, consumer, input,
                                      dst_configs)
+            tied = self.tied_sync(producer, output, src_configs, consumer, input, dst_configs,
+                                  across=True)
+            return full if tied is None else full + self.hw.overlap * self.once_share * tied
         links = self.link_cluster
         extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input,
                                               dst_configs)
@@ -440,7 +443,8 @@ class CalibratedRules(AlphaBetaCostModel):
         return full
 
     def tied_sync(self, owner: Op, owner_port: Port, src_configs: np.ndarray, user: Op,
-                  user_port: Port, dst_configs: np.ndarray) -> np.ndarray | None:
+                  user_port: Port, dst_configs: np.ndarray, across: bool = False
+                  ) -> np.ndarray | None:
         """Seconds alone (once a step) of a tied matrix's extra gradient sync, per pair of
         configs of its owner and its user, or None when the edge is not a tied one.
 
@@ -450,7 +454,11 @@ class CalibratedRules(AlphaBetaCostModel):
         the whole matrix's gradient is reduce-scattered, and gathered again where the
         owner keeps more of it than that leaves on a device (a replicated owner). The
         edge's re-layout moves the summed gradient into the owner's layout; the user's
-        own gradient all-reduce is dropped (the matrix is its owner's)."""
+        own gradient all-reduce is dropped (the matrix is its owner's).
+
+        On a mixed cluster, each pair on the larger of its two prefixes (the prefix's
+        model prices a pair on one prefix inside its edge; ``across``: only the pairs on
+        two prefixes, which :func:`calibrated_hetero.edge_costs` prices without it)."""
         if user.attrs.get("tied") != owner.name or \
                 not any(owner_port is w for w in owner.weights) or \
                 not any(user_port is w for w in user.weights):
@@ -458,6 +466,18 @@ class CalibratedRules(AlphaBetaCostModel):
         src = np.asarray(src_configs, dtype=np.int64)
         dst = np.asarray(dst_configs, dtype=np.int64)
         out = np.zeros((len(src), len(dst)))
+        if self.cluster.groups and self.devices is not None:
+            pu, pv = hetero.placed(self, src), hetero.placed(self, dst)
+            for nu in np.unique(pu).tolist():
+                rows = np.flatnonzero(pu == nu)
+                for nv in np.unique(pv).tolist():
+                    if across and nu == nv:
+                        continue
+                    cols = np.flatnonzero(pv == nv)
+                    sub = hetero.at_prefix(self, max(nu, nv))
+                    out[np.ix_(rows, cols)] = sub.tied_sync(owner, owner_port, src[rows], user,
+                                                            user_port, dst[cols])
+            return out
         udims, odims = _unmapped(user, user_port), _unmapped(owner, owner_port)
         q = np.prod(dst[:, udims], axis=1) if udims else np.ones(len(dst), np.int64)
         if not (q > 1).any():

@@ -56,10 +56,13 @@ def test_the_plan_counts_the_tied_sync_with_the_other_syncs(gpt2, built, bound):
         want = [cfg.get(d.name, 1) for d in gpt2.ops[i].dims]
         configs = np.asarray(built.problem.candidates[i].configs)
         choice[i] = int(np.flatnonzero((configs == want).all(axis=1))[0])
-    got = tied_syncs(gpt2, bound, built.problem, choice, range(len(gpt2.ops)))
-    assert got == pytest.approx(7 / 8 * MATRIX / NVLINK, rel=1e-9)
-    # a pipeline stage without the head does not pay it
-    assert tied_syncs(gpt2, bound, built.problem, choice, [wte]) == 0.0
+    sync = 7 / 8 * MATRIX / NVLINK
+    assert tied_syncs(gpt2, bound, built.problem, choice) == pytest.approx(sync, rel=1e-9)
+    # the plan's step: the Problem's sum (the tax on the edge) plus what the backward
+    # window does not hide; its breakdown counts the sync once, with the other syncs
+    price = built.cost_model.price_plan(gpt2, built.problem, tuple(int(k) for k in choice))
+    assert price["exposed_sync_seconds"] >= TAX * sync
+    assert sum(price["breakdown"].values()) == pytest.approx(price["step_seconds"], rel=1e-9)
 
 
 @pytest.fixture(scope="module")
