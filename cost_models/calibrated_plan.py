@@ -27,6 +27,7 @@ import numpy as np
 
 from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
+from pase.costing import connection_ports, tied_connections
 from pase.ir import Graph
 from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
@@ -49,7 +50,8 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
     bound = model.bind(graph, problem.devices)
     m = bound.microbatches
     tax = bound.hw.overlap
-    t = tally(graph, bound, problem, c, range(len(graph.ops)))
+    tied = tied_syncs(graph, bound, problem, c)  # charged on the tied edges at the tax
+    t = tally(graph, bound, problem, c, range(len(graph.ops)), tied)
     edges = sum(float(mat[c[u], c[v]]) for (u, v), mat in zip(problem.edges, problem.edge_costs))
     search = problem.evaluate(choice)
     exposed_sync = t["exposed_sync"]
@@ -67,7 +69,8 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
             "tokens_per_second": tokens / step, "mfu": model_flop / (step * peak),
             "hfu": hardware_flop / (step * peak), "memory_bytes": memory,
             "fits_memory": bool(memory <= cap), "device_memory_bytes": cap,
-            "breakdown": {"compute": m * t["compute"], "communication": m * t["critical"] + edges
+            "breakdown": {"compute": m * t["compute"], "communication": m * t["critical"]
+                          + edges - tax * bound.once_share * tied
                           + m * tax * t["gathers"] + exposed_sync + fsdp_exposed,
                           "bubble": 0.0, "optimizer": t["optimizer"]},
             "memory": {"total": memory, "states_and_activations": mem,
@@ -78,14 +81,16 @@ def price_plan(graph: Graph, model: CalibratedRules, problem: Problem,
 
 
 def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
-          indices) -> dict[str, float]:
+          indices, extra_sync: float = 0.0) -> dict[str, float]:
     """The terms of ops ``indices`` (a plan's, or one pipeline stage's) at choice ``c``:
     per micro-batch ``compute`` (kernels, recomputation included; ``rebuilt`` the part run
     again), ``critical``
     collectives, ZeRO-3's ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond
     the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
     ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
-    ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights."""
+    ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights.
+    ``extra_sync``: more syncs (seconds alone) the window must hide (the tied matrices',
+    :func:`tied_syncs`, which the Problem charges on edges)."""
     compute = critical = sync = gathers = optimizer = states = activations = rebuilt = 0.0
     window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
     acts_by_unit: dict[str, float] = {}
@@ -124,6 +129,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
         if ctx.unit not in ("pre", "post"):
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+    sync += extra_sync
     share = window_share(len(by_unit))
     exposed_sync = bound.hw.overlapped(sync, window * share) + \
         bound.hw.overlapped(refresh, forward_window * share)
@@ -137,6 +143,21 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             "working": max(acts_by_unit.values(), default=0.0)
             if bound.recompute_mode == "full" else 0.0,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
+
+
+def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray) -> float:
+    """Seconds alone (once a step) of the tied matrices' extra gradient syncs at choice
+    ``c`` (:meth:`CalibratedRules.tied_sync`): the Problem charges them on the tied edges
+    at the tax; the plan counts them with the other syncs."""
+    total = 0.0
+    for conn in tied_connections(graph):
+        u, v = conn[0], conn[2]
+        owner, owner_port, user, user_port = connection_ports(graph, conn)
+        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
+        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
+        got = bound.tied_sync(owner, owner_port, src, user, user_port, dst)
+        total += 0.0 if got is None else float(got[0, 0])
+    return total
 
 
 def exposed_exchange(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
@@ -241,7 +262,7 @@ def _samples(graph: Graph, m: int) -> float:
     return float(m)
 
 
-__all__ = ["exposed_exchange", "price_plan", "tally"]
+__all__ = ["exposed_exchange", "price_plan", "tally", "tied_syncs"]
 
 
 def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[np.ndarray]:

@@ -48,6 +48,7 @@ from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
 from pase.cost_models import alpha_beta_edges as edges
 from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
+from pase.costing import array_key
 from pase.errors import OptionError
 from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
@@ -67,7 +68,7 @@ from pase.perf.layout import experts_of
 from pase.problem import Problem
 from pase.space import ConfigSpace
 from pase.work import op_work
-from pase.work.layout import owned_axes
+from pase.work.layout import axis_sizes, owned_axes
 from pase.work.mapping import group_topology
 from pase.work.memory import FP32_BYTES, kept_bytes, state_split
 from pase.work.ops import Collective, OpWork, owned_parameters
@@ -408,8 +409,11 @@ class CalibratedRules(AlphaBetaCostModel):
             return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
                                                                  consumer, input, dst_configs)
         if self.cluster.groups:  # each pair of configs on its prefixes
-            return hetero.edge_costs(self, producer, output, src_configs, consumer, input,
+            full = hetero.edge_costs(self, producer, output, src_configs, consumer, input,
                                      dst_configs)
+            tied = self.tied_sync(producer, output, src_configs, consumer, input, dst_configs,
+                                  across=True)
+            return full if tied is None else full + self.hw.overlap * self.once_share * tied
         links = self.link_cluster
         extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input,
                                               dst_configs)
@@ -433,7 +437,73 @@ class CalibratedRules(AlphaBetaCostModel):
         if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
                 {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
             full = self._hidden(full, producer, src_configs, consumer, dst_configs)
+        tied = self.tied_sync(producer, output, src_configs, consumer, input, dst_configs)
+        if tied is not None:  # a gradient sync: once a step, behind the backward pass
+            full = full + self.hw.overlap * self.once_share * tied
         return full
+
+    def tied_sync(self, owner: Op, owner_port: Port, src_configs: np.ndarray, user: Op,
+                  user_port: Port, dst_configs: np.ndarray, across: bool = False
+                  ) -> np.ndarray | None:
+        """Seconds alone (once a step) of a tied matrix's extra gradient sync, per pair of
+        configs of its owner and its user, or None when the edge is not a tied one.
+
+        The user's weight gradient is partial over the devices splitting the user's dims
+        the matrix does not map (a head's batch). The owner's own all-reduce sums it
+        where it runs over those devices too (both split the batch alike); over the rest
+        the whole matrix's gradient is reduce-scattered, and gathered again where the
+        owner keeps more of it than that leaves on a device (a replicated owner). The
+        edge's re-layout moves the summed gradient into the owner's layout; the user's
+        own gradient all-reduce is dropped (the matrix is its owner's).
+
+        On a mixed cluster, each pair on the larger of its two prefixes (the prefix's
+        model prices a pair on one prefix inside its edge; ``across``: only the pairs on
+        two prefixes, which :func:`calibrated_hetero.edge_costs` prices without it)."""
+        if user.attrs.get("tied") != owner.name or \
+                not any(owner_port is w for w in owner.weights) or \
+                not any(user_port is w for w in user.weights):
+            return None
+        src = np.asarray(src_configs, dtype=np.int64)
+        dst = np.asarray(dst_configs, dtype=np.int64)
+        out = np.zeros((len(src), len(dst)))
+        if self.cluster.groups and self.devices is not None:
+            pu, pv = hetero.placed(self, src), hetero.placed(self, dst)
+            for nu in np.unique(pu).tolist():
+                rows = np.flatnonzero(pu == nu)
+                for nv in np.unique(pv).tolist():
+                    if across and nu == nv:
+                        continue
+                    cols = np.flatnonzero(pv == nv)
+                    sub = hetero.at_prefix(self, max(nu, nv))
+                    out[np.ix_(rows, cols)] = sub.tied_sync(owner, owner_port, src[rows], user,
+                                                            user_port, dst[cols])
+            return out
+        udims, odims = _unmapped(user, user_port), _unmapped(owner, owner_port)
+        q = np.prod(dst[:, udims], axis=1) if udims else np.ones(len(dst), np.int64)
+        if not (q > 1).any():
+            return out
+        owns_u, off_u = owned_axes(user, dst, self.p)
+        owns_o, off_o = owned_axes(owner, src, self.p)
+        axes_u = owns_u[:, udims, :].any(axis=1)  # (Kd, mesh axes) the user's group spans
+        axes_o = owns_o[:, odims, :].any(axis=1) if odims else \
+            np.zeros((len(src), owns_o.shape[2]), dtype=bool)
+        sizes = np.asarray(axis_sizes(self.p), dtype=np.int64)
+        # the user's group's mesh axes the owner's sync does not run over
+        left = axes_u[None, :, :] & ~axes_o[:, None, :]
+        n = np.prod(np.where(left, sizes, 1), axis=2)
+        off = off_u[None, :] | off_o[:, None]  # off the mesh: no common axes to rely on
+        n = np.where(off, q[None, :], n)
+        e = self.bytes_per_element
+        whole = float(np.prod(owner_port.shape)) * e
+        nodes, _ = group_topology(user, dst, udims, self.cluster, self.p)
+        nodes = np.broadcast_to(np.minimum(nodes[None, :], n), n.shape)
+        rs = collective_seconds("reduce-scatter", np.full(n.shape, whole), n, nodes,
+                                self.cluster, self.hw, latency=False)
+        kept = np.prod(port_tiles(owner, owner_port, src), axis=1).astype(np.float64) * e
+        g = np.maximum(np.rint(kept[:, None] * n / whole), 1).astype(np.int64)
+        ag = collective_seconds("all-gather", np.broadcast_to(kept[:, None], n.shape), g,
+                                np.minimum(nodes, g), self.cluster, self.hw, latency=False)
+        return np.where(n > 1, rs + ag, 0.0)
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
@@ -451,6 +521,8 @@ class CalibratedRules(AlphaBetaCostModel):
         if self.tp_overlap and "Einsum" in kinds:
             key = key + (kinds, self.vertex_key(producer, src_configs),
                          self.vertex_key(consumer, dst_configs))
+        if consumer.attrs.get("tied") == producer.name:  # its gradient sync reads the configs
+            key = key + ("tied", producer.name, consumer.name, array_key(src_configs, dst_configs))
         return key
 
     def _exchange(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
@@ -560,6 +632,13 @@ class CalibratedRules(AlphaBetaCostModel):
         m = self.microbatches
         return self.hw.overlapped(seconds / 2, forward * m) + \
             self.hw.overlapped(seconds / 2, backward * m)
+
+
+def _unmapped(op: Op, port: Port) -> list[int]:
+    """Indices of ``op``'s dims that weight ``port`` does not map: its gradient is
+    partial over the devices splitting them."""
+    mapped = {n for axis in port.dims for n in axis}
+    return [i for i, name in enumerate(op.dim_names) if name not in mapped]
 
 
 def merged_syncs(collectives: tuple) -> tuple:

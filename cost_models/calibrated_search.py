@@ -11,7 +11,8 @@ a plan that leans on syncs the step cannot hide.
 bounds every plan's price, so its optimum does too. It solves at ``x = 0`` (the
 Problem), and, when that plan's price exceeds its bound, at ``x = 1`` (syncs
 charged in full, less the window) and at the ``x`` where the two plans' lines
-cross (a cutting-plane step on the concave bound). The answer is the best priced
+cross (a cutting-plane step on the concave bound) unless the lines meet at or below
+the bound already proven, where that solve could not raise it. The answer is the best priced
 plan found; its bound the best of the solves; ``optimal`` only when they meet.
 """
 from __future__ import annotations
@@ -58,6 +59,10 @@ def certified(graph: Graph, model: CalibratedRules, problem: Problem,
                 if d0 == d1:
                     break
                 x = min(1.0, max(0.0, (a1 - a0) / (d0 - d1)))
+                # Every lifted optimum lies under each known plan's line, so where the two
+                # lines meet at or below the bound a solve there cannot raise it: skip it.
+                if min(a0 + x * d0, a1 + x * d1) <= bound * (1 + TOLERANCE):
+                    break
             answer = run(lifted(x))
             solves.append(answer)
             if answer.choice is None or answer.lower_bound is None:

@@ -20,6 +20,10 @@ class OptionError(PaseError, ValueError):
     """An option has a value outside what is allowed (p < 1, a bad cutoff...)."""
 
 
+class NoPlanFormError(OptionError):
+    """A layout that pase prices as a layout but cannot yet write op by op."""
+
+
 class UnknownNameError(PaseError, ValueError):
     """A model, solver, cost model or cluster name that no registry knows."""
 

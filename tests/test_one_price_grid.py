@@ -14,12 +14,14 @@ import pytest
 
 from pase import api
 from pase.cli import main
+from pase.cluster import get_cluster
 from pase.cost_models.calibrated import CalibratedCostModel
 from pase.cost_models.calibrated_pipeline import price_pipeline
 from pase.perf import evaluate_layout, make_layout
-from pase.perf.comms import collective_seconds
+from pase.perf.comms import collective_seconds, group_collectives
 from pase.perf.hardware import achieved
 from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
+from pase.work.layout import assign_axes, mesh_axes
 
 GPT2 = {"layers": 2, "vocab": 50304}
 GPT2_4 = {"layers": 4, "vocab": 50304}
@@ -55,17 +57,10 @@ SLOW = [
     ("llama2-7b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", H100, 1, 8, {}),
     ("llama3.1-8b", L2, 16, "tp=4,dp=4", H100, 1, 16, {}),
     ("llama3.1-8b", L2, 16, "tp=8,dp=2", H100, 1, 8, {"zero": 2, "recompute": "full"}),
-    pytest.param(("llama3.1-8b", L2, 16, "tp=8,dp=2", H100, 1, 8,
-                  {"zero": 2, "recompute": "full", "sequence_parallel": True}),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "memory 0.976: the layout path's working set of a rebuilt layer counts "
-                     "its input (the embedding's whole output), the plan's its outputs"))),
+    ("llama3.1-8b", L2, 16, "tp=8,dp=2", H100, 1, 8,
+     {"zero": 2, "recompute": "full", "sequence_parallel": True}),
     ("llama3.1-8b", L2, 16, "tp=1,cp=2,dp=8", H100, 1, 16, {"zero": 1}),
-    pytest.param(("llama2-7b", L2, 16, "tp=4,cp=2,dp=2", H100, 1, 8, {}),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "step 1.17: a per-op plan places each op's splits by its dim order "
-                     "(pase.work.layout), so cp and tp land on different mesh axes in the "
-                     "projections and the norms and every layer pays re-layouts"))),
+    ("llama2-7b", L2, 16, "tp=4,cp=2,dp=2", H100, 1, 8, {}),
     ("llama3.1-8b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", H100, 1, 8,
      {"zero": 1, "recompute": "selective"}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8", A100, 1, 8, {}),
@@ -76,12 +71,8 @@ SLOW = [
     ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=2,dp=8,ep=8", "dgx-a100", 1, 16, {}),
     ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=2,dp=8,ep=8", "dgx-a100", 1, 16,
      {"ep_overlap": "off"}),
-    pytest.param(("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", A100, 1, 16,
-                  {"recompute": "full"}),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "step 1.024: the plan's stages are contiguous ranks (Megatron-LM puts "
-                     "the pipeline outermost), so its sends cross nodes; the layout path "
-                     "puts neighbouring stages tp x cp ranks apart, inside a node"))),
+    ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", A100, 1, 16,
+     {"recompute": "full"}),
 ]
 
 
@@ -218,3 +209,56 @@ def test_an_exchange_no_compute_hides_is_charged_in_full():
                                      achieved(bound.cluster.device))  # dispatch and combine
     got = exposed_exchange(graph, bound, built.problem, c, idle)
     assert got == pytest.approx((1 - bound.hw.overlap) * 2 * one_way, rel=1e-9)
+
+
+def test_cp_and_tp_keep_their_mesh_axes_in_every_op():
+    """Megatron-LM ranks tp innermost, then cp, then dp: on 16 devices (mesh axes x0..x3 of
+    size 2) dp = 2 is x0, cp = 2 is x1 and tp = 4 is x2 x3 in every op of the layout's plan,
+    the norms (which split only batch and sequence) as the projections. Before, an op's
+    non-batch splits took the last axes in its dim order: the norms' sequence sat on x3."""
+    graph = api.load_graph("llama2-7b", batch=2, layers=1)
+    lay = make_layout("tp=4,cp=2,dp=2", devices=16, micro_batch=1, global_batch=2)
+    configs = layout_configs(graph, lay)
+    axes = mesh_axes(16)
+    seen = set()
+    for op in graph.ops:
+        placed = assign_axes(op, configs[op.name], axes)
+        for d in op.dims:
+            factor = configs[op.name].get(d.name, 1)
+            if factor == 1:
+                continue
+            want = {2: {"batch": ("x0",), "sequence": ("x1",)}, 4: {}}[factor].get(d.role, ("x2", "x3"))
+            assert placed[d.name] == want, (op.name, d.name, placed)
+            seen.add((op.kind, d.role))
+    assert {("Norm", "sequence"), ("Einsum", "sequence"), ("Einsum", "heads")} <= seen
+
+
+def test_pipeline_stages_are_the_outermost_ranks():
+    """Megatron-Core's default rank order tp-cp-ep-dp-pp: with tp=2, pp=2, dp=4 on two
+    8-GPU nodes, ranks are tp + 2 dp + 8 pp, so a stage's neighbour is 8 ranks away (the
+    other node) and a data-parallel group {0, 2, 4, 6} is inside one node."""
+    cluster = get_cluster(A100, 16)
+    hw = achieved(cluster.device)
+    lay = make_layout("tp=2,pp=2,dp=4", devices=16, micro_batch=1, global_batch=8)
+    coll = group_collectives(cluster, lay, hw)
+    nbytes = 1 << 26
+    assert coll("send", nbytes, "pp") == collective_seconds("send", nbytes, 2, 2, cluster, hw)
+    assert coll("all-reduce", nbytes, "dp") == collective_seconds("all-reduce", nbytes, 4, 1, cluster, hw)
+    assert coll("send", nbytes, "pp") > collective_seconds("send", nbytes, 2, 1, cluster, hw)
+
+
+def test_a_rebuilt_layer_holds_what_it_makes():
+    """Under full recomputation the layer being rebuilt holds the tensors its ops make (its
+    output too, until its backward ends), not its input (the checkpoint, already kept): one
+    layer's worth of what the layers keep without recomputation. Before, it counted the
+    embedding's whole output as well (201 MB against 143 MB here, sequence parallel)."""
+    def memory(layers, recompute):
+        lay = make_layout("tp=8,dp=2", devices=16, micro_batch=1, global_batch=2,
+                          recompute=recompute, sequence_parallel=True)
+        graph = api.load_graph("llama3.1-8b", batch=1, layers=layers)
+        return evaluate_layout(graph, H100, lay).memory
+
+    one_layer = memory(2, "none")["activations"] - memory(1, "none")["activations"]
+    assert one_layer > 0
+    assert memory(2, "full")["recompute_working_set"] == pytest.approx(one_layer, rel=1e-9)
+    assert memory(1, "full")["recompute_working_set"] == pytest.approx(one_layer, rel=1e-9)

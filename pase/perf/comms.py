@@ -182,18 +182,20 @@ def group_nodes(cluster: Cluster, sizes_strides: list[tuple[int, int]]) -> int:
 def group_collectives(cluster: Cluster, lay: Layout, hw: Achieved) -> Callable[[str, float, str], float]:
     """``coll(kind, nbytes, group)``: seconds of a collective over one of the layout's groups.
 
-    Rank order is ``dp, pp, cp, tp`` (outermost first): ``tp`` is consecutive ranks,
-    ``cp`` strides ``tp``, ``pp`` neighbours are ``tp * cp`` apart, and the
-    data-parallel group of a parameter (``"dp"``: ``dp x cp`` ranks; ``"edp"``: an
-    expert's, ``dp x cp / ep``) spans the rest.
+    Rank order is Megatron-Core's default, ``tp-cp-ep-dp-pp`` (innermost first):
+    ``tp`` is consecutive ranks, ``cp`` strides ``tp``, ``dp`` strides ``tp * cp``, and
+    ``pp`` is outermost (neighbouring stages ``tp * cp * dp`` ranks apart); the
+    data-parallel group of a parameter (``"dp"``) is its ``dp x cp`` ranks. Experts
+    follow Megatron-Core's expert ranks (``etp``, then ``ep``, then their data-parallel
+    group ``"edp"``, ``dp x cp / ep``), inside one stage.
     """
-    tp, cp, pp, dp, ep, etp = lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp
+    tp, cp, dp, ep, etp = lay.tp, lay.cp, lay.dp, lay.ep, lay.expert_tp
     groups = {"tp": (tp, group_nodes(cluster, [(tp, 1)])),
               "cp": (cp, group_nodes(cluster, [(cp, tp)])),
               "ep": (ep, group_nodes(cluster, [(ep, etp)])),
-              "dp": (dp * cp, group_nodes(cluster, [(cp, tp), (dp, tp * cp * pp)])),
+              "dp": (dp * cp, group_nodes(cluster, [(cp, tp), (dp, tp * cp)])),
               "edp": (lay.expert_data, group_nodes(cluster, [(lay.expert_data, etp * ep)])),
-              "pp": (2, group_nodes(cluster, [(2, tp * cp)]))}
+              "pp": (2, group_nodes(cluster, [(2, tp * cp * dp)]))}
 
     def coll(kind: str, nbytes: float, group: str) -> float:
         n, nodes = groups[group]

@@ -13,9 +13,10 @@
 - ``ep`` splits the experts over ranks of the data-parallel group (``E`` divides ``D * C``).
 
 With sequence parallelism, the ops outside the tensor-parallel region (norms,
-residual adds) also split their sequence over ``tp``. Rank order is
-``dp, pp, cp, tp`` from outermost to innermost, so a tensor-parallel group is
-consecutive ranks.
+residual adds) also split their sequence over ``tp``. Rank order is Megatron-Core's
+default, ``tp-cp-ep-dp-pp`` from innermost to outermost (:func:`pase.perf.comms.
+group_collectives`): a tensor-parallel group is consecutive ranks and each pipeline
+stage one contiguous range of ranks.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ over the data-parallel ranks (the rules of :mod:`pase.work.memory`, which every 
 model uses too). Activations are the stage's kept tensors
 (:mod:`pase.perf.ops`) times the micro-batches in flight
 (:func:`pase.perf.pipeline.in_flight`); full recomputation keeps only each
-block's input, plus one block's activations while it is rebuilt; selective
+block's input, plus what one block makes while it is rebuilt (its output too); selective
 recomputation drops the attention core's ``L x M`` tensors.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         held = st.get("unit_expert", {}) if de == 1 else {}
         state += max(v - held.get(u, 0.0) for u, v in st["unit_params"].items()) * (2 * w + g)
     kept: dict[tuple, float] = {}
-    blocks: dict[str, dict[tuple, float]] = {}
+    blocks: dict[str, dict[tuple, float]] = {}  # the rebuilt blocks' kept tensors
     # selective recomputation rebuilds the attention core's L x M tensors (the softmax's),
     # and under fused attention the norms' and gated activations' outputs
     rebuilt = {p.op.name for p in st["ops"] if p.attention_core and p.op.kind != "Einsum"} \
@@ -61,7 +61,18 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
                     if port.source is not None and made.get(port.source[0]) != unit:
                         key = (port.source[0], int(port.source[1]))
                         kept[key] = tensor_bytes(by_name[key[0]], key[1], lay)
-        working = max(sum(b.values()) for b in blocks.values())
+        # the block being rebuilt holds what its own ops make, its output included (alive
+        # until its backward ends, as Megatron-LM's checkpoint keeps the rebuilt outputs),
+        # not its input: that is the checkpoint, counted above
+        held: dict[tuple, float] = {}
+        for p in st["ops"]:
+            for k, v in p.kept.items():
+                held[k] = max(v, held.get(k, 0.0))
+        made_in: dict[str, float] = {}
+        for k, v in held.items():
+            if made.get(k[0]) in blocks:
+                made_in[made[k[0]]] = made_in.get(made[k[0]], 0.0) + v
+        working = max(made_in.values(), default=0.0)
     activations = sum(kept.values()) * in_flight(lay, index)
     return {"total": state + activations + working, "states": state, "activations": activations,
             "recompute_working_set": working}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pase.errors import NoPlanFormError
 from pase.ir import Graph
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
@@ -35,7 +36,14 @@ NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
 def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
                    ) -> dict[str, dict[str, int]]:
     """``{op: {dim: factor}}`` of ``lay`` (pp = 1) on ``graph`` built at ``micro_batch x dp``;
-    dims left unsplit are appended to ``unsplit`` as ``op.dim``."""
+    dims left unsplit are appended to ``unsplit`` as ``op.dim``. A layout whose ep group
+    reaches past the data-parallel ranks (MoE parallel folding over tp or cp ranks) has no
+    per-op form yet: refused, naming it."""
+    if lay.ep > 1 and (lay.dp % lay.ep or lay.expert_tp != lay.tp):
+        raise NoPlanFormError(f"layout ep={lay.ep} over dp={lay.dp}"
+                          f"{f', etp={lay.etp}' if lay.etp else ''}: an expert-parallel group "
+                          "that folds over tensor- or context-parallel ranks has no per-op plan "
+                          "yet; allowed: ep dividing dp, with etp equal to tp")
     configs = {}
     for op in graph.ops:
         # the router's softmax and top-k read every expert's score: they hold all experts;

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pase.errors import PaseError
+from pase.errors import NoPlanFormError, PaseError
 from pase.viewer.planned import Planned
 
 # Megatron-LM's terms, in its order: data, tensor, context (sequence), expert parallelism.
@@ -36,15 +36,12 @@ def layout_line(planned: Planned) -> dict[str, Any]:
             return {"layout": None, "flag": None,
                     "why": f"the plan splits as tp={lay.tp},dp={lay.dp} but {len(diff)} op(s) "
                            f"differ in ZeRO stage or recomputation: {'; '.join(diff[:4])}{more}"}
+    except NoPlanFormError as e:  # the nearest layout has no per-op form: cannot tell
+        return {"layout": None, "flag": None, "unknown": True,
+                "why": f"the nearest layout cannot be written op by op, so the plan was not "
+                       f"matched ({e})"}
     except (PaseError, ValueError) as e:
         return {"layout": None, "flag": None, "why": str(e)}
-    except ZeroDivisionError:
-        # layout_configs divides dp by ep: a nearest layout that folds its experts over
-        # tensor-parallel ranks (ep > dp) has no per-op splits there yet; say so, not "none"
-        return {"layout": None, "flag": None, "unknown": True,
-                "why": "the nearest layout puts more expert-parallel ranks than data-parallel "
-                       "ones (ep > dp), which pase cannot yet write op by op, so the plan "
-                       "was not matched"}
     degrees = {k: getattr(lay, k) for k in TERMS}
     text = " \u00d7 ".join(f"{k} {v}" for k, v in degrees.items() if v > 1) or "dp 1"
     if lay.sequence_parallel:

@@ -11,15 +11,18 @@ The global mesh
 ascending order, the first slowest-varying across device ids (``p = 8``: axes
 ``x0 x1 x2`` of size 2; ``p = 12``: sizes 2, 2, 3; device ``d``'s coordinate on
 axis ``i`` is ``d // stride_i % size_i``). An op split by config ``c`` takes,
-for its batch-role dims, the *first* mesh axes whose sizes are the prime factors
-of their split, and for its other dims the *last* such axes among the rest
-(:func:`assign_axes`); walking its dims in :func:`mesh_order` (batch-role dims
-first, then the others in op order), each dim takes the next of its group's axes
-(ascending) until their sizes multiply to its factor. So batch splits nest (b=2
-on ``x0``, b=4 on ``x0 x1``): an op split on fewer than ``p`` devices keeps its
-batch rows on the devices its neighbours keep theirs, and is replicated over the
-last axes, where model splits sit (Megatron-LM's tensor groups inside a node,
-data parallelism across nodes). A tensor axis
+for its batch- and sequence-role dims, the *first* mesh axes whose sizes are the
+prime factors of their split, and for its other dims the *last* such axes among
+the rest (:func:`assign_axes`); walking its dims in :func:`mesh_order` (batch-role
+dims first, then sequence-role dims, then the others in op order), each dim takes
+the next of its group's axes (ascending) until their sizes multiply to its factor.
+So batch splits nest (b=2 on ``x0``, b=4 on ``x0 x1``), a sequence split sits
+just inside the batch's, and an op split on fewer than ``p`` devices keeps its
+batch rows and sequence blocks on the devices its neighbours keep theirs, and is
+replicated over the last axes, where model splits sit: Megatron-LM's ranks, tensor
+groups innermost (inside a node), then context parallelism, then data parallelism.
+A norm that splits only batch and sequence thus puts them where the projections
+beside it, which split heads as well, put theirs. A tensor axis
 split by several dims (a Ravel's flat axis) lists their mesh axes in the port's
 order, and its block index is the mixed-radix number of the device's
 coordinates on them, the first slowest (a ``PartitionSpec`` entry).
@@ -77,19 +80,25 @@ def axis_sizes(devices: int) -> tuple[int, ...]:
     return tuple(q for _, q in mesh_axes(int(devices)))
 
 
+# Roles whose splits take the first mesh axes, slowest first: data, then context
+# parallelism (Megatron-LM ranks tp innermost, then cp, then dp), so an op that splits
+# only its batch and sequence keeps them on the axes the projections beside it use.
+FRONT = ("batch", "sequence")
+
+
 def mesh_order(op: Op) -> tuple[int, ...]:
-    """Op dim indices from slowest- to fastest-varying across devices (batch dims first)."""
-    batch = [i for i, d in enumerate(op.dims) if d.role == "batch"]
-    rest = [i for i, d in enumerate(op.dims) if d.role != "batch"]
-    return tuple(batch + rest)
+    """Op dim indices from slowest- to fastest-varying across devices: batch dims, then
+    sequence dims, then the others in op order."""
+    rank = {role: i for i, role in enumerate(FRONT)}
+    return tuple(sorted(range(len(op.dims)), key=lambda i: rank.get(op.dims[i].role, len(FRONT))))
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _assign(sizes: tuple[int, ...], factors: tuple[int, ...],
             batch: int = 0) -> tuple[tuple[int, ...], ...] | None:
     """Mesh-axis indices per factor (factors in mesh order, the first ``batch`` of
-    them batch dims), or None when their product does not divide the mesh's device
-    count. Batch factors take the first mesh axes, the others the last ones."""
+    them batch or sequence dims), or None when their product does not divide the mesh's
+    device count. Those take the first mesh axes, the others the last ones."""
     if math.prod(sizes) % math.prod(factors):
         return None
     free = list(range(len(sizes)))
@@ -116,18 +125,19 @@ def _assign(sizes: tuple[int, ...], factors: tuple[int, ...],
 
 
 def batch_count(op: Op) -> int:
-    """How many of :func:`mesh_order`'s first dims are batch dims."""
-    return sum(1 for d in op.dims if d.role == "batch")
+    """How many of :func:`mesh_order`'s first dims take the first mesh axes (batch and
+    sequence dims)."""
+    return sum(1 for d in op.dims if d.role in FRONT)
 
 
 def assign_axes(op: Op, config: Mapping[str, int],
                 axes: Sequence[tuple[str, int]]) -> dict[str, tuple[str, ...]]:
     """Mesh axes for each split dim of ``op`` (``{dim: (axis, ...)}``, slowest first).
 
-    Batch dims take the first mesh axes whose sizes are the prime factors of their
-    split, the other dims the last such axes among the rest; walking its dims in
-    :func:`mesh_order` (batch dims first), each dim takes the next of its group's axes
-    until their sizes multiply to its factor. Raises OptionError when ``P`` does not divide the mesh's device count.
+    Batch and sequence dims take the first mesh axes whose sizes are the prime factors
+    of their split, the other dims the last such axes among the rest; walking its dims
+    in :func:`mesh_order` (batch, then sequence dims first), each dim takes the next of
+    its group's axes until their sizes multiply to its factor. Raises OptionError when ``P`` does not divide the mesh's device count.
     """
     sizes = tuple(int(size) for _, size in axes)
     factors = {d.name: int(config.get(d.name, 1)) for d in op.dims}
@@ -190,8 +200,8 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
     dim ``d`` of config ``k`` takes mesh axis ``i``, and ``off[k]`` true when config
     ``k`` is off the mesh (its ``owns`` row is all false).
 
-    Per prime ``q`` of ``p``: the batch dims take the first axes of size ``q`` and the
-    others the last ones, in :func:`mesh_order`, ``e_q(f)`` each, ascending.
+    Per prime ``q`` of ``p``: the batch and sequence dims take the first axes of size
+    ``q`` and the others the last ones, in :func:`mesh_order`, ``e_q(f)`` each, ascending.
     """
     configs = np.asarray(configs, dtype=np.int64)
     sizes = axis_sizes(devices)
@@ -215,7 +225,7 @@ def _owned_axes(op: Op, configs: np.ndarray, devices: int) -> tuple[np.ndarray, 
             exp += hit
             rest = np.where(hit, rest // q, rest)
         ordered = exp[:, order]
-        nb = batch_count(op)  # batch dims from the first axes of size q, the rest from the last
+        nb = batch_count(op)  # batch, sequence dims from the first axes of size q, the rest last
         before = np.cumsum(ordered, axis=1) - ordered
         rest_total = ordered[:, nb:].sum(axis=1, keepdims=True)
         lo = np.where(np.arange(n)[None, :] < nb, before,

@@ -37,7 +37,14 @@ from typing import Any
 import numpy as np
 
 from pase.errors import OptionError, TooLargeError, check_choice, check_float
-from pase.solvers.dp.kernel import INDEX_BYTES, VALUE_BYTES, argmin_dtype, chunk_rows, fold
+from pase.solvers.dp.kernel import (
+    INDEX_BYTES,
+    VALUE_BYTES,
+    argmin_dtype,
+    chunk_cols,
+    chunk_rows,
+    fold,
+)
 from pase.solvers.dp.ordering import ORDERINGS, Elimination, Stop, eliminate, rule_for
 
 MAX_DEPENDENT_SET = 64
@@ -71,6 +78,7 @@ class Step:
     entries: int
     peak_bytes: int
     fold_entries: int = 0  # entries the folds pass over: base copies, terms added into bases
+    chunk_cols: int = 0  # rows of the second axis per block where one row is too large (tiles)
 
 
 @dataclass(frozen=True)
@@ -176,8 +184,9 @@ def plan_for_order(shape: Any, order: list[int] | tuple[int, ...], rule: str = "
         full = tuple(sizes[u] for u in dep) + (kv,)
         lead = full if dep else (1,) + full
         rows = chunk_rows(lead)
-        chunk = rows * math.prod(lead[1:-1])
         direct = len(groups) == 1 and entries[groups[0][0]] == tables[i] * kv
+        cols = 0 if direct else chunk_cols(lead)
+        chunk = rows * math.prod(lead[1:-1]) if not cols else cols * math.prod(lead[2:-1])
         # Edge and vertex bases are copied (small: at most K_u * K_v) so terms
         # can be folded into them without touching the Problem's arrays.
         transient = 2 * chunk * INDEX_BYTES + sum(
@@ -187,7 +196,7 @@ def plan_for_order(shape: Any, order: list[int] | tuple[int, ...], rule: str = "
         own = tables[i] * (VALUE_BYTES + argmin_dtype(kv).itemsize)
         passes = sum(entries[g[0]] * (len(g) - (g[0] < len(kids))) for g in groups)
         steps.append(Step(i, v, dep, kids, later, full, term_axes, groups, direct, rows,
-                          tables[i] * kv, held + own + transient, passes))
+                          tables[i] * kv, held + own + transient, passes, cols))
         held += own - sum(VALUE_BYTES * tables[j] for j in kids)
     return Plan(name, elim, tuple(steps))
 

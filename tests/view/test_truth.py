@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import pase
+from pase.errors import NoPlanFormError
 from pase.perf.layout import make_layout
 from pase.perf.plan import layout_configs
 from view.test_page import page_data  # tests/ is on sys.path (rootdir-relative import)
@@ -180,19 +181,24 @@ def test_a_pipeline_whose_stage_is_no_layout_names_the_stage_and_op():
 
 def test_a_layout_match_that_fails_says_unknown_not_none(monkeypatch):
     """qwen3-30b-a3b's plan on 8 devices votes for tp=4, dp=2, ep=4, whose per-op splits
-    pase.perf.plan.layout_configs cannot write (it divides dp by ep): the page says the
-    layout is unknown instead of failing or calling it none."""
+    pase.perf.plan.layout_configs cannot write (its ep group folds over tp ranks; it used
+    to divide dp by ep and fail): the page says the layout is unknown instead of failing
+    or calling it none."""
     from types import SimpleNamespace
 
     from pase import api
+    from pase.perf.layout import make_layout
+    from pase.perf.plan import layout_configs
     from pase.viewer.layout import layout_line
 
-    graph = api.load_graph("mlp")
+    folded = make_layout("tp=4,dp=2,ep=4", devices=8, micro_batch=1, global_batch=2)
+    with pytest.raises(NoPlanFormError, match="ep=4 over dp=2"):
+        layout_configs(api.load_graph("qwen3-30b-a3b", layers=1), folded)
 
-    def fails(*_args, **_kw):
-        raise ZeroDivisionError("integer modulo by zero")
+    def folds(*_args, **_kw):
+        layout_configs(api.load_graph("mlp"), folded)
 
-    monkeypatch.setattr("pase.export.plan_layout.infer_layout", fails)
+    monkeypatch.setattr("pase.export.plan_layout.infer_layout", folds)
     s = SimpleNamespace(meta={}, variants={}, configs={}, devices=2)
-    line = layout_line(SimpleNamespace(strategy=s, graph=graph))
-    assert line["layout"] is None and line["unknown"] and "ep > dp" in line["why"]
+    line = layout_line(SimpleNamespace(strategy=s, graph=api.load_graph("mlp")))
+    assert line["layout"] is None and line["unknown"] and "ep=4 over dp=2" in line["why"]

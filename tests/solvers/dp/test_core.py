@@ -239,3 +239,21 @@ def test_small_plans_skip_blocks_and_pruning():
     problem = random_problem(6, seed=1)
     solution = dp.solve(problem)
     assert "blocks_found" not in solution.stats and solution.stats["pruned"] == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tiled_steps_match_row_chunks(monkeypatch, seed):
+    # A step whose one row passes CHUNK_BYTES is summed in tiles of its second axis
+    # (kernel.chunk_cols): the same additions, so the same tables, argmins and bytes.
+    problem = random_problem(9, max_candidates=7, extra_edges=6, seed=seed, tie_prob=0.5)
+    chosen = dp.plan(problem, "min-fill")
+    whole = core.min_sum(problem, chosen, keep=True)
+    monkeypatch.setattr("pase.solvers.dp.kernel.CHUNK_BYTES", 8 * 8)  # 8 float64 a block
+    tiled_plan = dp.plan(problem, "min-fill")
+    assert any(s.chunk_cols for s in tiled_plan.steps)
+    tiled = core.min_sum(problem, tiled_plan, keep=True)
+    assert tiled[:2] == whole[:2]
+    for position, table in whole[2].items():
+        assert np.array_equal(tiled[2][position], table)
+    sol = dp.solve(problem, ordering="min-fill")
+    assert sol.stats["peak_table_bytes_used"] == sol.stats["peak_table_bytes"]
