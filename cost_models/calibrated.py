@@ -35,6 +35,16 @@ class CalibratedCostModel(CalibratedRules):
 
         return price_pipeline(plan)
 
+    def pipeline_stage(self, graph: Graph, ranges, devices: int, configs: dict, variants: dict,
+                       microbatches: int, costs: dict) -> tuple[float, float]:
+        """A pipeline stage's seconds per micro-batch (sends aside) and once-a-step tail
+        (:func:`pase.cost_models.calibrated_pipeline.stage_terms`)."""
+        from pase.cost_models.calibrated_pipeline import stage_terms
+
+        work, tail, _, _ = stage_terms(graph, ranges, devices, configs, variants, microbatches,
+                                       costs)
+        return work, sum(tail)
+
     def sync_slack(self, graph: Graph, problem: Problem) -> list[np.ndarray]:
         """Each candidate's sync slack (:func:`pase.cost_models.calibrated_plan.sync_slack`)."""
         return sync_slack(graph, self, problem)

@@ -47,7 +47,6 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     ``stage_memory_bytes``. ``cluster`` defaults to the plan's cost option; ``graph``
     to the plan's model at its micro-batch size."""
     from pase import api
-    from pase.pipeline.stages import stage_cost_model
 
     costs = dict(plan.cost_options)
     cluster = costs.pop("cluster", None) if cluster is None else cluster
@@ -66,26 +65,15 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     times, once, sends_by_stage, tallies, priced = [], [], [], [], []
     bound = None
     for st in plan.stages:
-        model = stage_cost_model({**costs, "cluster": cluster, "microbatches": m}, m, "calibrated")
-        model.once_share = 1.0  # the terms are tallied here, not summed from the Problem
-        built = api.build_problem(graph, st.devices, model, variants=st.variants or None)
-        c = np.asarray(api.choice_of(built, st.configs))
-        bound = built.cost_model.bind(graph, st.devices)
-        ops = [i for first, end in st.ranges for i in range(first, end)]
-        t = tally(graph, bound, built.problem, c, ops)
-        inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
-                     zip(built.problem.edges, built.problem.edge_costs)
-                     if any(a <= u < b and a <= v < b for a, b in st.ranges)) / m
+        work, tail, t, (bound, problem, c) = stage_terms(
+            graph, st.ranges, st.devices, st.configs, st.variants, m, {**costs, "cluster": cluster})
         sends = [x for first, end in st.ranges
                  for x in _received(graph, bound, first, end, st.devices, whole)]
-        tax = bound.hw.overlap
-        time = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
-            + exposed_exchange(graph, bound, built.problem, c, t, set(ops)) + 2 * sum(sends)
-        times.append(time)
+        times.append(work + 2 * sum(sends))
         sends_by_stage.append(sends)
-        once.append((t["exposed_sync"], t["optimizer"]))
+        once.append(tail)
         tallies.append(t)
-        priced.append((bound, built.problem, c))
+        priced.append((bound, problem, c))
     activations = [t["activations"] for t in tallies]
     _kept_across(graph, plan, priced, activations)
     memory = [t["states"] + in_flight(lay, s) * a + t["working"] + t["gathered"]
@@ -111,6 +99,35 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
             "stage_memory_bytes": memory, "recorded_step": plan.step_time,
             "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
             "microbatches": m, "cluster": whole.name, "devices": plan.devices}
+
+
+def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dict,
+                microbatches: int, costs: dict) -> tuple[float, tuple[float, float], dict, tuple]:
+    """One stage of a plan (its op ``ranges`` on ``devices`` devices, each op's split and
+    variant) by the per-op plan's rules: seconds per micro-batch without its sends (kernels,
+    critical collectives, ZeRO-3's gathers past what compute hides, the re-layouts
+    between its own ops, the expert exchanges past what compute hides), its once-a-step
+    tail ``(exposed gradient sync, optimizer)``, :func:`tally`'s terms and ``(bound model,
+    Problem, choice)``. The pipeline search charges its stages with it too
+    (:func:`pase.pipeline.price.stage_price`)."""
+    from pase import api
+    from pase.pipeline.stages import stage_cost_model
+
+    m = microbatches
+    model = stage_cost_model({**costs, "microbatches": m}, m, "calibrated")
+    model.once_share = 1.0  # the terms are tallied here, not summed from the Problem
+    built = api.build_problem(graph, devices, model, variants=variants or None)
+    c = np.asarray(api.choice_of(built, configs))
+    bound = built.cost_model.bind(graph, devices)
+    ops = [i for first, end in ranges for i in range(first, end)]
+    t = tally(graph, bound, built.problem, c, ops)
+    inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
+                 zip(built.problem.edges, built.problem.edge_costs)
+                 if any(a <= u < b and a <= v < b for a, b in ranges)) / m
+    tax = bound.hw.overlap
+    work = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
+        + exposed_exchange(graph, bound, built.problem, c, t, set(ops))
+    return work, (t["exposed_sync"], t["optimizer"]), t, (bound, built.problem, c)
 
 
 def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> None:
