@@ -1,21 +1,23 @@
 """A pipeline plan priced by the calibrated model, as ``pase evaluate --layout`` prices a
 pipeline layout.
 
-A pipeline plan (:class:`pase.pipeline.PipelinePlan`: stages of contiguous ops on
-contiguous device ranges, each with its ops' splits and variants on its own mesh, ``m``
-micro-batches, a schedule) is priced stage by stage: each stage's Problem is the one the
+A pipeline plan (:class:`pase.pipeline.PipelinePlan`: stages of contiguous ops, or under
+``interleaved:V`` of ``V`` chunks each, on contiguous device ranges, each with its ops'
+splits and variants on its own mesh, ``m`` micro-batches, a schedule) is priced stage by
+stage (:func:`stage_terms`, which the pipeline search's stage prices use too): each stage's Problem is the one the
 pipeline search prices a stage with (the calibrated model at one micro-batch on the
 stage's ``d`` devices, :func:`pase.pipeline.stages.stage_cost_model`), and its terms are
 :func:`pase.cost_models.calibrated_plan.tally`'s over the stage's ops. Per micro-batch a
 stage takes its kernels, critical collectives, ZeRO-3's gathers (exposed as the layout
 path has them), the re-layouts between its own ops and, each way, the sends of the
-tensors it receives (each rank sends its ``1 / d`` share, Megatron-LM's scatter-gather);
+tensors each chunk receives from another (each rank sends its ``1 / d`` share,
+Megatron-LM's scatter-gather);
 the step is :func:`pase.pipeline.schedules.plan_step`'s one rule: the schedule over the
 stage times, then the largest stage tail (once a step: its exposed gradient sync and
 optimizer step). This is the one price of every pipeline plan, a layout's or the
 pipeline search's (``pase evaluate --strategy``; :mod:`pase.pipeline` reaches it
-through the registered model's ``price_pipeline``). Memory is the peak stage's states, its kept activations times the
-micro-batches in flight (:func:`pase.perf.pipeline.in_flight`), the working set of full
+through the registered model's ``price_pipeline``). Memory is the peak stage's states,
+its kept activations times the micro-batches in flight (:func:`pase.perf.pipeline.in_flight`), the working set of full
 recomputation and ZeRO-3's gathered weights.
 """
 from __future__ import annotations
