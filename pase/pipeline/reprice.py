@@ -7,7 +7,10 @@ its once-a-step tail by the layout path's rules, the step by
 :func:`pase.pipeline.schedules.plan_step`). The pipeline search charges its stages
 otherwise (:mod:`pase.pipeline.price`: the once-a-step terms ``1 / m`` per micro-batch
 inside each stage, the sends as links); a plan it wrote also gets that charge again,
-rebuilt from what the plan records, as ``search_step_seconds`` (its ``step_time``).
+rebuilt from what the plan records, as ``search_step_seconds`` (its ``step_time``) and
+``search_memory_bytes`` (the search counts a stage's states and kept activations, not
+full recomputation's working set, ZeRO-3's gathered weights or a kept tensor moving to
+the stage that reads it, which the one price counts).
 Under alpha-beta, which has no once-a-step tail of its own, the charge is the price.
 """
 from __future__ import annotations
@@ -34,7 +37,9 @@ def reprice(plan: PipelinePlan) -> dict[str, Any]:
         return charged(plan)
     price = model.price_pipeline(plan)
     if plan.status != "layout":  # the search's plan: what it charged, again
-        price["search_step_seconds"] = charged(plan)["step_seconds"]
+        again = charged(plan)
+        price["search_step_seconds"] = again["step_seconds"]
+        price["search_memory_bytes"] = again["memory_bytes"]
     return price
 
 
@@ -72,7 +77,7 @@ def charged(plan: PipelinePlan) -> dict[str, Any]:
             "stage_seconds": seconds, "links": xs, "memory_bytes": max(memory),
             "stage_memory_bytes": memory,
             "fits_memory": cap is None or max(memory) <= cap, "recorded_step": plan.step_time,
-            "search_step_seconds": step}
+            "search_step_seconds": step, "search_memory_bytes": max(memory)}
 
 
 def _candidate(lay: Any, j: int, stage: Any) -> int:
