@@ -13,14 +13,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pase.perf import schedule
 from pase.perf.layout import Layout
 from pase.perf.ops import PricedOp
 from pase.perf.pipeline import in_flight
 
 
 def stage_memory(lay: Layout, st: dict[str, Any], index: int,
-                 by_name: dict[str, PricedOp], again: set[str]) -> dict[str, float]:
-    """Peak bytes of one stage: states, activations in flight, the recompute working set."""
+                 by_name: dict[str, PricedOp], again: set[str],
+                 kept: tuple[float, float] | None = None) -> dict[str, float]:
+    """Peak bytes of one stage: states, activations in flight, the recompute working set
+    (``kept``: its :func:`activation_bytes`, when a layout search has them already)."""
     mixed = st["mixed"]
     w, g, o = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
     d, de = st["shards"]
@@ -41,6 +44,17 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         state -= st["linear_params"] * w  # 16-bit source: the low-precision copies replace them
     if lay.zero == 3 and st["unit_params"]:
         state += max(st["unit_params"].values()) * (2 * w + g)  # gathered current + next, full gradient
+    if schedule.parameter_copies(lay.schedule) > 1:  # DualPipe: each device runs two stages
+        state *= schedule.parameter_copies(lay.schedule)
+    kept_bytes, working = activation_bytes(lay, st, by_name, again) if kept is None else kept
+    activations = kept_bytes * in_flight(lay, index)
+    return {"total": state + activations + working, "states": state, "activations": activations,
+            "recompute_working_set": working}
+
+
+def activation_bytes(lay: Layout, st: dict[str, Any], by_name: dict[str, PricedOp],
+                     again: set[str]) -> tuple[float, float]:
+    """A stage's kept activation bytes per micro-batch and its recompute working set."""
     kept: dict[tuple, float] = {}
     blocks: dict[str, dict[tuple, float]] = {}
     # selective recomputation rebuilds the attention core's L x M tensors (the softmax's),
@@ -64,9 +78,7 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
                         key = (port.source[0], int(port.source[1]))
                         kept[key] = tensor_bytes(by_name[key[0]], key[1], lay)
         working = max(sum(b.values()) for b in blocks.values())
-    activations = sum(kept.values()) * in_flight(lay, index)
-    return {"total": state + activations + working, "states": state, "activations": activations,
-            "recompute_working_set": working}
+    return sum(kept.values()), working
 
 
 def tensor_bytes(producer: PricedOp, output: int, lay: Layout) -> float:
