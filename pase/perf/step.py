@@ -130,7 +130,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
         mem = [stage_memory(lay, st, i, by_name, again) for i, st in enumerate(per_stage)]
         model_flop, hardware_flop = _flop(graph, lay, ops, units, again)
     else:
-        place = shared.placement(lay, pricer.element_bytes)
+        shared.placement(lay, pricer.element_bytes)
         again = shared.again(lay)
         coll = shared.coll(lay, coll)
         per_stage = [shared.stage(lay, i, again, coll, pricer, mixed) for i in range(pp)]
