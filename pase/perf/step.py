@@ -76,6 +76,7 @@ class Estimate:
                 "device_memory_bytes": self.device_memory_bytes,
                 "breakdown": dict(self.breakdown), "memory": dict(self.memory),
                 "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+                           "etp": lay.expert_tp,
                            "micro_batch": lay.micro_batch, "global_batch": lay.global_batch,
                            "microbatches": lay.microbatches,
                            "schedule": lay.schedule if lay.schedule != "interleaved"
