@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.process_time()
         try:
             with active(Deadline(args.time_limit)):
-                found = search_layouts(lambda m, o=opts: load_graph(model, batch=m, **o), devices,
+                found = search_layouts(lambda m, o=opts, name=model: load_graph(name, batch=m, **o), devices,
                                        cluster, batch, precision=precision,
                                        max_layouts=10 * MAX_LAYOUTS)
         except PaseError as exc:
