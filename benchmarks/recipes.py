@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             with active(Deadline(args.time_limit)):
                 found = search_layouts(lambda m, o=opts, name=model: load_graph(name, batch=m, **o), devices,
                                        cluster, batch, precision=precision,
-                                       max_layouts=10 * MAX_LAYOUTS)
+                                       max_layouts=MAX_LAYOUTS)
         except PaseError as exc:
             notes.append(f"{model} on {devices}: the search is refused: {exc}")
             continue

@@ -186,9 +186,10 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
         if m % lay.pp:
             raise OptionError(f"schedule interleaved:{virtual} needs the micro-batches per step "
                               f"({m}) to be a multiple of pp ({lay.pp}), as Megatron-LM does")
-    if lay.schedule == "dualpipe" and (lay.pp % 2 or m < 2 * lay.pp):
-        raise OptionError(f"schedule dualpipe needs an even pp (got {lay.pp}) and at least 2 x pp "
-                          f"micro-batches per step (got {m}), as DeepSeek-V3's DualPipe does")
+    if lay.schedule == "dualpipe" and (lay.pp % 2 or m < 2 * lay.pp or m % 2):
+        raise OptionError(f"schedule dualpipe needs an even pp (got {lay.pp}) and an even number "
+                          f"of micro-batches per step, at least 2 x pp (got {m}), as DeepSeek-V3's "
+                          f"DualPipe does")
     if sequence_parallel and lay.tp == 1:
         raise OptionError("--sequence-parallel needs tp > 1 (it splits the sequence over the tp group)")
     return lay

@@ -15,8 +15,8 @@ with:
 - every micro-batch size dividing the per-rank batch (up to ``max_micro_batch``);
 - the schedules 1F1B; interleaved with ``V`` chunks per device for every ``V`` from 2 to
   the layers per stage (``pp x V`` at most the layers, cut as :func:`pase.perf.pipeline.chunk_sizes`
-  does; the micro-batches a multiple of ``pp``); ZB-H1 (``pp > 1``); DualPipe (``pp`` even, at least
-  ``2 pp`` micro-batches; its two parameter copies counted in memory);
+  does; the micro-batches a multiple of ``pp``); ZB-H1 (``pp > 1``); DualPipe (``pp`` even, an even
+  number of micro-batches, at least ``2 pp``; its two parameter copies counted in memory);
 - ZeRO 0-3;
 - no, selective or full recomputation of the fewest layers per stage that fit (Megatron-LM's
   ``--recompute-num-layers``; of every layer when none fits).
@@ -62,9 +62,9 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
 SCHEDULE_KINDS = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 LONG = 8192  # context parallelism is searched from this sequence length up
-# The largest family priced (about 10 CPU minutes at the few ms a layout of the
+# The largest family priced (about half an hour of one CPU at the ~2 ms a layout of the
 # 1,024-GPU GPT-3 row takes, docs/performance-model.md).
-MAX_LAYOUTS = 100_000
+MAX_LAYOUTS = 1_000_000  # the MoE families of the published runs reach 600,000
 PROGRESS_SECONDS = 2.0  # a long search reports to ``progress`` this often (wall seconds)
 
 
@@ -250,7 +250,7 @@ def schedule_family(pp: int, m: int, layers: int, kinds: tuple[str, ...] = SCHED
         out += [f"interleaved:{v}" for v in sorted(set(chunks)) if pp * v <= layers]
     if "zb-h1" in kinds:
         out.append("zb-h1")
-    if "dualpipe" in kinds and pp % 2 == 0 and m >= 2 * pp:
+    if "dualpipe" in kinds and pp % 2 == 0 and m >= 2 * pp and m % 2 == 0:
         out.append("dualpipe")
     return out
 
