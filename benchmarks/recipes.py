@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     wanted = {int(i) for i in args.ids.split(",") if i}
     print(stamp())
-    print(f"\nsearch time limit: {args.time_limit:g} wall s per run\n")
+    print(f"\nsearch time limit: {args.time_limit:g} wall s per run; load average at the start "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
     print("| rows | model | GPUs | cluster | recipe (Megatron terms) | recipe step s | best step s "
           "| speed-up | best differs by | family | priced | exhaustive | CPU s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

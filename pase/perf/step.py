@@ -193,7 +193,8 @@ class Shared:
     each (pp, V) cut, each layer's sums (:func:`_unit_sums`) per recomputation and
     overlap, its FLOP, and each stage's kept activations per recomputation. A layout
     search keeps one per (micro-batch, tp, cp, ep, etp) and hands it to
-    :func:`evaluate_layout`."""
+    :func:`evaluate_layout`. One Shared serves one cluster (its collective prices are kept
+    by group sizes, not by cluster)."""
 
     def __init__(self, graph: Graph, ops: list[PricedOp]):
         self.graph, self.ops = graph, ops
