@@ -114,14 +114,17 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
                    schedules: tuple[str, ...] = SCHEDULE_KINDS, experts: bool = True,
                    context: bool = True, keep: int = 5, max_layouts: int | None = None,
                    progress: Callable[[str], None] | None = None,
-                   shared: bool = True) -> SearchResult:
+                   shared: bool = True, warm_start=None) -> SearchResult:
     """Price every layout of the family (module docstring); ``build(m)`` gives the
     graph at micro-batch size ``m``. The result ranks fitting layouts by step time.
 
     ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
     every divisor of the layers per stage); ``schedules``: which of
     :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
-    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own).
+    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own);
+    ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
+    and etp, then its pp), so a search stopped by a deadline has priced it: the order
+    changes nothing else.
     An empty family is an OptionError that says why, a family over ``max_layouts``
     (default :data:`MAX_LAYOUTS`) a TooLargeError, both before any pricing; ``progress``
     gets a line every :data:`PROGRESS_SECONDS` of a long search."""
@@ -137,6 +140,8 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     options = dict(precision=precision, attention=attention, dropout=dropout)
     groups = _family(graph1, devices, cl.devices_per_node, global_batch, max_micro_batch,
                      virtual, tuple(schedules), experts, context, options)
+    if warm_start is not None:
+        groups = _nearest_first(groups, warm_start)
     size = sum(len(s) for *_, shapes in groups for _, _, s in shapes) * len(ZERO_STAGES) * \
         len(RECOMPUTE_ORDER)
     max_layouts = MAX_LAYOUTS if max_layouts is None else max_layouts
@@ -236,6 +241,22 @@ def _family(graph1: Graph, devices: int, per_node: int, global_batch: int, max_m
         raise OptionError(_why_none(devices, per_node, global_batch, layers,
                                     [(tp, cp) for tp, cp, *_ in combos]))
     return groups
+
+
+def _nearest_first(groups: list[Group], lay) -> list[Group]:
+    """``groups`` reordered: those sharing more of ``lay``'s (micro-batch, tp, cp, ep, etp)
+    first, and in each the shapes with its pp first (stable otherwise). Each micro-batch's
+    groups stay together, so its graph is built once."""
+    mine = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.expert_tp)
+
+    def far(group: Group) -> tuple:
+        return (group[0] != mine[0], group[0], sum(a != b for a, b in zip(group[1:5], mine[1:])))
+
+    out = []
+    for group in sorted(groups, key=far):
+        *head, shapes = group
+        out.append((*head, sorted(shapes, key=lambda shape: shape[0] != lay.pp)))
+    return out
 
 
 def schedule_family(pp: int, m: int, layers: int, kinds: tuple[str, ...] = SCHEDULE_KINDS,
