@@ -138,3 +138,11 @@ def test_the_family_holds_published_moe_recipes(row_id):
     assert (spec["micro_batch"], lay.tp, lay.cp, lay.ep, lay.expert_tp, lay.pp, lay.dp,
             schedule) in shapes
     assert cluster == get_cluster(spec["cluster"], spec["devices"])
+
+
+def test_a_warm_start_changes_the_order_only():
+    lay = make_layout("dp=2,ep=2", devices=2, micro_batch=2, global_batch=4, zero=1)
+    cold = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2)
+    warm = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2, warm_start=lay)
+    assert (warm.family, warm.priced, warm.best.layout) == (cold.family, cold.priced,
+                                                           cold.best.layout)
