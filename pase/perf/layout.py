@@ -186,6 +186,9 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
         if m % lay.pp:
             raise OptionError(f"schedule interleaved:{virtual} needs the micro-batches per step "
                               f"({m}) to be a multiple of pp ({lay.pp}), as Megatron-LM does")
+    if lay.schedule == "zb-h1" and m < lay.pp:
+        raise OptionError(f"schedule zb-h1 needs at least pp ({lay.pp}) micro-batches per step "
+                          f"(got {m}): its closed form holds from there")
     if lay.schedule == "dualpipe" and (lay.pp % 2 or m < 2 * lay.pp or m % 2):
         raise OptionError(f"schedule dualpipe needs an even pp (got {lay.pp}) and an even number "
                           f"of micro-batches per step, at least 2 x pp (got {m}), as DeepSeek-V3's "

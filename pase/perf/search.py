@@ -15,7 +15,8 @@ with:
 - every micro-batch size dividing the per-rank batch (up to ``max_micro_batch``);
 - the schedules 1F1B; interleaved with ``V`` chunks per device for every ``V`` from 2 to
   the layers per stage (``pp x V`` at most the layers, cut as :func:`pase.perf.pipeline.chunk_sizes`
-  does; the micro-batches a multiple of ``pp``); ZB-H1 (``pp > 1``); DualPipe (``pp`` even, an even
+  does; the micro-batches a multiple of ``pp``); ZB-H1 (``pp > 1``, at least ``pp``
+  micro-batches); DualPipe (``pp`` even, an even
   number of micro-batches, at least ``2 pp``; its two parameter copies counted in memory);
 - ZeRO 0-3;
 - no, selective or full recomputation of the fewest layers per stage that fit (Megatron-LM's
@@ -269,7 +270,7 @@ def schedule_family(pp: int, m: int, layers: int, kinds: tuple[str, ...] = SCHED
     if "interleaved" in kinds and m % pp == 0:
         chunks = virtual if virtual is not None else range(2, layers // pp + 1)
         out += [f"interleaved:{v}" for v in sorted(set(chunks)) if pp * v <= layers]
-    if "zb-h1" in kinds:
+    if "zb-h1" in kinds and m >= pp:
         out.append("zb-h1")
     if "dualpipe" in kinds and pp % 2 == 0 and m >= 2 * pp and m % 2 == 0:
         out.append("dualpipe")

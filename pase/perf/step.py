@@ -143,6 +143,11 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
         pipe = pipeline_seconds(lay, [Work(s["forward"] + sum(s["sends"]),
                                            s["backward"] + sum(s["sends"]), s["weight"])
                                       for s in per_stage])
+        if lay.schedule == "dualpipe" and pp > 1:  # the report's bubble, (p/2 - 1)(F + 2B - 3W),
+            # is negative where W > (F + 2B) / 3, outside the shape it was stated for: no
+            # bubble is less than none, so the step is at least the busiest device's work
+            pipe = max(pipe, lay.microbatches / 2 * max(times[i] + times[pp - 1 - i]
+                                                       for i in range(pp)))
     else:
         pipe = pipeline_seconds(lay, times)
     slow = max(range(pp), key=lambda i: times[i])
