@@ -237,7 +237,7 @@ def _evaluate(s: Parser) -> None:
     lay = s.add_argument_group("with --layout")
     lay.add_argument("--micro-batch", type=positive_int, metavar="M", help="sequences per micro-batch")
     lay.add_argument("--global-batch", type=positive_int, metavar="B", help="sequences per step")
-    lay.add_argument("--schedule", default="1f1b", metavar="1f1b|gpipe|interleaved:V",
+    lay.add_argument("--schedule", default="1f1b", metavar="1f1b|gpipe|interleaved:V|zb-h1|dualpipe",
                      help="pipeline schedule (default 1f1b)")
     lay.add_argument("--sequence-parallel", action="store_true",
                      help="split norms and residuals over the tp group along the sequence")

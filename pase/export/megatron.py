@@ -95,9 +95,9 @@ def megatron_flags(model: str, lay: Layout, model_options: Mapping[str, Any] | N
     sizes = model_sizes(model, model_options)
     out: list[tuple[str, Any]] = [("--tensor-model-parallel-size", lay.tp),
                                   ("--pipeline-model-parallel-size", lay.pp)]
-    if lay.schedule == "gpipe" and lay.pp > 1:
+    if lay.schedule in ("gpipe", "zb-h1", "dualpipe") and lay.pp > 1:
         raise OptionError("--engine megatron: Megatron-LM runs 1f1b or interleaved:V pipelines, "
-                          "not gpipe")
+                          f"not {lay.schedule}")
     if lay.schedule == "interleaved":
         per_rank = lay.pp * lay.virtual
         if sizes["layers"] % per_rank:

@@ -64,6 +64,9 @@ def job(model: str, lay: Layout, model_options: Mapping[str, Any] | None = None,
         raise OptionError(f"--engine torchtitan: ep={lay.ep} but model {model!r} has no experts")
     local = lay.micro_batch
     if lay.pp > 1:  # one step's micro-batches are one local batch, split by the pipeline
+        if lay.schedule not in SCHEDULES:
+            raise OptionError(f"--engine torchtitan: pase exports the schedules "
+                              f"{', '.join(SCHEDULES)}, not {lay.schedule}")
         local = lay.global_batch // lay.dp
         stages = lay.pp * lay.virtual
         if sizes["layers"] % stages:

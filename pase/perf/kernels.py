@@ -50,6 +50,7 @@ class OpTime:
     name: str
     forward_s: float = 0.0
     backward_s: float = 0.0
+    weight_s: float = 0.0  # the weight-gradient GEMMs of backward_s (zero-bubble schedules)
     model_flop: float = 0.0  # forward FLOP as MFU counts them (2 per multiply-add, dense attention)
     forward_flop: float = 0.0  # what the hardware runs forward
     backward_flop: float = 0.0
@@ -189,11 +190,17 @@ def einsum_time(op: Op, tile: dict, splits: dict, pr: Pricer, out: OpTime,
         out.backward_s += pr.memory(3 * out_elems * pr.element_bytes)
         out.kernels += 2
     if _has_grad(op, ports[0]):  # dA = dC B^T: M x K, contracting N
-        out.backward_s += pr.gemm(B, M, K, N, linear, grouped)
+        gemm = pr.gemm(B, M, K, N, linear, grouped)
+        out.backward_s += gemm
+        if op.is_parameter(ports[0]):
+            out.weight_s += gemm
         out.backward_flop += flop
         out.kernels += 1
     if _has_grad(op, ports[1]):  # dB = A^T dC: K x N, contracting M
-        out.backward_s += pr.gemm(B, K, N, M, linear, grouped)
+        gemm = pr.gemm(B, K, N, M, linear, grouped)
+        out.backward_s += gemm
+        if op.is_parameter(ports[1]):  # a weight's gradient: what ZB-H1 and DualPipe defer
+            out.weight_s += gemm
         out.backward_flop += flop
         out.kernels += 1
     if not collectives:

@@ -32,7 +32,7 @@ from pase.errors import OptionError, check_int
 from pase.ir import Graph, Op
 
 AXES = ("tp", "pp", "dp", "cp", "ep", "etp")
-SCHEDULES = ("1f1b", "gpipe", "interleaved:V")
+SCHEDULES = ("1f1b", "gpipe", "interleaved:V", "zb-h1", "dualpipe")
 RECOMPUTE = ("none", "selective", "full")
 ZERO = (0, 1, 2, 3)
 ATTENTION = ("fused", "unfused")
@@ -129,9 +129,10 @@ def _shown(value: object) -> str:
 
 
 def parse_schedule(text: str) -> tuple[str, int]:
-    """``1f1b``, ``gpipe`` or ``interleaved:V`` as (name, virtual stages per device)."""
+    """``1f1b``, ``gpipe``, ``interleaved:V``, ``zb-h1`` or ``dualpipe`` as (name, virtual
+    stages per device)."""
     text = str(text)
-    if text in ("1f1b", "gpipe"):
+    if text in ("1f1b", "gpipe", "zb-h1", "dualpipe"):
         return text, 1
     match = re.fullmatch(r"interleaved:([1-9]\d*)", text)
     if match:
@@ -186,6 +187,13 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
         if m % lay.pp:
             raise OptionError(f"schedule interleaved:{virtual} needs the micro-batches per step "
                               f"({m}) to be a multiple of pp ({lay.pp}), as Megatron-LM does")
+    if lay.schedule == "zb-h1" and m < lay.pp:
+        raise OptionError(f"schedule zb-h1 needs at least pp ({lay.pp}) micro-batches per step "
+                          f"(got {m}): its closed form holds from there")
+    if lay.schedule == "dualpipe" and (lay.pp % 2 or m < 2 * lay.pp or m % 2):
+        raise OptionError(f"schedule dualpipe needs an even pp (got {lay.pp}) and an even number "
+                          f"of micro-batches per step, at least 2 x pp (got {m}), as DeepSeek-V3's "
+                          f"DualPipe does")
     if sequence_parallel and lay.tp == 1:
         raise OptionError("--sequence-parallel needs tp > 1 (it splits the sequence over the tp group)")
     return lay

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pase.perf import schedule
 from pase.perf.layout import Layout
 from pase.perf.ops import PricedOp
 from pase.perf.pipeline import in_flight
@@ -21,8 +22,10 @@ from pase.work.memory import activation_element_bytes, sharded_states, state_spl
 
 
 def stage_memory(lay: Layout, st: dict[str, Any], index: int,
-                 by_name: dict[str, PricedOp], again: set[str]) -> dict[str, float]:
-    """Peak bytes of one stage: states, activations in flight, the recompute working set."""
+                 by_name: dict[str, PricedOp], again: set[str],
+                 kept: tuple[float, float] | None = None) -> dict[str, float]:
+    """Peak bytes of one stage: states, activations in flight, the recompute working set
+    (``kept``: its :func:`activation_bytes`, when a layout search has them already)."""
     mixed = st["mixed"]
     w, g, o = state_split(2.0 if mixed else 4.0, "adam")
     d, de = st["shards"]
@@ -39,6 +42,17 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         # expert's weights held whole (no expert-data-parallel replicas) are never gathered
         held = st.get("unit_expert", {}) if de == 1 else {}
         state += max(v - held.get(u, 0.0) for u, v in st["unit_params"].items()) * (2 * w + g)
+    if schedule.parameter_copies(lay.schedule) > 1:  # DualPipe: each device runs two stages
+        state *= schedule.parameter_copies(lay.schedule)
+    kept_bytes, working = activation_bytes(lay, st, by_name, again) if kept is None else kept
+    activations = kept_bytes * in_flight(lay, index)
+    return {"total": state + activations + working, "states": state, "activations": activations,
+            "recompute_working_set": working}
+
+
+def activation_bytes(lay: Layout, st: dict[str, Any], by_name: dict[str, PricedOp],
+                     again: set[str]) -> tuple[float, float]:
+    """A stage's kept activation bytes per micro-batch and its recompute working set."""
     kept: dict[tuple, float] = {}
     blocks: dict[str, dict[tuple, float]] = {}  # the rebuilt blocks' kept tensors
     # selective recomputation rebuilds the attention core's L x M tensors (the softmax's),
@@ -73,9 +87,7 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
             if made.get(k[0]) in blocks:
                 made_in[made[k[0]]] = made_in.get(made[k[0]], 0.0) + v
         working = max(made_in.values(), default=0.0)
-    activations = sum(kept.values()) * in_flight(lay, index)
-    return {"total": state + activations + working, "states": state, "activations": activations,
-            "recompute_working_set": working}
+    return sum(kept.values()), working
 
 
 def tensor_bytes(producer: PricedOp, output: int, lay: Layout) -> float:

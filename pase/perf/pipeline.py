@@ -91,6 +91,8 @@ def in_flight(lay: Layout, stage: int) -> float:
     return float(schedule.in_flight(lay.schedule, lay.pp, lay.microbatches, stage, lay.virtual))
 
 
-def pipeline_seconds(lay: Layout, stage_times: list[float]) -> float:
-    """One step's pipeline time from each stage's per-micro-batch time."""
+def pipeline_seconds(lay: Layout, stage_times: list) -> float:
+    """One step's pipeline seconds from each stage's per-micro-batch time: a number, or
+    for ZB-H1 and DualPipe a :class:`pase.perf.schedule.Work` (forward, backward, its
+    weight-gradient part)."""
     return schedule.step_seconds(lay.schedule, stage_times, lay.microbatches, virtual=lay.virtual)

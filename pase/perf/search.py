@@ -1,19 +1,39 @@
 """Search the layouts of a run under the performance model (``pase solve --layouts``).
 
-The family is every Megatron-LM/FSDP layout of ``p`` devices and a global batch
-``B``: tensor parallelism inside a node (``tp`` up to the devices per node, dividing
-``p``), pipeline stages, context parallelism (for sequences of 8,192 and more),
-the data-parallel rest, every
-micro-batch size dividing the per-rank batch (up to ``max_micro_batch``), the
-1F1B schedule and interleaved ones with ``V`` chunks, ZeRO 0-3 and no, selective
-or full recomputation; sequence parallelism whenever ``tp > 1`` (it never costs
-time and saves memory). Every layout of the family is priced, so the best one
-is the optimum over the family under the model, not a heuristic's guess; the ops are
-priced once per (micro-batch, tp, cp) and shared by the layouts that differ
-only in the rest.
+The family is every Megatron-LM/FSDP layout of ``p`` devices and a global batch ``B``
+with:
 
-Recomputation is tried from none upwards and stops at the first that fits: at a
-fixed rest of the layout, more recomputation only adds time.
+- tensor parallelism ``tp`` inside a node (up to the devices per node, dividing ``p``),
+  with sequence parallelism whenever ``tp > 1`` (it never costs time and saves memory);
+- context parallelism ``cp`` (for sequences of 8,192 and more);
+- pipeline stages ``pp`` up to the layers, equal stages as :mod:`pase.perf.pipeline` cuts them;
+- the data-parallel rest ``dp``;
+- for a model with experts, expert parallelism ``ep`` (every divisor of the experts) and
+  expert tensor parallelism ``etp`` of 1 or ``tp``, wherever ``ep x etp`` divides
+  ``tp x dp x cp`` (Megatron-Core's parallel folding: the experts' groups may span the
+  tensor-parallel ranks);
+- every micro-batch size dividing the per-rank batch (up to ``max_micro_batch``);
+- the schedules 1F1B; interleaved with ``V`` chunks per device for every ``V`` from 2 to
+  the layers per stage (``pp x V`` at most the layers, cut as :func:`pase.perf.pipeline.chunk_sizes`
+  does; the micro-batches a multiple of ``pp``); ZB-H1 (``pp > 1``, at least ``pp``
+  micro-batches); DualPipe (``pp`` even, an even
+  number of micro-batches, at least ``2 pp``; its two parameter copies counted in memory);
+- ZeRO 0-3;
+- no, selective or full recomputation of the fewest layers per stage that fit (Megatron-LM's
+  ``--recompute-num-layers``; of every layer when none fits).
+
+Every layout of the family is priced, so the best one is the optimum over the family
+under the model, not a heuristic's guess. The ops are priced once per (micro-batch, tp,
+cp, ep, etp) and the rest of a layout's price is shared through :class:`pase.perf.step.Shared`:
+each (pp, V) cut, each layer's sums per recomputation, the FLOP and each stage's kept
+activations are computed once, so a layout costs a pass over its stages' layers, not its
+ops. ``shared=False`` prices each layout on its own (the reference path, kept for
+benchmarks/layout_search_speed.py and the tests that check the two agree).
+
+Recomputation: none is priced first and, when it fits, is the best at that rest of the
+layout (recomputation only adds time); otherwise both selective recomputation and the
+fewest fully recomputed layers that fit are priced (either may be the faster), the layers
+by bisection (memory falls as they grow).
 
 The family is counted before anything is priced (one recomputation option counts as
 one layout), so a family that does not exist is refused with its reason and one over
@@ -23,8 +43,9 @@ best layout priced so far, marked not exhaustive.
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from pase.cluster import get_cluster
@@ -36,14 +57,15 @@ from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import check_graph, make_layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import blocks
-from pase.perf.step import Estimate, evaluate_layout
+from pase.perf.step import Estimate, Shared, evaluate_layout, fewest_full
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
+SCHEDULE_KINDS = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 LONG = 8192  # context parallelism is searched from this sequence length up
-# The largest family priced: about 40 minutes of one CPU at the ~25 ms a layout of the
-# 1,024-GPU GPT-3 row takes (docs/performance-model.md).
-MAX_LAYOUTS = 100_000
+# The largest family priced (about half an hour of one CPU at the ~2 ms a layout of the
+# 1,024-GPU GPT-3 row takes, docs/performance-model.md).
+MAX_LAYOUTS = 1_000_000  # the MoE families of the published runs reach 600,000
 PROGRESS_SECONDS = 2.0  # a long search reports to ``progress`` this often (wall seconds)
 
 
@@ -64,8 +86,8 @@ class SearchResult:
     exhaustive: bool = True
 
 
-# (micro-batch, tp, cp) and, under it, each (pp, dp, schedules): the family's shapes
-Group = tuple[int, int, int, list[tuple[int, int, list[str]]]]
+# (micro-batch, tp, cp, ep, etp) and, under it, each (pp, dp, schedules): the family's shapes
+Group = tuple[int, int, int, int, int, list[tuple[int, int, list[str]]]]
 
 
 def divisors(n: int, limit: int | None = None) -> list[int]:
@@ -89,23 +111,38 @@ def divisors(n: int, limit: int | None = None) -> list[int]:
 
 def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_batch: int, *,
                    precision: str = "bf16", attention: str = "fused", dropout: bool = False,
-                   max_micro_batch: int = 64,
-                   virtual: tuple[int, ...] = (2, 3, 4), context: bool = True, keep: int = 5,
-                   max_layouts: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> SearchResult:
+                   max_micro_batch: int = 64, virtual: tuple[int, ...] | None = None,
+                   schedules: tuple[str, ...] = SCHEDULE_KINDS, experts: bool = True,
+                   context: bool = True, keep: int = 5, max_layouts: int | None = None,
+                   progress: Callable[[str], None] | None = None,
+                   shared: bool = True, warm_start=None) -> SearchResult:
     """Price every layout of the family (module docstring); ``build(m)`` gives the
     graph at micro-batch size ``m``. The result ranks fitting layouts by step time.
 
+    ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
+    every divisor of the layers per stage); ``schedules``: which of
+    :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
+    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own);
+    ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
+    and etp, then its pp), so a search stopped by a deadline has priced it: the order
+    changes nothing else.
     An empty family is an OptionError that says why, a family over ``max_layouts``
-    (default :data:`MAX_LAYOUTS`) a TooLargeError, both before any pricing; ``progress`` gets a line every :data:`PROGRESS_SECONDS` of a long search."""
+    (default :data:`MAX_LAYOUTS`) a TooLargeError, both before any pricing; ``progress``
+    gets a line every :data:`PROGRESS_SECONDS` of a long search."""
     start, clock = time.process_time(), time.perf_counter()
+    unknown = sorted(set(schedules) - set(SCHEDULE_KINDS))
+    if unknown or not schedules:
+        raise OptionError(f"search_layouts: unknown schedule {unknown[0] if unknown else 'none'!r};"
+                          f" allowed: {', '.join(SCHEDULE_KINDS)}")
     cl = get_cluster(cluster, devices)
     hw = achieved(cl.device)
     pricer = make_pricer(cl.device, hw, precision)
     graph1 = build(1)
+    options = dict(precision=precision, attention=attention, dropout=dropout)
     groups = _family(graph1, devices, cl.devices_per_node, global_batch, max_micro_batch,
-                     virtual, context, dict(precision=precision, attention=attention,
-                                            dropout=dropout))
+                     virtual, tuple(schedules), experts, context, options)
+    if warm_start is not None:
+        groups = _nearest_first(groups, warm_start)
     size = sum(len(s) for *_, shapes in groups for _, _, s in shapes) * len(ZERO_STAGES) * \
         len(RECOMPUTE_ORDER)
     max_layouts = MAX_LAYOUTS if max_layouts is None else max_layouts
@@ -120,78 +157,124 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     priced = examined = 0
     reported = clock
     stopped = False
-    for graph, ops, degrees, micro, schedule, zero in _cells(groups, build, graph1, pricer,
-                                                             precision, attention, dropout):
-        for recompute in RECOMPUTE_ORDER:
-            if deadline is not None and deadline.expired():
-                stopped = True
-                break
-            lay = make_layout(degrees, devices=devices, micro_batch=micro,
-                              global_batch=global_batch, schedule=schedule, zero=zero,
-                              recompute=recompute, sequence_parallel=degrees["tp"] > 1,
-                              precision=precision, attention=attention, dropout=dropout)
-            est = evaluate_layout(graph, cl, lay, ops)
-            priced += 1
-            if est.fits_memory:
-                found.append(est)
-            if progress is not None and time.perf_counter() - reported >= PROGRESS_SECONDS:
-                reported = time.perf_counter()
-                progress(f"layouts: {examined:,} of {size:,} examined ({examined / size:.0%}), "
-                         f"{priced:,} priced, {len(found):,} fit, {reported - clock:.0f} s")
-            if est.fits_memory:
-                break
-        if stopped:
+    for graph, ops, cache, degrees, micro, schedule, zero in _cells(
+            groups, build, graph1, pricer, shared, options):
+        if deadline is not None and deadline.expired():
+            stopped = True
             break
+        lay = make_layout(degrees, devices=devices, micro_batch=micro, global_batch=global_batch,
+                          schedule=schedule, zero=zero, sequence_parallel=degrees["tp"] > 1,
+                          **options)
+        tries = recompute_tries(graph, cl, lay, ops, cache)
+        priced += len(tries)
+        found += [e for e in tries if e.fits_memory]
         examined += len(RECOMPUTE_ORDER)
+        if progress is not None and time.perf_counter() - reported >= PROGRESS_SECONDS:
+            reported = time.perf_counter()
+            progress(f"layouts: {examined:,} of {size:,} examined ({examined / size:.0%}), "
+                     f"{priced:,} priced, {len(found):,} fit, {reported - clock:.0f} s")
     found.sort(key=lambda e: (e.step_seconds, _key(e)))
     return SearchResult(found[0] if found else None, priced, len(found),
                         time.process_time() - start, tuple(found[:keep]), size, not stopped)
 
 
+def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None) -> list[Estimate]:
+    """The recomputation options of one layout worth pricing: none; if it does not fit,
+    selective and full recomputation of the fewest layers per stage that fit (either may
+    be the faster: full recomputation of one layer can cost less than selective of all)."""
+    none = evaluate_layout(graph, cl, replace(lay, recompute="none"), ops, cache)
+    if none.fits_memory:
+        return [none]
+    return [none, evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache),
+            fewest_full(graph, cl, lay, ops, cache)]
+
+
 def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pricer: Pricer,
-           precision: str, attention: str, dropout: bool) -> Iterator[tuple]:
-    """Each (graph, its priced ops, degrees, micro-batch, schedule, ZeRO stage) of the
-    family, the graph built and its ops priced once per (micro-batch, tp, cp)."""
-    for micro, tp, cp, shapes in groups:
-        graph = graph1 if micro == 1 else build(micro)
-        ops = price_ops(graph, _probe(dict(tp=tp, cp=cp), micro, precision, attention, dropout),
-                        pricer)
+           shared: bool, options: dict) -> Iterator[tuple]:
+    """Each (graph, its priced ops, their Shared or None, degrees, micro-batch, schedule,
+    ZeRO stage) of the family, the graph built per micro-batch and its ops priced once per
+    (micro-batch, tp, cp, ep, etp)."""
+    graphs = {1: graph1}
+    for micro, tp, cp, ep, etp, shapes in groups:
+        if micro not in graphs:
+            graphs = {1: graph1, micro: build(micro)}  # groups come micro-batch by micro-batch
+        graph = graphs[micro]
+        base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
+        ops = price_ops(graph, _probe(base, micro, **options), pricer)
+        cache = Shared(graph, ops) if shared else None
         for pp, dp, schedules in shapes:
             for schedule in schedules:
                 for zero in ZERO_STAGES:
-                    yield graph, ops, dict(tp=tp, cp=cp, pp=pp, dp=dp), micro, schedule, zero
+                    yield graph, ops, cache, dict(base, pp=pp, dp=dp), micro, schedule, zero
 
 
 def _family(graph1: Graph, devices: int, per_node: int, global_batch: int, max_micro: int,
-            virtual: tuple[int, ...], context: bool, options: dict) -> list[Group]:
+            virtual: tuple[int, ...] | None, kinds: tuple[str, ...], experts: bool,
+            context: bool, options: dict) -> list[Group]:
     """The family's shapes, without pricing anything; an OptionError naming the reason
     when there are none."""
     layers = len({b for b in blocks(graph1) if b is not None})
     seq = next((d.size for op in graph1.ops for d in op.dims if d.role == "sequence"), 1)
-    pairs = []  # (tp, cp) the graph can run (its checks do not depend on the batch)
+    expert_count = next((d.size for op in graph1.ops for d in op.dims if d.role == "expert"), 0)
+    combos = []  # (tp, cp, ep, etp) the graph can run (its checks do not depend on the batch)
     for tp in divisors(devices, per_node):
         for cp in (divisors(devices // tp) if context and seq >= LONG else [1]):
-            try:
-                check_graph(graph1, _probe(dict(tp=tp, cp=cp), 1, **options))
-            except OptionError:
-                continue
-            pairs.append((tp, cp))
+            for ep in (divisors(expert_count) if experts and expert_count else [1]):
+                for etp in sorted({1, tp}) if experts and expert_count else [tp]:
+                    try:
+                        check_graph(graph1, _probe(dict(tp=tp, cp=cp, ep=ep, etp=etp), 1, **options))
+                    except OptionError:
+                        continue
+                    combos.append((tp, cp, ep, etp))
     groups: list[Group] = []
     for micro in divisors_up_to(global_batch, max_micro):
-        for tp, cp in pairs:
+        for tp, cp, ep, etp in combos:
             shapes = []
             for pp in divisors(devices // (tp * cp), max(layers, 1)):
                 dp = devices // (tp * cp * pp)
-                if global_batch % (micro * dp):
+                if global_batch % (micro * dp) or (tp * dp * cp) % (ep * etp):
                     continue
                 m = global_batch // (micro * dp)
-                shapes.append((pp, dp, ["1f1b"] + [f"interleaved:{v}" for v in virtual
-                                                   if pp > 1 and m % pp == 0 and pp * v <= layers]))
+                shapes.append((pp, dp, schedule_family(pp, m, layers, kinds, virtual)))
             if shapes:
-                groups.append((micro, tp, cp, shapes))
+                groups.append((micro, tp, cp, ep, etp, shapes))
     if not groups:
-        raise OptionError(_why_none(devices, per_node, global_batch, layers, pairs))
+        raise OptionError(_why_none(devices, per_node, global_batch, layers,
+                                    [(tp, cp) for tp, cp, *_ in combos]))
     return groups
+
+
+def _nearest_first(groups: list[Group], lay) -> list[Group]:
+    """``groups`` reordered: those sharing more of ``lay``'s (micro-batch, tp, cp, ep, etp)
+    first, and in each the shapes with its pp first (stable otherwise). Each micro-batch's
+    groups stay together, so its graph is built once."""
+    mine = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.expert_tp)
+
+    def far(group: Group) -> tuple:
+        return (group[0] != mine[0], group[0], sum(a != b for a, b in zip(group[1:5], mine[1:])))
+
+    out = []
+    for group in sorted(groups, key=far):
+        *head, shapes = group
+        out.append((*head, sorted(shapes, key=lambda shape: shape[0] != lay.pp)))
+    return out
+
+
+def schedule_family(pp: int, m: int, layers: int, kinds: tuple[str, ...] = SCHEDULE_KINDS,
+                    virtual: tuple[int, ...] | None = None) -> list[str]:
+    """The schedules of the family for ``pp`` stages, ``m`` micro-batches per step and
+    ``layers`` layers (module docstring)."""
+    out = ["1f1b"] if "1f1b" in kinds else []
+    if pp == 1:
+        return out or ["1f1b"]  # one stage: gradient accumulation, whatever the schedule
+    if "interleaved" in kinds and m % pp == 0:
+        chunks = virtual if virtual is not None else range(2, layers // pp + 1)
+        out += [f"interleaved:{v}" for v in sorted(set(chunks)) if pp * v <= layers]
+    if "zb-h1" in kinds and m >= pp:
+        out.append("zb-h1")
+    if "dualpipe" in kinds and pp % 2 == 0 and m >= 2 * pp and m % 2 == 0:
+        out.append("dualpipe")
+    return out
 
 
 def divisors_up_to(n: int, limit: int) -> list[int]:
@@ -212,15 +295,18 @@ def _why_none(devices: int, per_node: int, global_batch: int, layers: int,
 
 
 def _probe(base: dict, micro: int, precision: str, attention: str, dropout: bool):
-    """The layout of one (tp, cp) group on its own devices, for checks and op prices."""
+    """The layout of one (tp, cp, ep, etp) group on the fewest devices that hold it (the
+    data-parallel degree the fewest that ep x etp needs), for checks and op prices."""
     tp, cp = base["tp"], base["cp"]
-    return make_layout(base, devices=tp * cp, micro_batch=micro, global_batch=micro,
-                       sequence_parallel=tp > 1, precision=precision, attention=attention,
-                       dropout=dropout)
+    folded = base.get("ep", 1) * base.get("etp", tp)
+    dp = folded // math.gcd(tp * cp, folded)
+    return make_layout(dict(base, dp=dp), devices=tp * cp * dp, micro_batch=micro,
+                       global_batch=micro * dp, sequence_parallel=tp > 1, precision=precision,
+                       attention=attention, dropout=dropout)
 
 
 def _key(e: Estimate) -> tuple:
     """Ties broken by the layout's fields (deterministic)."""
     lay = e.layout
-    return (lay.tp, lay.pp, lay.dp, lay.cp, lay.micro_batch, lay.schedule, lay.virtual, lay.zero,
-            lay.recompute)
+    return (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.expert_tp, lay.micro_batch, lay.schedule,
+            lay.virtual, lay.zero, lay.recompute, lay.recompute_layers)

@@ -40,9 +40,10 @@ from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
 from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import RECOMPUTE, Layout, check_graph
-from pase.perf.memory import stage_memory
+from pase.perf.memory import activation_bytes, stage_memory, tensor_bytes
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
+from pase.perf.schedule import Work
 from pase.schema import attr
 from pase.work.ops import op_work
 
@@ -75,6 +76,7 @@ class Estimate:
                 "device_memory_bytes": self.device_memory_bytes,
                 "breakdown": dict(self.breakdown), "memory": dict(self.memory),
                 "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+                           "etp": lay.expert_tp,
                            "micro_batch": lay.micro_batch, "global_batch": lay.global_batch,
                            "microbatches": lay.microbatches,
                            "schedule": lay.schedule if lay.schedule != "interleaved"
@@ -88,18 +90,21 @@ class Estimate:
 
 
 def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
-                    priced: list[PricedOp] | None = None) -> Estimate:
+                    priced: list[PricedOp] | None = None,
+                    shared: Shared | None = None) -> Estimate:
     """Price one training step of ``graph`` (built at the micro-batch size) under ``lay``.
 
     ``priced``: the ops already priced for this graph, tp, cp, ep, sequence parallelism,
     precision, attention and dropout (:func:`pase.perf.ops.price_ops`; a layout search
     shares them between layouts that differ only in pp, dp, schedule, ZeRO or
-    recomputation).
+    recomputation). ``shared``: a :class:`Shared` of those ops, which keeps what the
+    layouts have in common (placements, each layer's sums, FLOP, kept activations);
+    the price is the same with it, up to the order of floating-point sums.
     """
     if priced is None:
         check_graph(graph, lay)
     if lay.recompute == "auto":
-        return least_recompute(graph, cluster, lay, priced)
+        return least_recompute(graph, cluster, lay, priced, shared)
     cl = get_cluster(cluster, lay.devices)
     if cl.groups:
         raise OptionError("--layout prices a homogeneous cluster; this one mixes device types "
@@ -108,19 +113,43 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     mixed = lay.precision != "fp32"
     pricer = make_pricer(cl.device, hw, lay.precision)
     ops = price_ops(graph, lay, pricer) if priced is None else priced
-    stages, units, chunks = placement(graph, lay)
-    received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
+    if shared is not None and shared.ops is not ops:
+        raise InternalError("evaluate_layout: shared was made for other priced ops")
     pp, replicas = lay.pp, lay.dp * lay.cp
     coll = group_collectives(cl, lay, hw)
-    again = recomputed_units(lay, units, stages)
-    per_stage = [_stage(lay, [p for p, s in zip(ops, stages) if s == i],
-                        [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed, replicas,
-                        again,
-                        [received[c] for c in sorted(set(c for c, s in zip(chunks, stages) if s == i))
-                         if c in received])
-                 for i in range(pp)]
+    if shared is None:
+        stages, units, chunks = placement(graph, lay)
+        received = crossing_bytes(graph, chunks, lay, pricer.element_bytes)
+        again = recomputed_units(lay, units, stages)
+        per_stage = [_stage(lay, [p for p, s in zip(ops, stages) if s == i],
+                            [u for u, s in zip(units, stages) if s == i], coll, pricer, mixed,
+                            replicas, again,
+                            [received[c] for c in sorted(set(c for c, s in zip(chunks, stages)
+                                                             if s == i)) if c in received])
+                     for i in range(pp)]
+        by_name = {p.op.name: p for p in ops}
+        mem = [stage_memory(lay, st, i, by_name, again) for i, st in enumerate(per_stage)]
+        model_flop, hardware_flop = _flop(graph, lay, ops, units, again)
+    else:
+        shared.placement(lay, pricer.element_bytes)
+        again = shared.again(lay)
+        coll = shared.coll(lay, coll)
+        per_stage = [shared.stage(lay, i, again, coll, pricer, mixed) for i in range(pp)]
+        mem = [stage_memory(lay, st, i, shared.by_name, again, shared.kept(lay, i, st, again))
+               for i, st in enumerate(per_stage)]
+        model_flop, hardware_flop = _flop(graph, lay, ops, [], again, shared.flop())
     times = [s["time"] for s in per_stage]
-    pipe = pipeline_seconds(lay, times)
+    if lay.schedule in ("zb-h1", "dualpipe"):  # they move weight gradients into bubbles
+        pipe = pipeline_seconds(lay, [Work(s["forward"] + sum(s["sends"]),
+                                           s["backward"] + sum(s["sends"]), s["weight"])
+                                      for s in per_stage])
+        if lay.schedule == "dualpipe" and pp > 1:  # the report's bubble, (p/2 - 1)(F + 2B - 3W),
+            # is negative where W > (F + 2B) / 3, outside the shape it was stated for: no
+            # bubble is less than none, so the step is at least the busiest device's work
+            pipe = max(pipe, lay.microbatches / 2 * max(times[i] + times[pp - 1 - i]
+                                                       for i in range(pp)))
+    else:
+        pipe = pipeline_seconds(lay, times)
     slow = max(range(pp), key=lambda i: times[i])
     last = max(per_stage, key=lambda s: s["once_exposed"] + s["optimizer"])  # once per step
     once = last["once_exposed"] + last["optimizer"]
@@ -131,10 +160,10 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                  "communication": m * worst["exposed"] + last["once_exposed"],
                  "bubble": max(0.0, pipe - m * times[slow]),  # 0 less rounding on one stage
                  "optimizer": last["optimizer"]}
-    by_name = {p.op.name: p for p in ops}
-    mem = [stage_memory(lay, st, i, by_name, again) for i, st in enumerate(per_stage)]
+    if pipe < m * times[slow]:  # DualPipe's busiest device may be faster than m slowest stages
+        breakdown["compute"] = pipe * worst["compute"] / times[slow]
+        breakdown["communication"] = pipe * worst["exposed"] / times[slow] + last["once_exposed"]
     peak = max(range(pp), key=lambda i: mem[i]["total"])
-    model_flop, hardware_flop = _flop(graph, lay, ops, units, again)
     peak_flops = pricer.top_flops * lay.devices
     tokens = lay.global_batch * _sequence(graph)
     estimate = Estimate(step, tokens / step, model_flop / (step * peak_flops),
@@ -144,6 +173,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                         {"peak_memory_stage": peak, "stage_seconds": times,
                          "stage_forward_seconds": [s["forward"] for s in per_stage],
                          "stage_backward_seconds": [s["backward"] for s in per_stage],
+                         "stage_weight_seconds": [s["weight"] for s in per_stage],
                          "send_seconds": [max(s["sends"], default=0.0) for s in per_stage],
                          "once_seconds": once,
                          # the part of the breakdown's compute that runs forwards again
@@ -152,8 +182,177 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     return estimate
 
 
+@dataclass(frozen=True)
+class Placed:
+    """One (pp, V) cut of a graph: per stage its ops, their units, its layers in order and
+    the bytes its chunks receive."""
+
+    ops: list[list[PricedOp]]
+    units: list[list[str]]
+    layers: list[list[str]]
+    received: list[list[float]]
+    all_units: list[str]
+    stages: list[int]
+
+
+class Shared:
+    """What the layouts priced on one list of priced ops have in common, computed once:
+    each (pp, V) cut, each layer's sums (:func:`_unit_sums`) per recomputation and
+    overlap, its FLOP, and each stage's kept activations per recomputation. A layout
+    search keeps one per (micro-batch, tp, cp, ep, etp) and hands it to
+    :func:`evaluate_layout`. One Shared serves one cluster (its collective prices are kept
+    by group sizes, not by cluster)."""
+
+    def __init__(self, graph: Graph, ops: list[PricedOp]):
+        self.graph, self.ops = graph, ops
+        self.by_name = {p.op.name: p for p in ops}
+        self._placed: dict[tuple, Placed] = {}
+        self._sums: dict[tuple, list[float]] = {}
+        self._kept: dict[tuple, tuple[float, float]] = {}
+        self._kept_at: dict[tuple, tuple[float, float]] = {}
+        self._stages: dict[tuple, dict[str, Any]] = {}
+        self._equal: dict[tuple, list[float]] = {}
+        self._again: dict[tuple, set[str]] = {}
+        self._index = {p.op.name: i for i, p in enumerate(ops)}
+        self._core = {p.op.name: p.attention_core and p.op.kind != "Einsum" for p in ops}
+        self._prints: dict[tuple, int] = {}
+        self._ids: dict[tuple, int] = {}
+        self._lay: Layout | None = None  # its precision: tensor_bytes reads it
+        self._coll: dict[tuple, float] = {}
+        self._flop: dict[str, list[float]] | None = None
+        self._unit_ops: dict[str, list[PricedOp]] | None = None
+
+    def placement(self, lay: Layout, element_bytes: float) -> Placed:
+        key = (lay.pp, lay.virtual)
+        self._lay = self._lay or lay  # its precision, which tensor_bytes reads
+        if key not in self._placed:
+            stages, units, chunks = placement(self.graph, lay)
+            received = crossing_bytes(self.graph, chunks, lay, element_bytes)
+            ops: list[list[PricedOp]] = [[] for _ in range(lay.pp)]
+            names: list[list[str]] = [[] for _ in range(lay.pp)]
+            held: list[set[int]] = [set() for _ in range(lay.pp)]
+            for p, u, s, c in zip(self.ops, units, stages, chunks):  # one pass, not one per stage
+                ops[s].append(p)
+                names[s].append(u)
+                held[s].add(c)
+            self._placed[key] = Placed(
+                ops, names, [list(dict.fromkeys(n)) for n in names],
+                [[received[c] for c in sorted(h) if c in received] for h in held], units, stages)
+            if self._unit_ops is None:
+                self._unit_ops = {}
+                for p, u in zip(self.ops, units):
+                    self._unit_ops.setdefault(u, []).append(p)
+        return self._placed[key]
+
+    def again(self, lay: Layout) -> set[str]:
+        """:func:`recomputed_units` of ``lay``, from its cut's layers per stage."""
+        if lay.recompute != "full":
+            return set()
+        key = (lay.pp, lay.virtual, lay.recompute_layers)
+        if key not in self._again:
+            out: set[str] = set()
+            for layers in self._placed[key[:2]].layers:
+                layers = [u for u in layers if u not in ("pre", "post")]
+                out.update(layers[:lay.recompute_layers] if lay.recompute_layers else layers)
+            self._again[key] = out
+        return self._again[key]
+
+    def sums(self, lay: Layout, stage: int, again: set[str], coll, hw) -> dict[str, list[float]]:
+        """Stage ``stage``'s :func:`_unit_sums`, each layer's taken from the cache."""
+        base = (lay.tp, lay.cp, lay.ep, lay.expert_tp, lay.recompute, lay.tp_overlap,
+                lay.ep_overlap)
+        out = {}
+        for unit in self._placed[lay.pp, lay.virtual].layers[stage]:
+            key = (unit, unit in again) + base
+            if key not in self._sums:
+                ops = self._unit_ops[unit]
+                sums = _unit_sums(lay, ops, [unit] * len(ops), again & {unit}, coll, hw)[unit]
+                self._sums[key] = self._equal.setdefault(tuple(sums), sums)  # equal layers: one
+            out[unit] = self._sums[key]
+        return out
+
+    def stage(self, lay: Layout, stage: int, again: set[str], coll, pricer: Pricer,
+              mixed: bool) -> dict[str, Any]:
+        """:func:`_stage` of stage ``stage``, shared by the stages with the same layer sums
+        and sends under the same groups and ZeRO stage."""
+        place = self._placed[lay.pp, lay.virtual]
+        sums = self.sums(lay, stage, again, coll, pricer.hw)
+        key = (tuple(id(v) for v in sums.values()), tuple(place.received[stage]), lay.tp,
+               lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap)
+        if key not in self._stages:
+            self._stages[key] = _stage(lay, place.ops[stage], place.units[stage], coll, pricer,
+                                       mixed, lay.dp * lay.cp, again, place.received[stage], sums)
+        return dict(self._stages[key], ops=place.ops[stage], units=place.units[stage])
+
+    def coll(self, lay: Layout, coll):
+        """``coll`` remembered across the layouts with the same groups (a ZeRO-3 stage asks
+        for the same gather once per layer)."""
+        groups = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp)
+
+        def remembered(kind: str, nbytes: float, group: str) -> float:
+            key = (kind, nbytes, group) + groups
+            value = self._coll.get(key)
+            if value is None:
+                value = self._coll[key] = coll(kind, nbytes, group)
+            return value
+
+        return remembered
+
+    def kept(self, lay: Layout, stage: int, st: dict[str, Any],
+             again: set[str]) -> tuple[float, float]:
+        """Stage ``stage``'s kept activation bytes per micro-batch and recompute working set
+        (:func:`pase.perf.memory.activation_bytes`), shared by the stages that have the same
+        layers at the same offsets (:meth:`_print`: what it reads, names as offsets)."""
+        where = (lay.pp, lay.virtual, stage, lay.recompute, lay.recompute_layers)
+        if where in self._kept_at:
+            return self._kept_at[where]
+        layers = self._placed[lay.pp, lay.virtual].layers[stage]
+        base = self._index[self._unit_ops[layers[0]][0].op.name]
+        key = (lay.recompute,) + tuple(
+            (self._index[self._unit_ops[u][0].op.name] - base, self._print(u, u in again))
+            for u in layers)
+        if key not in self._kept:
+            self._kept[key] = activation_bytes(lay, st, self.by_name, again)
+        self._kept_at[where] = self._kept[key]
+        return self._kept[key]
+
+    def _print(self, unit: str, again: bool) -> int:
+        """An id of what activation bytes read of a layer's ops (their kinds, kept tensors,
+        inputs and the inputs' bytes), names written as offsets from its first op: equal
+        layers get equal ids."""
+        if (unit, again) not in self._prints:
+            ops = self._unit_ops[unit]
+            start = self._index[ops[0].op.name]
+            parts = []
+            for p in ops:
+                kept = tuple((self._index[k[0]] - start, k[1], v, self._core[k[0]])
+                             for k, v in p.kept.items())
+                inputs = tuple((self._index[port.source[0]] - start, int(port.source[1]),
+                                tensor_bytes(self.by_name[port.source[0]], int(port.source[1]),
+                                             self._lay) if again else 0.0)
+                               for port in p.op.inputs if port.source is not None)
+                parts.append((self._index[p.op.name] - start, p.attention_core, p.op.kind,
+                              kept, inputs))
+            self._prints[unit, again] = self._ids.setdefault(tuple(parts), len(self._ids))
+        return self._prints[unit, again]
+
+    def flop(self) -> dict[str, list[float]]:
+        if self._flop is None:
+            self._flop = _unit_flop(self.graph, self.ops, self.placed_units())
+        return self._flop
+
+    def placed_units(self) -> list[str]:
+        return next(iter(self._placed.values())).all_units
+
+    def layer_units(self) -> list[str]:
+        """Per op its unit (the same under every cut)."""
+        if not self._placed:
+            raise InternalError("Shared.layer_units before any placement")
+        return self.placed_units()
+
+
 def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
-                    priced: list[PricedOp] | None) -> Estimate:
+                    priced: list[PricedOp] | None, shared: Shared | None = None) -> Estimate:
     """``--recompute auto``: the least recomputation that fits: none, then selective, then
     full recomputation of the fewest layers per stage (all of them at most); full
     recomputation of every layer when nothing fits."""
@@ -161,14 +360,21 @@ def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
     if priced is None:
         priced = price_ops(graph, lay, make_pricer(cl.device, achieved(cl.device), lay.precision))
     for recompute in RECOMPUTE[:-1]:
-        estimate = evaluate_layout(graph, cl, replace(lay, recompute=recompute), priced)
+        estimate = evaluate_layout(graph, cl, replace(lay, recompute=recompute), priced, shared)
         if estimate.fits_memory:
             return estimate
-    # the fewest layers per stage fully recomputed that fit (memory falls as it grows)
-    def full(n: int) -> Estimate:
-        return evaluate_layout(graph, cl, replace(lay, recompute="full", recompute_layers=n), priced)
+    return fewest_full(graph, cl, lay, priced, shared)
 
-    _, units, _ = placement(graph, lay)
+
+def fewest_full(graph: Graph, cl: Cluster, lay: Layout, priced: list[PricedOp],
+                shared: Shared | None = None) -> Estimate:
+    """Full recomputation of the fewest layers per stage that fit (memory falls as it
+    grows; Megatron-LM's ``--recompute-num-layers``); of every layer when none fits."""
+    def full(n: int) -> Estimate:
+        return evaluate_layout(graph, cl, replace(lay, recompute="full", recompute_layers=n),
+                               priced, shared)
+
+    _, units, _ = placement(graph, lay) if shared is None else (None, shared.layer_units(), None)
     low, high = 1, len(set(units) - {"pre", "post"})
     fitting = full(0)
     if not fitting.fits_memory:
@@ -234,54 +440,74 @@ def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[st
     return out
 
 
-def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
-           mixed: bool, replicas: int, again_units: set[str], received: list[float]
-           ) -> dict[str, Any]:
-    """One stage's per-micro-batch time, its once-per-step exposure and its memory terms."""
-    fwd = bwd = exposed_f = exposed_b = rebuilt = 0.0  # rebuilt: recomputed forwards
-    hw = pricer.hw
-    unit_f: dict[str, float] = {}
-    unit_b: dict[str, float] = {}
-    unit_params: dict[str, float] = {}
-    unit_expert: dict[str, float] = {}  # of which the experts' (split over ep)
-    unit_ep: dict[str, list[float]] = {}  # the layer's expert all-to-alls, forward and backward
+def _op_terms(lay: Layout, p: PricedOp, again: bool, coll, hw) -> tuple[float, ...]:
+    """One op's seconds per micro-batch: forward, backward, its weight-gradient part,
+    exposed collectives each way, and the expert all-to-alls each way that another
+    micro-batch's compute hides (``ep_overlap``; else they are in the exposed ones)."""
+    t = p.time
+    tp_f = sum(coll(k, b, "tp") for k, b in t.tp_forward)
+    tp_b = sum(coll(k, b, "tp") for k, b in t.tp_backward)
+    if lay.tp_overlap:  # chunked GEMMs: a reduce-scatter behind this GEMM, the all-gather
+        # behind the next one's (about as long), the backward's behind its two GEMMs
+        tp_f = hw.overlapped(tp_f, 2 * t.forward_s)
+        tp_b = hw.overlapped(tp_b, t.backward_s)
+    ep_f = sum(coll(k, b, "ep") for k, b in t.ep_forward)
+    ep_b = sum(coll(k, b, "ep") for k, b in t.ep_backward)
+    ring_f = ring_b = 0.0
+    if t.ring_bytes:  # cp - 1 ring steps, each hidden behind one attention block
+        step_send = coll("send", t.ring_bytes, "cp")
+        ring_f = (lay.cp - 1) * hw.overlapped(step_send, t.forward_s / lay.cp)
+        ring_b = (lay.cp - 1) * hw.overlapped(2 * step_send, t.backward_s / lay.cp)
+    f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
+    hidden_f = hidden_b = 0.0
+    if lay.ep_overlap:  # hidden behind the layer's compute, by the stage
+        hidden_f, hidden_b = ep_f, ep_b + (ep_f if again else 0.0)
+        ep_f = ep_b = 0.0
+    return (f, b, t.weight_s, tp_f + ep_f + ring_f,
+            tp_b + ep_b + ring_b + ((tp_f + ep_f) if again else 0.0), hidden_f, hidden_b)
+
+
+def _unit_sums(lay: Layout, ops: list[PricedOp], units: list[str], again_units: set[str],
+               coll, hw) -> dict[str, list[float]]:
+    """Per unit, in order: the sums of :func:`_op_terms` over its ops, then its parameter
+    elements (all, expert, low-precision linear, not expert), then its recomputed forward
+    seconds."""
+    out: dict[str, list[float]] = {}
     for p, unit in zip(ops, units):
-        t = p.time
-        tp_f = sum(coll(k, b, "tp") for k, b in t.tp_forward)
-        tp_b = sum(coll(k, b, "tp") for k, b in t.tp_backward)
-        if lay.tp_overlap:  # chunked GEMMs: a reduce-scatter behind this GEMM, the all-gather
-            # behind the next one's (about as long), the backward's behind its two GEMMs
-            tp_f = hw.overlapped(tp_f, 2 * t.forward_s)
-            tp_b = hw.overlapped(tp_b, t.backward_s)
-        ep_f = sum(coll(k, b, "ep") for k, b in t.ep_forward)
-        ep_b = sum(coll(k, b, "ep") for k, b in t.ep_backward)
-        ring_f = ring_b = 0.0
-        if t.ring_bytes:  # cp - 1 ring steps, each hidden behind one attention block
-            step_send = coll("send", t.ring_bytes, "cp")
-            ring_f = (lay.cp - 1) * hw.overlapped(step_send, t.forward_s / lay.cp)
-            ring_b = (lay.cp - 1) * hw.overlapped(2 * step_send, t.backward_s / lay.cp)
-        again = unit in again_units or \
-            (lay.recompute == "selective" and p.attention_core)
-        f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
-        fwd, bwd = fwd + f, bwd + b
-        rebuilt += t.forward_s if again else 0.0
-        if lay.ep_overlap:  # hidden behind the layer's compute, after the loop
-            a2a = unit_ep.setdefault(unit, [0.0, 0.0])
-            a2a[0] += ep_f
-            a2a[1] += ep_b + (ep_f if again else 0.0)
-            ep_f = ep_b = 0.0
-        exposed_f += tp_f + ep_f + ring_f
-        exposed_b += tp_b + ep_b + ring_b + ((tp_f + ep_f) if again else 0.0)
-        unit_f[unit] = unit_f.get(unit, 0.0) + f
-        unit_b[unit] = unit_b.get(unit, 0.0) + b
-        unit_params[unit] = unit_params.get(unit, 0.0) + p.parameter_elements
-        if p.expert:
-            unit_expert[unit] = unit_expert.get(unit, 0.0) + p.parameter_elements
-    for unit, (a2a_f, a2a_b) in unit_ep.items():  # another micro-batch's compute hides them
-        exposed_f += hw.overlapped(a2a_f, unit_f[unit])
-        exposed_b += hw.overlapped(a2a_b, unit_b[unit])
+        again = unit in again_units or (lay.recompute == "selective" and p.attention_core)
+        sums = out.setdefault(unit, [0.0] * 12)
+        for i, v in enumerate(_op_terms(lay, p, again, coll, hw)):
+            sums[i] += v
+        sums[7] += p.parameter_elements
+        sums[8] += p.parameter_elements if p.expert else 0.0
+        sums[9] += p.parameter_elements if p.linear else 0.0
+        sums[10] += 0.0 if p.expert else p.parameter_elements
+        sums[11] += p.time.forward_s if again else 0.0  # recomputed forwards
+    return out
+
+
+def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pricer,
+           mixed: bool, replicas: int, again_units: set[str], received: list[float],
+           sums: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """One stage's per-micro-batch time, its once-per-step exposure and its memory terms
+    (``sums``: its :func:`_unit_sums`, when a search has them already)."""
+    hw = pricer.hw
+    if sums is None:
+        sums = _unit_sums(lay, ops, units, again_units, coll, hw)
+    fwd = bwd = weight = exposed_f = exposed_b = rebuilt = 0.0
+    params = linear = expert_params = 0.0
+    for s in sums.values():
+        fwd, bwd, weight, rebuilt = fwd + s[0], bwd + s[1], weight + s[2], rebuilt + s[11]
+        exposed_f, exposed_b = exposed_f + s[3], exposed_b + s[4]
+        params, expert_params, linear = params + s[10], expert_params + s[8], linear + s[9]
+    if lay.ep_overlap:  # another micro-batch's compute hides each layer's all-to-alls
+        for s in sums.values():
+            exposed_f += hw.overlapped(s[5], s[0])
+            exposed_b += hw.overlapped(s[6], s[1])
+    unit_params = {u: s[7] for u, s in sums.items()}
+    unit_expert = {u: s[8] for u, s in sums.items() if s[8]}  # of which the experts'
     grad_bytes = 2.0 if mixed else 4.0
-    order = list(unit_f)
+    order = list(sums)
     if lay.zero == 3:  # an expert's parameters are sharded over its own replicas (edp)
         def fsdp(kind: str, u: str) -> float:
             expert = unit_expert.get(u, 0.0)
@@ -290,13 +516,11 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
 
         gathers = [fsdp("all-gather", u) for u in order]
         scatters = [fsdp("reduce-scatter", u) for u in order]
-        exposed_f += gathers[0] + sum(hw.overlapped(g, unit_f[u]) for g, u in zip(gathers[1:], order))
-        exposed_b += sum(hw.overlapped(g + r, unit_b[u]) for g, r, u in zip(gathers, scatters, order))
+        exposed_f += gathers[0] + sum(hw.overlapped(g, sums[u][0])
+                                      for g, u in zip(gathers[1:], order))
+        exposed_b += sum(hw.overlapped(g + r, sums[u][1]) for g, r, u in zip(gathers, scatters, order))
     # pipeline sends: each chunk's input forward, its gradient back
     sends = [coll("send", nbytes, "pp") for nbytes in received]
-    params = sum(p.parameter_elements for p in ops if not p.expert)
-    linear = sum(p.parameter_elements for p in ops if p.linear)
-    expert_params = sum(p.parameter_elements for p in ops if p.expert)
     once = 0.0
     if lay.zero < 3:
         kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
@@ -313,20 +537,18 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     exposed = exposed_f + exposed_b + 2 * sum(sends)
     return {"time": fwd + bwd + exposed, "compute": fwd + bwd, "exposed": exposed,
             "recompute": rebuilt,
-            "forward": fwd + exposed_f, "backward": bwd + exposed_b, "sends": sends,
-            "once_exposed": once, "optimizer": optimizer, "ops": ops, "units": units,
-            "params": params, "expert_params": expert_params, "shards": shards,
+            "forward": fwd + exposed_f, "backward": bwd + exposed_b, "weight": weight,
+            "sends": sends, "once_exposed": once, "optimizer": optimizer, "ops": ops,
+            "units": units, "params": params, "expert_params": expert_params, "shards": shards,
             "unit_params": unit_params, "unit_expert": unit_expert, "mixed": mixed,
             # low-precision weights (row- and column-wise copies) kept across micro-batches
             "linear_params": linear, "weight_copies": 2 * pricer.quantised_bytes * linear}
 
 
-def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str],
-          again_units: set[str]) -> tuple[float, float]:
-    """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3; an expert
-    counts the tokens routed to it, not its padded capacity) and the hardware FLOP (every
-    capacity slot, plus the recomputed forward)."""
-    model = hardware = again = 0.0
+def _unit_flop(graph: Graph, ops: list[PricedOp], units: list[str]) -> dict[str, list[float]]:
+    """Per unit: its model FLOP and hardware FLOP of one forward, all its matrix products'
+    and its attention core's (what recomputation runs again)."""
+    out: dict[str, list[float]] = {}
     active = active_fractions(graph)
     for p, unit in zip(ops, units):
         if p.op.kind == "Einsum":
@@ -335,10 +557,29 @@ def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str],
             full = float(op_work(p.op, np.ones((1, len(p.op.dims)), dtype=np.int64)).matmul_flop[0])
         else:  # an embedding is a lookup, not a product (MFU formulas leave it out)
             continue
-        model += full * active.get(p.op.name, 1.0)
-        hardware += full
-        if unit in again_units or (lay.recompute == "selective" and p.attention_core):
+        sums = out.setdefault(unit, [0.0] * 4)
+        sums[0] += full * active.get(p.op.name, 1.0)
+        sums[1] += full
+        sums[2] += full
+        sums[3] += full if p.attention_core else 0.0
+    return out
+
+
+def _flop(graph: Graph, lay: Layout, ops: list[PricedOp], units: list[str],
+          again_units: set[str], per_unit: dict[str, list[float]] | None = None
+          ) -> tuple[float, float]:
+    """Model FLOP of a step (2 per multiply-add, dense attention, forward x 3; an expert
+    counts the tokens routed to it, not its padded capacity) and the hardware FLOP (every
+    capacity slot, plus the recomputed forward); ``per_unit``: :func:`_unit_flop`, if known."""
+    if per_unit is None:
+        per_unit = _unit_flop(graph, ops, units)
+    model = hardware = again = 0.0
+    for unit, (m, h, full, core) in per_unit.items():
+        model, hardware = model + m, hardware + h
+        if unit in again_units:
             again += full
+        elif lay.recompute == "selective":
+            again += core
     scale = lay.global_batch / lay.micro_batch
     return 3 * model * scale, (3 * hardware + again) * scale
 

@@ -50,17 +50,18 @@ def test_an_empty_family_says_so_not_that_nothing_fits(capsys):
 def test_the_family_is_counted_before_pricing_and_refused_over_the_limit():
     # By hand, 2 devices, global batch 2, 2 layers, heads 8: micro-batch 1 has (tp, pp, dp)
     # (1,1,2), (1,2,1), (2,1,1); micro-batch 2 has (1,2,1), (2,1,1) (dp=2 needs a batch of
-    # 4); no interleaving (pp x 2 > 2 layers); 5 shapes x 4 ZeRO x 3 recomputations.
-    with pytest.raises(TooLargeError, match=r"has 60 layouts, over the limit of 59"):
-        find(max_layouts=59)
-    assert find(max_layouts=60).family == 60
+    # 4); no interleaving (pp x 2 > 2 layers); the pp=2 shape of micro-batch 1 (2 micro-batches)
+    # also runs ZB-H1 (DualPipe needs 4): 6 shape-schedules x 4 ZeRO x 3 recomputations.
+    with pytest.raises(TooLargeError, match=r"has 72 layouts, over the limit of 71"):
+        find(max_layouts=71)
+    assert find(max_layouts=72).family == 72
 
 
 def test_the_cli_refuses_a_family_over_the_documented_limit(capsys, monkeypatch):
-    monkeypatch.setattr(search, "MAX_LAYOUTS", 59)
+    monkeypatch.setattr(search, "MAX_LAYOUTS", 71)
     err = one_line_error(capsys, ["solve", "gpt3", "-p", "2", "--cluster", "dgx-a100", *TINY,
                                   "--layouts", "--global-batch", "2"])
-    assert "has 60 layouts, over the limit of 59" in err
+    assert "has 72 layouts, over the limit of 71" in err
 
 
 def test_a_huge_global_batch_is_searched_without_a_loop_up_to_it():
@@ -102,7 +103,7 @@ def test_the_deadline_returns_the_best_so_far_marked_not_exhaustive(monkeypatch)
             current().at = 0.0  # the time limit passes now, after the first layout
 
     found = find(time_limit=3600, progress=expire_after_one)
-    assert not found.exhaustive and found.priced == 1 and found.family == 60
+    assert not found.exhaustive and found.priced == 1 and found.family == 72
     assert found.best is not None and found.ranked == (found.best,)
     full = find()
     assert full.exhaustive and full.priced > 1
@@ -113,8 +114,8 @@ def test_progress_names_the_family_and_counts_up_to_it(monkeypatch):
     monkeypatch.setattr(search, "PROGRESS_SECONDS", 0.0)
     lines: list[str] = []
     found = find(progress=lines.append)
-    assert lines[0] == "layouts: a family of 60 to search"
-    counted = [line for line in lines[1:] if " of 60 examined" in line]
+    assert lines[0] == "layouts: a family of 72 to search"
+    counted = [line for line in lines[1:] if " of 72 examined" in line]
     assert len(counted) == found.priced == len(lines) - 1
     assert counted[-1].endswith(" s") and f"{found.priced} priced" in counted[-1]
 
@@ -124,7 +125,7 @@ def test_cli_time_limit_with_layouts_is_accepted_and_reported(capsys):
             "--global-batch", "2"]
     assert main(base + ["--time-limit", "1e-9", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["exhaustive"] is False and data["priced"] == 0 and data["family"] == 60
+    assert data["exhaustive"] is False and data["priced"] == 0 and data["family"] == 72
     assert main(base + ["--time-limit", "1e-9"]) == 0
     out = capsys.readouterr().out
     assert "no layout of gpt3 on 2 devices that fits in memory was found" in out
