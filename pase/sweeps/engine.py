@@ -97,6 +97,7 @@ def require_dask(command: str) -> None:
 def _run(spec: Spec, todo: list[tuple[str, dict[str, Any]]], store: Store, workers: int | None,
          scheduler: str | None, quiet: bool, progress: Callable | None, skipped: int) -> None:
     from distributed import Client, LocalCluster, as_completed
+
     from pase.sweeps.runner import run_point
 
     counts = {"done": 0, "failed": 0, "running": 0, "remaining": len(todo), "skipped": skipped}
