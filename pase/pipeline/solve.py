@@ -125,10 +125,30 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
     proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
-    return PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
+    plan = PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
                         stages, found.links, found.step, "optimal" if proven else "feasible",
                         options, plain_costs, cap, search_info, cost_model,
                         None if bound is None else min(bound, found.step))
+    return at_one_price(plan) if cost_model == "calibrated" else plan
+
+
+def at_one_price(plan: PipelinePlan) -> PipelinePlan:
+    """``plan`` at the one price (the calibrated model's ``price_pipeline``, what
+    ``pase evaluate --strategy`` gives): its step, and each stage's memory where the one
+    price counts more. The search charges the once-a-step tail ``1 / m`` per micro-batch
+    inside each stage; where that charge and the one price part (pp > 1) its bound proves
+    nothing of the one price, so the plan is ``feasible`` with no gap, never ``optimal``;
+    a plan over the memory cap at the one price says so (``fits_memory`` false)."""
+    price = api.make_cost_model(plan.cost_model, **dict(plan.cost_options)).price_pipeline(plan)
+    one, charged = float(price["step_seconds"]), plan.step_time
+    plan.search["search_step_seconds"] = charged
+    plan.search["search_memory_bytes"] = plan.memory_bytes
+    for stage, memory in zip(plan.stages, price["stage_memory_bytes"]):
+        stage.memory_bytes = max(stage.memory_bytes, float(memory))
+    plan.step_time = one
+    if abs(one - charged) > TOLERANCE * charged or not plan.fits_memory:
+        plan.status, plan.lower_bound = "feasible", None
+    return plan
 
 
 def certified(space: Space, oracle: StageOracle, links: LinkPricer,
