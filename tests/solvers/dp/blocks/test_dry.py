@@ -92,9 +92,11 @@ def _class_share(monkeypatch, cost_model) -> float:
 def test_the_two_transfer_rates_follow_the_classes_the_fold_finds(blocks_always, monkeypatch):
     """Paper edges read only port split factors, so most of the fold runs on classes;
     alpha-beta edges read the placement, so little does: the dry run prices the second's
-    transfer at the slower rate, and the shapes say which applies."""
+    transfer at the slower rate, and the shapes say which applies. (Alpha-beta's share was
+    under 0.2 until sequence splits took the mesh axes beside the batch's, which lets more
+    of its edges fall in one class: 0.33 since.)"""
     paper, alpha_beta = make_cost_model("paper"), make_cost_model("alpha-beta", cluster="dgx-a100")
-    assert _class_share(monkeypatch, paper) > 0.5 > 0.2 > _class_share(monkeypatch, alpha_beta)
+    assert _class_share(monkeypatch, paper) > 0.5 > 0.4 > _class_share(monkeypatch, alpha_beta)
     graph, space = build_space("gpt2", 256, model_options={"layers": 3})
     shapes = [problem_shape(graph, space, cost_model=m) for m in (paper, alpha_beta)]
     assert [s.port_classes for s in shapes] == [True, False]
