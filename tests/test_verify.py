@@ -287,27 +287,44 @@ XLA_PLANS = {
     },
     ('llama2-7b', 8): {
         'edge/layers0.mlp_norm->layers0.mlp.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
     },
     ('llama3-8b', 8): {
         'edge/layers0.mlp_norm->layers0.mlp.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
     },
     ('vit-b16', 8): {
         'edge/pos_embed->blocks0.attn_norm': 'reuse',
     },
     ('mixtral-8x7b', 8): {
         'edge/layers0.moe.dispatch->layers0.moe.experts.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
+    },
+    ('switch-base-8', 8): {
+        'edge/decoder.embed->decoder0.attn_norm': 'reuse',
+        'edge/shared->encoder0.attn_norm': 'reuse',
     },
     ('bert-base', 16): {
         'unattributed': 'scalars',
     },
     ('llama2-7b', 16): {
         'edge/layers0.mlp_norm->layers0.mlp.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
     },
     ('llama3-8b', 16): {
         'edge/layers0.mlp_norm->layers0.mlp.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
+    },
+    ('vit-b16', 16): {
+        'edge/pos_embed->blocks0.attn_norm': 'reuse',
     },
     ('mixtral-8x7b', 16): {
         'edge/layers0.moe.dispatch->layers0.moe.experts.up': 'reuse',
+        'edge/embed_tokens->layers0.attn_norm': 'reuse',
+    },
+    ('switch-base-8', 16): {
+        'edge/decoder.embed->decoder0.attn_norm': 'reuse',
+        'edge/shared->encoder0.attn_norm': 'reuse',
     },
 }
 
