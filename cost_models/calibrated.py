@@ -28,12 +28,14 @@ class CalibratedCostModel(CalibratedRules):
         """The plan's price (:func:`pase.cost_models.calibrated_plan.price_plan`)."""
         return price_plan(graph, self, problem, choice)
 
-    def price_pipeline(self, plan: Any) -> dict[str, Any]:
+    def price_pipeline(self, plan: Any, graph: Graph | None = None) -> dict[str, Any]:
         """A pipeline plan's one price (:func:`pase.cost_models.calibrated_pipeline.
-        price_pipeline`), for :mod:`pase.pipeline`, which reaches cost models by the registry."""
+        price_pipeline`), for :mod:`pase.pipeline`, which reaches cost models by the registry;
+        ``graph``: the model at the plan's micro-batch, when the caller has it (a model
+        given as a config file or a Graph is not rebuilt by name)."""
         from pase.cost_models.calibrated_pipeline import price_pipeline
 
-        return price_pipeline(plan)
+        return price_pipeline(plan, graph=graph)
 
     def pipeline_stage(self, graph: Graph, ranges, devices: int, configs: dict, variants: dict,
                        microbatches: int, costs: dict) -> tuple[float, float]:

@@ -129,17 +129,20 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                         stages, found.links, found.step, "optimal" if proven else "feasible",
                         options, plain_costs, cap, search_info, cost_model,
                         None if bound is None else min(bound, found.step))
-    return at_one_price(plan) if cost_model == "calibrated" else plan
+    return at_one_price(plan, oracle.graph(found.microbatches)) if cost_model == "calibrated" \
+        else plan
 
 
-def at_one_price(plan: PipelinePlan) -> PipelinePlan:
+def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
     """``plan`` at the one price (the calibrated model's ``price_pipeline``, what
     ``pase evaluate --strategy`` gives): its step, and each stage's memory where the one
     price counts more. The search charges the once-a-step tail ``1 / m`` per micro-batch
     inside each stage; where that charge and the one price part (pp > 1) its bound proves
     nothing of the one price, so the plan is ``feasible`` with no gap, never ``optimal``;
-    a plan over the memory cap at the one price says so (``fits_memory`` false)."""
-    price = api.make_cost_model(plan.cost_model, **dict(plan.cost_options)).price_pipeline(plan)
+    a plan over the memory cap at the one price says so (``fits_memory`` false). ``graph``:
+    the model at the plan's micro-batch."""
+    model = api.make_cost_model(plan.cost_model, **dict(plan.cost_options))
+    price = model.price_pipeline(plan, graph)
     one, charged = float(price["step_seconds"]), plan.step_time
     plan.search["search_step_seconds"] = charged
     plan.search["search_memory_bytes"] = plan.memory_bytes
