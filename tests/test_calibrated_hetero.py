@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from test_hetero import same_where_all_16_run  # tests/ is on sys.path
 
 import pase
 from pase.api import build_problem, default_cost_model
@@ -32,17 +33,8 @@ def test_twin_types_price_as_the_homogeneous_cluster():
     assert mixed.groups and mixed.prefixes() == (8,)
     base = build_problem("gpt2", 16, "calibrated", cluster="dgx-a100x2", **SMALL)
     het = build_problem("gpt2", 16, "calibrated", cluster=mixed, **SMALL)
-    placed = [np.where(np.prod(c, axis=1) <= 8, 8, 16) for c in base.space.configs]
-    for x, y, on in zip(base.problem.vertex_costs, het.problem.vertex_costs, placed):
-        assert (on == 16).any() and np.array_equal(x[on == 16], y[on == 16])
-    for x, y in zip(base.problem.memory, het.problem.memory):
-        assert np.array_equal(x, y)
-    same = 0
-    for (u, v), x, y in zip(base.problem.edges, base.problem.edge_costs, het.problem.edge_costs):
-        mask = (placed[u][:, None] == 16) & (placed[v][None, :] == 16)
-        assert np.array_equal(x[mask], y[mask])
-        same += int(mask.sum())
-    assert same > 0
+    placed = same_where_all_16_run(base, het)
+    assert all((on == 16).any() for on in placed)
 
 
 def test_a_plan_on_the_fast_group_prices_as_on_that_group_alone():

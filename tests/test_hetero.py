@@ -137,6 +137,13 @@ def test_twin_types_price_ops_as_the_homogeneous_cluster(split):
     opts = {"model_options": {"layers": 1}, "cost_options": {"split": split}}
     base = build_problem("transformer", 16, "alpha-beta", cluster="dgx-a100x2", **opts)
     het = build_problem("transformer", 16, "alpha-beta", cluster=mixed, **opts)
+    same_where_all_16_run(base, het)
+
+
+def same_where_all_16_run(base, het) -> list[np.ndarray]:
+    """``het``'s Problem equals ``base``'s, bit for bit, in every memory entry and in every
+    op cost and edge whose configs run on all 16 devices (some edge among them); returns
+    each op's devices per config (8: the first group only, 16: all)."""
     placed = [np.where(np.prod(c, axis=1) <= 8, 8, 16) for c in base.space.configs]
     for x, y, on in zip(base.problem.vertex_costs, het.problem.vertex_costs, placed):
         assert np.array_equal(x[on == 16], y[on == 16])
@@ -148,6 +155,7 @@ def test_twin_types_price_ops_as_the_homogeneous_cluster(split):
         assert np.array_equal(x[mask], y[mask])
         same += int(mask.sum())
     assert same > 0
+    return placed
 
 
 # -- balanced splitting: hand-computed compute times ---------------------------------
