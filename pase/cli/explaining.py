@@ -1,54 +1,34 @@
 """``pase solve ... --explain``: where the plan's step goes, against the best layout's.
 
-The solve runs as it would without the flag (its result read back from a private
-``--output`` file), then :mod:`pase.perf.explain` lines its price up with a
-layout's: for a per-op or pipeline plan, the best layout of the ``--layouts`` family
-for the same model, devices, cluster, global batch and precision; for ``--layouts``,
-the best layout against the second best. The table follows the solve's own output;
-with ``--format json`` the comparison is the result's ``explain`` key.
+The solve runs as it would without the flag and hands its result here, then
+:mod:`pase.perf.explain` lines its price up with a layout's: for a per-op or pipeline
+plan, the best layout of the ``--layouts`` family for the same model, devices, cluster,
+global batch and precision; for ``--layouts``, the best layout against the second best.
+The table follows the solve's own output; with ``--format json`` the comparison is the
+result's ``explain`` key.
 """
 from __future__ import annotations
 
 import argparse
-import io
-import json
-import sys
-import tempfile
-from contextlib import redirect_stderr, redirect_stdout
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pase import api
-from pase.cli import checks, layouts
+from pase.cli import layouts
 from pase.cli.args import key_values
-from pase.cli.output import emit
 from pase.errors import OptionError, TooLargeError
 from pase.perf.explain import explanation, render, side
 
 
-def cmd_solve_explained(args: argparse.Namespace,
-                        solve: Callable[[argparse.Namespace], None]) -> None:
-    """Run ``solve`` (``pase solve`` without ``--explain``) and add the comparison."""
-    _check(args)
-    checks.output_file(args.output, "--output")
-    output, fmt = args.output, args.format
-    with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "result.json")
-        args.output, args.explain = path, False
-        text = io.StringIO()
-        errors = _Without(f"wrote {path}", sys.stderr)
-        with redirect_stdout(text), redirect_stderr(errors):
-            solve(args)
-        errors.rest()
-        data = json.loads(Path(path).read_text())
-    args.output, args.explain = output, True
-    data["explain"] = explain(args, data)
-    emit(data, text.getvalue().rstrip("\n") + "\n\nwhere the step goes:\n" +
-         render(data["explain"]), output, fmt)
+def explained(args: argparse.Namespace, data: dict[str, Any], text: str
+              ) -> tuple[dict[str, Any], str]:
+    """A solve's result (its data and text) with the comparison added."""
+    data = dict(data, explain=explain(args, data))
+    return data, text.rstrip("\n") + "\n\nwhere the step goes:\n" + render(data["explain"])
 
 
-def _check(args: argparse.Namespace) -> None:
-    """The one-line refusals: what --explain needs, and what it does not go with."""
+def check(args: argparse.Namespace) -> None:
+    """The one-line refusals, before anything runs: what --explain needs, and what it does
+    not go with."""
     if args.dry_run:
         raise OptionError("--explain does not apply to --dry-run (nothing is solved or priced)")
     if args.cluster is None:
@@ -106,31 +86,3 @@ def _best_layout(args: argparse.Namespace, data: dict[str, Any]
                       f"the plan alone")
     best = dict(result.ranked[0].to_dict())
     return best, None
-
-
-class _Without(io.TextIOBase):
-    """A stream that passes lines on to ``target`` except the one equal to ``line`` (the
-    private result file's ``wrote FILE``): the solve's progress still shows."""
-
-    def __init__(self, line: str, target: Any) -> None:
-        self.line, self.target, self.held = line, target, ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, s: str) -> int:
-        self.held += s
-        while "\n" in self.held:
-            head, _, self.held = self.held.partition("\n")
-            if head != self.line:
-                self.target.write(head + "\n")
-        return len(s)
-
-    def rest(self) -> None:
-        """Pass on what is held (a last line with no newline)."""
-        if self.held and self.held != self.line:
-            self.target.write(self.held)
-        self.held = ""
-
-    def flush(self) -> None:
-        self.target.flush()

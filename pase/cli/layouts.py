@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from pase import api
 from pase.cli import checks
@@ -125,8 +126,9 @@ def describe(d: dict) -> str:
                       f"{fits} in {cap / 2**30:.1f} GiB per device"])
 
 
-def cmd_search_layouts(args: argparse.Namespace) -> None:
-    """``pase solve --layouts``: the best layout of the family under the performance model.
+def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """``pase solve --layouts``: the best layout of the family under the performance model,
+    as the result's data and its text.
 
     ``--time-limit`` bounds the search's wall time: past it, the best layout priced so
     far is printed, marked not exhaustive (as a solver's best answer at its limit)."""
@@ -156,18 +158,15 @@ def cmd_search_layouts(args: argparse.Namespace) -> None:
         f"the layouts priced, not of the whole family")
     if not ranked:
         found = "fits in memory" if result.exhaustive else "that fits in memory was found"
-        emit(data, f"no layout of {args.model} on {args.devices} devices {found} "
-                   f"({result.priced} priced of a family of {result.family:,}){stopped}",
-             args.output, args.format)
-        return
+        return data, (f"no layout of {args.model} on {args.devices} devices {found} "
+                      f"({result.priced} priced of a family of {result.family:,}){stopped}")
     rows = [(i + 1, _layout_text(r["layout"]), f"{r['step_seconds']:.4g}", f"{r['mfu']:.1%}",
              f"{r['memory_bytes'] / 2**30:.1f}") for i, r in enumerate(ranked)]
     head = (f"{args.model} on {args.devices} devices ({ranked[0]['cluster']}), global batch "
             f"{args.global_batch}: {result.priced} layouts priced of a family of "
             f"{result.family:,} in {result.seconds:.1f} CPU s, {result.fitting} fit{stopped}")
-    text = "\n".join([head, "", table(rows, ("rank", "layout", "step s", "MFU", "GiB"),
-                                        right=(0, 2, 3, 4)), "", describe(ranked[0])])
-    emit(data, text, args.output, args.format)
+    return data, "\n".join([head, "", table(rows, ("rank", "layout", "step s", "MFU", "GiB"),
+                                           right=(0, 2, 3, 4)), "", describe(ranked[0])])
 
 
 def _layout_text(lay: dict) -> str:
@@ -180,5 +179,5 @@ def progress(line: str) -> None:
     print(f"pase: {line}", file=sys.stderr, flush=True)
 
 
-__all__ = ["Estimate", "check_strategy_flags", "cmd_evaluate_layout", "cmd_search_layouts",
+__all__ = ["Estimate", "check_strategy_flags", "cmd_evaluate_layout", "search_layouts_result",
            "describe"]

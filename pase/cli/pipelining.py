@@ -19,7 +19,8 @@ _NOT_FOR_PIPELINE = {"mesh": "each stage's sub-mesh is searched; --mesh does not
                      "build_budget": "each stage's Problem is built with the default budget"}
 
 
-def solve_pipeline_command(args: argparse.Namespace) -> None:
+def solve_pipeline_result(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """``pase solve --pipeline`` (or ``--global-batch``): the plan's data and its text."""
     from pase.pipeline.solve import solve_pipeline
 
     for dest, reason in _NOT_FOR_PIPELINE.items():
@@ -46,7 +47,7 @@ def solve_pipeline_command(args: argparse.Namespace) -> None:
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
         cost_model=costs["cost_model"], **search)
-    emit(plan.to_dict(), plan.describe(), args.output, args.format)
+    return plan.to_dict(), plan.describe()
 
 
 def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:

@@ -7,7 +7,7 @@ from pase import api
 from pase.cli import checks, explaining, layouts
 from pase.cli.args import cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
-from pase.cli.pipelining import evaluate_pipeline_command, solve_pipeline_command
+from pase.cli.pipelining import evaluate_pipeline_command, solve_pipeline_result
 from pase.counts import counts
 from pase.deadline import Deadline, active
 from pase.errors import OptionError
@@ -54,20 +54,28 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> None:
-    if args.explain:  # this command inside, then the comparison (pase/cli/explaining.py)
-        return explaining.cmd_solve_explained(args, cmd_solve)
+    if args.explain:
+        explaining.check(args)
     deadline = Deadline(args.time_limit)  # the command's clock starts here
     if args.dry_run:
         return _dry_run(args)
+    data, text = _solved(args, deadline)
+    if args.explain:  # the comparison with the best layout (pase/cli/explaining.py)
+        data, text = explaining.explained(args, data, text)
+    emit(data, text, args.output, args.format)
+
+
+def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
+    """The solve's result as data and text: a layout, a pipeline plan or a per-op plan."""
     if args.layouts:
-        return layouts.cmd_search_layouts(args)
+        return layouts.search_layouts_result(args)
     if args.global_batch is not None:  # the whole plan: stages, micro-batches, per-op splits
         checks.refuse(args, ("batch",), "is the model's batch; with --global-batch the global "
                       "batch is searched as pipeline stages and micro-batches")
         args.batch = args.global_batch
         args.pipeline = True
     if args.pipeline:
-        return solve_pipeline_command(args)
+        return solve_pipeline_result(args)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
     solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     checks.output_file(args.output, "--output")
@@ -79,7 +87,7 @@ def cmd_solve(args: argparse.Namespace) -> None:
                                   **cost_kwargs(args))
         strategy = api.solve_built(built, solver, time_limit=args.time_limit, seed=args.seed,
                                    **options)
-    _emit(strategy, args)
+    return strategy.to_dict(), describe(strategy)
 
 
 def _dry_run(args: argparse.Namespace) -> None:
