@@ -486,7 +486,7 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
 LAYOUT_OPTIONS = ("schedule", "zero", "recompute", "sequence_parallel", "precision", "attention",
                   "dropout", "tp_overlap", "ep_overlap")
 SEARCH_OPTIONS = ("precision", "attention", "dropout", "max_micro_batch", "virtual", "context",
-                  "keep", "max_layouts", "progress")
+                  "schedules", "experts", "keep", "max_layouts", "progress")
 
 
 def evaluate_layout(model: str | Path | Graph, devices: int, layout: str | Mapping[str, int], *,
@@ -523,7 +523,8 @@ def search_layouts(model: str, devices: int, *, cluster: Any, global_batch: int,
     """The best Megatron-LM/FSDP layout of ``model`` on ``devices`` devices for a global
     batch, under the performance model (:func:`pase.perf.search.search_layouts`; its
     ``options``: ``precision``, ``attention``, ``dropout``, ``max_micro_batch``,
-    ``virtual``, ``context``, ``keep``, ``max_layouts``, ``progress``).
+    ``virtual``, ``context``, ``schedules`` (a tuple of ``1f1b``, ``interleaved``, ``zb-h1``,
+    ``dualpipe``), ``experts`` (search ep and etp), ``keep``, ``max_layouts``, ``progress``).
 
     ``model`` is a registered name or ``FILE.py:FUNCTION`` (the graph is rebuilt at each
     micro-batch size, so a Graph or a graph file is refused).
@@ -540,11 +541,13 @@ def search_layouts(model: str, devices: int, *, cluster: Any, global_batch: int,
     for name in ("max_micro_batch", "keep", "max_layouts"):
         if name in options:
             options[name] = check_int(name, options[name], 1)
-    for name in ("dropout", "context"):
+    for name in ("dropout", "context", "experts"):
         if name in options and not isinstance(options[name], (bool, np.bool_)):
             raise OptionError(f"{name} must be True or False, got {options[name]!r}")
     if "virtual" in options:
         options["virtual"] = _virtual(options["virtual"])
+    if "schedules" in options:
+        options["schedules"] = _schedules(options["schedules"])
     if options.get("progress") is not None and not callable(options["progress"]):
         raise OptionError(f"progress must be a function of one line of text or None, got "
                           f"{options['progress']!r}")
@@ -578,6 +581,17 @@ def _layout_model_options(model_options: Mapping[str, Any] | None) -> dict[str, 
         raise OptionError("a layout builds the model at the micro-batch size: give "
                           "micro_batch (--micro-batch), not a batch model option")
     return opts
+
+
+def _schedules(schedules: Any) -> tuple[str, ...]:
+    """The layout family's schedules: a non-empty tuple of the search's kinds."""
+    from pase.perf.search import SCHEDULE_KINDS
+
+    if isinstance(schedules, (str, bytes)) or not isinstance(schedules, (tuple, list)) or \
+            not schedules or any(s not in SCHEDULE_KINDS for s in schedules):
+        raise OptionError(f"schedules must be a non-empty tuple of {', '.join(SCHEDULE_KINDS)}, "
+                          f"got {schedules!r}")
+    return tuple(schedules)
 
 
 def _virtual(virtual: Any) -> tuple[int, ...]:

@@ -177,6 +177,10 @@ def test_evaluate_layout_refuses_bad_arguments_with_one_pase_error(layout, kw, m
     (dict(max_micro_batch=0), "max_micro_batch must be an integer >= 1"),
     (dict(virtual=(1,)), "virtual must be an integer >= 2"),
     (dict(context="yes"), "context must be True or False"),
+    (dict(experts=1), "experts must be True or False"),
+    (dict(schedules="1f1b"), "schedules must be a non-empty tuple of 1f1b, interleaved"),
+    (dict(schedules=()), "schedules must be a non-empty tuple"),
+    (dict(schedules=("1f1b", "gpipe")), "schedules must be a non-empty tuple of .*'gpipe'"),
     (dict(progress="stderr"), "progress must be a function"),
     (dict(time_limit=-1), "time_limit must be a finite number of seconds > 0"),
     (dict(budget=3), "search_layouts: unknown option 'budget'"),
@@ -186,6 +190,22 @@ def test_search_layouts_refuses_bad_arguments_with_one_pase_error(kw, message):
     args.update(kw)
     with pytest.raises(OptionError, match=message):
         find(devices=8, **args)
+
+
+def test_search_layouts_options_narrow_the_family():
+    """``schedules`` and ``experts`` reach the search: a narrower family, every member in it."""
+    whole = find(devices=8, global_batch=16, keep=10_000)
+    ones = find(devices=8, global_batch=16, keep=10_000, schedules=("1f1b",))
+    assert {e.layout.schedule for e in whole.ranked} > {"1f1b"}
+    assert {e.layout.schedule for e in ones.ranked} == {"1f1b"}
+    assert ones.family < whole.family
+    moe = dict(layers=2, width=64, heads=4, kv_heads=4, ff=128, vocab=256, seq=64, experts=4)
+    wide = search_layouts("mixtral-8x7b", 8, cluster="dgx-a100", global_batch=8,
+                          model_options=moe, keep=10_000)
+    plain = search_layouts("mixtral-8x7b", 8, cluster="dgx-a100", global_batch=8,
+                           model_options=moe, keep=10_000, experts=False)
+    assert max(e.layout.ep for e in wide.ranked) > 1
+    assert {e.layout.ep for e in plain.ranked} == {1}
 
 
 def test_search_layouts_refuses_a_graph_it_cannot_rebuild():
