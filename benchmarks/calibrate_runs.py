@@ -86,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
                           older_step(row, options.get("seq", 2048))))
     print(f"{len(cases)} rows on {args.device}")
     base = hardware._BY_NAME[index][1]
+    # every name priced with this type's constants (H200 is priced as H100)
+    same = {i for i, (_, v) in enumerate(hardware._BY_NAME) if v is base}
 
     def loss(values: dict) -> tuple[float, list[float]]:
         hw = _with(base, values)
-        hardware._BY_NAME = tuple((k, hw if i == index else v)
+        hardware._BY_NAME = tuple((k, hw if i in same else v)
                                   for i, (k, v) in enumerate(hardware._BY_NAME))
         errs = [evaluate_layout(g, c, lay).step_seconds / t - 1 for _, g, c, lay, t in cases]
         return sum(math.log1p(e) ** 2 for e in errs), errs
