@@ -160,7 +160,8 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         by_unit[unit][2:] += hops
     return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
             "compute": compute, "rebuilt": rebuilt, "critical": critical, "gathers": gathers,
-            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
+            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw, gathers),
+            "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
             "activations": activations,
             "working": max(acts_by_unit.values(), default=0.0)
@@ -217,21 +218,21 @@ def window_share(units: int) -> float:
     return 1 - 1 / units if units > 1 else 1.0
 
 
-def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
-    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged, as the
-    layout path has them: the first unit's forward gather waits in full; each later
-    unit's is prefetched behind the forward compute of the unit before it, and each
-    unit's backward gather and reduce-scatter run behind its own backward compute, but
-    for what does not fit and the tax."""
+def _fsdp_correction(by_unit: dict[str, np.ndarray], hw, gathers: float) -> float:
+    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged on
+    ``gathers`` (their seconds alone, without the bucket hops), as the layout path has
+    them: the first unit's forward gather waits in full; each later unit's is prefetched
+    behind the forward compute of the unit before it, and each unit's backward gather and
+    reduce-scatter run behind its own backward compute, but for what does not fit and the
+    tax (``by_unit``: each unit's hops included)."""
     rows = list(by_unit.values())
     if not any(gf + gb + rs for _, _, gf, gb, rs in rows):
         return 0.0
-    exposed = charged = 0.0
+    exposed = 0.0
     for i, (_, b, gf, gb, rs) in enumerate(rows):
         exposed += gf if i == 0 else hw.overlapped(gf, rows[i - 1][0])
         exposed += hw.overlapped(gb + rs, b)
-        charged += hw.overlap * (gf + gb + rs)
-    return max(0.0, exposed - charged)
+    return max(0.0, exposed - hw.overlap * gathers)
 
 
 def _bucket_hops(model: CalibratedRules, work: PricedWork) -> np.ndarray:

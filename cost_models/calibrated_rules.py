@@ -481,7 +481,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
             moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
                                         dst, parts)
-            full = full + outer_take(moved * self.microbatches, src_of, dst_of)
+            moved = outer_take(moved * self.microbatches, src_of, dst_of)
+            # the ring's backward passes the keys' and values' gradients round: no all-reduce
+            full = full + (moved if ring is None else np.where(ring[0], 0.0, moved))
         if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
                 {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
             full = self._hidden(full, producer, src_configs, consumer, dst_configs)
