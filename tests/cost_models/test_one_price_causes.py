@@ -63,16 +63,18 @@ def test_the_optimizer_steps_fixed_kernels_are_charged_once_on_the_first_op():
 
 def test_a_variant_that_recomputes_nothing_costs_nothing_more():
     # an embedding's lookup has no FLOP to run again: the Problem charges nothing for its
-    # recompute variant, and the plan's price must not either
+    # recompute variant, and the plan's price (and the op's carried price) must not either
     graph = api.load_graph("gpt2", batch=8, **GPT)
     first = graph.ops[0].name
     strategy = {op.name: {d.name: 2 for d in op.dims if d.role == "batch"} for op in graph.ops}
 
     def price(variants):
         return api.evaluate(graph, {"strategy": strategy, "variants": variants}, 2,
-                            "calibrated", cluster=A100, cost_options={"recompute": "auto"}).meta
+                            "calibrated", cluster=A100, cost_options={"recompute": "auto"})
 
     plain, again = price({}), price({first: {"zero": 0, "recompute": True}})
+    assert again.op_prices[first]["backward"] == plain.op_prices[first]["backward"]
+    plain, again = plain.meta, again.meta
     assert again["step_seconds"] == plain["step_seconds"] == again["search_seconds"]
     # the terms a pipeline stage is priced by (calibrated_plan.tally) as well
     assert again["breakdown"]["compute"] == plain["breakdown"]["compute"]
