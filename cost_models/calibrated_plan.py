@@ -26,7 +26,12 @@ from typing import Any
 import numpy as np
 
 from pase.cost_models import calibrated_hetero as hetero
-from pase.cost_models.calibrated_rules import CalibratedRules, PricedWork
+from pase.cost_models.calibrated_rules import (
+    CalibratedRules,
+    PricedWork,
+    parameter_elements,
+    recomputes,
+)
 from pase.costing import connection_ports, tied_connections
 from pase.ir import Graph
 from pase.perf.comms import collective_seconds
@@ -90,9 +95,19 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
     ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights.
     ``extra_sync``: more syncs (seconds alone) the window must hide (the tied matrices',
-    :func:`tied_syncs`, which the Problem charges on edges)."""
+    :func:`tied_syncs`, which the Problem charges on edges).
+
+    As the layout path prices each stage: its syncs' bucket pays its hops once (the
+    Problem charges each op its parameters' share of them, so ``sync`` is what it charged,
+    and the exposure takes them by this stage's parameters instead), and
+    its optimizer step its fixed kernels once (the Problem's on the graph's first op). A
+    variant that runs nothing again (an embedding's lookup has no FLOP to recompute)
+    costs nothing more, as the Problem has it."""
     compute = critical = sync = gathers = optimizer = states = activations = rebuilt = 0.0
     window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
+    bucket = np.zeros(2)  # the ops' own bucket hops, times their parameters: sync, refresh
+    synced = 0.0  # the parameters of these ops
+    first = False  # the Problem's carrier of the optimizer's fixed kernels is here
     acts_by_unit: dict[str, float] = {}
     params_by_unit: dict[str, float] = {}
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
@@ -107,7 +122,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         work = apply_variant(base, zero, recompute)
         assert isinstance(work, PricedWork)
         f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-        again = f if recompute else 0.0
+        again = f if bool(recomputes(work)[0]) else 0.0
         compute += f + b + again
         rebuilt += again
         ctx = bound.context(op)
@@ -117,6 +132,10 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         critical += parts["critical"]
         sync += parts["sync"]
         refresh += parts["refresh"]
+        elements = parameter_elements(op)
+        bucket += elements * np.array((parts["sync_hops"], parts["refresh_hops"]))
+        synced += elements
+        first = first or op.name == bound.launch_op
         gathers += parts["gathers"]
         optimizer += float(bound.optimizer_seconds(work)[0])
         states += float(work.state_bytes[0])
@@ -130,14 +149,19 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         if ctx.unit not in ("pre", "post"):
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
     sync += extra_sync
+    if not first:
+        optimizer += bound.optimizer_fixed()
+    # this stage's bucket hops for the Problem's share of them
+    more = bucket * (1.0 / max(1.0, synced) - 1.0 / max(1.0, bound.synced_elements))
     share = window_share(len(by_unit))
-    exposed_sync = bound.hw.overlapped(sync, window * share) + \
-        bound.hw.overlapped(refresh, forward_window * share)
+    exposed_sync = bound.hw.overlapped(sync + more[0], window * share) + \
+        bound.hw.overlapped(refresh + more[1], forward_window * share)
     for unit, hops in hops_by_unit.items():
         by_unit[unit][2:] += hops
     return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
             "compute": compute, "rebuilt": rebuilt, "critical": critical, "gathers": gathers,
-            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw), "sync": sync + refresh,
+            "fsdp_exposed": _fsdp_correction(by_unit, bound.hw, gathers),
+            "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
             "activations": activations,
             "working": max(acts_by_unit.values(), default=0.0)
@@ -194,21 +218,21 @@ def window_share(units: int) -> float:
     return 1 - 1 / units if units > 1 else 1.0
 
 
-def _fsdp_correction(by_unit: dict[str, np.ndarray], hw) -> float:
-    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged, as the
-    layout path has them: the first unit's forward gather waits in full; each later
-    unit's is prefetched behind the forward compute of the unit before it, and each
-    unit's backward gather and reduce-scatter run behind its own backward compute, but
-    for what does not fit and the tax."""
+def _fsdp_correction(by_unit: dict[str, np.ndarray], hw, gathers: float) -> float:
+    """ZeRO-3's exposed gathers per micro-batch beyond the tax the Problem charged on
+    ``gathers`` (their seconds alone, without the bucket hops), as the layout path has
+    them: the first unit's forward gather waits in full; each later unit's is prefetched
+    behind the forward compute of the unit before it, and each unit's backward gather and
+    reduce-scatter run behind its own backward compute, but for what does not fit and the
+    tax (``by_unit``: each unit's hops included)."""
     rows = list(by_unit.values())
     if not any(gf + gb + rs for _, _, gf, gb, rs in rows):
         return 0.0
-    exposed = charged = 0.0
+    exposed = 0.0
     for i, (_, b, gf, gb, rs) in enumerate(rows):
         exposed += gf if i == 0 else hw.overlapped(gf, rows[i - 1][0])
         exposed += hw.overlapped(gb + rs, b)
-        charged += hw.overlap * (gf + gb + rs)
-    return max(0.0, exposed - charged)
+    return max(0.0, exposed - hw.overlap * gathers)
 
 
 def _bucket_hops(model: CalibratedRules, work: PricedWork) -> np.ndarray:
@@ -294,7 +318,7 @@ def sync_slack(graph: Graph, model: CalibratedRules, problem: Problem) -> list[n
                 rows = np.flatnonzero([v == variant for v in variants])
                 work = apply_variant(bound.work(op, configs[rows]), *variant)
                 assert isinstance(work, PricedWork)
-                again = work.forward_seconds if variant[1] else 0.0
+                again = np.where(recomputes(work), work.forward_seconds, 0.0)
                 window = (work.backward_seconds + again) * share  # the last micro-batch's
                 roles = bound.collective_roles(work)
                 sync, refresh = roles["sync"], roles["refresh"]

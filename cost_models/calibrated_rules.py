@@ -52,7 +52,7 @@ from pase.costing import array_key
 from pase.errors import OptionError
 from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
-from pase.perf.comms import collective_seconds
+from pase.perf.comms import bucket_latency, collective_seconds
 from pase.perf.context import OpContext, op_contexts, recomputed
 from pase.perf.hardware import Achieved, achieved
 from pase.perf.kernels import (
@@ -65,6 +65,7 @@ from pase.perf.kernels import (
     memory_bound_time,
 )
 from pase.perf.layout import experts_of
+from pase.perf.step import OPTIMIZER_BYTES, OPTIMIZER_KERNELS
 from pase.problem import Problem
 from pase.space import ConfigSpace
 from pase.work import op_work
@@ -78,8 +79,13 @@ from pase.work.variants import Variant, owned_weight_indices
 
 RECOMPUTE = ("none", "selective", "full", "auto")
 MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training run takes
-OPTIMIZER_BYTES = 30.0  # Adam with clipping: bytes read and written per parameter updated
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
+# a loss's mean over split rows: reported, not on the training path (the gradient's mean
+# is the data-parallel sync's; Megatron-LM averages the loss for its log), so not charged
+REPORTED = ("loss mean",)
+# a vocabulary-parallel loss: one fp32 all-reduce of each row's max and sum, as the layout
+# path prices it (its label logit travels with the sum; its backward needs no statistics)
+LOSS_STATISTICS, LOSS_FOLDED = "max and sum", ("label logit", "row sum of the gradient")
 MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
 
@@ -124,6 +130,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     name = "calibrated"
     unit = "s"
+    launch_op: str | None = None  # the op charged the optimizer step's fixed kernels
+    synced_elements: float = 0.0  # the graph's parameters: its syncs share one bucket's hops
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
@@ -189,6 +197,8 @@ class CalibratedRules(AlphaBetaCostModel):
         for ``selective`` and ``full`` recomputation, each op's recompute flag."""
         bound = copy.copy(self)
         bound.contexts = op_contexts(graph, self.attention)
+        bound.launch_op = graph.ops[0].name if graph.ops else None
+        bound.synced_elements = sum(parameter_elements(op) for op in graph.ops)
         if self.recompute_mode in ("selective", "full"):
             if str(self.zero) == "auto":
                 raise OptionError(f"zero=auto searches ZeRO with recompute none or auto; "
@@ -215,7 +225,8 @@ class CalibratedRules(AlphaBetaCostModel):
         return self.contexts.get(op.name, OpContext())
 
     def vertex_key(self, op: Op, configs: np.ndarray) -> tuple:
-        return super().vertex_key(op, configs) + (self.context(op).key(),)
+        return super().vertex_key(op, configs) + (self.context(op).key(),
+                                                  op.name == self.launch_op)
 
     def work(self, op: Op, configs: np.ndarray) -> PricedWork:
         configs = np.asarray(configs, dtype=np.int64)
@@ -247,12 +258,20 @@ class CalibratedRules(AlphaBetaCostModel):
     def _kept_collectives(self, op: Op, collectives: tuple) -> tuple:
         """``op``'s collectives less the ones another op runs for it: a tied matrix's
         gradient is synced once, by its owner; partial input gradients of a tensor
-        several projections read are summed into the first reader's all-reduce."""
+        several projections read are summed into the first reader's all-reduce; the
+        loss's mean over split rows is only reported (:data:`REPORTED`) and its statistics
+        over a split vocabulary take one all-reduce (:data:`LOSS_STATISTICS`), as the
+        layout path has them."""
         owned = owned_weight_indices(op)
-        colls = tuple(c for c in collectives if c.phase != "gradient" or c.weight is None
-                      or c.weight in owned)
+        colls = tuple(c for c in collectives if (c.phase != "gradient" or c.weight is None
+                                                 or c.weight in owned) and c.label not in REPORTED)
         if self.context(op).shares_input_gradient:
             colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
+        if op.kind == "SoftmaxCrossEntropy":
+            colls = tuple(dataclasses.replace(c, nbytes=c.nbytes / self.bytes_per_element
+                                              * 2 * FP32_BYTES, rounds=np.ones_like(c.rounds))
+                          if c.label == LOSS_STATISTICS else c
+                          for c in colls if c.label not in LOSS_FOLDED)
         return merged_syncs(colls)
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
@@ -322,11 +341,19 @@ class CalibratedRules(AlphaBetaCostModel):
         ``gather_forward``, ``gather_backward`` and ``scatter`` (each micro-batch, prefetched
         behind the neighbouring unit's compute); ``sync`` (a gradient's all-reduce or
         reduce-scatter, once a step, behind the backward pass) and ``refresh`` (ZeRO 1-2's
-        gather of the updated weights, once a step, behind the next forward pass)."""
+        gather of the updated weights, once a step, behind the next forward pass).
+
+        A step's syncs travel in buckets: one collective over the group pays its hops
+        once (the layout path's one sync and one gather a step). ``sync_hops`` and
+        ``refresh_hops`` are the hops of the op's own (its group's bucket); ``sync`` and
+        ``refresh`` carry the op's share of them, its parameters over the graph's
+        (:attr:`synced_elements`): over a plan whose parameters sync over one group they
+        add up to that group's hops once (over several groups, to their mean by size)."""
         if self.cluster.groups and self.devices is not None:  # each config on its prefix
             return hetero.per_prefix(self, work, lambda sub, part: sub.collective_roles(part))
         roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
-                               "refresh"), np.zeros(len(work.configs)))
+                               "refresh", "sync_hops", "refresh_hops"),
+                              np.zeros(len(work.configs)))
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
                    for c in work.collectives)
         moved = self.moved.get(work.op.name, frozenset())
@@ -339,6 +366,9 @@ class CalibratedRules(AlphaBetaCostModel):
                                                                                       "scatter")
             elif c.phase == "gradient":
                 role = "refresh" if c.kind == "all-gather" else "sync"
+                q, nodes = self._group(work.op, work.configs, c)
+                hops = bucket_latency(_KIND.get(c.kind, c.kind), q, nodes, self.cluster, self.hw)
+                roles[role + "_hops"] = np.maximum(roles[role + "_hops"], hops)
             else:
                 role = "critical"
                 if c.port is not None and c.port in moved:  # charged on the edge instead
@@ -352,10 +382,16 @@ class CalibratedRules(AlphaBetaCostModel):
             hide = self.hw.overlapped
             roles["critical"] = roles["critical"] + hide(by_phase["forward"], 2 * work.forward_seconds) \
                 + hide(by_phase["backward"], work.backward_seconds)
+        share = parameter_elements(work.op) / max(1.0, self.synced_elements)
+        roles["sync"] = roles["sync"] + share * roles["sync_hops"]
+        roles["refresh"] = roles["refresh"] + share * roles["refresh_hops"]
         return roles
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
-        """Adam's step over the parameters each config updates: its ZeRO shard, or all."""
+        """Adam's step over the parameters each config updates: its ZeRO shard, or all, at
+        the layout path's bytes a parameter; the graph's first op (:attr:`launch_op`) also
+        carries the step's fixed kernels, once a plan (a pipeline stage's are added by
+        :func:`pase.cost_models.calibrated_plan.tally`)."""
         if self.cluster.groups and self.devices is not None:  # at its prefix's slowest HBM
             return hetero.per_prefix(self, work, lambda sub, part: sub.optimizer_seconds(part))
         updated = None
@@ -365,7 +401,13 @@ class CalibratedRules(AlphaBetaCostModel):
                 updated = (0.0 if updated is None else updated) + c.nbytes / q
         if updated is None:
             updated = work.parameter_bytes
-        return updated / work.bytes_per_element * OPTIMIZER_BYTES / self.pricer.hbm
+        per = OPTIMIZER_BYTES["fp32" if self.precision == "fp32" else "mixed"]
+        return updated / work.bytes_per_element * per / self.pricer.hbm + \
+            (self.optimizer_fixed() if work.op.name == self.launch_op else 0.0)
+
+    def optimizer_fixed(self) -> float:
+        """Seconds of the optimizer step's fixed kernels, once a stage (as the layout path)."""
+        return OPTIMIZER_KERNELS * self.pricer.hw.launch_s
 
     def work_memory(self, work: OpWork) -> np.ndarray:
         """Bytes per device: states plus kept activations; on a mixed cluster per device
@@ -385,14 +427,19 @@ class CalibratedRules(AlphaBetaCostModel):
     def collective(self, op: Op, configs: np.ndarray, c: Collective) -> np.ndarray:
         """Seconds of collective ``c`` over the devices splitting its dims, per config; a
         parameter's (gradient sync, ZeRO gather) travels in a bucket: no hop latency."""
-        dims = list(c.dims)
-        q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
-        nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
+        q, nodes = self._group(op, configs, c)
         t = collective_seconds(_KIND.get(c.kind, c.kind), np.broadcast_to(c.nbytes, q.shape), q,
                                nodes, self.cluster, self.hw, latency=c.weight is None) * c.rounds
         if self.activation_scale is not None and c.weight is None and c.phase != "gradient":
             t = t * self.activation_scale  # balanced shares: the worst slice's activations
         return t
+
+    def _group(self, op: Op, configs: np.ndarray, c: Collective) -> tuple[np.ndarray, np.ndarray]:
+        """Per config, the size of collective ``c``'s group and the nodes it spans."""
+        dims = list(c.dims)
+        q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
+        nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
+        return q, nodes
 
     # -- edges at achieved bandwidth, each micro-batch ----------------------------------
     @property
@@ -420,7 +467,8 @@ class CalibratedRules(AlphaBetaCostModel):
         parts, src_of, dst_of, src, dst = relayout_matrix(
             producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
             src_extra=extra_s, dst_extra=extra_d)
-        seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, *parts)
+        forward = np.zeros_like(parts[0]) if self.shared_read(consumer, input) else parts[0]
+        seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, forward, *parts[1:])
         full = outer_take(seconds * self.microbatches, src_of, dst_of)
         exchange = self._exchange(producer, output, src_configs, consumer, input, dst_configs)
         if exchange is not None:  # the tokens' all-to-all instead of the re-layout
@@ -433,7 +481,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
             moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
                                         dst, parts)
-            full = full + outer_take(moved * self.microbatches, src_of, dst_of)
+            moved = outer_take(moved * self.microbatches, src_of, dst_of)
+            # the ring's backward passes the keys' and values' gradients round: no all-reduce
+            full = full + (moved if ring is None else np.where(ring[0], 0.0, moved))
         if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
                 {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
             full = self._hidden(full, producer, src_configs, consumer, dst_configs)
@@ -441,6 +491,13 @@ class CalibratedRules(AlphaBetaCostModel):
         if tied is not None:  # a gradient sync: once a step, behind the backward pass
             full = full + self.hw.overlap * self.once_share * tied
         return full
+
+    def shared_read(self, consumer: Op, input: Port) -> bool:
+        """Whether ``input`` is the tensor a later projection reads beside the first reader
+        (a gated MLP's up beside its gate: Megatron-LM's one fused GEMM): the first
+        reader's re-layout brings it, as its all-reduce sums the input gradients and the
+        expert exchange serves both, so this edge moves nothing forward."""
+        return self.context(consumer).shares_input_gradient and input is consumer.inputs[0]
 
     def tied_sync(self, owner: Op, owner_port: Port, src_configs: np.ndarray, user: Op,
                   user_port: Port, dst_configs: np.ndarray, across: bool = False
@@ -521,6 +578,8 @@ class CalibratedRules(AlphaBetaCostModel):
         if self.tp_overlap and "Einsum" in kinds:
             key = key + (kinds, self.vertex_key(producer, src_configs),
                          self.vertex_key(consumer, dst_configs))
+        if self.shared_read(consumer, input):  # nothing forward: the first reader's copy
+            key = key + ("shared read",)
         if consumer.attrs.get("tied") == producer.name:  # its gradient sync reads the configs
             key = key + ("tied", producer.name, consumer.name, array_key(src_configs, dst_configs))
         return key
@@ -662,6 +721,11 @@ def merged_syncs(collectives: tuple) -> tuple:
     return tuple(out)
 
 
+def parameter_elements(op: Op) -> float:
+    """Elements of the parameters ``op`` holds (a tied matrix is its owner's)."""
+    return float(sum(np.prod(p.shape) for p in owned_parameters(op)))
+
+
 def recomputes(work: PricedWork) -> np.ndarray:
     """Per config, whether a variant runs the op's forward again (its backward FLOP grew)."""
     return work.backward_flop > work.base_backward_flop * (1 + 1e-12)
@@ -677,4 +741,5 @@ def default_precision(device) -> str:
     return device.precision if device.precision in PRECISIONS else "fp32"
 
 
-__all__ = ["CalibratedRules", "PricedWork", "default_precision", "recomputes"]
+__all__ = ["CalibratedRules", "PricedWork", "default_precision", "parameter_elements",
+           "recomputes"]

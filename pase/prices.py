@@ -90,9 +90,11 @@ def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
 
 def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool) -> dict:
     """One op's seconds at one config and variant, by the bound model's own rules."""
-    work = apply_variant(bound.work(op, configs), zero, recompute)
+    base = bound.work(op, configs)
+    work = apply_variant(base, zero, recompute)
     f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-    return {"forward": f, "backward": b + (f if recompute else 0.0),
+    again = recompute and float(work.backward_flop[0]) > float(base.backward_flop[0])  # reruns
+    return {"forward": f, "backward": b + (f if again else 0.0),
             "optimizer": float(bound.optimizer_seconds(work)[0]),
             "collectives": [[col.phase, col.kind, col.label, col.port, col.weight,
                              float(bound.collective(op, work.configs, col)[0])]

@@ -103,6 +103,19 @@ def test_one_price(row):
     _check(row)
 
 
+# where the two describe the same thing (no pipeline sends, no sequence-parallel embedding,
+# no context-parallel position table), the same price to rounding: the sync bucket's hops
+# and the optimizer's fixed kernels once, no reported loss mean, ZeRO-3's exposed gathers
+EXACT = FAST[:6] + [("gpt2", GPT2, 8, "tp=1,dp=8", A100, 4, 32, {})]
+
+
+@pytest.mark.parametrize("row", EXACT, ids=lambda r: f"{r[0]}-{r[3]}-{r[7]}")
+def test_one_price_is_exact_where_both_price_the_same_thing(row):
+    step, memory, plan_step, plan_memory = both_prices(*row)
+    assert plan_step == pytest.approx(step, rel=1e-9)
+    assert plan_memory == pytest.approx(memory, rel=1e-9)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("row", SLOW, ids=lambda r: "-".join(map(str, getattr(r, "values", [r])[0][::3])))
 def test_one_price_at_full_width(row):

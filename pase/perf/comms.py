@@ -70,6 +70,18 @@ def collective_seconds(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achiev
     return float(out) if scalar else out
 
 
+BUCKET_BYTES = 1e12  # a bucket this large runs the ring: NCCL's tree wins only on small ones
+
+
+def bucket_latency(kind: str, n, nodes, cluster: Cluster, hw: Achieved):
+    """Seconds of the hops alone of one large bucketed collective over ``n`` ranks on
+    ``nodes`` nodes (a step's gradient sync: what :func:`collective_seconds` adds to the
+    bandwidth term for the whole sync, run as a ring); 0 for a group of one."""
+    _, (hops_i, hops_e), (intra, inter), _ = _terms(kind, BUCKET_BYTES, n, nodes, cluster, hw)
+    out = hops_i * intra + hops_e * inter
+    return float(out) if all(np.ndim(x) == 0 for x in (n, nodes)) else out
+
+
 def _terms(kind: str, nbytes, n, nodes, cluster: Cluster, hw: Achieved, latency: bool = True):
     """The parts :func:`collective_seconds` adds: the bandwidth seconds, the hops
     ``(inside nodes, across nodes)``, their latencies, and whether the bandwidth term

@@ -49,6 +49,7 @@ from pase.work.ops import op_work
 
 VERSION = 1
 OPTIMIZER_BYTES = {"mixed": 30.0, "fp32": 32.0}  # Adam + clipping traffic per parameter updated
+OPTIMIZER_KERNELS = 10  # the step's fixed kernels (multi-tensor Adam, clipping), once a stage
 
 
 @dataclass(frozen=True)
@@ -533,7 +534,8 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             once += hw.overlapped(gather, fwd * (1 - 1 / max(1, len(order))))
     shards = (replicas, lay.expert_data)
     updated = params / (shards[0] if lay.zero else 1) + expert_params / (shards[1] if lay.zero else 1)
-    optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
+    optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"],
+                              OPTIMIZER_KERNELS)
     exposed = exposed_f + exposed_b + 2 * sum(sends)
     return {"time": fwd + bwd + exposed, "compute": fwd + bwd, "exposed": exposed,
             "recompute": rebuilt,
