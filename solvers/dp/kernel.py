@@ -37,6 +37,9 @@ INDEX_BYTES = np.dtype(np.intp).itemsize
 CHUNK_BYTES = 4 * 2**20
 # Side of the square tiles a transposed matrix is copied in (:func:`c_copy`).
 TILE = 256
+# A tiled step compares its rows (:func:`row_classes`) when the bases over its first axis
+# hold at most this fraction of its entries: the comparison then costs about 1% of it.
+ROW_CLASSES_MAX_SHARE = 0.01
 
 Axes = tuple[int, ...]
 
@@ -169,20 +172,56 @@ def row_blocks(bases: Sequence[np.ndarray], shape: Axes, rows: int | None = None
             yield r0, r1, sum_into(out, parts)
 
 
-def tile_blocks(bases: Sequence[np.ndarray], shape: Axes, cols: int, buffer: np.ndarray
+def tile_blocks(bases: Sequence[np.ndarray], shape: Axes, cols: int, buffer: np.ndarray,
+                rows: Sequence[int] | None = None
                 ) -> Iterator[tuple[tuple[int, slice], np.ndarray]]:
     """``((r, c0:c1), block)``: rows ``c0:c1`` of the second axis at row ``r`` of the first,
     of the broadcast sum of ``bases`` over ``shape`` (:func:`chunk_cols`), as a view of
-    ``buffer``, overwritten by the next. The same additions as :func:`row_blocks`."""
+    ``buffer``, overwritten by the next. The same additions as :func:`row_blocks`.
+
+    Tiles go column range first, then every row ``r`` (of ``rows``, default all): a
+    base over the second axis and ``v(i)`` (an edge matrix of 100+ MB) is then read
+    from memory once, its tile staying in cache for every row, not once per row."""
     inner = math.prod(shape[2:])
-    for r in range(shape[0]):
-        for c0 in range(0, shape[1], cols):
-            c1 = min(c0 + cols, shape[1])
-            cut = slice(c0, c1)
-            parts = [b[r if b.shape[0] != 1 else 0, cut if b.shape[1] != 1 else slice(None)]
-                     for b in bases]
-            out = buffer[:(c1 - c0) * inner].reshape((c1 - c0,) + shape[2:])
-            yield (r, slice(c0, c1)), sum_into(out, parts)
+    rows = range(shape[0]) if rows is None else rows
+    for c0 in range(0, shape[1], cols):
+        c1 = min(c0 + cols, shape[1])
+        cut = slice(c0, c1)
+        tiles = [b[:, cut] if b.shape[1] != 1 else b for b in bases]
+        out = buffer[:(c1 - c0) * inner].reshape((c1 - c0,) + shape[2:])
+        for r in rows:
+            parts = [t[r if t.shape[0] != 1 else 0] for t in tiles]
+            yield (r, cut), sum_into(out, parts)
+
+
+def row_classes(bases: Sequence[np.ndarray], entries: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(first, source)`` where rows of the first axis repeat: rows ``r`` and ``s`` whose
+    every base holds the same bytes at them have the same block, so the same minima and
+    argmins. ``first`` lists each class's first row (ascending), ``source[r]`` the first row
+    of ``r``'s class. None when under a tenth of the rows repeat, or when comparing them
+    would cost more than ``ROW_CLASSES_MAX_SHARE`` of the step's ``entries`` (then every
+    row is summed).
+
+    On gpt3-175b's layer at p = 1,024 the previous separator's 332 states reach the
+    block's widest step through a table of 156 distinct rows: half its work.
+    """
+    spanning = [b for b in bases if b.shape[0] != 1]
+    if not spanning:
+        return None
+    n = spanning[0].shape[0]
+    if n < 2:
+        return None
+    if sum(b.size for b in spanning) > ROW_CLASSES_MAX_SHARE * entries:
+        return None
+    keys = [np.ascontiguousarray(b).reshape(n, -1).view(np.uint8) for b in spanning]
+    key = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
+    key = np.ascontiguousarray(key)
+    _, first, inverse = np.unique(key.view(np.dtype((np.void, key.shape[1]))).reshape(n),
+                                  return_index=True, return_inverse=True)
+    if first.size * 10 > n * 9:
+        return None
+    source = first[inverse.reshape(n)]
+    return np.sort(first), source
 
 
 def sum_into(out: np.ndarray, parts: Sequence[np.ndarray]) -> np.ndarray:
@@ -223,7 +262,9 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     buffer = None if step.direct else np.empty(chunk * kv)
     ledger.alloc(value, arg, index, offsets, buffer)
     value_rows, arg_rows = value.reshape(lead), arg.reshape(lead)
-    blocks = tile_blocks(bases, lead + (kv,), step.chunk_cols, buffer) if step.chunk_cols else \
+    classes = row_classes(bases, step.entries) if step.chunk_cols else None
+    blocks = tile_blocks(bases, lead + (kv,), step.chunk_cols, buffer,
+                         None if classes is None else classes[0]) if step.chunk_cols else \
         (((slice(r0, r1),), b) for r0, r1, b in row_blocks(bases, lead + (kv,), step.chunk_rows,
                                                              buffer))
     for where, block in blocks:
@@ -236,6 +277,10 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
         np.add(ix, offsets[:e], out=ix)
         # mode="clip" keeps take from buffering its output (the indices are in range).
         np.take(block.reshape(-1), ix, out=value_rows[where].reshape(e), mode="clip")
+    if classes is not None:  # a repeated row: its class's first row's minima, copied
+        for r in np.flatnonzero(classes[1] != np.arange(lead[0])):
+            value_rows[r] = value_rows[classes[1][r]]
+            arg_rows[r] = arg_rows[classes[1][r]]
     copies = [b for group, b in zip(step.groups, bases) if group[0] >= owned]
     ledger.free(index, offsets, buffer, *copies)  # views of the copies: the same bytes
     return value, arg
