@@ -18,6 +18,7 @@ plan found; its bound the best of the solves; ``optimal`` only when they meet.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, Callable
 
@@ -26,7 +27,7 @@ import numpy as np
 from pase.cost_models.calibrated_plan import price_plan, sync_slack
 from pase.cost_models.calibrated_rules import CalibratedRules
 from pase.deadline import remaining
-from pase.forked import Forked
+from pase.forked import Forked, spare
 from pase.forked import available as forked_available
 from pase.ir import Graph
 from pase.problem import Problem, Solution, Status
@@ -47,16 +48,18 @@ def certified(graph: Graph, model: CalibratedRules, problem: Problem,
     On a large Problem (``PARALLEL_MIN_ENTRIES``) with a second CPU, the ``x = 1`` solve
     runs in a forked process beside the ``x = 0`` one (:class:`pase.forked.Forked`) and is
     cancelled when the first plan proves itself: the same solves and the same answer as
-    one after the other, in the wall time of one."""
+    one after the other, in the wall time of one. The crossing's solve, alone, may split
+    the dp's widest steps between two processes (:func:`pase.forked.spare`)."""
     start = time.perf_counter()
     slack: list[np.ndarray] | None = None
     ahead: Forked[tuple[Solution, dict[str, Any] | None]] | None = None
-    if _parallel(problem):
+    parallel = _parallel(problem)
+    if parallel:
         slack = sync_slack(graph, model, problem)
         ahead = Forked(partial(_solve_and_price, graph, model, problem, run,
                                _lifted(problem, slack, 1.0)))
     try:
-        return _search(graph, model, problem, run, slack, ahead, start)
+        return _search(graph, model, problem, run, slack, ahead, parallel, start)
     finally:
         if ahead is not None:  # not needed (the first plan proved itself), or an error
             ahead.cancel()
@@ -64,9 +67,10 @@ def certified(graph: Graph, model: CalibratedRules, problem: Problem,
 
 def _search(graph: Graph, model: CalibratedRules, problem: Problem,
             run: Callable[[Problem], Solution], slack: list[np.ndarray] | None,
-            ahead: Forked[tuple[Solution, dict[str, Any] | None]] | None,
+            ahead: Forked[tuple[Solution, dict[str, Any] | None]] | None, parallel: bool,
             start: float) -> tuple[Solution, dict[str, Any] | None]:
-    """:func:`certified`'s solves, the ``x = 1`` one read from ``ahead`` when given."""
+    """:func:`certified`'s solves, the ``x = 1`` one read from ``ahead`` when given; with
+    ``parallel`` a solve alone (the crossing) has the second CPU (:func:`pase.forked.spare`)."""
     first = run(problem)
     if first.choice is None:
         return first, None
@@ -97,8 +101,9 @@ def _search(graph: Graph, model: CalibratedRules, problem: Problem,
             if x == 1.0 and ahead is not None:
                 answer, priced = ahead.result()
             else:
-                answer, priced = _solve_and_price(graph, model, problem, run,
-                                                  _lifted(problem, slack, x))
+                with spare() if parallel else nullcontext():
+                    answer, priced = _solve_and_price(graph, model, problem, run,
+                                                      _lifted(problem, slack, x))
             solves.append(answer)
             if answer.choice is None or answer.lower_bound is None or priced is None:
                 break

@@ -4,7 +4,8 @@
 Linux) runs the function on the memory it was forked with (no copy of a Problem is sent)
 and pickles its result, or the exception it raised, down a pipe. :meth:`Forked.result`
 reads it back; :meth:`Forked.cancel` kills the child when its answer is not needed.
-:func:`available` says whether forking can help here: a POSIX fork and two usable CPUs.
+:func:`available` says whether forking can help here: a POSIX fork and two usable CPUs;
+:func:`spare` marks a block of code during which the second CPU is free.
 
 The child's memory is the parent's pages until either writes them (copy on write), but
 each process's resident set counts the shared pages, so two processes report up to
@@ -12,17 +13,38 @@ twice what one does.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import pickle
 import signal
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from pase import cleanup
 from pase.errors import PaseError
 
-__all__ = ["Forked", "available"]
+__all__ = ["Forked", "available", "has_spare", "spare"]
 
 T = TypeVar("T")
+
+# Whether the code below may fork to use a CPU that nothing else of this command uses.
+_SPARE: contextvars.ContextVar[bool] = contextvars.ContextVar("pase_spare_cpu", default=False)
+
+
+@contextlib.contextmanager
+def spare() -> Iterator[None]:
+    """Inside the block a second CPU is free for this command's work (when
+    :func:`available`): a dp step may split its rows with a forked child."""
+    token = _SPARE.set(available())
+    try:
+        yield
+    finally:
+        _SPARE.reset(token)
+
+
+def has_spare() -> bool:
+    """Whether a :func:`spare` block is open here (never in a forked child)."""
+    return _SPARE.get()
 
 
 def available() -> bool:
@@ -97,6 +119,7 @@ def _child(fn: Callable[[], Any], write: int, preexec: Callable[[], None] | None
     atexit handlers, no flushing of the parent's buffered output)."""
     status = 0
     try:
+        _SPARE.set(False)  # a child forks no more children
         os.setsid()  # its own group: Ctrl-C reaches the parent, which cancels it
         if preexec is not None:
             preexec()

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 import math
+import mmap
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pase import forked
 from pase.deadline import check as check_deadline
 
 if TYPE_CHECKING:
@@ -37,6 +39,9 @@ INDEX_BYTES = np.dtype(np.intp).itemsize
 CHUNK_BYTES = 4 * 2**20
 # Side of the square tiles a transposed matrix is copied in (:func:`c_copy`).
 TILE = 256
+# A tiled step of this many entries or more splits its rows with a forked child where a
+# CPU is spare (:func:`pase.forked.spare`): a fork costs a few hundredths of a second.
+SPLIT_MIN_ENTRIES = 10**9
 # A tiled step compares its rows (:func:`row_classes`) when the bases over its first axis
 # hold at most this fraction of its entries: the comparison then costs about 1% of it.
 ROW_CLASSES_MAX_SHARE = 0.01
@@ -252,8 +257,9 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     lead = tuple(dep_shape) or (1,)  # a root gets a one-row leading axis
     if not dep_shape:
         bases = [b[None] for b in bases]
-    value = np.empty(dep_shape)
-    arg = np.empty(dep_shape, dtype=argmin_dtype(kv))
+    split = bool(step.chunk_cols) and step.entries >= SPLIT_MIN_ENTRIES and forked.has_spare()
+    value = _empty(dep_shape, np.float64, split)
+    arg = _empty(dep_shape, argmin_dtype(kv), split)
     row_entries = math.prod(lead[1:])
     chunk = step.chunk_rows * row_entries if not step.chunk_cols else \
         step.chunk_cols * math.prod(lead[2:])
@@ -262,25 +268,60 @@ def min_plus(step: Step, terms: Sequence[np.ndarray], owned: int,
     buffer = None if step.direct else np.empty(chunk * kv)
     ledger.alloc(value, arg, index, offsets, buffer)
     value_rows, arg_rows = value.reshape(lead), arg.reshape(lead)
-    classes = row_classes(bases, step.entries) if step.chunk_cols else None
-    blocks = tile_blocks(bases, lead + (kv,), step.chunk_cols, buffer,
-                         None if classes is None else classes[0]) if step.chunk_cols else \
-        (((slice(r0, r1),), b) for r0, r1, b in row_blocks(bases, lead + (kv,), step.chunk_rows,
-                                                             buffer))
-    for where, block in blocks:
-        # A step can hold most of the dp's work: the deadline is checked per block of rows.
-        check_deadline(f"the dp eliminated vertex {v}; the dp has no partial answer")
-        e = block.size // kv
-        ix = index[:e]
-        np.argmin(block.reshape(e, kv), axis=1, out=ix)
-        np.copyto(arg_rows[where].reshape(e), ix, casting="unsafe")
-        np.add(ix, offsets[:e], out=ix)
-        # mode="clip" keeps take from buffering its output (the indices are in range).
-        np.take(block.reshape(-1), ix, out=value_rows[where].reshape(e), mode="clip")
-    if classes is not None:  # a repeated row: its class's first row's minima, copied
-        for r in np.flatnonzero(classes[1] != np.arange(lead[0])):
-            value_rows[r] = value_rows[classes[1][r]]
-            arg_rows[r] = arg_rows[classes[1][r]]
+
+    def reduce(blocks: Iterator[tuple[tuple, np.ndarray]]) -> None:
+        for where, block in blocks:
+            # A step can hold most of the dp's work: the deadline is checked per block.
+            check_deadline(f"the dp eliminated vertex {v}; the dp has no partial answer")
+            e = block.size // kv
+            ix = index[:e]
+            np.argmin(block.reshape(e, kv), axis=1, out=ix)
+            np.copyto(arg_rows[where].reshape(e), ix, casting="unsafe")
+            np.add(ix, offsets[:e], out=ix)
+            # mode="clip" keeps take from buffering its output (the indices are in range).
+            np.take(block.reshape(-1), ix, out=value_rows[where].reshape(e), mode="clip")
+
+    if not step.chunk_cols:
+        reduce(((slice(r0, r1),), b) for r0, r1, b in row_blocks(bases, lead + (kv,),
+                                                                   step.chunk_rows, buffer))
+    else:
+        _tiled(bases, lead + (kv,), step, buffer, reduce, split, value_rows, arg_rows)
     copies = [b for group, b in zip(step.groups, bases) if group[0] >= owned]
     ledger.free(index, offsets, buffer, *copies)  # views of the copies: the same bytes
     return value, arg
+
+
+def _tiled(bases: Sequence[np.ndarray], shape: Axes, step: Step, buffer: np.ndarray,
+           reduce, split: bool, value_rows: np.ndarray, arg_rows: np.ndarray) -> None:
+    """A tiled step's rows reduced (:func:`tile_blocks`): each class of equal rows once
+    (:func:`row_classes`), with ``split`` the later half in a forked child that writes
+    into the same (shared) tables; then the repeated rows copied."""
+    classes = row_classes(bases, step.entries)
+    rows = np.arange(shape[0]) if classes is None else classes[0]
+
+    def tiles(part: np.ndarray) -> None:
+        reduce(tile_blocks(bases, shape, step.chunk_cols, buffer, part))
+
+    if split and len(rows) > 1:
+        beside = forked.Forked(functools.partial(tiles, rows[len(rows) // 2:]))
+        try:
+            tiles(rows[:len(rows) // 2])
+        except BaseException:
+            beside.cancel()
+            raise
+        beside.result()
+    else:
+        tiles(rows)
+    if classes is not None:  # a repeated row: its class's first row's minima, copied
+        for r in np.flatnonzero(classes[1] != np.arange(shape[0])):
+            value_rows[r] = value_rows[classes[1][r]]
+            arg_rows[r] = arg_rows[classes[1][r]]
+
+
+def _empty(shape: Sequence[int], dtype: np.dtype, shared: bool) -> np.ndarray:
+    """``np.empty``, or the same in memory a forked child writes into the caller's too."""
+    if not shared:
+        return np.empty(shape, dtype=dtype)
+    count = math.prod(shape)
+    pages = mmap.mmap(-1, max(1, count * np.dtype(dtype).itemsize))  # anonymous, shared
+    return np.frombuffer(pages, dtype=dtype, count=count).reshape(shape)

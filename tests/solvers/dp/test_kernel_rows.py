@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from pase import forked
 from pase.problem import Problem
 from pase.solvers.dp import core, kernel
 from pase.solvers.dp.kernel import row_classes
@@ -75,3 +76,33 @@ def test_row_classes_keep_other_bytes_apart_and_skip_few_repeats():
     distinct = np.arange(20.0).reshape(10, 1, 2)  # no row repeats: not worth it
     assert kernel.row_classes([distinct], entries=10**9) is None
     assert kernel.row_classes([base], entries=100) is None  # comparing would cost too much
+
+
+@pytest.mark.skipif(not forked.available(), reason="needs os.fork and two CPUs")
+@pytest.mark.parametrize("seed, repeat", itertools.product(range(2), (1, 2)))
+def test_a_step_split_with_a_spare_cpu_gives_the_same_tables(monkeypatch, seed, repeat):
+    """With a CPU spare (pase.forked.spare) a wide tiled step sums the later half of its
+    rows in a forked child writing into shared tables: bit for bit the tables of one process."""
+    problem = star(seed, repeat, ties=False)
+    monkeypatch.setattr(kernel, "CHUNK_BYTES", 8 * 8)
+    monkeypatch.setattr(kernel, "ROW_CLASSES_MAX_SHARE", 1.0)
+    chosen = plan_for_order(problem, [2, 1, 0])
+    step = chosen.steps[0]
+    terms = [problem.edge_matrix(u, 2) for u in step.later] + [problem.vertex_costs[2]]
+    alone = kernel.min_plus(step, terms, 0, kernel.Ledger())
+    monkeypatch.setattr(kernel, "SPLIT_MIN_ENTRIES", 0)
+    forks = []
+    real = forked.Forked
+
+    def counted(fn):
+        forks.append(fn)
+        return real(fn)
+
+    monkeypatch.setattr(forked, "Forked", counted)
+    with forked.spare():
+        value, arg = kernel.min_plus(step, terms, 0, kernel.Ledger())
+        total, choice, _ = core.min_sum(problem, chosen)
+    assert forks  # the step was split
+    assert np.array_equal(value, alone[0]) and np.array_equal(arg, alone[1])
+    assert total == pytest.approx(problem.evaluate(choice), rel=1e-12)
+    assert not forked.has_spare()  # only inside the block
