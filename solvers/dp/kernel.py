@@ -12,7 +12,12 @@ over ``D(i) + (v(i),)``, far more than its terms, so it is never built whole:
   fast as one 1 GiB array);
 - :func:`min_plus` reduces each block over ``v(i)``: the value and argmin
   tables of the plain DP. The Lagrangian bounds and the Pareto screening
-  reduce the same blocks their own way.
+  reduce the same blocks their own way;
+- a step whose one row passes the chunk is summed in tiles (:func:`tile_blocks`),
+  a tile of its second axis for every row while it is in cache; rows of the first
+  axis that every term holds alike are summed once (:func:`row_classes`); and where
+  a CPU is spare (:func:`pase.forked.spare`) a step of ``SPLIT_MIN_ENTRIES`` or more
+  sums the later half of its rows in a forked child, into tables both processes share.
 
 What :func:`min_plus` allocates is exactly what :mod:`pase.solvers.dp.plan`
 predicts, and a :class:`Ledger` checks it.
