@@ -303,8 +303,10 @@ def megatron_plan(case: Case, reference, costs: dict[str, Any]):
         names = [op.name for op in lay.graph.ops[first:end]]
         choice = {n: lay.space.index_of(n, configs[n]) for n in names}
         index = {n: first + j for j, n in enumerate(names)}
-        seconds = sum(float(lay.problem.vertex_costs[index[n]][c]) for n, c in choice.items())
-        for (u, v), m in zip(lay.problem.edges, lay.problem.edge_costs):
+        # each stage's once-a-step tail 1/m per micro-batch, as this script has always charged
+        problem = lay.weighted(1.0 / reference.microbatches)
+        seconds = sum(float(problem.vertex_costs[index[n]][c]) for n, c in choice.items())
+        for (u, v), m in zip(problem.edges, problem.edge_costs):
             if first <= u < end and first <= v < end:
                 seconds += float(m[choice[lay.graph.ops[u].name], choice[lay.graph.ops[v].name]])
         memory = sum(float(lay.state[index[n]][c] + st.in_flight * lay.activation[index[n]][c])

@@ -34,12 +34,13 @@ from pase.cost_models.calibrated_plan import (
     exposed_exchange,
     tally,
 )
+from pase.costing import connection_ports, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph
-from pase.perf.comms import collective_seconds, group_nodes
 from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight, pipeline_seconds
 from pase.pipeline.schedules import plan_step
+from pase.pipeline.sends import received
 from pase.pipeline.solve import with_defaults
 
 
@@ -70,7 +71,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
         work, tail, t, (bound, problem, c) = stage_terms(
             graph, st.ranges, st.devices, st.configs, st.variants, m, {**costs, "cluster": cluster})
         sends = [x for first, end in st.ranges
-                 for x in _received(graph, bound, first, end, st.devices, whole)]
+                 for x in received(graph, first, end, st.devices, whole,
+                                   bound.bytes_per_element, bound.hw)]
         times.append(work + 2 * sum(sends))
         sends_by_stage.append(sends)
         once.append(tail)
@@ -117,15 +119,15 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
 
     m = microbatches
     model = stage_cost_model({**costs, "microbatches": m}, m, "calibrated")
-    model.once_share = 1.0  # the terms are tallied here, not summed from the Problem
+    model.once_share = 0.0  # the edges per micro-batch; a tied matrix's sync is the tail's
     built = api.build_problem(graph, devices, model, variants=variants or None)
     c = np.asarray(api.choice_of(built, configs))
     bound = built.cost_model.bind(graph, devices)
     ops = [i for first, end in ranges for i in range(first, end)]
-    t = tally(graph, bound, built.problem, c, ops)
+    within = lambda u, v: any(a <= u < b and a <= v < b for a, b in ranges)  # noqa: E731
+    t = tally(graph, bound, built.problem, c, ops, _tied(graph, bound, built.problem, c, within))
     inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
-                 zip(built.problem.edges, built.problem.edge_costs)
-                 if any(a <= u < b and a <= v < b for a, b in ranges)) / m
+                 zip(built.problem.edges, built.problem.edge_costs) if within(u, v)) / m
     tax = bound.hw.overlap
     work = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
         + exposed_exchange(graph, bound, built.problem, c, t, set(ops))
@@ -168,17 +170,19 @@ def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> 
             activations[later] += nbytes
 
 
-def _received(graph: Graph, bound, first: int, end: int, devices: int, whole) -> list[float]:
-    """Seconds of each send into ops ``first .. end-1`` (one chunk) from another, one way per
-    micro-batch: each rank sends its ``1 / d`` share of the tensor (Megatron-LM's
-    scatter-gather), to the rank ``d`` ranks on; each input that reads one, as the
-    layout path counts them (:func:`pase.perf.pipeline.crossing_bytes`)."""
-    nodes = group_nodes(whole, [(2, devices)])
-    out = []
-    for op in graph.ops[first:end]:
-        for port in op.inputs:
-            if port.source is None or first <= graph.index(port.source[0]) < end:
-                continue  # made in this chunk: no send
-            nbytes = float(np.prod(port.shape)) / devices * bound.bytes_per_element
-            out.append(float(collective_seconds("send", nbytes, 2, nodes, whole, bound.hw)))
-    return out
+def _tied(graph: Graph, bound, problem, c: np.ndarray, within) -> float:
+    """Seconds alone (once a step) of the tied matrices' syncs whose two ops are both in the
+    stage (``within(u, v)``): with the stage's other syncs behind its last backward, as
+    :func:`pase.cost_models.calibrated_plan.tied_syncs` has them for a whole plan (a tied
+    pair split over two stages is not priced)."""
+    total = 0.0
+    for conn in tied_connections(graph):
+        u, v = conn[0], conn[2]
+        if not within(u, v):
+            continue
+        owner, owner_port, user, user_port = connection_ports(graph, conn)
+        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
+        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
+        got = bound.tied_sync(owner, owner_port, src, user, user_port, dst)
+        total += 0.0 if got is None else float(got[0, 0])
+    return total

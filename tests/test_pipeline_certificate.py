@@ -23,23 +23,19 @@ def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
     assert [st.device_range for st in plan.stages] == [(0, 4), (4, 8)]
     # Korthikanti et al.: stage i holds (s - i)(1 + (s - 1)/(s V)) micro-batches
     assert [st.in_flight for st in plan.stages] == pytest.approx([2 * 1.25, 1 * 1.25])
-    # (m + (s - 1)/V) T, T the slowest group with the sends into its chunks (chunks 1, 2, 3)
+    # (m + (s - 1)/V) T + the largest tail: T the slowest group, its sends (the links: chunks
+    # 1, 2, 3) already in its time, as the layout path folds them
     times = [st.seconds_per_microbatch for st in plan.stages]
-    for chunk, x in zip((1, 2, 3), plan.links):
-        times[chunk % s] += 2 * x
-    charged = plan.search["search_step_seconds"]  # what the search optimised
-    assert charged == pytest.approx((m + (s - 1) / v) * max(times), rel=1e-12)
+    tails = [st.tail_seconds for st in plan.stages]
+    assert min(tails) > 0 and all(x > 0 for x in plan.links)
+    want = (m + (s - 1) / v) * max(times) + max(tails)
+    assert plan.search["search_step_seconds"] == pytest.approx(want, rel=1e-12)
     price = reprice(PipelinePlan.from_dict(plan.to_dict()))
-    assert price["search_step_seconds"] == pytest.approx(charged, rel=1e-12)
-    # the plan reports the one price, and its charge differs, so it claims no proof
+    assert price["search_step_seconds"] == pytest.approx(want, rel=1e-12)
+    # the search prices by the one price's rule: the two agree, and the bound is the search's
     assert plan.step_time == pytest.approx(price["step_seconds"], rel=1e-12)
-    assert plan.status == "feasible" and plan.gap is None
-    # the one price: the closed form over the stages' own times (their sends folded in,
-    # as the layout path has them), then once the largest tail (exposed sync, optimizer),
-    # which the search charged 1/m per micro-batch inside each stage
-    assert price["step_seconds"] == pytest.approx(
-        (m + (s - 1) / v) * max(price["stage_seconds"]) + max(price["stage_tail_seconds"]),
-        rel=1e-12)
+    assert price["step_seconds"] == pytest.approx(want, rel=1e-12)
+    assert plan.lower_bound is not None and plan.lower_bound <= plan.step_time
     with pytest.raises(StrategyError, match="runs 1F1B and GPipe plans; this one is interleaved:2"):
         simulate_pipeline(plan)  # its event program is not written yet: no silent 1F1B
 
@@ -70,7 +66,8 @@ def test_exposed_syncs_give_a_gap_and_the_per_op_searchs_bound():
                        model_options={"layers": 2}, cost_options={
                            "zero": "auto", "recompute": "auto", "tp_overlap": True})
     assert plan.step_time == pytest.approx(per_op.to_dict()["step_seconds"], rel=1e-9)
-    assert plan.lower_bound == pytest.approx(per_op.solution.lower_bound, rel=1e-9)
+    # both bounds hold; the pipeline search's last lifted search crosses at its own x
+    assert per_op.solution.lower_bound * (1 - 1e-9) <= plan.lower_bound <= plan.step_time
     # the bound holds for another plan of the space (every op at ZeRO 0, no recompute)
     plain = solve_pipeline("gpt2", 16, batch=4, microbatches=[1], stage_sizes=[16],
                            **{**opts, "cost_options": {}})

@@ -124,12 +124,17 @@ def variant_terms(model: Any, op: Op, configs: np.ndarray, choices: list[Variant
 
 def _criteria(model: Any, work: Any) -> np.ndarray:
     """``(4, K)``: seconds, the Problem's memory vector (on a heterogeneous cluster, the
-    smallest-memory device type's share: ``work_memory``), state and activation bytes."""
+    smallest-memory device type's share: ``work_memory``), state and activation bytes;
+    a fifth row, the once-a-step seconds, where the model keeps them apart (``once_costs``:
+    :mod:`pase.pipeline.stages`)."""
     mem = model.work_memory(work) if hasattr(model, "work_memory") else work.memory
-    return np.stack([np.asarray(model.work_costs(work), dtype=np.float64),
-                     np.asarray(mem, dtype=np.float64),
-                     np.asarray(work.state_bytes, dtype=np.float64),
-                     np.asarray(work.activation_bytes, dtype=np.float64)])
+    rows = [np.asarray(model.work_costs(work), dtype=np.float64),
+            np.asarray(mem, dtype=np.float64),
+            np.asarray(work.state_bytes, dtype=np.float64),
+            np.asarray(work.activation_bytes, dtype=np.float64)]
+    if hasattr(model, "once_costs"):  # a pipeline stage prices its once-a-step tail apart
+        rows.append(np.asarray(model.once_costs(work), dtype=np.float64))
+    return np.stack(rows)
 
 
 def _undominated(rows: np.ndarray) -> list[int]:

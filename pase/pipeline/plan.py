@@ -8,8 +8,8 @@ reads it back) is one object:
   (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
   (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
-- ``step_time`` (seconds, the search's charge: :mod:`pase.pipeline.price`; the plan's
-  one price is ``pase evaluate --strategy``'s, :mod:`pase.pipeline.reprice`), ``bubble``
+- ``step_time`` (seconds, the plan's one price, ``pase evaluate --strategy``'s:
+  :mod:`pase.pipeline.reprice`), ``bubble``
   (the idle fraction ``1 - sum_i t_i * m / (s * step)`` of the step), ``status``
   (``optimal`` over the declared space when the step meets the lower bound, else
   ``feasible``), ``lower_bound`` (seconds no plan of the space beats; null when a stage's
@@ -17,14 +17,17 @@ reads it back) is one object:
 - ``stages``: per stage in order, ``ops`` (first and last op name),
   ``op_range`` (``[first, end)`` indices in the graph's op order),
   ``device_range`` (``[start, end)`` ranks), ``devices``, ``in_flight``
-  (micro-batches' activations held), ``seconds_per_microbatch``,
+  (micro-batches' activations held), ``seconds_per_microbatch`` (under the calibrated
+  model with the sends it receives), ``tail_seconds`` (calibrated: once a step after its
+  last backward, its exposed gradient sync and optimizer step; absent = 0),
   ``memory_bytes`` (per device), ``configs`` (``{op: {dim: factor}}``, on the
   stage's own ``devices``-device mesh), ``variants`` (``{op: {"zero": Z,
   "recompute": R}}`` for ops not at ZeRO 0 without recomputation; absent = none),
   and under ``interleaved:V`` ``chunks``: the group's ``V`` op ranges (chunk ``c`` of
   the model on group ``c mod s``; ``op_range`` is its first);
 - ``links``: per boundary between stage (or chunk) ``i`` and ``i + 1``, seconds per
-  micro-batch per direction;
+  micro-batch per direction (under the calibrated model the sends into the later one,
+  already in its ``seconds_per_microbatch``);
 - ``search``: the declared space and effort (``units``, ``stage_sizes``,
   ``microbatch_choices``, ``stage_solves``, ``seconds``).
 """
@@ -56,6 +59,7 @@ class PipelineStage:
     configs: dict[str, dict[str, int]]
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunks: list[tuple[int, int]] = field(default_factory=list)  # interleaved: its op ranges
+    tail_seconds: float = 0.0  # once a step, after its last backward (calibrated)
 
     @property
     def devices(self) -> int:
@@ -164,7 +168,8 @@ class PipelinePlan:
                         "seconds_per_microbatch": st.seconds_per_microbatch,
                         "memory_bytes": st.memory_bytes, "configs": st.configs,
                         **({"variants": st.variants} if st.variants else {}),
-                        **({"chunks": [list(c) for c in st.chunks]} if st.chunks else {})}
+                        **({"chunks": [list(c) for c in st.chunks]} if st.chunks else {}),
+                        **({"tail_seconds": st.tail_seconds} if st.tail_seconds else {})}
                        for st in self.stages],
             "links": list(self.links), "search": dict(self.search)})
 
@@ -187,7 +192,8 @@ class PipelinePlan:
                                     {op: {"zero": int(v.get("zero", 0)),
                                           "recompute": bool(v.get("recompute", False))}
                                      for op, v in s.get("variants", {}).items()},
-                                    [(int(a), int(b)) for a, b in s.get("chunks", [])])
+                                    [(int(a), int(b)) for a, b in s.get("chunks", [])],
+                                    float(s.get("tail_seconds", 0.0)))
                       for s in data["stages"]]
             plan = cls(str(data["model"]), int(data["devices"]), int(data["batch"]),
                        int(data["microbatches"]), str(data["schedule"]), stages,

@@ -4,13 +4,13 @@ One price for every pipeline plan, a pipeline layout's (``pase evaluate --layout
 pipeline search's: under the calibrated model the registered model's ``price_pipeline``
 (:mod:`pase.cost_models.calibrated_pipeline`: each stage's time per micro-batch and
 its once-a-step tail by the layout path's rules, the step by
-:func:`pase.pipeline.schedules.plan_step`). The pipeline search charges its stages
-otherwise (:mod:`pase.pipeline.price`: the once-a-step terms ``1 / m`` per micro-batch
-inside each stage, the sends as links); a plan it wrote also gets that charge again,
-rebuilt from what the plan records, as ``search_step_seconds`` (its ``step_time``) and
-``search_memory_bytes`` (the search counts a stage's states and kept activations, not
-full recomputation's working set, ZeRO-3's gathered weights or a kept tensor moving to
-the stage that reads it, which the one price counts).
+:func:`pase.pipeline.schedules.plan_step`). The pipeline search prices a
+plan by the same rule (:mod:`pase.pipeline.price`: each stage's own time with its sends and
+its own tail, the step by ``plan_step``); a plan it wrote also gets that price again,
+rebuilt from what the plan records by the search's code, as ``search_step_seconds`` (its
+``step_time``) and ``search_memory_bytes`` (its count of a stage's memory: states, kept
+activations, full recomputation's working set, ZeRO-3's gathered weights, a kept tensor
+moved to the stage that reads it).
 Under alpha-beta, which has no once-a-step tail of its own, the charge is the price.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pase.errors import StrategyError
 from pase.pipeline.cuts import crossing_elements
 from pase.pipeline.plan import PipelinePlan
 from pase.pipeline.price import stage_price
-from pase.pipeline.schedules import priced_step
+from pase.pipeline.schedules import plan_step
 from pase.pipeline.search import LinkPricer
 from pase.pipeline.solve import _loader, with_defaults
-from pase.pipeline.stages import StageOracle, StageResult
+from pase.pipeline.stages import StageOracle, StageResult, stage_memory
 from pase.registry import MODELS
 
 
@@ -53,31 +53,48 @@ def charged(plan: PipelinePlan) -> dict[str, Any]:
         raise StrategyError(f"the plan's batch {plan.batch} is not the model's {full}")
     priced = with_defaults(costs, plan.cost_model, get_cluster(cluster, plan.devices))
     oracle = StageOracle(load, full, priced, plan.memory_cap_bytes, {"powers_of_two": True},
-                         cost_model=plan.cost_model)
+                         cost_model=plan.cost_model, devices=plan.devices)
     m = plan.microbatches
     graph = oracle.graph(m)
     if graph.name != plan.model:
         raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
-    seconds, memory = [], []
+    seconds, tails, memory, passed = [], [], [], []
     for st in plan.stages:
         lay = oracle.layered(st.devices, m)
         index = [j for first, end in st.ranges for j in range(first, end)]
         choice = tuple(_candidate(lay, j, st) for j in index)
-        result = StageResult(0.0, 0.0, (), True, choice)
-        seconds.append(stage_price(oracle, st.ranges, st.devices, m, result).seconds)
-        memory.append(result.memory_at(lay, index, st.in_flight))
+        price = stage_price(oracle, st.ranges, st.devices, m, StageResult(0.0, 0.0, (), True, choice))
+        seconds.append(price.seconds)
+        tails.append(price.tail)
+        memory.append((lay, st, choice))
+    s = len(plan.stages)
+    for i, st in enumerate(plan.stages):  # chunk c holds what chunk c - 1 passes on
+        passed.append(sum(_chunk_out(memory[(c - 1) % s], (c - 1) // s)
+                          for c in range(i, s * len(st.ranges), s) if c))
+    memory = [stage_memory(lay, st.ranges, choice, st.in_flight, incoming)[0]
+              for (lay, st, choice), incoming in zip(memory, passed)]
     element = float(api.make_cost_model(plan.cost_model, **costs).bytes_per_element)
     links = LinkPricer(get_cluster(cluster, plan.devices),
                        lambda cut, mb: crossing_elements(oracle.graph(mb), cut) * element)
-    xs = _links(plan, links)
-    step = priced_step(plan.schedule, m, seconds, xs)
+    folded = oracle.tails
+    xs = [] if folded else _links(plan, links)
+    step = plan_step(plan.schedule, m, seconds, xs, tails)
     cap = plan.memory_cap_bytes
     return {"kind": "pipeline", "model": plan.model, "devices": plan.devices,
             "schedule": plan.schedule, "microbatches": m, "step_seconds": step,
-            "stage_seconds": seconds, "links": xs, "memory_bytes": max(memory),
-            "stage_memory_bytes": memory,
+            "stage_seconds": seconds, "stage_tail_seconds": tails, "links": xs,
+            "memory_bytes": max(memory), "stage_memory_bytes": memory,
             "fits_memory": cap is None or max(memory) <= cap, "recorded_step": plan.step_time,
             "search_step_seconds": step, "search_memory_bytes": max(memory)}
+
+
+def _chunk_out(stage, chunk: int) -> float:
+    """Bytes per micro-batch chunk ``chunk`` of ``stage`` (its Layered, plan stage and
+    choice) passes on to the next chunk."""
+    lay, st, choice = stage
+    first, end = st.ranges[chunk]
+    offset = sum(b - a for a, b in st.ranges[:chunk])
+    return stage_memory(lay, ((first, end),), choice[offset:offset + end - first], 0.0)[1]
 
 
 def _candidate(lay: Any, j: int, stage: Any) -> int:

@@ -41,6 +41,7 @@ closed form of :mod:`pase.pipeline.schedules`.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -52,8 +53,9 @@ from pase.pipeline.schedules import period, step_seconds  # noqa: F401 (benchmar
 from pase.pipeline.stages import StageOracle, StageResult
 
 SCHEDULES = ("1f1b", "gpipe")  # the plain ones; schedules.parse also reads interleaved:V
-# A front point: (max stage time T, max link time X, fill-and-drain sum S, ((u, v, d), ...)).
-Point = tuple[float, float, float, tuple[tuple[int, int, int], ...]]
+# A front point: (max stage time T, max link time X, fill-and-drain sum S, max tail O, stages:
+# ((first op, end op, devices, StageResult or None), ...)).
+Point = tuple[float, float, float, float, tuple[tuple[int, int, int, Any], ...]]
 # A plan's device groups: ((op ranges of the group, in order), devices) per group.
 Groups = tuple[tuple[tuple[tuple[int, int], ...], int], ...]
 
@@ -95,7 +97,9 @@ class Space:
 @dataclass
 class Found:
     """The best plan: its device groups (each one op range, or an interleaved group's
-    chunks), their results, m, the schedule, the links (per cut, per direction)."""
+    chunks), their results, m, the schedule, the links (per cut, per direction; under the
+    calibrated model the sends, already in the stage times), its charged step ``cost`` and
+    ``bound``, the least charged step of any plan of the space (None: not proven)."""
 
     cost: float
     microbatches: int
@@ -107,11 +111,18 @@ class Found:
     stats: dict[str, Any] = field(default_factory=dict)
     prices: list[Any] = field(default_factory=list)  # each group's own price (solve.certified)
     step: float = 0.0  # the plan's own step (its groups' own prices)
+    bound: float | None = None
+    folded: bool = False  # the links are in the stage times (the calibrated model)
 
     @property
     def stages(self) -> tuple[tuple[int, int, int], ...]:
         """``(first op, end op, devices)`` per group (its first chunk's range)."""
         return tuple((r[0][0], r[0][1], d) for r, d in self.groups)
+
+    def step_of(self, times, tails) -> float:
+        """The step of this plan's schedule over stage ``times`` and ``tails``."""
+        return schedules.plan_step(self.schedule, self.microbatches, times,
+                                   [] if self.folded else self.links, tails)
 
 
 class LinkPricer:
@@ -145,28 +156,35 @@ class LinkPricer:
 
 def search(space: Space, oracle: StageOracle, links: LinkPricer,
            progress: Callable[[str], None] | None = None) -> Found | None:
-    """The best plan over ``space`` (None when no plan fits the memory cap)."""
+    """The best plan over ``space`` at the search's charge and the least charge of any plan
+    (``bound``); None when no plan fits the memory cap."""
     start = time.perf_counter()
     best: Found | None = None
+    bound = math.inf
+    folded = oracle.tails
     for m in space.microbatches:
         counts = range(1, space.stage_limit + 1)
         for name, virtual in space.schedules:
             if name == "interleaved":
-                for found in _interleaved(space, oracle, links, m, virtual):
-                    if best is None or found.cost < best.cost * (1 - 1e-12):
+                for found, low in _interleaved(space, oracle, links, m, virtual):
+                    bound = min(bound, low)
+                    if found is not None and (best is None or found.cost < best.cost * (1 - 1e-12)):
                         best = found
                 continue
             for s, sizes in _size_sets(space, counts):
-                front = _Front(space, oracle, links, m, sizes, name)
-                for T, X, S, plan in front.points(s):
-                    cost = S + (m - 1) * period(name, T, X)
+                for T, X, S, tails, _ in _Front(space, oracle, links, m, sizes, name, True).points(s):
+                    bound = min(bound, S + (m - 1) * period(name, T, X) + tails)
+                front = _Front(space, oracle, links, m, sizes, name, False)
+                for T, X, S, tails, plan in front.points(s):
+                    cost = S + (m - 1) * period(name, T, X) + tails
                     if best is None or cost < best.cost * (1 - 1e-12):
-                        best = _found(oracle, links, m, plan, cost, name)
+                        best = _found(oracle, links, m, plan, cost, name, folded)
         if progress:
             progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
                      f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
     if best is not None:
         best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
+        best.bound = min(bound, best.cost) if oracle.all_optimal else None
     return best
 
 
@@ -181,28 +199,38 @@ def _size_sets(space: Space, counts: range):
 
 
 class _Front:
-    """Pareto fronts of suffixes for one ``m`` and one set of stage sizes (memoised)."""
+    """Pareto fronts of suffixes for one ``m`` and one set of stage sizes (memoised): of the
+    stages' plans, or (``bound``) of their corners (:meth:`StageOracle.corners`)."""
 
     def __init__(self, space: Space, oracle: StageOracle, links: LinkPricer, m: int,
-                 sizes: tuple[int, ...], schedule: str):
+                 sizes: tuple[int, ...], schedule: str, bound: bool = False):
         self.space, self.oracle, self.links, self.m, self.sizes = space, oracle, links, m, sizes
-        self.schedule = schedule
+        self.schedule, self.bound = schedule, bound
         self.memo: dict[tuple, list[Point]] = {}
         self.smallest, self.largest = min(sizes), max(sizes)
 
     def points(self, stages: int) -> list[Point]:
         self.stages = stages
         self.memo.clear()
-        return self._suffix(0, self.space.devices, stages, 0)
+        return self._suffix(0, self.space.devices, stages, 0, 0.0)
 
-    def _suffix(self, u: int, left: int, r: int, prev: int) -> list[Point]:
-        key = (u, left, r, prev)
+    def _plans(self, u: int, v: int, d: int, k: float, incoming: float):
+        """``(time, tail, result)`` of the stage's plans (or corners, result None)."""
+        ranges = ((self.space.units[u], self.space.units[v]),)
+        if self.bound:
+            return [(t, o, None) for t, o in
+                    self.oracle.corners(ranges, d, self.m, k, alone=self.stages == 1) or []]
+        return [(r.seconds, r.tail, r) for r in
+                self.oracle.options(ranges, d, self.m, k, incoming)]
+
+    def _suffix(self, u: int, left: int, r: int, prev: int, incoming: float) -> list[Point]:
+        key = (u, left, r, prev, incoming)
         if key in self.memo:
             return self.memo[key]
         units, n_units = self.space.units, len(self.space.units) - 1
         out: list[Point] = []
         if r == 0:
-            out = [(0.0, 0.0, 0.0, ())] if u == n_units and left == 0 else []
+            out = [(0.0, 0.0, 0.0, 0.0, ())] if u == n_units and left == 0 else []
         else:
             k = in_flight(self.schedule, self.m, self.stages, self.stages - r)
             offset = self.space.devices - left
@@ -211,48 +239,49 @@ class _Front:
                     rest = left - d
                     if not (r - 1) * self.smallest <= rest <= (r - 1) * self.largest:
                         continue
-                    stage = self.oracle.stage(units[u], units[v], d, self.m, k)
-                    if stage is None:
-                        continue
-                    x = 0.0 if u == 0 else self.links(units[u], self.m, offset - prev, prev, d)
-                    for T, X, S, plan in self._suffix(v, rest, r - 1, d):
-                        out.append((max(T, stage.seconds), max(X, x), S + stage.seconds + 2 * x,
-                                    ((units[u], units[v], d),) + plan))
+                    x = 0.0 if u == 0 or self.oracle.tails else \
+                        self.links(units[u], self.m, offset - prev, prev, d)
+                    for t, tail, res in self._plans(u, v, d, k, incoming):
+                        passed = 0.0 if res is None else res.out
+                        for T, X, S, tails, plan in self._suffix(v, rest, r - 1, d, passed):
+                            out.append((max(T, t), max(X, x), S + t + 2 * x, max(tails, tail),
+                                        ((units[u], units[v], d, res),) + plan))
         self.memo[key] = out = _pareto(out)
         return out
 
 
 def _pareto(points: list[Point]) -> list[Point]:
-    """The points no other point beats in T, X and S (ties: the first in sorted order)."""
+    """The points no other point beats in T, X, S and O (ties: the first in sorted order)."""
     kept: list[Point] = []
-    for p in sorted(points, key=lambda q: (q[0], q[1], q[2])):
-        if not any(k[0] <= p[0] and k[1] <= p[1] and k[2] <= p[2] for k in kept):
+    for p in sorted(points, key=lambda q: q[:4]):
+        if not any(k[0] <= p[0] and k[1] <= p[1] and k[2] <= p[2] and k[3] <= p[3] for k in kept):
             kept.append(p)
     return kept
 
 
-def _found(oracle: StageOracle, links: LinkPricer, m: int,
-           plan: tuple[tuple[int, int, int], ...], cost: float, schedule: str) -> Found:
-    s = len(plan)
+def _found(oracle: StageOracle, links: LinkPricer, m: int, plan, cost: float, schedule: str,
+           folded: bool) -> Found:
     results, xs, offset = [], [], 0
-    for i, (first, end, d) in enumerate(plan):
-        stage = oracle.stage(first, end, d, m, in_flight(schedule, m, s, i))
-        assert stage is not None  # the search only keeps stages with a plan
-        results.append(stage)
+    for i, (first, end, d, result) in enumerate(plan):
+        results.append(result)
         if i:
             prev = plan[i - 1][2]
-            xs.append(links(first, m, offset - prev, prev, d))
+            xs.append(oracle.sends(((first, end),), d, m) / 2 if folded else
+                      links(first, m, offset - prev, prev, d))
         offset += d
     optimal = all(r.optimal for r in results) and oracle.all_optimal
-    groups = tuple((((first, end),), d) for first, end, d in plan)
-    return Found(cost, m, groups, results, xs, optimal, schedule)
+    groups = tuple((((first, end),), d) for first, end, d, _ in plan)
+    return Found(cost, m, groups, results, xs, optimal, schedule, folded=folded)
 
 
 def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, virtual: int):
-    """Each interleaved plan of ``m`` micro-batches and ``V = virtual`` chunks per group:
-    ``s`` equal groups of ``p / s`` devices (one of the stage sizes), the units cut into
-    ``s V`` chunks as the layout path cuts layers, chunk ``c`` on group ``c mod s``."""
+    """Each ``s`` of interleaved plans of ``m`` micro-batches and ``V = virtual`` chunks per
+    group: ``(the best plan or None, the least charge of any)``. ``s`` equal groups of
+    ``p / s`` devices (one of the stage sizes), the units cut into ``s V`` chunks as the
+    layout path cuts layers, chunk ``c`` on group ``c mod s``; each group's plans held
+    with the most bytes its neighbour's plans pass on."""
     n_units = len(space.units) - 1
+    label = schedules.label("interleaved", virtual)
     for s in range(2, space.stage_limit + 1):
         d = space.devices // s
         if space.devices % s or d not in space.sizes or \
@@ -262,18 +291,45 @@ def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, v
         for size in schedules.chunk_units(n_units, s, virtual):
             bounds.append(bounds[-1] + size)
         chunks = [(space.units[a], space.units[b]) for a, b in zip(bounds, bounds[1:])]
-        results = []
-        for g in range(s):
-            k = schedules.in_flight("interleaved", virtual, m, s, g)
-            result = oracle.group(tuple(chunks[g::s]), d, m, k)
-            if result is None:
-                break
-            results.append(result)
+        ranges = [tuple(chunks[g::s]) for g in range(s)]
+        ks = [schedules.in_flight("interleaved", virtual, m, s, g) for g in range(s)]
+        corners = [oracle.corners(ranges[g], d, m, ks[g], last=False) for g in range(s)]
+        if any(c is None for c in corners):
+            continue
+        if oracle.tails:  # folded into the stage times; here for the plan to show
+            xs = [oracle.sends((chunks[c],), d, m) / 2 for c in range(1, len(chunks))]
         else:
             xs = [links.between(chunks[c][0], m, ((c - 1) % s) * d, d, (c % s) * d, d)
                   for c in range(1, len(chunks))]
-            label = schedules.label("interleaved", virtual)
-            cost = schedules.priced_step(label, m, [r.seconds for r in results], xs)
-            optimal = all(r.optimal for r in results) and oracle.all_optimal
-            groups = tuple((tuple(chunks[g::s]), d) for g in range(s))
-            yield Found(cost, m, groups, results, xs, optimal, label)
+        low = _combine(label, m, [[(t, o, None) for t, o in c] for c in corners],
+                       [] if oracle.tails else xs)[0]
+        first = [oracle.options(ranges[g], d, m, ks[g]) for g in range(s)]
+        if not all(first):
+            yield None, low
+            continue
+        passed = [max(r.out for r in opts) for opts in first]
+        plans = [oracle.options(ranges[g], d, m, ks[g], passed[(g - 1) % s]) for g in range(s)]
+        if not all(plans):
+            yield None, low
+            continue
+        cost, results = _combine(label, m, [[(r.seconds, r.tail, r) for r in opts]
+                                            for opts in plans], [] if oracle.tails else xs)
+        optimal = all(r.optimal for r in results) and oracle.all_optimal
+        groups = tuple((ranges[g], d) for g in range(s))
+        yield Found(cost, m, groups, results, xs, optimal, label, folded=oracle.tails), low
+
+
+def _combine(schedule: str, m: int, plans, links) -> tuple[float, list]:
+    """The least step of one plan per group (``plans[g]``: ``(time, tail, result)``): for
+    each tail ``O`` the largest may be, each group's fastest plan with its tail within."""
+    best, picked = math.inf, []
+    for cap in sorted({o for opts in plans for _, o, _ in opts}):
+        pick = [min((p for p in opts if p[1] <= cap), key=lambda p: p[0], default=None)
+                for opts in plans]
+        if any(p is None for p in pick):
+            continue
+        step = schedules.plan_step(schedule, m, [p[0] for p in pick], links,
+                                   [p[1] for p in pick])
+        if step < best:
+            best, picked = step, [p[2] for p in pick]
+    return best, picked

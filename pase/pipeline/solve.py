@@ -14,7 +14,7 @@ from pase.options import parse_bytes
 from pase.pipeline.cuts import crossing_elements, cut_points
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.price import stage_price
-from pase.pipeline.schedules import label, parse, priced_step
+from pase.pipeline.schedules import label, parse
 from pase.pipeline.search import Found, LinkPricer, Space, in_flight, search
 from pase.pipeline.stages import StageOracle
 from pase.space import check_devices
@@ -84,7 +84,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         raise OptionError(f"--pipeline prices stages with calibrated or alpha-beta; cost model "
                           f"{cost_model!r} has no seconds or memory for a pipeline step")
     oracle = StageOracle(load, full_batch, costs, cap, space_options, progress=progress,
-                         cost_model=cost_model)
+                         cost_model=cost_model, devices=devices)
     graph = oracle.graph(1)
     choices = _microbatches(microbatches, full_batch)
     element = float(api.make_cost_model(cost_model, **costs).bytes_per_element)
@@ -125,6 +125,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
     proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
+    for stage, price in zip(stages, found.prices):
+        stage.tail_seconds = price.tail
     plan = PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
                         stages, found.links, found.step, "optimal" if proven else "feasible",
                         options, plain_costs, cap, search_info, cost_model,
@@ -134,13 +136,13 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
 
 
 def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
-    """``plan`` at the one price (the calibrated model's ``price_pipeline``, what
-    ``pase evaluate --strategy`` gives): its step, and each stage's memory where the one
-    price counts more. The search charges the once-a-step tail ``1 / m`` per micro-batch
-    inside each stage; where that charge and the one price part (pp > 1) its bound proves
-    nothing of the one price, so the plan is ``feasible`` with no gap, never ``optimal``;
-    a plan over the memory cap at the one price says so (``fits_memory`` false). ``graph``:
-    the model at the plan's micro-batch."""
+    """``plan`` checked against its one price (the calibrated model's ``price_pipeline``, what
+    ``pase evaluate --strategy`` gives), which the search's own price of a plan restates:
+    its step is the one price, each stage's memory the larger of the two counts; where the
+    two steps part (a rule one of them has and the other not) the plan claims no proof
+    (``feasible``; its bound, a bound of the search's price, is kept where below the
+    step), and a plan over the memory cap at the one price says so (``fits_memory``
+    false, no bound). ``graph``: the model at the plan's micro-batch."""
     model = api.make_cost_model(plan.cost_model, **dict(plan.cost_options))
     price = model.price_pipeline(plan, graph)
     one, charged = float(price["step_seconds"]), plan.step_time
@@ -149,8 +151,12 @@ def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
     for stage, memory in zip(plan.stages, price["stage_memory_bytes"]):
         stage.memory_bytes = max(stage.memory_bytes, float(memory))
     plan.step_time = one
-    if abs(one - charged) > TOLERANCE * charged or not plan.fits_memory:
+    if not plan.fits_memory:
         plan.status, plan.lower_bound = "feasible", None
+    elif abs(one - charged) > TOLERANCE * charged:
+        plan.status = "feasible"
+        if plan.lower_bound is not None and plan.lower_bound >= one * (1 - TOLERANCE):
+            plan.lower_bound = None
     return plan
 
 
@@ -158,19 +164,19 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
               progress: Callable[[str], None] | None = None):
     """The search with a lower bound: ``(found, bound, searches)``.
 
-    The search charges gradient syncs at the overlap tax, so its optimum bounds every
+    The search charges gradient syncs at the overlap tax, so its least charge bounds every
     plan's own price (:mod:`pase.pipeline.price`) from below. When the found plan's own
-    price is above it, a second search with each candidate's sync slack lifted in
-    (``x = 1``, still a bound) tightens the bound and looks for a plan whose syncs hide;
-    the answer is the plan with the lower own price. The bound is None when a stage's
-    solver could not prove its optimum."""
+    price is above it, a second search with each candidate's sync slack lifted into its
+    tail (``x = 1``, still a bound) tightens the bound and looks for a plan whose syncs
+    hide; the answer is the plan with the lower own price. The bound is None when a
+    stage's solver could not prove its optimum."""
     found = search(space, oracle, links, progress)
     if found is None:
         return None, None, 1
     _price(found, oracle)
-    bound, best, plans = found.cost, found, [found]
+    bound, best, plans = found.bound, found, [found]
     for x in (1.0, None):
-        if best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
+        if bound is None or best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
             break
         if x is None:  # where the two plans' prices, linear in x, cross (a cutting plane)
             (a0, d0), (a1, d1) = (_line(plans[0]), _line(plans[-1]))
@@ -183,7 +189,7 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
         if lifted is None:
             break
         plans.append(lifted)
-        bound = max(bound, lifted.cost)
+        bound = None if lifted.bound is None else max(bound, lifted.bound)
         _price(lifted, oracle)
         if lifted.step < best.step * (1 - 1e-12):
             lifted.stats = {**found.stats, **lifted.stats}
@@ -194,9 +200,9 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
 
 def _line(found: Found) -> tuple[float, float]:
     """The plan's charged step at x = 0 and its growth to x = 1 (lifted by its slack)."""
-    m = found.microbatches
-    at0 = priced_step(found.schedule, m, [p.lifted(0.0, m) for p in found.prices], found.links)
-    at1 = priced_step(found.schedule, m, [p.lifted(1.0, m) for p in found.prices], found.links)
+    times = [p.charged for p in found.prices]
+    at0 = found.step_of(times, [p.lifted(0.0) for p in found.prices])
+    at1 = found.step_of(times, [p.lifted(1.0) for p in found.prices])
     return at0, at1 - at0
 
 
@@ -205,7 +211,7 @@ def _price(found: Found, oracle: StageOracle) -> None:
     m = found.microbatches
     found.prices = [stage_price(oracle, ranges, d, m, result)
                     for (ranges, d), result in zip(found.groups, found.results)]
-    found.step = priced_step(found.schedule, m, [p.seconds for p in found.prices], found.links)
+    found.step = found.step_of([p.seconds for p in found.prices], [p.tail for p in found.prices])
 
 
 def with_defaults(costs: Mapping[str, Any], cost_model: str, cluster: Any) -> dict[str, Any]:

@@ -2,18 +2,26 @@
 
 A :class:`StageOracle` answers "what does ops ``a .. b-1`` cost per micro-batch on
 ``d`` devices at micro-batch size ``batch / m``, with ``k`` micro-batches'
-activations held?". It builds the whole graph's alpha-beta Problem once per
-``(d, m)`` (at the micro-batch size, on a ``d``-device cluster of the same kind),
-and solves the Problem induced by the range's vertices (their vertex costs and
-the edges between them) with the exact dp. Edges leaving the range are the
-pipeline's point-to-point transfers, priced by :mod:`pase.pipeline.cost`.
+activations held?". It builds the whole graph's Problem once per ``(d, m)`` (at the
+micro-batch size, on a ``d``-device cluster of the same kind: :mod:`pase.pipeline.layered`)
+and solves the Problem induced by the range's vertices (their vertex costs and the edges
+between them) with the exact dp.
 
-Inside a stage, the per-micro-batch cost is the alpha-beta cost of the ops'
-forward and backward compute and in-layer collectives, with one change: a
-parameter-gradient sync (phase ``gradient``) happens once per step, after the
-micro-batches' gradients are accumulated, so each micro-batch is charged
-``1/m`` of it (:class:`GradientShare`). Memory is the ops' parameter and
-optimizer state (once) plus ``k`` copies of their kept activations.
+Under the calibrated model a stage has two prices: its time per micro-batch (kernels,
+in-layer collectives, its own re-layouts, and the sends it receives from the stage
+before, both ways: :mod:`pase.pipeline.sends`) and its tail, what it runs once a step
+after its last backward (its gradient syncs, the optimizer step). The plan's step takes
+the schedule over the times and the largest tail once, so a stage offers the search a
+few plans: the dp's optima of ``time + w * tail`` for ``w`` in :data:`WEIGHTS` (each
+lowest in time for its tail among the plans the weight sees), and the corners of that
+lower hull, which bound every plan of the stage from below (:meth:`StageOracle.corners`).
+Under alpha-beta a sync is charged ``1/m`` per micro-batch inside the stage
+(:class:`GradientShare`) and the sends are the search's links.
+
+Memory is the one price's count (:mod:`pase.pipeline.layered`): states, ``k`` copies of the
+kept activations, full recomputation's working set, ZeRO-3's gathered weights, a kept
+tensor moved to the stage that reads it. A plan that does not fit is re-solved by the
+memory-capped dp with its own ``k``.
 
 Results are cached by the range's structure: the Problem shares one cost array
 between identical ops and one matrix between identical edges, so two ranges
@@ -24,24 +32,38 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from pase import api
+from pase.cluster import get_cluster
 from pase.costing import CostModel
 from pase.errors import OptionError
 from pase.ir import Graph
+from pase.pipeline.layered import Layered, build
+from pase.pipeline.sends import stage_sends
+from pase.pipeline.stage_result import (  # noqa: F401 (StageResult, stage_memory: re-exported)
+    StageResult,
+    _indices,
+    _induced,
+    _joined,
+    _named,
+    _structure,
+    _variant_map,
+    stage_memory,
+)
 from pase.problem import Problem, Status
 from pase.space import ConfigSpace
 from pase.work.ops import OpWork
 
 # A stage solve slower than this is reported to the progress callback.
 SLOW_SOLVE_SECONDS = 5.0
+# Re-solves of a stage whose capped plan is over the cap by its working set or gathers.
+REFITS = 4
 
 
 class GradientShare:
@@ -67,15 +89,51 @@ def _stage_class(base: type) -> type:
     return type("StageCostModel", (GradientShare, base), {"__doc__": GradientShare.__doc__})
 
 
+class TailApart:
+    """Mixed into the calibrated model for a pipeline stage: ``work_costs`` is a
+    candidate's time per micro-batch alone and ``once_costs`` its tail (syncs at the tax,
+    the optimizer step), so the stage's plans can be weighed by both
+    (:mod:`pase.pipeline.layered`)."""
+
+    def work_costs(self, work: OpWork) -> np.ndarray:
+        share, self.once_share = self.once_share, 0.0
+        try:
+            return super().work_costs(work)
+        finally:
+            self.once_share = share
+
+    def once_costs(self, work: OpWork) -> np.ndarray:
+        share = self.once_share
+        try:
+            self.once_share = 1.0
+            full = super().work_costs(work)
+            self.once_share = 0.0
+            return full - super().work_costs(work)
+        finally:
+            self.once_share = share
+
+
+@functools.lru_cache(maxsize=None)
+def _apart_class(base: type) -> type:
+    return type("StageCalibratedModel", (TailApart, base), {"__doc__": TailApart.__doc__})
+
+
 def stage_cost_model(options: Mapping[str, Any], microbatches: int,
-                     name: str = "alpha-beta") -> CostModel:
+                     name: str = "alpha-beta", apart: bool = False) -> CostModel:
     """The registry's model ``name`` from cost ``options`` (validated by its signature),
     pricing one of ``microbatches`` micro-batches: the calibrated model charges its
     once-per-step terms (gradient syncs, the optimizer step) ``1 / microbatches`` per
-    micro-batch itself; alpha-beta gets :class:`GradientShare`."""
+    micro-batch itself, or with ``apart`` keeps them apart (:class:`TailApart`);
+    alpha-beta gets :class:`GradientShare`."""
     if name == "calibrated":
         model = api.make_cost_model("calibrated", **dict(options))
         model.once_share = 1.0 / int(microbatches)
+        if apart:
+            cls = _apart_class(type(model))
+            stage = cls.__new__(cls)
+            stage.__dict__.update(model.__dict__)
+            stage.once_share = 0.0
+            return stage
         return model
     model = api.make_cost_model(name, **dict(options))
     cls = _stage_class(type(model))
@@ -85,67 +143,23 @@ def stage_cost_model(options: Mapping[str, Any], microbatches: int,
     return stage
 
 
-@dataclass
-class Layered:
-    """The whole graph at one micro-batch size on ``d`` devices: its Problem (costs per
-    micro-batch) and each vertex's state and activation bytes per device."""
-
-    graph: Graph
-    space: ConfigSpace
-    problem: Problem
-    state: list[np.ndarray]
-    activation: list[np.ndarray]
-    microbatches: int = 1
-    digests: dict[int, tuple] = field(default_factory=dict)
-    slack: list[np.ndarray] | None = None  # calibrated: each candidate's sync slack
-
-    def digest(self, array: np.ndarray) -> tuple:
-        """Shape and a 128-bit digest of ``array``'s bytes, memoised by identity (the
-        arrays live as long as this object)."""
-        key = id(array)
-        if key not in self.digests:
-            data = np.ascontiguousarray(array)
-            self.digests[key] = (data.shape, hashlib.blake2b(data.tobytes(), digest_size=16).digest())
-        return self.digests[key]
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """A stage's best per-layer plan: seconds per micro-batch (gradient syncs amortised),
-    bytes per device, each op's split, and whether the dp proved it optimal."""
-
-    seconds: float
-    memory: float
-    configs: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
-    optimal: bool
-    choice: tuple[int, ...] = ()
-    variants: tuple[tuple[str, int, bool], ...] = ()  # (op, zero, recompute), non-default only
-
-    def memory_with(self, lay: "Layered", first: int, in_flight: float) -> float:
-        """Bytes per device with ``in_flight`` micro-batches' activations held."""
-        return self.memory_at(lay, range(first, first + len(self.choice)), in_flight)
-
-    def memory_at(self, lay: "Layered", index, in_flight: float) -> float:
-        """The same, for the ops at positions ``index`` (one per choice)."""
-        return float(sum(lay.state[i][c] + in_flight * lay.activation[i][c]
-                         for i, c in zip(index, self.choice)))
-
-
 class StageOracle:
     """Solves stages of ``model`` (cached); see the module docstring.
 
     Args:
         load: ``load(microbatch_size) -> Graph``.
-        cost_options: alpha-beta options (cluster, efficiency, bytes_per_element, ...).
+        cost_options: the cost model's options (cluster, ...).
         memory_cap: bytes per device, or None for no cap.
         space_options: ConfigSpace keywords (cutoff, powers_of_two).
         solve: ``solve(problem) -> Solution`` for one stage (default: the dp).
+        devices: the plan's devices (the cluster the sends run on).
     """
 
     def __init__(self, load: Callable[[int], Graph], batch: int, cost_options: Mapping[str, Any],
                  memory_cap: float | None, space_options: Mapping[str, Any] | None = None,
                  solve: Callable[[Problem], Any] | None = None,
-                 progress: Callable[[str], None] | None = None, cost_model: str = "alpha-beta"):
+                 progress: Callable[[str], None] | None = None, cost_model: str = "alpha-beta",
+                 devices: int | None = None):
         self.load, self.batch = load, int(batch)
         self.cost_model = cost_model
         self.progress = progress
@@ -153,20 +167,32 @@ class StageOracle:
         self.memory_cap = memory_cap
         self.space_options = dict(space_options or {})
         self.solve = solve or (lambda problem: api.run_solver("auto", problem))
+        self.devices = devices
         self._layered: dict[tuple[int, int], Layered] = {}
-        self._stages: dict[tuple, StageResult | None] = {}
+        self._stages: dict[tuple, Any] = {}
         self._graphs: dict[int, Graph] = {}
-        self._keys: dict[tuple[int, int, int, int], tuple] = {}
+        self._keys: dict[tuple, tuple] = {}
         self.solves = 0
         self.all_optimal = True  # False once a stage's solver could not prove its optimum
         self.lift = 0.0  # x of the lifted search (:meth:`lifted`): 0 charges syncs at the tax
         self._lifted: dict[tuple[int, int], Layered] = {}
 
+    @property
+    def tails(self) -> bool:
+        """Whether stages have a tail of their own (the calibrated model) and fold their sends."""
+        return self.cost_model == "calibrated"
+
+    def weights(self, microbatches: int) -> tuple[float, ...]:
+        """The weights of a stage's tail its plans are solved at (ascending)."""
+        if not self.tails:
+            return (0.0,)
+        return tuple(sorted({0.0, 1.0 / microbatches, 1.0}))
+
     def lifted(self, x: float) -> "StageOracle":
-        """This oracle with each candidate's cost raised by ``x`` times its sync slack per
-        micro-batch (``x`` in [0, 1]: still at most every stage's own price, so the search's
-        optimum over it is a lower bound too; :mod:`pase.pipeline.price`). It shares the
-        built Problems and graphs, not the solved stages."""
+        """This oracle with each candidate's tail raised by ``x`` times its sync slack
+        (``x`` in [0, 1]: still at most every stage's own tail, so the search's bound over
+        it is a bound too; :mod:`pase.pipeline.price`). It shares the built Problems and
+        graphs, not the solved stages."""
         other = copy.copy(self)
         other.lift = float(x)
         other._stages, other._keys, other._lifted = {}, {}, {}
@@ -189,12 +215,9 @@ class StageOracle:
         if key not in self._layered:
             graph = self.graph(microbatches)
             space = ConfigSpace(graph, devices, **self.space_options)
-            model = stage_cost_model(self.cost_options, microbatches, self.cost_model)
-            problem = model.problem(graph, space)
-            bound = model.bind(graph, devices) if hasattr(model, "bind") else \
-                model.for_devices(devices)
-            state, activation = _memory_terms(bound, graph, space, problem)
-            self._layered[key] = Layered(graph, space, problem, state, activation, microbatches)
+            model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
+                                     apart=self.tails)
+            self._layered[key] = build(graph, space, model, microbatches)
         return self._layered[key]
 
     @property
@@ -203,18 +226,16 @@ class StageOracle:
         return hasattr(stage_cost_model(self.cost_options, 1, self.cost_model), "sync_slack")
 
     def searched(self, devices: int, microbatches: int) -> Layered:
-        """The Layered the stages are solved on: :meth:`layered`, lifted by :attr:`lift`."""
+        """The Layered the stages are solved on: :meth:`layered`, its tails lifted by
+        :attr:`lift` times the sync slack."""
         lay = self.layered(devices, microbatches)
-        if not self.lift:
+        if not self.lift or lay.once is None:
             return lay
         key = (devices, microbatches)
         if key not in self._lifted:
             slack = self.slack(devices, microbatches)
-            p, x = lay.problem, self.lift / microbatches  # the slack is once a step
-            problem = Problem([v + x * d for v, d in zip(p.vertex_costs, slack)], p.edges,
-                              p.edge_costs, p.names, p.memory, p.memory_cap, p.unit, p.candidates,
-                              p.devices, p.variants)
-            self._lifted[key] = replace(lay, problem=problem, digests={})
+            once = [o + self.lift * d for o, d in zip(lay.once, slack)]
+            self._lifted[key] = replace(lay, once=once, digests={}, _weighted={})
         return self._lifted[key]
 
     def slack(self, devices: int, microbatches: int) -> list[np.ndarray] | None:
@@ -228,53 +249,156 @@ class StageOracle:
             lay.slack = model.sync_slack(lay.graph, lay.problem)
         return lay.slack
 
+    def sends(self, ranges, devices: int, microbatches: int) -> float:
+        """Seconds per micro-batch of the sends into the stage, both ways (0 under alpha-beta,
+        whose search prices them as links)."""
+        if not self.tails:
+            return 0.0
+        lay = self.layered(devices, microbatches)
+        cluster = self.cost_options.get("cluster", "dgx-a100")
+        whole = get_cluster(cluster, self.devices or devices)
+        return stage_sends(lay.graph, ranges, devices, whole, lay.bound.bytes_per_element,
+                           lay.bound.hw)
+
     def stage(self, first: int, end: int, devices: int, microbatches: int,
               in_flight: float) -> StageResult | None:
-        """Ops ``first .. end-1`` on ``devices`` devices; None when no plan fits the cap."""
+        """Ops ``first .. end-1`` on ``devices`` devices at the first weight; None when no plan
+        fits the cap."""
         return self.group(((first, end),), devices, microbatches, in_flight)
 
     def group(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
-              in_flight: float) -> StageResult | None:
-        """The op ranges ``ranges`` (an interleaved group's chunks, or one stage) on the same
+              in_flight: float, incoming: float = 0.0) -> StageResult | None:
+        """:meth:`options`' first plan (the lowest in time)."""
+        found = self.options(ranges, devices, microbatches, in_flight, incoming)
+        return None if not found else found[0]
+
+    def options(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
+                in_flight: float, incoming: float = 0.0) -> list[StageResult]:
+        """The op ``ranges`` (an interleaved group's chunks, or one stage) on the same
         ``devices`` devices, each range's ops with the edges between them (a tensor from one
-        range to another is a pipeline send): seconds summed over the ranges, memory the
-        ranges' state plus ``in_flight`` micro-batches' activations of them all, one
-        memory-capped solve of them together when their own optima do not fit."""
+        range to another is a pipeline send): the plans of :data:`WEIGHTS` that fit the cap
+        with ``incoming`` bytes per micro-batch held for the stage before, lowest time
+        first, distinct; [] when none fits."""
+        out: list[StageResult] = []
+        for w in self._weights(ranges, devices, microbatches):
+            r = self._fitted(ranges, devices, microbatches, in_flight, incoming, w)
+            if r is not None and all(r.choice != o.choice for o in out):
+                out.append(r)
+        return sorted(out, key=lambda r: (r.seconds, r.tail))
+
+    def corners(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
+                in_flight: float, last: bool = True, alone: bool = False
+                ) -> list[tuple[float, float]] | None:
+        """Points ``(time, tail)`` one of which every plan of the stage is at least, in both,
+        or, below the last weight's tail, no better in a 1F1B or GPipe step: ``(t_k,
+        tail_k+1)`` for the weights' optima ``k`` in order and ``(t_K, tail_K)``
+        (``last`` false: ``(t_K, 0)``, for a schedule whose step may not grow with a
+        stage's time). Solved with the linear part of the memory count alone and nothing
+        held for the stage before (both only add bytes); ``alone``: the stage is the plan's
+        only one (1F1B or GPipe). None: no plan fits."""
+        if alone:  # the one stage: its step is m t + tail, so m L(1/m) bounds it
+            r = self._relaxed(ranges, devices, microbatches, in_flight, 1.0 / microbatches)
+            return None if r is None else [(r.seconds, r.tail)]
+        pts = []
+        for w in self._weights(ranges, devices, microbatches):
+            r = self._relaxed(ranges, devices, microbatches, in_flight, w)
+            if r is None:
+                return None
+            pts.append((r.seconds, r.tail))
+        out = [(pts[k][0], pts[k + 1][1]) for k in range(len(pts) - 1)]
+        return out + [pts[-1] if last else (pts[-1][0], 0.0)]
+
+    # -- solving ------------------------------------------------------------------------
+    def _weights(self, ranges, devices: int, microbatches: int) -> tuple[float, ...]:
+        """The weights worth solving: all of :meth:`weights`, unless the lowest and the highest
+        give one plan (then it is every weight's between)."""
+        ws = self.weights(microbatches)
+        if len(ws) > 2:
+            lo = self._free(ranges, devices, microbatches, ws[0])
+            hi = self._free(ranges, devices, microbatches, ws[-1])
+            if lo is not None and hi is not None and lo.choice == hi.choice:
+                return (ws[0],)
+        return ws
+
+    def _key(self, lay: Layered, first: int, end: int, devices: int, microbatches: int) -> tuple:
+        where = (first, end, devices, microbatches)
+        if where not in self._keys:
+            self._keys[where] = (_structure(lay, first, end), devices, microbatches)
+        return self._keys[where]
+
+    def _free(self, ranges, devices: int, microbatches: int, w: float) -> StageResult | None:
+        """Each range's own optimum at weight ``w``, joined (memory not counted)."""
         lay = self.searched(devices, microbatches)
         parts = []
         for first, end in ranges:
-            where = (first, end, devices, microbatches)
-            if where not in self._keys:
-                self._keys[where] = (_structure(lay, first, end), devices, microbatches)
-            key = self._keys[where]
-            free = self._stages.get(key + (0,), False)
-            if free is False:
-                free = self._solve(lay, ((first, end),), None)
-                self._stages[key + (0,)] = free
+            key = self._key(lay, first, end, devices, microbatches) + ("free", w)
+            if key not in self._stages:
+                self._stages[key] = self._solve(lay, ((first, end),), w, None, 0.0)
+            free = self._stages[key]
             if free is None:
                 return None
             parts.append(_named(free, [op.name for op in lay.graph.ops[first:end]]))
         result = _joined(parts)
-        index = _indices(ranges)
-        memory = result.memory_at(lay, index, in_flight)
-        if self.memory_cap is None or memory <= self.memory_cap:
-            return replace(result, memory=memory)
-        key = (tuple(self._keys[(a, b, devices, microbatches)] for a, b in ranges), in_flight)
-        capped = self._stages.get(key, False)
-        if capped is False:
-            capped = self._solve(lay, ranges, in_flight)
-            self._stages[key] = capped
-        names = [lay.graph.ops[i].name for i in index]
-        return None if capped is None else _named(capped, names)
+        t, tail = lay.time_and_tail(_indices(ranges), result.choice, ranges)
+        return replace(result, seconds=t + self.sends(ranges, devices, microbatches), tail=tail)
 
-    def _solve(self, lay: Layered, ranges: tuple[tuple[int, int], ...],
-               in_flight: float | None) -> StageResult | None:
-        sub, names = _induced(lay, ranges)
+    def _capped(self, ranges, devices: int, microbatches: int, in_flight: float, w: float,
+                room: float) -> StageResult | None:
+        """The memory-capped optimum at weight ``w`` whose linear memory count fits ``room``."""
+        lay = self.searched(devices, microbatches)
+        key = (tuple(self._key(lay, a, b, devices, microbatches) for a, b in ranges), in_flight,
+               w, room)
+        if key not in self._stages:
+            self._stages[key] = self._solve(lay, ranges, w, in_flight, room)
+        capped = self._stages[key]
+        if capped is None:
+            return None
+        capped = _named(capped, [lay.graph.ops[i].name for i in _indices(ranges)])
+        t, tail = lay.time_and_tail(_indices(ranges), capped.choice, ranges)
+        return replace(capped, seconds=t + self.sends(ranges, devices, microbatches), tail=tail)
+
+    def _relaxed(self, ranges, devices: int, microbatches: int, in_flight: float,
+                 w: float) -> StageResult | None:
+        """The optimum at weight ``w`` under the linear part of the memory count."""
+        lay = self.searched(devices, microbatches)
+        free = self._free(ranges, devices, microbatches, w)
+        if free is None or self.memory_cap is None:
+            return free
+        linear = stage_memory(lay, ranges, free.choice, in_flight)[0] - \
+            lay.extras(_indices(ranges), free.choice)
+        if linear <= self.memory_cap:
+            return free
+        return self._capped(ranges, devices, microbatches, in_flight, w, self.memory_cap)
+
+    def _fitted(self, ranges, devices: int, microbatches: int, in_flight: float, incoming: float,
+                w: float) -> StageResult | None:
+        """The optimum at weight ``w`` that fits the cap by the whole count (re-solved with
+        less room while its working set or gathered weights put it over)."""
+        lay = self.searched(devices, microbatches)
+        cap = self.memory_cap
+        found = self._free(ranges, devices, microbatches, w)
+        room = None if cap is None else cap - in_flight * incoming
+        for _ in range(REFITS + 1):
+            if found is None:
+                return None
+            memory, out = stage_memory(lay, ranges, found.choice, in_flight, incoming)
+            if cap is None or memory <= cap:
+                return replace(found, memory=memory, out=out)
+            room -= max(memory - cap, 1e-9 * cap)
+            if room <= 0:
+                return None
+            found = self._capped(ranges, devices, microbatches, in_flight, w, room)
+        return None
+
+    def _solve(self, lay: Layered, ranges: tuple[tuple[int, int], ...], w: float,
+               in_flight: float | None, room: float) -> StageResult | None:
+        sub, names = _induced(lay, ranges, w)
         index = _indices(ranges)
-        if in_flight is not None:
-            memory = [lay.state[i] + in_flight * lay.activation[i] for i in index]
+        if in_flight is not None:  # the linear count: states, activations, tensors passed on
+            moved = {i: lay.moved(i, end) for first, end in ranges for i in range(first, end)}
+            memory = [lay.state[i] + in_flight * (lay.activation[i] - moved[i]) for i in index]
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
-                          memory_cap=self.memory_cap, unit=sub.unit, devices=sub.devices)
+                          memory_cap=room, unit=sub.unit, devices=sub.devices)
         self.solves += 1
         start = time.perf_counter()
         solution = self.solve(sub)
@@ -299,95 +423,3 @@ class StageOracle:
         result = StageResult(float(solution.cost), 0.0, tuple(configs),
                              solution.status is Status.OPTIMAL, choice, tuple(variants))
         return replace(result, memory=result.memory_at(lay, index, in_flight or 1))
-
-
-def _joined(parts: list[StageResult]) -> StageResult:
-    """Several ranges' results as one (seconds summed, choices and configs in order)."""
-    if len(parts) == 1:
-        return parts[0]
-    return StageResult(sum(r.seconds for r in parts), 0.0,
-                       tuple(c for r in parts for c in r.configs),
-                       all(r.optimal for r in parts), tuple(c for r in parts for c in r.choice),
-                       tuple(v for r in parts for v in r.variants))
-
-
-def _indices(ranges: tuple[tuple[int, int], ...]) -> list[int]:
-    return [i for first, end in ranges for i in range(first, end)]
-
-
-def _named(result: StageResult, names: list[str]) -> StageResult:
-    """A cached result (maybe solved for an identical range elsewhere) under this range's op names."""
-    index = {old: j for j, (old, _) in enumerate(result.configs)}
-    return replace(result,
-                   configs=tuple((names[j], cfg) for j, (_, cfg) in enumerate(result.configs)),
-                   variants=tuple((names[index[op]], z, r) for op, z, r in result.variants))
-
-
-def _variant_map(lay: Layered, i: int) -> Any:
-    variants = getattr(lay.problem, "variants", None)
-    return None if variants is None else variants[i]
-
-
-def _memory_terms(model: Any, graph: Graph, space: ConfigSpace,
-                  problem: Problem) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per vertex and candidate, state bytes and activation bytes per device (candidates
-    are configs, or configs x variants: :mod:`pase.costing.variants`)."""
-    from pase.work.variants import apply_variant
-
-    cache: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
-    state, activation = [], []
-    # what an op keeps per micro-batch: the model's own rule where it has one (the
-    # calibrated model: a recomputed op keeps its layer's outputs), else the work's figure
-    kept = getattr(model, "kept_activation_bytes", lambda w: w.activation_bytes)
-    maps = getattr(problem, "variants", None)
-    for i, op in enumerate(graph.ops):
-        vm = None if maps is None else maps[i]
-        key = (model.vertex_key(op, space.configs[i]), None if vm is None else id(vm))
-        if key not in cache:
-            work = model.work(op, space.configs[i])
-            if vm is None:
-                cache[key] = (np.asarray(work.state_bytes, dtype=np.float64),
-                              np.asarray(kept(work), dtype=np.float64))
-            else:
-                st, act = np.zeros(len(vm.config)), np.zeros(len(vm.config))
-                for z, r in sorted(set(zip(vm.zero.tolist(), vm.recompute.tolist()))):
-                    mask = (vm.zero == z) & (vm.recompute == r)
-                    w = apply_variant(work, int(z), bool(r))
-                    st[mask] = np.asarray(w.state_bytes, dtype=np.float64)[vm.config[mask]]
-                    act[mask] = np.asarray(kept(w), dtype=np.float64)[vm.config[mask]]
-                cache[key] = (st, act)
-        s, a = cache[key]
-        if s.shape != problem.vertex_costs[i].shape:
-            raise OptionError(f"op {op.name!r}: the cost model lists {problem.vertex_costs[i].size} "
-                              f"candidates but its work {s.size}; pipeline stages need one "
-                              f"candidate per config")
-        state.append(s)
-        activation.append(a)
-    return state, activation
-
-
-def _induced(lay: Layered, ranges: tuple[tuple[int, int], ...]) -> tuple[Problem, list[str]]:
-    """The Problem of the vertices of ``ranges`` (each ``first .. end-1``) and the edges
-    inside each range."""
-    p = lay.problem
-    index = _indices(ranges)
-    at = {i: j for j, i in enumerate(index)}
-    edges, mats = [], []
-    for (u, v), m in zip(p.edges, p.edge_costs):
-        if any(first <= u < end and first <= v < end for first, end in ranges):
-            edges.append((at[u], at[v]))
-            mats.append(m)
-    names = [p.names[i] for i in index]
-    return Problem([p.vertex_costs[i] for i in index], edges, mats, names=names, unit=p.unit,
-                   devices=p.devices), names
-
-
-def _structure(lay: Layered, first: int, end: int) -> tuple:
-    """A key equal for two ranges whose vertex costs, edge matrices and memory terms are
-    equal (content digests, memoised per array)."""
-    p, digest = lay.problem, lay.digest
-    vertices = tuple((digest(p.vertex_costs[i]), digest(lay.state[i]), digest(lay.activation[i]))
-                     for i in range(first, end))
-    edges = tuple((u - first, v - first, digest(m)) for (u, v), m in zip(p.edges, p.edge_costs)
-                  if first <= u < end and first <= v < end)
-    return vertices, edges

@@ -1,0 +1,216 @@
+"""The whole graph at one micro-batch size on a ``d``-device sub-mesh, as the stage oracle
+solves its stages (:mod:`pase.pipeline.stages`): the Problem, each candidate's bytes, and
+under the calibrated model each candidate's once-a-step tail apart from its time.
+
+Under the calibrated model a candidate's seconds are two numbers: per micro-batch
+(kernels, critical collectives, ZeRO-3's gathers at the tax) and once a step (its
+gradient syncs at the tax and its optimizer step: the tail). The Problem holds the first;
+:meth:`Layered.weighted` gives the Problem whose costs are ``time + w * tail``, the
+scalarisation a stage is solved at. Under alpha-beta there is no tail (``once`` is None):
+its Problem charges each sync ``1 / m`` per micro-batch itself.
+
+Memory per device of a stage, as the plan's one price counts it
+(:mod:`pase.cost_models.calibrated_pipeline`): states, ``k`` micro-batches' kept
+activations, full recomputation's working set (the largest layer's activations),
+ZeRO-3's gathered weights (the largest layer's parameters, three times), and a kept
+tensor read only by later stages moved from its producer's stage to its reader's.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pase.errors import OptionError
+from pase.ir import Graph
+from pase.problem import Problem
+from pase.space import ConfigSpace
+
+
+@dataclass
+class Layered:
+    """The whole graph at one micro-batch size on ``d`` devices (module docstring)."""
+
+    graph: Graph
+    space: ConfigSpace
+    problem: Problem
+    state: list[np.ndarray]
+    activation: list[np.ndarray]
+    microbatches: int = 1
+    digests: dict[int, tuple] = field(default_factory=dict)
+    slack: list[np.ndarray] | None = None  # calibrated: each candidate's sync slack
+    once: list[np.ndarray] | None = None  # calibrated: each candidate's tail (once a step)
+    edge_once: list[np.ndarray] | None = None  # calibrated: each edge's (tied syncs)
+    bound: Any = None  # the cost model bound to the graph on d devices
+    layer: list[np.ndarray] | None = None  # full recomputation: activations rebuilt per op
+    gathered: list[np.ndarray] | None = None  # ZeRO-3's parameter bytes per candidate
+    units: list[str] = field(default_factory=list)  # each op's layer (its unit)
+    recompute_full: bool = False
+    _weighted: dict[float, Problem] = field(default_factory=dict)
+    _moved: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    _readers: dict[int, dict[int, int]] | None = None
+
+    def digest(self, array: np.ndarray) -> tuple:
+        """Shape and a 128-bit digest of ``array``'s bytes, memoised by identity (the
+        arrays live as long as this object)."""
+        key = id(array)
+        if key not in self.digests:
+            data = np.ascontiguousarray(array)
+            self.digests[key] = (data.shape, hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+        return self.digests[key]
+
+    def weighted(self, weight: float) -> Problem:
+        """The Problem whose costs are each candidate's time plus ``weight`` times its tail
+        (the Problem itself without tails)."""
+        if self.once is None or not weight:
+            return self.problem
+        if weight not in self._weighted:
+            p, w = self.problem, float(weight)
+            edges = [m if not o.any() else m + w * o for m, o in zip(p.edge_costs, self.edge_once)]
+            self._weighted[weight] = Problem(
+                [v + w * o for v, o in zip(p.vertex_costs, self.once)], p.edges, edges, p.names,
+                p.memory, p.memory_cap, p.unit, p.candidates, p.devices, p.variants)
+        return self._weighted[weight]
+
+    def time_and_tail(self, index, choice, ranges) -> tuple[float, float]:
+        """The charged seconds per micro-batch and tail of ops ``index`` at ``choice``, with
+        the edges inside ``ranges``."""
+        at = dict(zip(index, choice))
+        p = self.problem
+        t = float(sum(p.vertex_costs[i][c] for i, c in at.items()))
+        tail = 0.0 if self.once is None else float(sum(self.once[i][c] for i, c in at.items()))
+        for e, ((u, v), mat) in enumerate(zip(p.edges, p.edge_costs)):
+            if any(a <= u < b and a <= v < b for a, b in ranges):
+                t += float(mat[at[u], at[v]])
+                if self.once is not None:
+                    tail += float(self.edge_once[e][at[u], at[v]])
+        return t, tail
+
+    def moved(self, i: int, end: int) -> np.ndarray:
+        """Per candidate of op ``i``, the bytes of its kept outputs that no op before ``end``
+        reads (they live on the stage of their reader, not of op ``i``)."""
+        if self.bound is None:
+            return np.zeros(len(self.state[i]))
+        key = (i, end)
+        if key not in self._moved:
+            self._moved[key] = _moved(self, i, end)
+        return self._moved[key]
+
+    def extras(self, index, choice) -> float:
+        """Full recomputation's working set and ZeRO-3's gathered weights of ops ``index``
+        at ``choice`` (each the largest layer's; :func:`pase.cost_models.calibrated_plan.
+        tally`)."""
+        if self.gathered is None:
+            return 0.0
+        work: dict[str, float] = {}
+        params: dict[str, float] = {}
+        for i, c in zip(index, choice):
+            unit = self.units[i]
+            params[unit] = params.get(unit, 0.0) + float(self.gathered[i][c])
+            if self.recompute_full and unit not in ("pre", "post"):
+                work[unit] = work.get(unit, 0.0) + float(self.layer[i][c])
+        return max(work.values(), default=0.0) + 3.0 * max(params.values(), default=0.0)
+
+
+def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> Layered:
+    """The Layered of ``graph`` on ``space``'s devices priced by ``model`` (a stage model of
+    :func:`pase.pipeline.stages.stage_cost_model`: calibrated with its tail apart, or
+    alpha-beta)."""
+    devices = space.devices
+    apart = hasattr(model, "once_costs")
+    if apart:
+        model.once_share = 0.0
+    problem = model.problem(graph, space)
+    bound = model.bind(graph, devices) if hasattr(model, "bind") else model.for_devices(devices)
+    state, activation, once, layer, gathered = _terms(bound, graph, space, problem, apart)
+    lay = Layered(graph, space, problem, state, activation, microbatches)
+    if apart:
+        lay.once, lay.layer, lay.gathered = once, layer, gathered
+        lay.bound = bound
+        lay.units = [bound.context(op).unit for op in graph.ops]
+        lay.recompute_full = bound.recompute_mode == "full"
+        lay.edge_once = [np.zeros_like(m) for m in problem.edge_costs]
+        from pase.costing import tied_connections
+
+        if tied_connections(graph):  # a tied matrix's sync is charged on its edge, once a step
+            model.once_share = 1.0
+            full = model.problem(graph, space)
+            model.once_share = 0.0
+            lay.edge_once = [a - b for a, b in zip(full.edge_costs, problem.edge_costs)]
+    return lay
+
+
+def _terms(model: Any, graph: Graph, space: ConfigSpace, problem: Problem, apart: bool):
+    """Per vertex and candidate: state bytes, kept activation bytes per micro-batch, and
+    (``apart``) the tail seconds, the activations full recomputation rebuilds and ZeRO-3's
+    parameter bytes (candidates are configs, or configs x variants:
+    :mod:`pase.costing.variants`)."""
+    from pase.work.variants import apply_variant
+
+    cache: dict[Any, tuple] = {}
+    out: tuple[list, ...] = ([], [], [], [], [])
+    # what an op keeps per micro-batch: the model's own rule where it has one (the
+    # calibrated model: a recomputed op keeps its layer's outputs), else the work's figure
+    kept = getattr(model, "kept_activation_bytes", lambda w: w.activation_bytes)
+    maps = getattr(problem, "variants", None)
+    for i, op in enumerate(graph.ops):
+        vm = None if maps is None else maps[i]
+        key = (model.vertex_key(op, space.configs[i]), None if vm is None else id(vm))
+        if key not in cache:
+            work = model.work(op, space.configs[i])
+            groups = [(0, False, slice(None), work)] if vm is None else [
+                (z, r, (vm.zero == z) & (vm.recompute == r),
+                 apply_variant(work, int(z), bool(r)))
+                for z, r in sorted(set(zip(vm.zero.tolist(), vm.recompute.tolist())))]
+            size = len(space.configs[i]) if vm is None else len(vm.config)
+            rows = [np.zeros(size) for _ in range(5)]
+            for z, _, mask, w in groups:
+                pick = slice(None) if vm is None else vm.config[mask]
+                rows[0][mask] = np.asarray(w.state_bytes, dtype=np.float64)[pick]
+                rows[1][mask] = np.asarray(kept(w), dtype=np.float64)[pick]
+                if apart:
+                    rows[2][mask] = np.asarray(model.once_costs(w), dtype=np.float64)[pick]
+                    rows[3][mask] = np.asarray(work.activation_bytes, dtype=np.float64)[pick]
+                    if int(z) == 3:  # as the one price's tally reads it: the candidate's
+                        rows[4][mask] = np.asarray(work.parameter_bytes, dtype=np.float64)[pick]
+            cache[key] = tuple(rows)
+        rows = cache[key]
+        if rows[0].shape != problem.vertex_costs[i].shape:
+            raise OptionError(f"op {op.name!r}: the cost model lists {problem.vertex_costs[i].size} "
+                              f"candidates but its work {rows[0].size}; pipeline stages need one "
+                              f"candidate per config")
+        for acc, row in zip(out, rows):
+            acc.append(row)
+    return out
+
+
+def _moved(lay: Layered, i: int, end: int) -> np.ndarray:
+    """:meth:`Layered.moved` (the one price's rule: ``_kept_across`` of
+    :mod:`pase.cost_models.calibrated_pipeline`)."""
+    graph, bound, p = lay.graph, lay.bound, lay.problem
+    op = graph.ops[i]
+    if lay._readers is None:  # per op, per output: its first reader
+        lay._readers = {}
+        for j, other in enumerate(graph.ops):
+            for port in other.inputs:
+                if port.source is not None:
+                    first = lay._readers.setdefault(graph.index(port.source[0]), {})
+                    idx = int(port.source[1])
+                    first[idx] = min(first.get(idx, j), j)
+    later = [idx for idx, j in lay._readers.get(i, {}).items() if j >= end]
+    out = np.zeros(len(lay.state[i]))
+    if not later:
+        return out
+    ctx = bound.context(op)
+    fixed = bool((getattr(bound, "fixed_variants", None) or {}).get(op.name, (0, False))[1])
+    vm = None if p.variants is None else p.variants[i]
+    configs = np.asarray(p.candidates[i].configs)
+    for c in range(len(out)):
+        recompute = fixed or (vm is not None and vm.variant(c)[1])
+        keep = ctx.block_outputs if recompute else ctx.kept_outputs
+        idx = tuple(k for k in later if k in keep)
+        if idx:
+            out[c] = float(bound._kept_bytes(op, configs[c:c + 1], idx, ())[0])
+    return out
