@@ -122,7 +122,10 @@ class CalibratedRules(AlphaBetaCostModel):
             --tp-comm-overlap), as ``pase evaluate --layout --tp-overlap on`` does; a
             collective a re-layout on an edge takes over is not hidden. Default False.
         ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
-            ``pase evaluate --layout --ep-overlap on`` does. Default False.
+            ``pase evaluate --layout --ep-overlap on`` does; ``auto`` (default): when there
+            is another micro-batch (``microbatches > 1``; a pipeline stage's model is told
+            its step's count, :func:`pase.pipeline.stages.stage_cost_model`), as the layout
+            family's ``--ep-overlap auto`` decides.
         split: on a mixed cluster, ``even`` tiles (default: the slowest type paces an op)
             or ``balanced`` batch shares by device speed (docs/heterogeneous.md). No
             effect on a homogeneous cluster.
@@ -135,7 +138,8 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def __init__(self, cluster: str | Cluster = "dgx-a100", precision: str | None = None,
                  microbatches: int = 1, zero: str = "0", recompute: str = "none",
-                 attention: str = "fused", tp_overlap: bool = False, ep_overlap: bool = False,
+                 attention: str = "fused", tp_overlap: bool = False,
+                 ep_overlap: bool | str = "auto",
                  split: str = "even"):
         resolved = get_cluster(cluster)
         if precision is None:  # on a mixed cluster, one every type runs: its slowest type's
@@ -162,9 +166,10 @@ class CalibratedRules(AlphaBetaCostModel):
         if not isinstance(tp_overlap, (bool, np.bool_)):
             raise OptionError(f"tp_overlap must be true or false, got {tp_overlap!r}")
         self.tp_overlap = bool(tp_overlap)
-        if not isinstance(ep_overlap, (bool, np.bool_)):
-            raise OptionError(f"ep_overlap must be true or false, got {ep_overlap!r}")
-        self.ep_overlap = bool(ep_overlap)
+        if not isinstance(ep_overlap, (bool, np.bool_)) and ep_overlap != "auto":
+            raise OptionError(f"ep_overlap must be true, false or auto, got {ep_overlap!r}")
+        self.ep_overlap_auto = ep_overlap == "auto"
+        self.ep_overlap = self.microbatches > 1 if self.ep_overlap_auto else bool(ep_overlap)
         self.hw: Achieved = achieved(self.cluster.device)
         if self.cluster.groups:  # the slowest type's, for what a plan prices as a whole
             self.hw, self.pricer = hetero.hardware(self.cluster, self.cluster.devices, precision)

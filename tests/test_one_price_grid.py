@@ -17,6 +17,7 @@ from pase.cli import main
 from pase.cluster import get_cluster
 from pase.cost_models.calibrated import CalibratedCostModel
 from pase.cost_models.calibrated_pipeline import price_pipeline
+from pase.errors import OptionError
 from pase.perf import evaluate_layout, make_layout
 from pase.perf.comms import collective_seconds, group_collectives
 from pase.perf.hardware import achieved
@@ -275,3 +276,23 @@ def test_a_rebuilt_layer_holds_what_it_makes():
     assert one_layer > 0
     assert memory(2, "full")["recompute_working_set"] == pytest.approx(one_layer, rel=1e-9)
     assert memory(1, "full")["recompute_working_set"] == pytest.approx(one_layer, rel=1e-9)
+
+
+def test_ep_overlap_auto_hides_the_exchange_when_another_micro_batch_runs():
+    """The layout family's ``--ep-overlap auto`` (ep > 1 and m > 1) is the calibrated model's
+    default too, so the per-op search's space holds the expert-parallel layouts it prices:
+    before, the search's Mixtral plan on 8 H100s stayed 1% behind the best ep=8 layout."""
+    got, want, tax = _mixtral_exchange("auto", m=2)
+    on, _, _ = _mixtral_exchange(True, m=2)
+    off, _, _ = _mixtral_exchange(False, m=2)
+    assert got == on < off
+    assert _mixtral_exchange("auto", m=1)[0] == _mixtral_exchange(False, m=1)[0]
+    # a pipeline stage's model prices one micro-batch of m: it is told the step's m
+    from pase.pipeline.stages import stage_cost_model
+
+    assert stage_cost_model({"cluster": A100}, 4, "calibrated").ep_overlap is True
+    assert stage_cost_model({"cluster": A100}, 1, "calibrated").ep_overlap is False
+    assert stage_cost_model({"cluster": A100, "ep_overlap": False}, 4,
+                            "calibrated").ep_overlap is False
+    with pytest.raises(OptionError, match="ep_overlap must be true, false or auto"):
+        CalibratedCostModel(A100, ep_overlap="maybe")

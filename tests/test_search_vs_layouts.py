@@ -14,6 +14,8 @@ Layouts the search cannot express as a plan yet are left out, each for its reaso
 
 - context parallelism (cp > 1, sequences of 8,192 and more): the per-op space has no
   ring attention over sequence shards;
+- expert parallelism folded over tensor- or context-parallel ranks (ep not dividing dp):
+  no per-op form yet (ep dividing dp is the experts' dim split, searched);
 - tensor parallelism of a mixture of experts (tp > 1 on an MoE model): Megatron-LM's
   tensor-parallel experts split the dispatch's capacity dim, which the per-op space pins.
 
@@ -40,8 +42,8 @@ def excluded(model: str, layout) -> str | None:
     """Why the search cannot run ``layout`` as a plan yet (None: it can)."""
     if layout.cp > 1:
         return "context parallelism has no per-op plan yet"
-    if layout.ep > 1:
-        return "expert parallelism has no per-op plan yet"
+    if layout.ep > 1 and (layout.dp % layout.ep or layout.expert_tp != layout.tp):
+        return "an expert-parallel group folded over tp or cp ranks has no per-op plan yet"
     if layout.tp > 1 and model.startswith("mixtral"):
         return "tensor-parallel experts split the dispatch's pinned capacity dim"
     return None

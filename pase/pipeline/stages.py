@@ -128,6 +128,8 @@ def stage_cost_model(options: Mapping[str, Any], microbatches: int,
     if name == "calibrated":
         model = api.make_cost_model("calibrated", **dict(options))
         model.once_share = 1.0 / int(microbatches)
+        if model.ep_overlap_auto:  # the step's micro-batches, not the one this model prices
+            model.ep_overlap = int(microbatches) > 1
         if apart:
             cls = _apart_class(type(model))
             stage = cls.__new__(cls)
