@@ -150,7 +150,8 @@ def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
     ranked = [dict(e.to_dict(), model=args.model, devices=args.devices) for e in result.ranked]
     data = {"version": 1, "model": args.model, "devices": args.devices, "cluster": args.cluster,
             "global_batch": args.global_batch, "family": result.family,
-            "exhaustive": result.exhaustive, "priced": result.priced, "fitting": result.fitting,
+            "exhaustive": result.exhaustive, "priced": result.priced, "pruned": result.pruned,
+            "fitting": result.fitting,
             "search_seconds": result.seconds, "best": ranked[0] if ranked else None,
             "ranked": ranked}
     stopped = "" if result.exhaustive else (
