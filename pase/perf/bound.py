@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import lru_cache
 
 from pase.ir import Graph
 from pase.perf.layout import Layout
@@ -79,19 +78,25 @@ class Bounds:
         self._units = [[f + (float(hw.overlapped(hf, cf)) if hf else 0.0),
                         b + ov * min(hb, cb), w] for f, b, w, hf, hb, cf, cb in units]
         self._cuts: dict[tuple[int, int], list[list[float]]] = {}
+        self._prefix = [[0.0, 0.0, 0.0]]  # each chunk is a run of units: sums by differences
+        for unit in self._units:
+            self._prefix.append([a + b for a, b in zip(self._prefix[-1], unit)])
 
     def stages(self, pp: int, virtual: int) -> list[list[float]]:
-        """Per stage its compute-only forward, backward and weight-gradient seconds, the
-        layers cut as :func:`pase.perf.pipeline.placement` cuts them."""
+        """Per stage its forward, backward and weight-gradient seconds, the layers cut as
+        :func:`pase.perf.pipeline.placement` cuts them (the first chunk takes the units
+        before the layers, the last those after)."""
         key = (pp, virtual)
         if key not in self._cuts:
             out = [[0.0, 0.0, 0.0] for _ in range(pp)]
             chunks = pp * virtual
-            chunk_of = _chunks(self.layers, chunks)
-            for unit, chunk in zip(self._units, chunk_of):
+            start, prefix = 0, self._prefix
+            for chunk, size in enumerate(chunk_sizes(self.layers, chunks)):
+                end = start + size + (1 if chunk == 0 else 0) + (1 if chunk == chunks - 1 else 0)
                 stage = out[chunk % pp]
                 for i in range(3):
-                    stage[i] += unit[i]
+                    stage[i] += prefix[end][i] - prefix[start][i]
+                start = end
             self._cuts[key] = out
         return self._cuts[key]
 
@@ -101,12 +106,6 @@ class Bounds:
         kind, _, v = schedule.partition(":")
         virtual = int(v) if v else 1
         return pipeline_bound(self.stages(pp, virtual), microbatches, kind, virtual) * (1 - SLACK)
-
-
-@lru_cache(maxsize=None)
-def _chunks(layers: int, chunks: int) -> tuple[int, ...]:
-    """Per unit (pre, the layers, post) its chunk, as pase.perf.pipeline.placement has it."""
-    return (0, *chunk_sizes(layers, chunks, expand=True), chunks - 1)
 
 
 def pipeline_bound(stages: list, microbatches: int, kind: str, virtual: int) -> float:

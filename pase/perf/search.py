@@ -22,9 +22,13 @@ with:
 - no, selective or full recomputation of the fewest layers per stage that fit (Megatron-LM's
   ``--recompute-num-layers``; of every layer when none fits).
 
-Every layout of the family is priced, so the best one is the optimum over the family
-under the model, not a heuristic's guess. The ops are priced once per (micro-batch, tp,
-cp, ep, etp) and the rest of a layout's price is shared through :class:`pase.perf.step.Shared`:
+The best layout is the optimum over the family under the model, not a heuristic's guess,
+found by branch and bound (:mod:`pase.perf.bound`): every shape's bound first, then the
+shapes best bound first, each layout skipped (counted ``pruned``) whose bound is over the
+``keep``-th best step priced so far, so the best and the ranked ``keep`` are those of
+pricing every layout (``prune=False``). The ops are priced once per (micro-batch, tp,
+cp, ep, etp), a repeated layer's once (:mod:`pase.perf.ops_memo`), and the rest of a
+layout's price is shared through :class:`pase.perf.step.Shared`:
 each (pp, V) cut, each layer's sums per recomputation, the FLOP and each stage's kept
 activations are computed once, so a layout costs a pass over its stages' layers, not its
 ops. ``shared=False`` prices each layout on its own (the reference path, kept for
@@ -77,8 +81,10 @@ class SearchResult:
     """The best layout found, how many were priced, and the search's CPU seconds.
 
     ``family`` counts the layouts of the family (each recomputation option one);
-    ``exhaustive`` is False when a deadline stopped the search, so ``best`` is the best
-    of those priced, not of the family."""
+    ``pruned`` those the branch and bound skipped (their bound over the ``keep``-th best
+    step so far, or states that overflow the device); ``fitting`` counts the fitting
+    layouts among those priced; ``exhaustive`` is False when a deadline stopped the
+    search, so ``best`` is the best of those priced, not of the family."""
 
     best: Estimate | None
     priced: int
@@ -126,7 +132,8 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
     every divisor of the layers per stage); ``schedules``: which of
     :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
-    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own);
+    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own,
+    every one); ``prune``: skip the layouts whose bound cannot rank (False: price them all);
     ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
     and etp, then its pp), so a search stopped by a deadline has priced it: the order
     changes nothing else.
@@ -215,9 +222,12 @@ class _Run:
         self.pruned += layouts
         self.examined += layouts
 
-    def report(self) -> None:
+    def report(self, line: str | None = None) -> None:
         if self.progress is not None and time.perf_counter() - self.reported >= PROGRESS_SECONDS:
             self.reported = time.perf_counter()
+            if line is not None:
+                self.progress(f"{line}, {self.reported - self.clock:.0f} s")
+                return
             self.progress(f"layouts: {self.examined:,} of {self.size:,} examined "
                           f"({self.examined / self.size:.0%}), {self.priced:,} priced, "
                           f"{self.pruned:,} pruned, {self.fitting:,} fit, "
@@ -231,6 +241,7 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
     theirs, each skipped while its bound is over the keep-th best step so far. A warm start's
     group (``groups[0]``, :func:`_nearest_first`) is priced first, before any bound."""
     graphs = {1: graph1}
+    cuts: dict[int, dict] = {}  # per graph, the cuts its groups' Shareds share
 
     def priced(group: Group, copies: bool = True):
         micro, tp, cp, ep, etp, _ = group
@@ -248,12 +259,13 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
                 for pp, dp, schedules in group[5] for s in schedules]
 
     def search(group: Group, shapes: list[tuple], graph: Graph, ops) -> None:
-        cache = Shared(graph, ops)
+        cache = Shared(graph, ops, cuts.setdefault(id(graph), {}))
         micro, tp, cp, ep, etp, _ = group
         for bound, pp, dp, schedule in shapes:
             if bound > run.threshold():
                 run.skip(len(ZERO_STAGES) * len(RECOMPUTE_ORDER))
                 continue
+            groups = None  # the collectives of the shape's groups, whatever its ZeRO stage
             for zero in ZERO_STAGES:
                 if run.expired():
                     return
@@ -261,7 +273,8 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
                                   devices=devices, micro_batch=micro, global_batch=global_batch,
                                   schedule=schedule, zero=zero, sequence_parallel=tp > 1,
                                   **options)
-                coll = cache.coll(lay, group_collectives(cl, lay, pricer.hw))
+                groups = groups or group_collectives(cl, lay, pricer.hw)
+                coll = cache.coll(lay, groups)
                 bound = layout_bound(cache, lay, coll, pricer, lay.precision != "fp32",
                                      cl.device.memory_bytes)
                 if bound > run.threshold() or bound == math.inf:  # inf: it never fits
@@ -275,13 +288,14 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
         search(groups[0], bounded(groups[0], graph, ops), graph, ops)
         rest = groups[1:]
     plan = []
-    for group in rest:
+    for n, group in enumerate(rest):
         if run.expired():
             return
         shapes = sorted(bounded(group, *priced(group, copies=False)),
                         key=lambda shape: shape[0])
         plan.append((shapes[0][0], group, shapes))
-        run.report()
+        run.report(f"layouts: bounds of {n + 1:,} of {len(rest):,} groups (micro-batch, tp, cp, "
+                   f"ep, etp)")
     plan.sort(key=lambda entry: entry[0])
     for least, group, shapes in plan:
         if run.expired():
