@@ -134,7 +134,7 @@ def pipeline_bound(stages: list, microbatches: int, kind: str, virtual: int) -> 
 
 
 def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
-                 capacity: float = math.inf) -> float:
+                 capacity: float = math.inf, rebuilt: str | None = None) -> float:
     """A lower bound of the step of ``lay`` (its recomputation ``"none"``) under every
     recomputation: :func:`pase.perf.step._stage`'s terms that recomputation cannot lower
     (compute without it, the forward's exposed collectives, the backward's outside ZeRO-3
@@ -142,7 +142,10 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
     backward that recomputation lengthens, its least exposure ``overlap x min(comm,
     compute)`` (``hw.overlapped`` never adds less). ``coll``: the layout's collectives.
     Infinite when a stage's states alone (which recomputation does not change) exceed
-    ``capacity`` bytes: no recomputation fits it."""
+    ``capacity`` bytes: no recomputation fits it. ``rebuilt``: the bound of that
+    recomputation only, its backward lengthened by the forwards it runs again at least
+    (``"selective"``: the ops selective recomputation rebuilds; ``"full"``: the first
+    layer of each stage, which full recomputation of one layer or more rebuilds)."""
     if lay.recompute != "none":
         raise ValueError("layout_bound takes the layout without recomputation")
     place = shared.placement(lay, pricer.element_bytes)
@@ -171,6 +174,12 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
             gathers = [fsdp("all-gather", s) for s in order]
             f += gathers[0] + sum(float(hw.overlapped(g, s[0])) for g, s in zip(gathers[1:], order))
             b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
+        if rebuilt == "selective":
+            b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
+                                                 coll, hw).values())
+        elif rebuilt == "full":
+            first = next((u for u in place.layers[i] if u not in ("pre", "post")), None)
+            b += sums[first][0] if first is not None else 0.0
         sends = sum(coll("send", nbytes, "pp") for nbytes in place.received[i])
         stages.append((f + sends, b + sends, w))
         exposed = 0.0

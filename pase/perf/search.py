@@ -203,8 +203,13 @@ class _Run:
         """The keep-th best step so far: a layout whose bound is above it cannot rank."""
         return -self.best[0] if len(self.best) >= self.keep else math.inf
 
-    def price(self, graph: Graph, cl, ops, cache, lay) -> None:
-        tries = recompute_tries(graph, cl, lay, ops, cache)
+    def price(self, graph: Graph, cl, ops, cache, lay, bound=None) -> None:
+        """Price ``lay``'s recomputation tries; ``bound(recompute)``: the bound of one,
+        those over the threshold skipped."""
+        keep = None if bound is None else (lambda rc: bound(rc) <= self.threshold())
+        tries = recompute_tries(graph, cl, lay, ops, cache, keep)
+        if not tries[0].fits_memory:
+            self.pruned += len(RECOMPUTE_ORDER) - len(tries)
         self.priced += len(tries)
         for e in tries:
             if not e.fits_memory:
@@ -280,7 +285,8 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
                 if bound > run.threshold() or bound == math.inf:  # inf: it never fits
                     run.skip(len(RECOMPUTE_ORDER))
                 else:
-                    run.price(graph, cl, ops, cache, lay)
+                    run.price(graph, cl, ops, cache, lay, lambda rc, lay=lay, coll=coll: layout_bound(
+                        cache, lay, coll, pricer, lay.precision != "fp32", rebuilt=rc))
 
     rest = groups
     if warm:  # its shapes in their order (its pp first), not the bounds'
@@ -306,15 +312,21 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
         search(group, shapes, *priced(group))
 
 
-def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None) -> list[Estimate]:
+def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None,
+                    keep: Callable[[str], bool] | None = None) -> list[Estimate]:
     """The recomputation options of one layout worth pricing: none; if it does not fit,
     selective and full recomputation of the fewest layers per stage that fit (either may
-    be the faster: full recomputation of one layer can cost less than selective of all)."""
+    be the faster: full recomputation of one layer can cost less than selective of all).
+    ``keep(recompute)``: False skips that option (its bound cannot rank)."""
     none = evaluate_layout(graph, cl, replace(lay, recompute="none"), ops, cache)
     if none.fits_memory:
         return [none]
-    return [none, evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache),
-            fewest_full(graph, cl, lay, ops, cache)]
+    out = [none]
+    if keep is None or keep("selective"):
+        out.append(evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache))
+    if keep is None or keep("full"):
+        out.append(fewest_full(graph, cl, lay, ops, cache))
+    return out
 
 
 def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pricer: Pricer,

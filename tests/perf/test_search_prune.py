@@ -18,17 +18,17 @@ from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.ops import price_ops
 from pase.perf.search import ZERO_STAGES, _family, _probe, recompute_tries, search_layouts
-from pase.perf.step import Shared, evaluate_layout
+from pase.perf.step import Shared, evaluate_layout, fewest_full
 
 # (model, options, devices, cluster, global batch): a dense GPT, a small MoE (ep, etp,
 # all-to-alls), a long sequence (cp) and a deeper GPT whose stages pipeline
 CASES = {
-    "gpt": ("gpt3", dict(layers=4, width=256, heads=8, vocab=1024, seq=512), 16, "dgx-a100", 64),
+    "gpt": ("gpt3", dict(layers=4, width=256, heads=8, vocab=1024, seq=512), 8, "dgx-a100", 16),
     "moe": ("mixtral-8x7b", dict(layers=2, width=128, heads=4, kv_heads=4, ff=256, experts=4,
-                                 top_k=2, vocab=512, seq=256), 8, "dgx-a100", 16),
-    "cp": ("gpt3", dict(layers=4, width=256, heads=8, vocab=1024, seq=8192), 16, "h100-sxm", 32),
-    "deep": ("gpt3", dict(layers=8, width=1024, heads=16, vocab=1024, seq=2048), 64, "h100-sxm",
-             64),
+                                 top_k=2, vocab=512, seq=256), 4, "dgx-a100", 8),
+    "cp": ("gpt3", dict(layers=4, width=256, heads=8, vocab=1024, seq=8192), 8, "h100-sxm", 8),
+    "deep": ("gpt3", dict(layers=8, width=1024, heads=16, vocab=1024, seq=2048), 32, "h100-sxm",
+             32),
 }
 
 
@@ -88,11 +88,17 @@ def test_every_bound_is_at_most_every_step_of_its_layouts(case):
                     layout = layout_bound(shared, lay, coll, pricer, True)
                     fits = layout_bound(shared, lay, coll, pricer, True, cl.device.memory_bytes)
                     tries = recompute_tries(g, cl, lay, ops, shared)
-                    tries += [evaluate_layout(g, cl, replace(lay, recompute="full",
-                                                             recompute_layers=n), ops)
-                              for n in (0, 1)]
+                    full = [evaluate_layout(g, cl, replace(lay, recompute="full",
+                                                           recompute_layers=n), ops)
+                            for n in (0, 1)]
+                    full.append(fewest_full(g, cl, lay, ops, shared))
+                    selective = evaluate_layout(g, cl, replace(lay, recompute="selective"), ops)
+                    tries += full + [selective]
                     steps = [e.step_seconds for e in tries]
                     assert shape <= layout <= min(steps), (lay, shape, layout, steps)
+                    for rc, priced in (("selective", [selective]), ("full", full)):
+                        again = layout_bound(shared, lay, coll, pricer, True, rebuilt=rc)
+                        assert layout <= again <= min(e.step_seconds for e in priced), (lay, rc)
                     # infinite only where no recomputation fits
                     assert fits in (layout, math.inf)
                     assert fits == layout or not any(e.fits_memory for e in tries)
