@@ -150,7 +150,8 @@ def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
     ranked = [dict(e.to_dict(), model=args.model, devices=args.devices) for e in result.ranked]
     data = {"version": 1, "model": args.model, "devices": args.devices, "cluster": args.cluster,
             "global_batch": args.global_batch, "family": result.family,
-            "exhaustive": result.exhaustive, "priced": result.priced, "fitting": result.fitting,
+            "exhaustive": result.exhaustive, "priced": result.priced, "pruned": result.pruned,
+            "fitting": result.fitting,
             "search_seconds": result.seconds, "best": ranked[0] if ranked else None,
             "ranked": ranked}
     stopped = "" if result.exhaustive else (
@@ -164,7 +165,8 @@ def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
              f"{r['memory_bytes'] / 2**30:.1f}") for i, r in enumerate(ranked)]
     head = (f"{args.model} on {args.devices} devices ({ranked[0]['cluster']}), global batch "
             f"{args.global_batch}: {result.priced} layouts priced of a family of "
-            f"{result.family:,} in {result.seconds:.1f} CPU s, {result.fitting} fit{stopped}")
+            f"{result.family:,} ({result.pruned:,} ruled out by their bounds) in "
+            f"{result.seconds:.1f} CPU s, {result.fitting} fit{stopped}")
     return data, "\n".join([head, "", table(rows, ("rank", "layout", "step s", "MFU", "GiB"),
                                            right=(0, 2, 3, 4)), "", describe(ranked[0])])
 

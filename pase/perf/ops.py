@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from pase.ir import Graph, Op
+from pase.perf import ops_memo
 from pase.perf.kernels import (
     MEMORY_BOUND,
     VIEWS,
@@ -95,16 +96,35 @@ def selective_rebuilds(graph: Graph, attention: str) -> set[str]:
     return out
 
 
-def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
-    """Every op of ``graph`` priced for one micro-batch on one device."""
-    fused = fused_attention(graph) if lay.attention == "fused" else {}
-    cores = selective_rebuilds(graph, lay.attention)
+def price_ops(graph: Graph, lay: Layout, pricer: Pricer, memo: bool = True,
+              copies: bool = True) -> list[PricedOp]:
+    """Every op of ``graph`` priced for one micro-batch on one device. ``memo``: an op
+    equal to one priced before in every way its price reads (:mod:`pase.perf.ops_memo`:
+    a repeated layer's) is a copy of that price; False prices each op afresh (the same
+    prices, tests/perf/test_ops_memo.py). ``copies=False``: such an op is the first one's
+    PricedOp itself (its op and kept tensors named as that one's), for a caller that reads
+    only the times (:class:`pase.perf.bound.Bounds`)."""
+    fused, cores, kinds, ids = ops_memo.per_graph(graph, ("price_ops", lay.attention),
+                                                  lambda: _analysis(graph, lay.attention))
     out_elems: dict[tuple, float] = {}
-    kinds = {op.name: op.kind for op in graph.ops}
     reduced: set = set()  # tensors whose input gradient is all-reduced over tp already
+    seen: dict[tuple, tuple] = {}  # memo key -> (price, its kept tensors, adds to reduced)
     priced = []
     e = pricer.element_bytes
-    for op in graph.ops:
+    for i, op in enumerate(graph.ops):
+        if memo:
+            sources = [port.source for port in op.inputs if port.source is not None]
+            key = (ids[i], tuple((out_elems[s], s in reduced) for s in sources))
+            hit = seen.get(key)
+            if hit is not None:
+                p = ops_memo.copy(hit[0], hit[1], op) if copies else hit[0]
+                for n, elems in enumerate(hit[3]):
+                    out_elems[(op.name, n)] = elems
+                if hit[2]:
+                    reduced.add(op.inputs[0].source)
+                priced.append(p)
+                continue
+        adds = False
         splits_t, held = token_splits(op, lay), op_splits(op, lay)
         splits = {d.name: s for d, s in zip(op.dims, splits_t)}
         t = tile(op, splits_t)
@@ -130,6 +150,7 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
                 if source in reduced:
                     time.tp_backward.clear()
                 reduced.add(source)
+                adds = True
         elif op.kind in VIEWS:
             pass
         elif op.kind in MEMORY_BOUND:
@@ -147,7 +168,20 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer) -> list[PricedOp]:
         p.kept = _kept(op, lay, fused, out_elems, t, splits,
                        pricer.quantised_bytes if p.linear else e, kinds, graph, e)
         priced.append(p)
+        if memo:
+            seen[key] = (p, ops_memo.template(p, op), adds,
+                         [out_elems[(op.name, n)] for n in range(len(op.outputs))])
     return priced
+
+
+def _analysis(graph: Graph, attention: str) -> tuple:
+    """What :func:`price_ops` reads of the whole graph, the same for every layout: the
+    fused attentions, the ops selective recomputation rebuilds, the kinds by name and
+    each op's memo class (:func:`pase.perf.ops_memo.classes`)."""
+    fused = fused_attention(graph) if attention == "fused" else {}
+    cores = selective_rebuilds(graph, attention)
+    return (fused, cores, {op.name: op.kind for op in graph.ops},
+            ops_memo.classes(graph, fused, cores, _activated))
 
 
 def _activated(op: Op) -> bool:

@@ -22,9 +22,13 @@ with:
 - no, selective or full recomputation of the fewest layers per stage that fit (Megatron-LM's
   ``--recompute-num-layers``; of every layer when none fits).
 
-Every layout of the family is priced, so the best one is the optimum over the family
-under the model, not a heuristic's guess. The ops are priced once per (micro-batch, tp,
-cp, ep, etp) and the rest of a layout's price is shared through :class:`pase.perf.step.Shared`:
+The best layout is the optimum over the family under the model, not a heuristic's guess,
+found by branch and bound (:mod:`pase.perf.bound`): every shape's bound first, then the
+shapes best bound first, each layout skipped (counted ``pruned``) whose bound is over the
+``keep``-th best step priced so far, so the best and the ranked ``keep`` are those of
+pricing every layout (``prune=False``). The ops are priced once per (micro-batch, tp,
+cp, ep, etp), a repeated layer's once (:mod:`pase.perf.ops_memo`), and the rest of a
+layout's price is shared through :class:`pase.perf.step.Shared`:
 each (pp, V) cut, each layer's sums per recomputation, the FLOP and each stage's kept
 activations are computed once, so a layout costs a pass over its stages' layers, not its
 ops. ``shared=False`` prices each layout on its own (the reference path, kept for
@@ -43,6 +47,7 @@ best layout priced so far, marked not exhaustive.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass, replace
@@ -52,6 +57,8 @@ from pase.cluster import get_cluster
 from pase.deadline import current
 from pase.errors import OptionError, TooLargeError
 from pase.ir import Graph
+from pase.perf.bound import Bounds, layout_bound
+from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
 from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import check_graph, make_layout
@@ -74,8 +81,10 @@ class SearchResult:
     """The best layout found, how many were priced, and the search's CPU seconds.
 
     ``family`` counts the layouts of the family (each recomputation option one);
-    ``exhaustive`` is False when a deadline stopped the search, so ``best`` is the best
-    of those priced, not of the family."""
+    ``pruned`` those the branch and bound skipped (their bound over the ``keep``-th best
+    step so far, or states that overflow the device); ``fitting`` counts the fitting
+    layouts among those priced; ``exhaustive`` is False when a deadline stopped the
+    search, so ``best`` is the best of those priced, not of the family."""
 
     best: Estimate | None
     priced: int
@@ -84,6 +93,7 @@ class SearchResult:
     ranked: tuple[Estimate, ...]
     family: int = 0
     exhaustive: bool = True
+    pruned: int = 0
 
 
 # (micro-batch, tp, cp, ep, etp) and, under it, each (pp, dp, schedules): the family's shapes
@@ -115,14 +125,15 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
                    schedules: tuple[str, ...] = SCHEDULE_KINDS, experts: bool = True,
                    context: bool = True, keep: int = 5, max_layouts: int | None = None,
                    progress: Callable[[str], None] | None = None,
-                   shared: bool = True, warm_start=None) -> SearchResult:
+                   shared: bool = True, warm_start=None, prune: bool = True) -> SearchResult:
     """Price every layout of the family (module docstring); ``build(m)`` gives the
     graph at micro-batch size ``m``. The result ranks fitting layouts by step time.
 
     ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
     every divisor of the layers per stage); ``schedules``: which of
     :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
-    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own);
+    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own,
+    every one); ``prune``: skip the layouts whose bound cannot rank (False: price them all);
     ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
     and etp, then its pp), so a search stopped by a deadline has priced it: the order
     changes nothing else.
@@ -150,43 +161,172 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
         raise TooLargeError(f"the layout family of {graph1.name} on {devices} devices for global "
                             f"batch {global_batch} has {size:,} layouts, over the limit of "
                             f"{max_layouts:,}; price one with `pase evaluate --layout`")
-    deadline = current()
     if progress is not None:
         progress(f"layouts: a family of {size:,} to search")
-    found: list[Estimate] = []
-    priced = examined = 0
-    reported = clock
-    stopped = False
-    for graph, ops, cache, degrees, micro, schedule, zero in _cells(
-            groups, build, graph1, pricer, shared, options):
-        if deadline is not None and deadline.expired():
-            stopped = True
-            break
-        lay = make_layout(degrees, devices=devices, micro_batch=micro, global_batch=global_batch,
-                          schedule=schedule, zero=zero, sequence_parallel=degrees["tp"] > 1,
-                          **options)
-        tries = recompute_tries(graph, cl, lay, ops, cache)
-        priced += len(tries)
-        found += [e for e in tries if e.fits_memory]
-        examined += len(RECOMPUTE_ORDER)
-        if progress is not None and time.perf_counter() - reported >= PROGRESS_SECONDS:
-            reported = time.perf_counter()
-            progress(f"layouts: {examined:,} of {size:,} examined ({examined / size:.0%}), "
-                     f"{priced:,} priced, {len(found):,} fit, {reported - clock:.0f} s")
-    found.sort(key=lambda e: (e.step_seconds, _key(e)))
-    return SearchResult(found[0] if found else None, priced, len(found),
-                        time.process_time() - start, tuple(found[:keep]), size, not stopped)
+    run = _Run(keep, size, progress, clock)
+    if prune and shared:
+        _pruned_search(run, groups, build, graph1, pricer, options, warm_start is not None,
+                       cl, devices, global_batch)
+    else:
+        for graph, ops, cache, degrees, micro, schedule, zero in _cells(
+                groups, build, graph1, pricer, shared, options):
+            if run.expired():
+                break
+            run.price(graph, cl, ops, cache, make_layout(
+                degrees, devices=devices, micro_batch=micro, global_batch=global_batch,
+                schedule=schedule, zero=zero, sequence_parallel=degrees["tp"] > 1, **options))
+    found = sorted(run.found, key=lambda e: (e.step_seconds, _key(e)))
+    return SearchResult(found[0] if found else None, run.priced, run.fitting,
+                        time.process_time() - start, tuple(found[:keep]), size, not run.stopped,
+                        run.pruned)
 
 
-def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None) -> list[Estimate]:
+class _Run:
+    """A search's state: the fitting estimates that may still rank in the top ``keep``,
+    the counts, the deadline and the progress lines."""
+
+    def __init__(self, keep: int, size: int, progress, clock: float):
+        self.keep, self.size, self.progress = keep, size, progress
+        self.found: list[Estimate] = []
+        self.best: list[float] = []  # a heap of the keep best steps, negated
+        self.priced = self.fitting = self.examined = self.pruned = 0
+        self.stopped = False
+        self.deadline = current()
+        self.clock = self.reported = clock
+
+    def expired(self) -> bool:
+        if self.deadline is not None and self.deadline.expired():
+            self.stopped = True
+        return self.stopped
+
+    def threshold(self) -> float:
+        """The keep-th best step so far: a layout whose bound is above it cannot rank."""
+        return -self.best[0] if len(self.best) >= self.keep else math.inf
+
+    def price(self, graph: Graph, cl, ops, cache, lay, bound=None) -> None:
+        """Price ``lay``'s recomputation tries; ``bound(recompute)``: the bound of one,
+        those over the threshold skipped."""
+        keep = None if bound is None else (lambda rc: bound(rc) <= self.threshold())
+        tries = recompute_tries(graph, cl, lay, ops, cache, keep)
+        if not tries[0].fits_memory:
+            self.pruned += len(RECOMPUTE_ORDER) - len(tries)
+        self.priced += len(tries)
+        for e in tries:
+            if not e.fits_memory:
+                continue
+            self.fitting += 1
+            if e.step_seconds <= self.threshold():
+                self.found.append(e)
+                heapq.heappush(self.best, -e.step_seconds)
+                if len(self.best) > self.keep:
+                    heapq.heappop(self.best)
+        self.examined += len(RECOMPUTE_ORDER)
+        self.report()
+
+    def skip(self, layouts: int) -> None:
+        self.pruned += layouts
+        self.examined += layouts
+
+    def report(self, line: str | None = None) -> None:
+        if self.progress is not None and time.perf_counter() - self.reported >= PROGRESS_SECONDS:
+            self.reported = time.perf_counter()
+            if line is not None:
+                self.progress(f"{line}, {self.reported - self.clock:.0f} s")
+                return
+            self.progress(f"layouts: {self.examined:,} of {self.size:,} examined "
+                          f"({self.examined / self.size:.0%}), {self.priced:,} priced, "
+                          f"{self.pruned:,} pruned, {self.fitting:,} fit, "
+                          f"{self.reported - self.clock:.0f} s")
+
+
+def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer: Pricer,
+                   options: dict, warm: bool, cl, devices: int, global_batch: int) -> None:
+    """Branch and bound over the family (:mod:`pase.perf.bound`): every shape's bound first,
+    then the groups in the order of their least bound and in each its shapes in the order of
+    theirs, each skipped while its bound is over the keep-th best step so far. A warm start's
+    group (``groups[0]``, :func:`_nearest_first`) is priced first, before any bound."""
+    graphs = {1: graph1}
+    cuts: dict[int, dict] = {}  # per graph, the cuts its groups' Shareds share
+
+    def priced(group: Group, copies: bool = True):
+        micro, tp, cp, ep, etp, _ = group
+        if micro not in graphs:
+            graphs[micro] = build(micro)
+        base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
+        return graphs[micro], price_ops(graphs[micro], _probe(base, micro, **options), pricer,
+                                        copies=copies)
+
+    def bounded(group: Group, graph: Graph, ops) -> list[tuple]:
+        micro, tp, cp, ep, etp, _ = group
+        probe = _probe(dict(tp=tp, cp=cp, ep=ep, etp=etp), micro, **options)
+        bounds = Bounds(graph, ops, probe, group_collectives(cl, probe, pricer.hw), pricer.hw)
+        return [(bounds.step(pp, global_batch // (micro * dp), s), pp, dp, s)
+                for pp, dp, schedules in group[5] for s in schedules]
+
+    def search(group: Group, shapes: list[tuple], graph: Graph, ops) -> None:
+        cache = Shared(graph, ops, cuts.setdefault(id(graph), {}))
+        micro, tp, cp, ep, etp, _ = group
+        for bound, pp, dp, schedule in shapes:
+            if bound > run.threshold():
+                run.skip(len(ZERO_STAGES) * len(RECOMPUTE_ORDER))
+                continue
+            groups = None  # the collectives of the shape's groups, whatever its ZeRO stage
+            for zero in ZERO_STAGES:
+                if run.expired():
+                    return
+                lay = make_layout(dict(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, dp=dp),
+                                  devices=devices, micro_batch=micro, global_batch=global_batch,
+                                  schedule=schedule, zero=zero, sequence_parallel=tp > 1,
+                                  **options)
+                groups = groups or group_collectives(cl, lay, pricer.hw)
+                coll = cache.coll(lay, groups)
+                bound = layout_bound(cache, lay, coll, pricer, lay.precision != "fp32",
+                                     cl.device.memory_bytes)
+                if bound > run.threshold() or bound == math.inf:  # inf: it never fits
+                    run.skip(len(RECOMPUTE_ORDER))
+                else:
+                    run.price(graph, cl, ops, cache, lay, lambda rc, lay=lay, coll=coll: layout_bound(
+                        cache, lay, coll, pricer, lay.precision != "fp32", rebuilt=rc))
+
+    rest = groups
+    if warm:  # its shapes in their order (its pp first), not the bounds'
+        graph, ops = priced(groups[0])
+        search(groups[0], bounded(groups[0], graph, ops), graph, ops)
+        rest = groups[1:]
+    plan = []
+    for n, group in enumerate(rest):
+        if run.expired():
+            return
+        shapes = sorted(bounded(group, *priced(group, copies=False)),
+                        key=lambda shape: shape[0])
+        plan.append((shapes[0][0], group, shapes))
+        run.report(f"layouts: bounds of {n + 1:,} of {len(rest):,} groups (micro-batch, tp, cp, "
+                   f"ep, etp)")
+    plan.sort(key=lambda entry: entry[0])
+    for least, group, shapes in plan:
+        if run.expired():
+            return
+        if least > run.threshold():
+            run.skip(len(shapes) * len(ZERO_STAGES) * len(RECOMPUTE_ORDER))
+            continue
+        search(group, shapes, *priced(group))
+
+
+def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None,
+                    keep: Callable[[str], bool] | None = None) -> list[Estimate]:
     """The recomputation options of one layout worth pricing: none; if it does not fit,
     selective and full recomputation of the fewest layers per stage that fit (either may
-    be the faster: full recomputation of one layer can cost less than selective of all)."""
+    be the faster: full recomputation of one layer can cost less than selective of all).
+    ``keep(recompute)``: False skips that option (its bound cannot rank)."""
     none = evaluate_layout(graph, cl, replace(lay, recompute="none"), ops, cache)
     if none.fits_memory:
         return [none]
-    return [none, evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache),
-            fewest_full(graph, cl, lay, ops, cache)]
+    out = [none]
+    if keep is None or keep("selective"):
+        out.append(evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache))
+    if keep is None or keep("full"):
+        out.append(fewest_full(graph, cl, lay, ops, cache))
+    return out
 
 
 def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pricer: Pricer,

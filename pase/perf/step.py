@@ -204,8 +204,10 @@ class Shared:
     :func:`evaluate_layout`. One Shared serves one cluster (its collective prices are kept
     by group sizes, not by cluster)."""
 
-    def __init__(self, graph: Graph, ops: list[PricedOp]):
-        self.graph, self.ops = graph, ops
+    def __init__(self, graph: Graph, ops: list[PricedOp], cuts: dict | None = None):
+        # cuts: each (pp, V, tp x cp, element bytes)'s placement and crossing bytes, which
+        # depend on the graph alone: a search shares one dict between a graph's Shareds
+        self.graph, self.ops, self._cuts = graph, ops, {} if cuts is None else cuts
         self.by_name = {p.op.name: p for p in ops}
         self._placed: dict[tuple, Placed] = {}
         self._sums: dict[tuple, list[float]] = {}
@@ -227,8 +229,12 @@ class Shared:
         key = (lay.pp, lay.virtual)
         self._lay = self._lay or lay  # its precision, which tensor_bytes reads
         if key not in self._placed:
-            stages, units, chunks = placement(self.graph, lay)
-            received = crossing_bytes(self.graph, chunks, lay, element_bytes)
+            cut = key + (lay.tp * lay.cp, element_bytes)
+            if cut not in self._cuts:
+                stages, units, chunks = placement(self.graph, lay)
+                self._cuts[cut] = (stages, units, chunks,
+                                   crossing_bytes(self.graph, chunks, lay, element_bytes))
+            stages, units, chunks, received = self._cuts[cut]
             ops: list[list[PricedOp]] = [[] for _ in range(lay.pp)]
             names: list[list[str]] = [[] for _ in range(lay.pp)]
             held: list[set[int]] = [set() for _ in range(lay.pp)]

@@ -141,8 +141,14 @@ def test_the_family_holds_published_moe_recipes(row_id):
 
 
 def test_a_warm_start_changes_the_order_only():
+    """The same family, best and ranking; with pruning the counts priced and pruned depend
+    on the order, so without it they are equal too."""
     lay = make_layout("dp=2,ep=2", devices=2, micro_batch=2, global_batch=4, zero=1)
-    cold = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2)
-    warm = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2, warm_start=lay)
-    assert (warm.family, warm.priced, warm.best.layout) == (cold.family, cold.priced,
-                                                           cold.best.layout)
+    for prune in (True, False):
+        cold = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2, prune=prune)
+        warm = search_layouts(moe, 2, "dgx-a100", 4, max_micro_batch=2, warm_start=lay,
+                              prune=prune)
+        assert (warm.family, warm.best.layout) == (cold.family, cold.best.layout)
+        assert [(e.layout, e.step_seconds) for e in warm.ranked] == \
+            [(e.layout, e.step_seconds) for e in cold.ranked]
+        assert prune or (warm.priced, warm.fitting) == (cold.priced, cold.fitting)
