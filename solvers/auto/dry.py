@@ -43,9 +43,10 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped:
                           "estimated_seconds": report["estimated_seconds"]}
         plain = best["estimated_seconds"]
         if capped:
-            report["auto"]["note"] = ("under the memory cap no probe runs; a cap that binds "
-                                      "takes one folded solve per Lagrange multiplier")
-        elif best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
+            report["auto"]["note"] = ("under the memory cap the probe's optimum is kept only "
+                                      "when it fits the cap; a cap that binds takes one folded "
+                                      "solve per Lagrange multiplier")
+        if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
             if relaxed["plan_seconds"] <= probe.MAX_SHARE * plain:
                 split, step = relaxed["split_seconds"], relaxed["seconds_per_step"]

@@ -161,7 +161,28 @@ def test_the_dry_run_announces_the_probe():
     probe = pase.dry_run("transformer", 1024)["auto"]["probe"]
     assert probe["steps"] == 2 and 0 < probe["estimated_seconds"] < probe["estimated_seconds_at_most"]
     capped = pase.dry_run("transformer", 1024, cluster="h100-sxm", cost_model="alpha-beta")
-    assert "probe" not in capped["auto"] and "no probe" in capped["auto"]["note"]  # none under a cap
+    assert "probe" in capped["auto"] and "when it fits the cap" in capped["auto"]["note"]
+
+
+@pytest.mark.parametrize("binds", [False, True])
+def test_under_a_cap_the_probe_keeps_only_an_optimum_that_fits(eager_probe, binds):
+    """The probe solves without the cap (every capped plan is an uncapped one): its optimum
+    is the capped optimum when it fits, and the dp runs when the cap binds."""
+    built = pase.build_problem(pase.load_graph("transformer"), 8, cost_model="alpha-beta",
+                               cluster="dgx-a100")
+    free = built.problem.with_memory_cap(None)
+    reference = pase.run_solver("dp", free)
+    used = free.memory_of(reference.choice)
+    cap = (used + free.min_memory()) / 2 if binds else used
+    problem = free.with_memory_cap(cap)
+    capped = pase.run_solver("dp", problem)
+    answer = solve(problem)
+    assert answer.status is Status.OPTIMAL and problem.fits(answer.choice)
+    assert _close(answer.cost, capped.cost, capped.cost)
+    assert answer.stats["method"] == ("dp" if binds else "decompose")
+    assert ("does not fit it" if binds else "within the memory cap") in answer.stats["why"]
+    if binds:
+        assert capped.cost > reference.cost * (1 + 1e-9)  # the cap does bind
 
 
 def test_the_probes_split_handed_to_the_decomposition_changes_nothing():
