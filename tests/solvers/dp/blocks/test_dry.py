@@ -115,7 +115,7 @@ def test_the_api_dry_run_takes_the_pricing_cost_model_and_its_cap():
     assert priced["blocks"]["chains"] == paper["blocks"]["chains"]  # found by the same keys
     assert priced["blocks"]["fold_seconds"] > paper["blocks"]["fold_seconds"]
     # alpha-beta on a cluster caps at the device memory by default: no probe, and it says so
-    assert "no probe" in priced["auto"]["note"] and "note" not in paper["auto"]
+    assert "when it fits the cap" in priced["auto"]["note"] and "note" not in paper["auto"]
     uncapped = pase.dry_run("gpt2", 256, model_options={"layers": 3}, memory_budget=2**20,
                             cluster="h100-sxm", cost_model="alpha-beta", memory_cap="none")
     assert "note" not in uncapped["auto"]
