@@ -41,6 +41,8 @@ ALLOWED = {
         "wraps that read-only descriptor",
     ("pase/frontends/cache.py", "_read", "touch"):
         "marks a cache entry recently used (its time stamp; no content is written)",
+    ("pase/forked.py", "Forked.result", "os.fdopen"):
+        "reads the forked child's answer from the read end of a pipe; writes no file",
     ("pase/cli/__init__.py", "_main", "open"):
         "opens the null device as stdout once the reader has left; writes no file",
     ("solvers/ilp/highs.py", "*", "open"):

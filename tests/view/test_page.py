@@ -144,8 +144,9 @@ def test_a_strategy_for_another_model_is_refused():
 def test_a_calibrated_plan_is_drawn_with_its_own_prices(monkeypatch):
     # the Strategy carries its costs, memory, cluster and element size: the page is drawn
     # without a Problem, and shows what pricing it again (the earlier way) shows
+    # a batch of 2 on 8 devices: the plan splits more than the batch, so it communicates
     opts = {"model_options": {"layers": 1, "width": 128, "heads": 2, "ff": 256, "vocab": 512,
-                              "seq": 32}}
+                              "seq": 32, "batch": 2}}
     s = pase.solve("gpt2", 8, cluster="dgx-a100", **opts)
     again = page_model(planned(s, cluster="dgx-a100", memory_cap=None, **opts), simulate=False)
     def refuse(*args, **kwargs):
