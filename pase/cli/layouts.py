@@ -146,7 +146,9 @@ def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
                           "model option")
     result = api.search_layouts(args.model, args.devices, cluster=args.cluster,
                                 global_batch=args.global_batch, model_options=options,
-                                time_limit=args.time_limit, progress=progress)
+                                time_limit=args.time_limit, progress=progress,
+                                **({} if args.precision is None else
+                                   {"precision": args.precision}))
     ranked = [dict(e.to_dict(), model=args.model, devices=args.devices) for e in result.ranked]
     data = {"version": 1, "model": args.model, "devices": args.devices, "cluster": args.cluster,
             "global_batch": args.global_batch, "family": result.family,

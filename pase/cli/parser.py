@@ -75,6 +75,9 @@ EXAMPLES = {
                "--survivors 0"],
 }
 
+# The compute precisions of the performance model (pase.perf.kernels).
+PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32")
+
 def build(commands: dict[str, Callable[[argparse.Namespace], Any]]) -> Parser:
     """The ``pase`` parser; ``commands`` maps each command name to the function that runs it
     (a name it lacks parses, and runs nothing)."""
@@ -206,6 +209,8 @@ def _solve(s: Parser) -> None:
                    help="search Megatron/FSDP layouts (needs --cluster and --global-batch; "
                         "docs/performance-model.md)")
     s.add_argument("--global-batch", type=positive_int, metavar="B", help="sequences per step (--layouts; else --pipeline)")
+    s.add_argument("--precision", choices=PRECISIONS, metavar="P",
+                   help=f"compute precision, {', '.join(PRECISIONS)} (default: bf16 where the device has it)")
     s.add_argument("--explain", action="store_true",
                    help="where the step goes, vs the best layout (--cluster)")
 
@@ -241,8 +246,7 @@ def _evaluate(s: Parser) -> None:
                      help="pipeline schedule (default 1f1b)")
     lay.add_argument("--sequence-parallel", action="store_true",
                      help="split norms and residuals over the tp group along the sequence")
-    lay.add_argument("--precision", default="bf16",
-                     choices=("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"),
+    lay.add_argument("--precision", default="bf16", choices=PRECISIONS,
                      help="compute precision (default bf16, mixed precision with fp32 master "
                           "weights and Adam moments); fp8, mxfp8 and nvfp4 run the linear "
                           "layers' GEMMs in that format")

@@ -67,6 +67,11 @@ def cmd_solve(args: argparse.Namespace) -> None:
 
 def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
     """The solve's result as data and text: a layout, a pipeline plan or a per-op plan."""
+    if args.precision is not None and not args.layouts:  # the cost model's option
+        if "precision" in key_values(args.cost_option, "--cost-option"):
+            raise OptionError("--precision and --cost-option precision=... are both given; use "
+                              "one")
+        args.cost_option = [*(args.cost_option or []), f"precision={args.precision}"]
     if args.layouts:
         return layouts.search_layouts_result(args)
     if args.global_batch is not None:  # the whole plan: stages, micro-batches, per-op splits
