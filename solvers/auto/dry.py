@@ -46,7 +46,8 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped:
             report["auto"]["note"] = ("under the memory cap the probe's optimum is kept only "
                                       "when it fits the cap; a cap that binds takes one folded "
                                       "solve per Lagrange multiplier")
-        if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS:
+        wide = not capped or best["max_dependent_set"] >= probe.MIN_CAPPED_WIDTH
+        if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS and wide:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
             if relaxed["plan_seconds"] <= probe.MAX_SHARE * plain:
                 split, step = relaxed["split_seconds"], relaxed["seconds_per_step"]
