@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -28,7 +27,6 @@ def search(monkeypatch, cluster: str, parallel: bool):
     return api.solve("gpt2", 16, "dp", "calibrated", cluster=cluster, batch=16, model_options=GPT2)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("cluster, solves", [("slow", 3), ("h100-sxm", 1)])
 def test_the_solve_beside_finds_what_the_solves_in_turn_find(monkeypatch, tmp_path, cluster,
                                                              solves):

@@ -9,8 +9,6 @@ import pytest
 from pase import forked
 from pase.errors import OptionError, PaseError
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-
 
 def test_the_answer_comes_back_from_the_child():
     big = list(range(300_000))  # more than a pipe holds at once
