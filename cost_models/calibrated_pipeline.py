@@ -33,8 +33,8 @@ from pase.cost_models.calibrated_plan import (
     _sequence,
     exposed_exchange,
     tally,
+    tied_syncs,
 )
-from pase.costing import connection_ports, tied_connections
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.layout import Layout
@@ -125,7 +125,7 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     bound = built.cost_model.bind(graph, devices)
     ops = [i for first, end in ranges for i in range(first, end)]
     within = lambda u, v: any(a <= u < b and a <= v < b for a, b in ranges)  # noqa: E731
-    t = tally(graph, bound, built.problem, c, ops, _tied(graph, bound, built.problem, c, within))
+    t = tally(graph, bound, built.problem, c, ops, tied_syncs(graph, bound, built.problem, c, within))
     inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
                  zip(built.problem.edges, built.problem.edge_costs) if within(u, v)) / m
     tax = bound.hw.overlap
@@ -168,21 +168,3 @@ def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> 
         activations[s] -= nbytes
         for later in stages:
             activations[later] += nbytes
-
-
-def _tied(graph: Graph, bound, problem, c: np.ndarray, within) -> float:
-    """Seconds alone (once a step) of the tied matrices' syncs whose two ops are both in the
-    stage (``within(u, v)``): with the stage's other syncs behind its last backward, as
-    :func:`pase.cost_models.calibrated_plan.tied_syncs` has them for a whole plan (a tied
-    pair split over two stages is not priced)."""
-    total = 0.0
-    for conn in tied_connections(graph):
-        u, v = conn[0], conn[2]
-        if not within(u, v):
-            continue
-        owner, owner_port, user, user_port = connection_ports(graph, conn)
-        src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
-        dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
-        got = bound.tied_sync(owner, owner_port, src, user, user_port, dst)
-        total += 0.0 if got is None else float(got[0, 0])
-    return total

@@ -21,7 +21,7 @@ sum over ops (:mod:`pase.cost_models.calibrated`):
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -169,13 +169,17 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
 
 
-def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray) -> float:
+def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
+               within: Callable[[int, int], bool] | None = None) -> float:
     """Seconds alone (once a step) of the tied matrices' extra gradient syncs at choice
     ``c`` (:meth:`CalibratedRules.tied_sync`): the Problem charges them on the tied edges
-    at the tax; the plan counts them with the other syncs."""
+    at the tax; the plan counts them with the other syncs. ``within(u, v)``: only the
+    pairs whose two ops it accepts (a pipeline stage's)."""
     total = 0.0
     for conn in tied_connections(graph):
         u, v = conn[0], conn[2]
+        if within is not None and not within(u, v):
+            continue
         owner, owner_port, user, user_port = connection_ports(graph, conn)
         src = np.asarray(problem.candidates[u].configs[int(c[u]):int(c[u]) + 1])
         dst = np.asarray(problem.candidates[v].configs[int(c[v]):int(c[v]) + 1])
