@@ -25,6 +25,7 @@ import math
 from dataclasses import replace
 
 from pase.ir import Graph
+from pase.perf import schedule
 from pase.perf.layout import Layout
 from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp
@@ -115,21 +116,17 @@ def pipeline_bound(stages: list, microbatches: int, kind: str, virtual: int) -> 
     pp = len(stages)
     totals = [st[0] + st[1] for st in stages]
     m, slowest = microbatches, max(totals)
-    if pp == 1:
-        pipe = m * slowest
-    elif kind == "interleaved":
-        pipe = (m + (pp - 1) / virtual) * slowest
+    if pp == 1 or kind not in ("zb-h1", "dualpipe"):  # forms that grow with every stage's T
+        pipe = schedule.step_seconds(kind, totals, m, virtual=virtual)
     elif kind == "zb-h1" and m < pp:  # outside the family; the form falls as T grows
         pipe = 0.0
     elif kind == "zb-h1":
         slot = min(max(f + b - 2 * w, f, b - w) for f, b, w, *_ in stages)
         pipe = (m - pp) * slowest + sum(totals) + (pp - 1) * slot
-    elif kind == "dualpipe":  # the busiest device, plus the table's bubble when positive
+    else:  # dualpipe: the busiest device, plus the table's bubble when positive
         busiest = m / 2 * max(totals[i] + totals[pp - 1 - i] for i in range(pp))
         least = min(f + 2 * b - 3 * w for f, b, w, *_ in stages)
         pipe = busiest + max(0.0, (pp / 2 - 1) * least)
-    else:  # 1f1b (and gpipe's form, the same without links)
-        pipe = sum(totals) + (m - 1) * slowest
     return pipe
 
 
