@@ -39,6 +39,7 @@ from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight, pipeline_seconds
+from pase.pipeline.layered import kept_output_bytes
 from pase.pipeline.schedules import plan_step
 from pase.pipeline.sends import received
 from pase.pipeline.solve import with_defaults
@@ -156,15 +157,7 @@ def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> 
             continue
         bound, problem, c = priced[s]
         i = graph.index(name)
-        op = graph.ops[i]
-        recompute = problem.variants is not None and problem.variants[i].variant(int(c[i]))[1]
-        if not recompute:
-            recompute = bool(getattr(bound, "fixed_variants", {}).get(name, (0, False))[1])
-        ctx = bound.context(op)
-        if idx not in (ctx.block_outputs if recompute else ctx.kept_outputs):
-            continue
-        configs = np.asarray(problem.candidates[i].configs[int(c[i]):int(c[i]) + 1])
-        nbytes = float(bound._kept_bytes(op, configs, (idx,), ())[0])
+        nbytes = kept_output_bytes(bound, problem, i, graph.ops[i], int(c[i]), (idx,))
         activations[s] -= nbytes
         for later in stages:
             activations[later] += nbytes

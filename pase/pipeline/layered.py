@@ -187,9 +187,9 @@ def _terms(model: Any, graph: Graph, space: ConfigSpace, problem: Problem, apart
 
 
 def _moved(lay: Layered, i: int, end: int) -> np.ndarray:
-    """:meth:`Layered.moved` (the one price's rule: ``_kept_across`` of
-    :mod:`pase.cost_models.calibrated_pipeline`)."""
-    graph, bound, p = lay.graph, lay.bound, lay.problem
+    """:meth:`Layered.moved`: per candidate, :func:`kept_output_bytes` of the outputs whose
+    first reader is at or past ``end``."""
+    graph, p = lay.graph, lay.problem
     op = graph.ops[i]
     if lay._readers is None:  # per op, per output: its first reader
         lay._readers = {}
@@ -199,18 +199,27 @@ def _moved(lay: Layered, i: int, end: int) -> np.ndarray:
                     first = lay._readers.setdefault(graph.index(port.source[0]), {})
                     idx = int(port.source[1])
                     first[idx] = min(first.get(idx, j), j)
-    later = [idx for idx, j in lay._readers.get(i, {}).items() if j >= end]
+    later = tuple(idx for idx, j in lay._readers.get(i, {}).items() if j >= end)
     out = np.zeros(len(lay.state[i]))
-    if not later:
-        return out
-    ctx = bound.context(op)
-    fixed = bool((getattr(bound, "fixed_variants", None) or {}).get(op.name, (0, False))[1])
-    vm = None if p.variants is None else p.variants[i]
-    configs = np.asarray(p.candidates[i].configs)
-    for c in range(len(out)):
-        recompute = fixed or (vm is not None and vm.variant(c)[1])
-        keep = ctx.block_outputs if recompute else ctx.kept_outputs
-        idx = tuple(k for k in later if k in keep)
-        if idx:
-            out[c] = float(bound._kept_bytes(op, configs[c:c + 1], idx, ())[0])
+    for c in range(len(out) if later else 0):
+        out[c] = kept_output_bytes(lay.bound, p, i, op, c, later)
     return out
+
+
+def kept_output_bytes(bound: Any, problem: Problem, i: int, op: Any, c: int,
+                      outputs: tuple[int, ...]) -> float:
+    """Bytes op ``i`` keeps for the backward pass at candidate ``c`` of its ``outputs``: its
+    layer's outputs where the candidate (or the model's fixed variant) recomputes it, else
+    its kept outputs (the calibrated model's rule; the one price's ``_kept_across`` and the
+    search's :meth:`Layered.moved`)."""
+    recompute = problem.variants is not None and problem.variants[i].variant(c)[1]
+    if not recompute:
+        recompute = bool((getattr(bound, "fixed_variants", None) or {}).get(op.name,
+                                                                             (0, False))[1])
+    ctx = bound.context(op)
+    keep = ctx.block_outputs if recompute else ctx.kept_outputs
+    idx = tuple(k for k in outputs if k in keep)
+    if not idx:
+        return 0.0
+    configs = np.asarray(problem.candidates[i].configs[c:c + 1])
+    return float(bound._kept_bytes(op, configs, idx, ())[0])

@@ -51,7 +51,8 @@ def stage_price(oracle: StageOracle, ranges: Sequence[tuple[int, int]], devices:
     index = [i for first, end in ranges for i in range(first, end)]
     choice = dict(zip(index, result.choice))
     t, tail = lay.time_and_tail(index, result.choice, ranges)
-    t += oracle.sends(ranges, devices, microbatches)
+    sends = oracle.sends(ranges, devices, microbatches)
+    t += sends
     model = stage_cost_model(oracle.cost_options, microbatches, oracle.cost_model)
     if not hasattr(model, "pipeline_stage"):  # alpha-beta charges every sync in full
         return StagePrice(t, t)
@@ -67,4 +68,4 @@ def stage_price(oracle: StageOracle, ranges: Sequence[tuple[int, int]], devices:
             variants[name] = {"zero": int(zero), "recompute": bool(recompute)}
     work, own = model.pipeline_stage(lay.graph, ranges, devices, configs, variants,
                                      microbatches, oracle.cost_options)
-    return StagePrice(t, work + oracle.sends(ranges, devices, microbatches), tail, own, total)
+    return StagePrice(t, work + sends, tail, own, total)
