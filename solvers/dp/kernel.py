@@ -318,9 +318,9 @@ def _tiled(bases: Sequence[np.ndarray], shape: Axes, step: Step, buffer: np.ndar
     else:
         tiles(rows)
     if classes is not None:  # a repeated row: its class's first row's minima, copied
-        for r in np.flatnonzero(classes[1] != np.arange(shape[0])):
-            value_rows[r] = value_rows[classes[1][r]]
-            arg_rows[r] = arg_rows[classes[1][r]]
+        repeated = np.flatnonzero(classes[1] != np.arange(shape[0]))
+        value_rows[repeated] = value_rows[classes[1][repeated]]
+        arg_rows[repeated] = arg_rows[classes[1][repeated]]
 
 
 def _empty(shape: Sequence[int], dtype: np.dtype, shared: bool) -> np.ndarray:
