@@ -36,6 +36,11 @@ def solve_pipeline_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
     costs = cost_kwargs(args, default="calibrated")
     options = dict(costs["cost_options"])
     cluster = options.pop("cluster", "dgx-a100")
+    if args.global_batch is not None and costs["cost_model"] == "calibrated":
+        # the whole-plan search holds what the layout family holds: each op's ZeRO stage
+        # and recomputation are searched unless given
+        options.setdefault("zero", "auto")
+        options.setdefault("recompute", "auto")
     search = _search_options(key_values(args.option, "--option"))
     plan = solve_pipeline(
         args.model, args.devices, batch=args.batch, microbatches=args.microbatches,
