@@ -8,19 +8,22 @@ from typing import Any
 from pase.cli import checks
 from pase.cli.args import cost_kwargs, key_values
 from pase.cli.output import emit
+from pase.deadline import Deadline
 from pase.errors import OptionError
 
 # ``--option KEY=VALUE`` keys the pipeline search takes (see solve_pipeline).
 PIPELINE_OPTIONS = ("cuts", "every", "stage_sizes", "uniform", "max_stages")
 # Flags of ``pase solve`` that do not apply to a pipeline search.
 _NOT_FOR_PIPELINE = {"mesh": "each stage's sub-mesh is searched; --mesh does not apply",
-                     "time_limit": "the pipeline search runs the dp, which has no partial answer",
                      "seed": "the pipeline search is deterministic",
                      "build_budget": "each stage's Problem is built with the default budget"}
 
 
-def solve_pipeline_result(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """``pase solve --pipeline`` (or ``--global-batch``): the plan's data and its text."""
+def solve_pipeline_result(args: argparse.Namespace,
+                          deadline: Deadline | None = None) -> tuple[dict[str, Any], str]:
+    """``pase solve --pipeline`` (or ``--global-batch``): the plan's data and its text.
+
+    ``deadline``: the command's ``--time-limit``, started when the command started."""
     from pase.pipeline.solve import solve_pipeline
 
     for dest, reason in _NOT_FOR_PIPELINE.items():
@@ -51,8 +54,16 @@ def solve_pipeline_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
         powers_of_two=True,  # stage spaces: power-of-two split factors (docs/pipelines.md)
         model_options=key_values(args.model_option, "--model-option"),
         progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
-        cost_model=costs["cost_model"], **search)
-    return plan.to_dict(), plan.describe()
+        cost_model=costs["cost_model"],
+        deadline=deadline if deadline is not None else Deadline(args.time_limit), **search)
+    text = plan.describe()
+    if plan.search.get("stopped"):
+        cut = plan.search.get("stopped_search", 1)
+        text += (f"\nthe time limit of {args.time_limit:g} s stopped the search: the best plan "
+                 f"found so far; " + ("the first search was cut, so the gap is unknown"
+                                      if cut == 1 else f"bounding search {cut} was cut, so "
+                                      f"the bound is that of the searches before it"))
+    return plan.to_dict(), text
 
 
 def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:

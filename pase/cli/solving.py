@@ -79,8 +79,8 @@ def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
                       "batch is searched as pipeline stages and micro-batches")
         args.batch = args.global_batch
         args.pipeline = True
-    if args.pipeline:
-        return solve_pipeline_result(args)
+    if args.pipeline:  # --time-limit counts from the command's start here too
+        return solve_pipeline_result(args, deadline)
     checks.refuse(args, ("microbatches", "schedule"), "applies only with --pipeline")
     solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     checks.output_file(args.output, "--output")

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pase.cluster import Cluster
-from pase.errors import OptionError
+from pase.errors import OptionError, TimeLimitError
 from pase.pipeline import schedules
 from pase.pipeline.schedules import period, step_seconds  # noqa: F401 (benchmarks read it here)
 from pase.pipeline.stages import StageOracle, StageResult
@@ -113,6 +113,7 @@ class Found:
     step: float = 0.0  # the plan's own step (its groups' own prices)
     bound: float | None = None
     folded: bool = False  # the links are in the stage times (the calibrated model)
+    stopped: bool = False  # the time limit cut the search: the best of what it visited
 
     @property
     def stages(self) -> tuple[tuple[int, int, int], ...]:
@@ -157,34 +158,53 @@ class LinkPricer:
 def search(space: Space, oracle: StageOracle, links: LinkPricer,
            progress: Callable[[str], None] | None = None) -> Found | None:
     """The best plan over ``space`` at the search's charge and the least charge of any plan
-    (``bound``); None when no plan fits the memory cap."""
+    (``bound``); None when no plan fits the memory cap.
+
+    Past the oracle's deadline (:meth:`StageOracle.check`, between stage solves) the search
+    stops: the best plan it found is returned with ``stopped`` and no bound (the plans it
+    did not visit have none), and with none found the TimeLimitError is raised."""
     start = time.perf_counter()
     best: Found | None = None
     bound = math.inf
     folded = oracle.tails
-    for m in space.microbatches:
-        counts = range(1, space.stage_limit + 1)
-        for name, virtual in space.schedules:
-            if name == "interleaved":
-                for found, low in _interleaved(space, oracle, links, m, virtual):
-                    bound = min(bound, low)
-                    if found is not None and (best is None or found.cost < best.cost * (1 - 1e-12)):
-                        best = found
-                continue
-            for s, sizes in _size_sets(space, counts):
-                for T, X, S, tails, _ in _Front(space, oracle, links, m, sizes, name, True).points(s):
-                    bound = min(bound, S + (m - 1) * period(name, T, X) + tails)
-                front = _Front(space, oracle, links, m, sizes, name, False)
-                for T, X, S, tails, plan in front.points(s):
-                    cost = S + (m - 1) * period(name, T, X) + tails
-                    if best is None or cost < best.cost * (1 - 1e-12):
-                        best = _found(oracle, links, m, plan, cost, name, folded)
+    m = space.microbatches[0]
+    try:
+        for m in space.microbatches:
+            counts = range(1, space.stage_limit + 1)
+            for name, virtual in space.schedules:
+                if name == "interleaved":
+                    for found, low in _interleaved(space, oracle, links, m, virtual):
+                        bound = min(bound, low)
+                        if found is not None and (best is None
+                                                  or found.cost < best.cost * (1 - 1e-12)):
+                            best = found
+                    continue
+                for s, sizes in _size_sets(space, counts):
+                    oracle.check("searching pipeline plans")
+                    for T, X, S, tails, _ in _Front(space, oracle, links, m, sizes, name,
+                                                    True).points(s):
+                        bound = min(bound, S + (m - 1) * period(name, T, X) + tails)
+                    front = _Front(space, oracle, links, m, sizes, name, False)
+                    for T, X, S, tails, plan in front.points(s):
+                        cost = S + (m - 1) * period(name, T, X) + tails
+                        if best is None or cost < best.cost * (1 - 1e-12):
+                            best = _found(oracle, links, m, plan, cost, name, folded)
+            if progress:
+                progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
+                         f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
+    except TimeLimitError as exc:
         if progress:
-            progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
-                     f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
+            progress(f"time limit: the search stopped at m={m} ({exc}); "
+                     + ("no plan found yet" if best is None else f"best so far {best.cost:.6g} s"))
+        if best is None:
+            raise
+        best.stopped = True
     if best is not None:
         best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
-        best.bound = min(bound, best.cost) if oracle.all_optimal else None
+        if best.stopped:
+            best.stats["stopped"] = "time limit"
+        # a cut search bounds only the plans it visited: no bound
+        best.bound = min(bound, best.cost) if oracle.all_optimal and not best.stopped else None
     return best
 
 
@@ -216,6 +236,7 @@ class _Front:
 
     def _plans(self, u: int, v: int, d: int, k: float, incoming: float):
         """``(time, tail, result)`` of the stage's plans (or corners, result None)."""
+        self.oracle.check("searching pipeline plans")
         ranges = ((self.space.units[u], self.space.units[v]),)
         if self.bound:
             return [(t, o, None) for t, o in

@@ -8,9 +8,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pase import api
 from pase.cluster import get_cluster
-from pase.errors import OptionError
+from pase.deadline import Deadline
+from pase.errors import OptionError, TimeLimitError
 from pase.ir import Graph
-from pase.options import parse_bytes
+from pase.options import check_time_limit, parse_bytes
 from pase.pipeline.cuts import crossing_elements, cut_points
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.price import stage_price
@@ -32,7 +33,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    stage_sizes: str | Sequence[int] = "powers", uniform: bool = False,
                    max_stages: int | None = None,
                    progress: Callable[[str], None] | None = None,
-                   cost_model: str = "calibrated") -> PipelinePlan:
+                   cost_model: str = "calibrated", time_limit: float | None = None,
+                   deadline: Deadline | None = None) -> PipelinePlan:
     """Search stages, sub-mesh sizes and micro-batches with the per-layer dp in each stage.
 
     Args:
@@ -60,6 +62,13 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
             the powers of two dividing ``p``) or a list; the counts sum to ``p``.
         uniform: every stage gets the same count ``p / s`` (one of ``stage_sizes``).
         max_stages: most stages (default: the number of units).
+        time_limit: wall seconds from the call (loading the model counts); ``deadline``
+            instead: a :class:`~pase.deadline.Deadline` the caller started (``pase solve``
+            starts one when the command starts). The search checks it between stage
+            solves (a solve itself runs to its end); past it, the best plan found so far
+            is returned, ``feasible``, its ``search["stopped"]`` ``"time limit"``, with the
+            bound of the searches that finished (none if the first was cut); OptionError
+            when none was found.
 
     Returns the best plan found over that space (:mod:`pase.pipeline.search`) at its own
     price, with a lower bound (:func:`certified`), as a
@@ -67,6 +76,10 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     bound. Raises OptionError when no plan fits the memory cap.
     """
     start = time.perf_counter()
+    if deadline is None:
+        deadline = Deadline(check_time_limit(time_limit), start=start)
+    elif time_limit is not None:
+        raise OptionError("give time_limit or deadline, not both")
     devices = check_devices(devices)
     parse(schedule)  # an unknown schedule fails before anything is built
     options = dict(model_options or {})
@@ -85,6 +98,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                           f"{cost_model!r} has no seconds or memory for a pipeline step")
     oracle = StageOracle(load, full_batch, costs, cap, space_options, progress=progress,
                          cost_model=cost_model, devices=devices)
+    oracle.deadline = deadline
     graph = oracle.graph(1)
     choices = _microbatches(microbatches, full_batch)
     element = float(api.make_cost_model(cost_model, **costs).bytes_per_element)
@@ -94,7 +108,11 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     if not isinstance(uniform, bool):
         raise OptionError(f"uniform must be true or false, got {uniform!r}")
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
-    found, bound, solves = certified(space, oracle, links, progress)
+    try:
+        found, bound, solves = certified(space, oracle, links, progress)
+    except TimeLimitError as exc:
+        raise OptionError(f"{exc}, before any pipeline plan was found; give a larger "
+                          f"--time-limit") from None
     if found is None:
         why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
             (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
@@ -122,9 +140,11 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    "schedules": [label(*pair) for pair in space.schedules],
                    **({"tp_overlap": costs["tp_overlap"]} if "tp_overlap" in costs else {}),
                    **found.stats, "bounding_searches": solves,
+                   **({} if deadline.limit is None else {"time_limit": deadline.limit}),
                    "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
                    **({"exposed_sync_stages": exposed} if exposed else {})}
-    proven = bound is not None and found.step <= bound * (1 + TOLERANCE)
+    # a cut search never claims optimal, even where its step meets the bound it kept
+    proven = bound is not None and found.step <= bound * (1 + TOLERANCE) and not found.stopped
     for stage, price in zip(stages, found.prices):
         stage.tail_seconds = price.tail
     plan = PipelinePlan(graph.name, devices, full_batch, found.microbatches, found.schedule,
@@ -169,11 +189,22 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
     price is above it, a second search with each candidate's sync slack lifted into its
     tail (``x = 1``, still a bound) tightens the bound and looks for a plan whose syncs
     hide; the answer is the plan with the lower own price. The bound is None when a
-    stage's solver could not prove its optimum."""
+    stage's solver could not prove its optimum.
+
+    Past the oracle's deadline: a cut first search gives its best plan and no bound (the
+    plans it did not visit have none); a cut bounding search leaves the bound of the
+    searches that finished, and its best plan competes. The answer is then ``stopped``,
+    with ``stats["stopped"]``; with no plan at all the TimeLimitError propagates."""
     found = search(space, oracle, links, progress)
     if found is None:
         return None, None, 1
     _price(found, oracle)
+    if found.stopped:
+        found.stats["stopped_search"] = 1
+        if progress:
+            progress("time limit: the first search was cut, so no lower bound holds for the "
+                     "plans it did not visit (gap unknown)")
+        return found, None, 1
     bound, best, plans = found.bound, found, [found]
     for x in (1.0, None):
         if bound is None or best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
@@ -185,15 +216,30 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
             x = min(1.0, max(0.0, (a1 - a0) / (d0 - d1)))
         if progress:
             progress(f"syncs outlast their window: a search lifted by x = {x:.3g} for a bound")
-        lifted = search(space, oracle.lifted(x), links, progress)
+        searched = len(plans) + 1  # this search's number
+        try:
+            lifted = search(space, oracle.lifted(x), links, progress)
+        except TimeLimitError:  # cut before it found a plan
+            lifted, cut = None, True
+        else:
+            cut = lifted is not None and lifted.stopped
+        if lifted is not None:
+            plans.append(lifted)
+            if not cut:  # a cut search bounds only the plans it visited
+                bound = None if lifted.bound is None else max(bound, lifted.bound)
+            _price(lifted, oracle)
+            if lifted.step < best.step * (1 - 1e-12):
+                lifted.stats = {**found.stats, **lifted.stats}
+                best = lifted
+        if cut:
+            best.stopped = True
+            best.stats.update(stopped="time limit", stopped_search=searched)
+            if progress:
+                progress(f"time limit: bounding search {searched} was cut; the bound of the "
+                         f"{searched - 1} finished searches stands")
+            break
         if lifted is None:
             break
-        plans.append(lifted)
-        bound = None if lifted.bound is None else max(bound, lifted.bound)
-        _price(lifted, oracle)
-        if lifted.step < best.step * (1 - 1e-12):
-            lifted.stats = {**found.stats, **lifted.stats}
-            best = lifted
     proven = all(p.optimal for p in plans)
     return best, bound if proven else None, len(plans)
 

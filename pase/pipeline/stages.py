@@ -42,6 +42,7 @@ import numpy as np
 from pase import api
 from pase.cluster import get_cluster
 from pase.costing import CostModel
+from pase.deadline import Deadline, active
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.pipeline.layered import Layered, build
@@ -178,6 +179,15 @@ class StageOracle:
         self.all_optimal = True  # False once a stage's solver could not prove its optimum
         self.lift = 0.0  # x of the lifted search (:meth:`lifted`): 0 charges syncs at the tax
         self._lifted: dict[tuple[int, int], Layered] = {}
+        # the search's time limit (:meth:`check`); None: none
+        self.deadline: Deadline | None = None
+
+    def check(self, doing: str) -> None:
+        """Raise :class:`~pase.errors.TimeLimitError` once past :attr:`deadline`: called
+        between units of work (before a stage's solve, a Problem's build, a step of the
+        search), never inside a solve, so what is cached is always a finished answer."""
+        if self.deadline is not None:
+            self.deadline.check(doing)
 
     @property
     def tails(self) -> bool:
@@ -215,11 +225,13 @@ class StageOracle:
     def layered(self, devices: int, microbatches: int) -> Layered:
         key = (devices, microbatches)
         if key not in self._layered:
-            graph = self.graph(microbatches)
-            space = ConfigSpace(graph, devices, **self.space_options)
-            model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
-                                     apart=self.tails)
-            self._layered[key] = build(graph, space, model, microbatches)
+            self.check(f"building the stages' Problem on {devices} devices at m={microbatches}")
+            with active(self.deadline):  # the cost build checks it between ops
+                graph = self.graph(microbatches)
+                space = ConfigSpace(graph, devices, **self.space_options)
+                model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
+                                         apart=self.tails)
+                self._layered[key] = build(graph, space, model, microbatches)
         return self._layered[key]
 
     @property
@@ -401,6 +413,7 @@ class StageOracle:
             memory = [lay.state[i] + in_flight * (lay.activation[i] - moved[i]) for i in index]
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
                           memory_cap=room, unit=sub.unit, devices=sub.devices)
+        self.check("solving a pipeline stage")
         self.solves += 1
         start = time.perf_counter()
         solution = self.solve(sub)
