@@ -38,7 +38,7 @@ from pase.cost_models.calibrated_plan import (
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.layout import Layout
-from pase.perf.pipeline import in_flight, pipeline_seconds
+from pase.perf.pipeline import in_flight
 from pase.pipeline.layered import kept_output_bytes
 from pase.pipeline.schedules import plan_step
 from pase.pipeline.sends import received
@@ -83,7 +83,6 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     _kept_across(graph, plan, priced, activations)
     memory = [t["states"] + in_flight(lay, s) * a + t["working"] + t["gathered"]
               for s, (t, a) in enumerate(zip(tallies, activations))]
-    pipe = pipeline_seconds(lay, times)
     last = max(once, key=sum)
     step = plan_step(plan.schedule, m, times, [], [sum(o) for o in once])
     slow = max(range(len(times)), key=lambda i: times[i])
@@ -97,13 +96,30 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
             "schedule": plan.schedule, "step_seconds": step, "tokens_per_second": tokens / step,
             "mfu": model_flop / (step * peak_flops), "hfu": hardware_flop / (step * peak_flops),
             "memory_bytes": peak, "fits_memory": bool(peak <= cap), "device_memory_bytes": cap,
-            "breakdown": {"compute+communication": m * times[slow],
-                          "bubble": max(0.0, pipe - m * times[slow]),
-                          "exposed_sync": last[0], "optimizer": last[1]},
+            "breakdown": _breakdown(step, m * times[slow], tallies[slow], m, last),
             "stage_seconds": times, "stage_tail_seconds": [sum(o) for o in once],
             "stage_memory_bytes": memory, "recorded_step": plan.step_time,
             "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
             "microbatches": m, "cluster": whole.name, "devices": plan.devices}
+
+
+def _breakdown(step: float, work: float, terms: dict, m: int,
+               tail: tuple[float, float]) -> dict[str, float]:
+    """The step in ``pase solve --explain``'s categories: the slowest stage's ``m``
+    micro-batches (``work``) as its kernels run once (``compute``), run again
+    (``recomputation``) and the rest of its time (``communication``: collectives,
+    re-layouts, sends), the once-a-step tail (exposed gradient sync, as communication, and
+    ``optimizer``), and the schedule's remainder, the ``bubble``. A schedule whose step
+    is under ``work`` plus the tail (DualPipe runs two stages' work on one device) has no
+    bubble: its stage work is scaled to what remains."""
+    again = m * terms["rebuilt"]
+    kernels = m * terms["compute"] - again
+    rest = step - sum(tail)
+    scale = min(1.0, rest / work) if work > 0 else 1.0
+    return {"compute": scale * kernels, "recomputation": scale * again,
+            "communication": scale * (work - kernels - again) + tail[0],
+            "bubble": rest - work if rest - work > 1e-12 * step else 0.0,
+            "optimizer": tail[1]}
 
 
 def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dict,

@@ -59,12 +59,17 @@ def layout_text(lay: Mapping[str, Any]) -> str:
 
 
 def _pipeline_side(plan: Mapping[str, Any], label: str) -> dict[str, Any]:
-    """A pipeline plan's step ``sum_i t_i + 2 sum_b x_b + (m - 1) P``
+    """A pipeline plan's step: the categories its one price gave (``breakdown``, the
+    calibrated model's plans), else (an alpha-beta plan) ``sum_i t_i + 2 sum_b x_b + (m - 1) P``
     (:mod:`pase.pipeline.search`) as: the slowest stage's work ``m T`` (its compute with
     its own communication and optimizer: the pipeline price does not split them, so it
     counts as ``other``), the bubble ``sum_i t_i - T`` (the other stages' fill and
     drain), and the rest, the links' exposed transfers."""
     step = float(plan["step_seconds"])
+    if plan.get("breakdown"):  # the one price's own categories (the calibrated model's)
+        cats = dict.fromkeys(CATEGORIES, 0.0)
+        cats.update({k: float(v) for k, v in plan["breakdown"].items()})
+        return _checked(label, step, cats, plan.get("memory_bytes"), None)
     m = int(plan["microbatches"])
     times = [float(st["seconds_per_microbatch"]) for st in plan["stages"]]
     slowest = max(times, default=0.0)

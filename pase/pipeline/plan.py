@@ -90,6 +90,9 @@ class PipelinePlan:
     search: dict[str, Any] = field(default_factory=dict)
     cost_model: str = "alpha-beta"  # what priced the stages: calibrated or alpha-beta
     lower_bound: float | None = None  # no plan of the declared space has a shorter step
+    # the one price's step in --explain's categories (compute, recomputation,
+    # communication, bubble, optimizer), where the calibrated model priced the plan
+    breakdown: dict[str, float] | None = None
 
     @property
     def gap(self) -> float | None:
@@ -171,6 +174,7 @@ class PipelinePlan:
                         **({"chunks": [list(c) for c in st.chunks]} if st.chunks else {}),
                         **({"tail_seconds": st.tail_seconds} if st.tail_seconds else {})}
                        for st in self.stages],
+            **({"breakdown": dict(self.breakdown)} if self.breakdown else {}),
             "links": list(self.links), "search": dict(self.search)})
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -201,7 +205,9 @@ class PipelinePlan:
                        str(data.get("status", "optimal")), dict(data.get("model_options", {})),
                        dict(data.get("cost_options", {})), data.get("memory_cap_bytes"),
                        dict(data.get("search", {})), str(data.get("cost_model", "alpha-beta")),
-                       None if data.get("lower_bound") is None else float(data["lower_bound"]))
+                       None if data.get("lower_bound") is None else float(data["lower_bound"]),
+                       {k: float(v) for k, v in data["breakdown"].items()}
+                       if data.get("breakdown") else None)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StrategyError(f"malformed pipeline plan: {exc!r}") from None
         _check(plan)

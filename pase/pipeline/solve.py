@@ -171,6 +171,7 @@ def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
     for stage, memory in zip(plan.stages, price["stage_memory_bytes"]):
         stage.memory_bytes = max(stage.memory_bytes, float(memory))
     plan.step_time = one
+    plan.breakdown = dict(price["breakdown"])
     if not plan.fits_memory:
         plan.status, plan.lower_bound = "feasible", None
     elif abs(one - charged) > TOLERANCE * charged:
