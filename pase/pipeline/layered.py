@@ -42,7 +42,9 @@ class Layered:
     digests: dict[int, tuple] = field(default_factory=dict)
     slack: list[np.ndarray] | None = None  # calibrated: each candidate's sync slack
     once: list[np.ndarray] | None = None  # calibrated: each candidate's tail (once a step)
-    edge_once: list[np.ndarray] | None = None  # calibrated: each edge's (tied syncs)
+    # calibrated: each edge's tail (a tied matrix's sync), None on an edge without one:
+    # a zero matrix per edge would copy every layer's shared edge matrix (GBs at scale)
+    edge_once: list[np.ndarray | None] | None = None
     bound: Any = None  # the cost model bound to the graph on d devices
     layer: list[np.ndarray] | None = None  # full recomputation: activations rebuilt per op
     gathered: list[np.ndarray] | None = None  # ZeRO-3's parameter bytes per candidate
@@ -68,7 +70,8 @@ class Layered:
             return self.problem
         if weight not in self._weighted:
             p, w = self.problem, float(weight)
-            edges = [m if not o.any() else m + w * o for m, o in zip(p.edge_costs, self.edge_once)]
+            once = self.edge_once or [None] * len(p.edges)
+            edges = [m if o is None else m + w * o for m, o in zip(p.edge_costs, once)]
             self._weighted[weight] = Problem(
                 [v + w * o for v, o in zip(p.vertex_costs, self.once)], p.edges, edges, p.names,
                 p.memory, p.memory_cap, p.unit, p.candidates, p.devices, p.variants)
@@ -84,7 +87,7 @@ class Layered:
         for e, ((u, v), mat) in enumerate(zip(p.edges, p.edge_costs)):
             if any(a <= u < b and a <= v < b for a, b in ranges):
                 t += float(mat[at[u], at[v]])
-                if self.once is not None:
+                if self.edge_once is not None and self.edge_once[e] is not None:
                     tail += float(self.edge_once[e][at[u], at[v]])
         return t, tail
 
@@ -131,14 +134,17 @@ def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> La
         lay.bound = bound
         lay.units = [bound.context(op).unit for op in graph.ops]
         lay.recompute_full = bound.recompute_mode == "full"
-        lay.edge_once = [np.zeros_like(m) for m in problem.edge_costs]
         from pase.costing import tied_connections
 
-        if tied_connections(graph):  # a tied matrix's sync is charged on its edge, once a step
+        tied = {(u, v) for u, _, v, _ in tied_connections(graph)}
+        tied |= {(v, u) for u, v in tied}
+        if tied:  # a tied matrix's sync is charged on its edge, once a step
             model.once_share = 1.0
             full = model.problem(graph, space)
             model.once_share = 0.0
-            lay.edge_once = [a - b for a, b in zip(full.edge_costs, problem.edge_costs)]
+            lay.edge_once = [a - b if edge in tied else None
+                             for edge, a, b in zip(problem.edges, full.edge_costs,
+                                                   problem.edge_costs)]
     return lay
 
 
