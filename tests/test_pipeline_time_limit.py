@@ -137,3 +137,46 @@ def test_cli_time_limit_on_a_whole_plan(capsys):
     for bad in ("0", "-3", "soon"):
         assert main(argv + ["--time-limit", bad]) == 2
         assert "argument --time-limit" in capsys.readouterr().err
+
+
+class PastInsideSolves(Deadline):
+    """A deadline the search's own checks never see pass, that has passed for the dp's
+    ambient checks inside a stage solve (so the cut falls inside the first solve)."""
+
+    inside = False
+
+    def __init__(self):
+        super().__init__(1.0)
+
+    def expired(self) -> bool:
+        return False
+
+    @property
+    def at(self):
+        return 0.0 if PastInsideSolves.inside else float("inf")
+
+    @at.setter
+    def at(self, value):
+        pass
+
+
+def test_a_stage_solve_is_cut_by_the_limit_not_run_to_its_end(monkeypatch):
+    # before, a stage's dp ran to its end whatever the limit (GPT-3 175B at p = 1,024
+    # with --time-limit 240 still ran at 300 s); now the dp sees the command's deadline
+    from pase import api
+
+    calls = []
+    real = api.run_solver
+
+    def run_solver(*args, **kwargs):
+        calls.append(args[0])
+        PastInsideSolves.inside = True
+        try:
+            return real(*args, **kwargs)
+        finally:
+            PastInsideSolves.inside = False
+
+    monkeypatch.setattr(api, "run_solver", run_solver)
+    with pytest.raises(OptionError, match="time limit .* before any pipeline plan"):
+        solve_pipeline("chain", 2, deadline=PastInsideSolves(), **CHAIN)
+    assert len(calls) == 1  # the first solve was cut, and nothing ran after it

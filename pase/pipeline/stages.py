@@ -43,7 +43,7 @@ from pase import api
 from pase.cluster import get_cluster
 from pase.costing import CostModel
 from pase.deadline import Deadline, active
-from pase.errors import OptionError
+from pase.errors import OptionError, TimeLimitError
 from pase.ir import Graph
 from pase.pipeline.layered import Layered, build
 from pase.pipeline.sends import stage_sends
@@ -185,7 +185,8 @@ class StageOracle:
     def check(self, doing: str) -> None:
         """Raise :class:`~pase.errors.TimeLimitError` once past :attr:`deadline`: called
         between units of work (before a stage's solve, a Problem's build, a step of the
-        search), never inside a solve, so what is cached is always a finished answer."""
+        search); the dp checks it between its steps too, and a solve it cuts is not
+        cached, so what is cached is always a finished answer."""
         if self.deadline is not None:
             self.deadline.check(doing)
 
@@ -416,8 +417,13 @@ class StageOracle:
         self.check("solving a pipeline stage")
         self.solves += 1
         start = time.perf_counter()
-        solution = self.solve(sub)
+        with active(self.deadline):  # the dp checks it between steps: the limit holds
+            solution = self.solve(sub)
         took = time.perf_counter() - start
+        if solution.status is Status.TIME_LIMIT:  # cut mid-solve: nothing to cache
+            self.check("solving a pipeline stage")
+            raise TimeLimitError(f"the time limit passed while solving a pipeline stage "
+                                 f"({names[0]} .. {names[-1]})")
         if self.progress and took > SLOW_SOLVE_SECONDS:
             self.progress(f"  stage {names[0]} .. {names[-1]} on {lay.space.devices} devices, "
                           f"m={lay.microbatches}: "
