@@ -129,7 +129,7 @@ def render(data: Mapping[str, Any]) -> str:
         for s in sides:
             row += [f"{s['seconds'][k]:.4g}", _share(s["seconds"][k], s["step_seconds"])]
         if len(sides) == 2:
-            row.append(f"{data['difference'][k]:+.4g}")
+            row.append(_difference(data["difference"][k], sides))
         rows.append(row)
     step = ["step"]
     memory = ["memory per device, GiB"]
@@ -138,7 +138,7 @@ def render(data: Mapping[str, Any]) -> str:
         mem = s["memory_bytes"]
         memory += ["" if mem is None else f"{mem / 2**30:.2f}", ""]
     if len(sides) == 2:
-        step.append(f"{data['difference']['step_seconds']:+.4g}")
+        step.append(_difference(data["difference"]["step_seconds"], sides))
         a, b = (s["memory_bytes"] for s in sides)
         memory.append("" if a is None or b is None else f"{(a - b) / 2**30:+.2f}")
     rows += [step, memory]
@@ -147,6 +147,13 @@ def render(data: Mapping[str, Any]) -> str:
     notes = [s["note"] for s in sides if s.get("note")] + ([data["note"]] if data.get("note") else [])
     lines += [textwrap.fill(f"note: {n}", WIDTH, subsequent_indent="  ") for n in notes]
     return "\n".join(lines)
+
+
+def _difference(value: float, sides) -> str:
+    """A difference, ``+0`` where it is rounding (under 1e-9 of the larger step)."""
+    if abs(value) < 1e-9 * max(s["step_seconds"] for s in sides):
+        return "+0"
+    return f"{value:+.4g}"
 
 
 def _share(part: float, whole: float) -> str:
