@@ -61,7 +61,7 @@ from pase.problem import Problem, Status
 from pase.space import ConfigSpace
 from pase.work.ops import OpWork
 
-# A stage solve slower than this is reported to the progress callback.
+# A stage solve or Problem build slower than this is reported to the progress callback.
 SLOW_SOLVE_SECONDS = 5.0
 # Re-solves of a stage whose capped plan is over the cap by its working set or gathers.
 REFITS = 4
@@ -232,7 +232,12 @@ class StageOracle:
                 space = ConfigSpace(graph, devices, **self.space_options)
                 model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
                                          apart=self.tails)
+                start = time.perf_counter()
                 self._layered[key] = build(graph, space, model, microbatches)
+                took = time.perf_counter() - start
+            if self.progress and took > SLOW_SOLVE_SECONDS:
+                self.progress(f"  built the stages' Problem on {devices} devices at "
+                              f"m={microbatches}: {len(graph.ops)} ops, {took:.0f} s")
         return self._layered[key]
 
     @property
