@@ -216,9 +216,10 @@ class StageOracle:
         key = (devices, microbatches)
         if key not in self._layered:
             graph = self.graph(microbatches)
-            space = ConfigSpace(graph, devices, **self.space_options)
             model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
                                      apart=self.tails)
+            space = ConfigSpace(graph, devices, **self.space_options,
+                                padded_roles=model.padded_roles)
             self._layered[key] = build(graph, space, model, microbatches)
         return self._layered[key]
 
