@@ -22,6 +22,7 @@ import numpy as np
 
 from pase.ir import Op, Port
 from pase.perf.layout import padded_extent
+from pase.work.tiles import port_tiles
 
 
 def padded_sizes(op: Op, configs: np.ndarray, roles: Sequence[str]) -> np.ndarray | None:
@@ -89,7 +90,8 @@ def same_port(padded: Op, op: Op, p: Port) -> Port:
 def stitched(op: Op, configs: np.ndarray, parts: list[tuple[np.ndarray, object]]):
     """One work record of ``op`` over all ``configs`` from each group's (``(rows, work)``,
     :func:`groups`): every per-config array put back in row order; the collectives, which
-    an op's kind fixes (the same list in each group), with their bytes merged alike."""
+    an op's kind fixes (the same list in each group), with their bytes merged alike; and
+    each weight's padded tile (``weight_tiles``, which a ZeRO variant's states read)."""
     first = parts[0][1]
     K = len(configs)
     fields = {}
@@ -101,6 +103,10 @@ def stitched(op: Op, configs: np.ndarray, parts: list[tuple[np.ndarray, object]]
             fields[f.name] = np.asarray(configs, dtype=np.int64)
         elif f.name == "collectives":
             fields[f.name] = _collectives(K, [(rows, w.collectives) for rows, w in parts])
+        elif f.name == "weight_tiles":  # each group's weights at its padded tiles
+            fields[f.name] = tuple(
+                _scatter(K, [(rows, np.prod(port_tiles(w.op, w.op.weights[j], w.configs), axis=1))
+                             for rows, w in parts]) for j in range(len(op.weights)))
         elif isinstance(values[0], np.ndarray):
             fields[f.name] = _scatter(K, [(rows, v) for (rows, _), v in zip(parts, values)])
         elif isinstance(values[0], tuple):  # per-port tile arrays

@@ -104,6 +104,9 @@ class PricedWork(OpWork):
     backward_seconds: np.ndarray | None = None
     base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
     block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
+    # per weight, its elements a device holds, where configs pad (calibrated_padding): the
+    # ZeRO state of a variant reads them (pase.work.variants); None: the port's exact tiles
+    weight_tiles: tuple[np.ndarray, ...] | None = None
 
 
 class CalibratedRules(AlphaBetaCostModel):
