@@ -29,7 +29,9 @@ def gpt2():
 def test_vocabulary_factors_pad_only_when_asked():
     assert candidate_factors(V, 16, 4) == [1]  # 29 is the least divisor above 1
     assert candidate_factors(V, 16, 4, powers_of_two=True, padded=True) == [1, 2, 4, 8, 16]
-    assert candidate_factors(V, 6, 4, padded=True) == [1, 2, 3, 4, 5, 6]
+    # the divisors of p: every layout's tp divides the devices
+    assert candidate_factors(V, 6, 4, padded=True) == [1, 2, 3, 6]
+    assert candidate_factors(V, 12, 4, powers_of_two=True, padded=True) == [1, 2, 4]
     # the cutoff still holds: a tile of at least `cutoff` rows
     assert candidate_factors(10, 8, 4, padded=True) == [1, 2]
 
@@ -48,15 +50,15 @@ def test_exact_spaces_are_unchanged(cost_model, cluster):
 
 
 def test_calibrated_space_splits_the_vocabulary():
-    """The same op in the calibrated space: v in 1..8 too. With N(B) the pairs (l, e) of
-    product <= B (N(8) = 13, N(4) = 7, N(2) = 3, N(1) = 1): b = 1 gives 13 + 7 + 3 + 3 +
-    4 x 1 = 30 (v = 1, 2, 3, 4, 5..8), b = 2 gives 7 + 3 + 1 + 1 = 12 (v = 1..4): 42."""
+    """The same op in the calibrated space: v in {1, 2, 4, 8} too. With N(B) the pairs
+    (l, e) of product <= B (N(8) = 13, N(4) = 7, N(2) = 3, N(1) = 1): b = 1 gives
+    13 + 7 + 3 + 1 = 24 (v = 1, 2, 4, 8), b = 2 gives 7 + 3 + 1 = 11 (v = 1, 2, 4): 35."""
     built = api.build_problem("gpt2", 8, batch=2, cluster="h100-sxm",
                               model_options={"layers": 1}, powers_of_two=False)
     assert built.cost_model.name == "calibrated"
     lm_head = built.graph.index("lm_head")
-    assert built.space.sizes[lm_head] == 42
-    assert {2, 4, 8} <= {int(f) for f in built.space.configs[lm_head][:, 2]}
+    assert built.space.sizes[lm_head] == 35
+    assert {int(f) for f in built.space.configs[lm_head][:, 2]} == {1, 2, 4, 8}
     built = api.build_problem("gpt2", 16, batch=2, cluster="h100-sxm",
                               model_options={"layers": 1}, powers_of_two=True)
     factors = {int(f) for f in built.space.configs[built.graph.index("loss")][:, 2]}
