@@ -597,22 +597,19 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def _padded_pairs(self, price, producer: Op, output: Port, src_configs: np.ndarray,
                       consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray | None:
-        """``price`` (an edge's matrix) with each side's configs on its padded op
-        (:mod:`pase.cost_models.calibrated_padding`), or None when neither side pads."""
+        """``price`` (an edge's matrix) with the producer's configs on its padded ops
+        (:mod:`pase.cost_models.calibrated_padding`), or None when none pads. The consumer's
+        padding needs no grouping: a re-layout (and a tied sync) moves the producer's tiles
+        (``relayout_matrix`` reads the output's shape, the input's only for its axes), and
+        the kernels that hide it are the consumer's :meth:`work`, padded there."""
         src = np.asarray(src_configs, dtype=np.int64)
-        dst = np.asarray(dst_configs, dtype=np.int64)
-        src_parts = padding.groups(producer, src, self.padded_roles)
-        dst_parts = padding.groups(consumer, dst, self.padded_roles)
-        if src_parts is None and dst_parts is None:
+        parts = padding.groups(producer, src, self.padded_roles)
+        if parts is None:
             return None
-        src_parts = src_parts or [(producer, np.arange(len(src)))]
-        dst_parts = dst_parts or [(consumer, np.arange(len(dst)))]
-        out = np.zeros((len(src), len(dst)))
-        for p, rows in src_parts:
-            for c, cols in dst_parts:
-                out[np.ix_(rows, cols)] = price(p, padding.same_port(p, producer, output),
-                                                src[rows], c, padding.same_port(c, consumer, input),
-                                                dst[cols])
+        out = np.zeros((len(src), len(dst_configs)))
+        for p, rows in parts:
+            out[rows] = price(p, padding.same_port(p, producer, output), src[rows], consumer,
+                              input, dst_configs)
         return out
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
