@@ -10,7 +10,9 @@ tensor axis it splits) ``f * ceil(V / f)`` long, so each device's tile is
 ``ceil(V / f)``. Everything the calibrated model reads of the op then sees the padded
 extent alike: FLOP, kernels, bytes kept, parameters and states, collectives, re-layouts.
 Configs with different paddings are priced apart and put back in order
-(:func:`stitched`); an op whose configs all divide is priced as it is.
+(:func:`stitched`); an op whose configs all divide is priced as it is. An edge is priced
+on its producer's padded ops (the tiles a re-layout moves are the producer's; the
+consumer's kernels that hide it are padded where they are priced).
 """
 from __future__ import annotations
 

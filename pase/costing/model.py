@@ -46,7 +46,7 @@ class CostModel(abc.ABC):
     edges_read_port_splits: bool = False
     # Dim roles this model prices split by factors that do not divide them (padded, as
     # Megatron-LM pads a vocabulary): its space holds such splits (ConfigSpace's
-    # padded_roles). None here: every tile is exact.
+    # padded_roles). Empty here: every tile is exact.
     padded_roles: tuple[str, ...] = ()
 
     @abc.abstractmethod
