@@ -26,6 +26,11 @@ plan they find can be priced by it (:mod:`pase.cost_models.calibrated_plan`):
   ZeRO stage over the parameter's data-parallel group; kept activations by the
   performance model's rules, each kept tensor charged once to its producer.
 
+A vocabulary may split by a factor that does not divide it: each device holds
+``ceil(V / f)``, padded, as Megatron-LM pads it and the layout path prices it
+(:mod:`pase.cost_models.calibrated_padding`; the space holds such splits only for this
+model, :data:`padded_roles`).
+
 Candidates are configs times variants (ZeRO stage, recomputation; :mod:`pase.costing.variants`).
 ``recompute``: ``none``; ``selective`` (the attention core recomputed); ``full``
 (every op of every layer recomputed, only layer inputs kept); ``auto`` (searched per op).
@@ -41,12 +46,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from functools import partial
 
 import numpy as np
 
 from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
 from pase.cost_models import alpha_beta_edges as edges
 from pase.cost_models import calibrated_hetero as hetero
+from pase.cost_models import calibrated_padding as padding
 from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
 from pase.costing import array_key
 from pase.errors import OptionError
@@ -64,10 +71,10 @@ from pase.perf.kernels import (
     make_pricer,
     memory_bound_time,
 )
-from pase.perf.layout import experts_of
+from pase.perf.layout import experts_of, padded_extent
 from pase.perf.step import OPTIMIZER_BYTES, OPTIMIZER_KERNELS
 from pase.problem import Problem
-from pase.space import ConfigSpace
+from pase.space import PADDED_ROLES, ConfigSpace
 from pase.work import op_work
 from pase.work.layout import axis_sizes, owned_axes
 from pase.work.mapping import group_topology
@@ -97,6 +104,9 @@ class PricedWork(OpWork):
     backward_seconds: np.ndarray | None = None
     base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
     block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
+    # per weight, its elements a device holds, where configs pad (calibrated_padding): the
+    # ZeRO state of a variant reads them (pase.work.variants); None: the port's exact tiles
+    weight_tiles: tuple[np.ndarray, ...] | None = None
 
 
 class CalibratedRules(AlphaBetaCostModel):
@@ -133,6 +143,7 @@ class CalibratedRules(AlphaBetaCostModel):
 
     name = "calibrated"
     unit = "s"
+    padded_roles = PADDED_ROLES  # dims split with padding (calibrated_padding)
     launch_op: str | None = None  # the op charged the optimizer step's fixed kernels
     synced_elements: float = 0.0  # the graph's parameters: its syncs share one bucket's hops
 
@@ -235,6 +246,10 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def work(self, op: Op, configs: np.ndarray) -> PricedWork:
         configs = np.asarray(configs, dtype=np.int64)
+        parts = padding.groups(op, configs, self.padded_roles)
+        if parts is not None:  # each padding on its padded op (calibrated_padding)
+            return padding.stitched(op, configs, [(rows, self.work(padded, configs[rows]))
+                                                  for padded, rows in parts])
         if self.cluster.groups and self.devices is None:
             return self._at(configs).work(op, configs)
         e = self.bytes_per_element
@@ -258,6 +273,11 @@ class CalibratedRules(AlphaBetaCostModel):
                           base_backward_flop=base.backward_flop, block_bytes=block)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
+        configs = np.asarray(configs, dtype=np.int64)
+        parts = padding.groups(op, configs, self.padded_roles)
+        if parts is not None:
+            return padding.stitched(op, configs, [(rows, self.work(padded, configs[rows]))
+                                                  for padded, rows in parts]).collectives
         return self._kept_collectives(op, op_work(op, configs, self.bytes_per_element).collectives)
 
     def _kept_collectives(self, op: Op, collectives: tuple) -> tuple:
@@ -294,7 +314,7 @@ class CalibratedRules(AlphaBetaCostModel):
         K = len(configs)
         cfg = configs.astype(np.float64)
         splits = {d.name: cfg[:, i] for i, d in enumerate(op.dims)}
-        tile = {d.name: np.ceil(d.size / cfg[:, i]) for i, d in enumerate(op.dims)}
+        tile = {d.name: padded_extent(d.size, cfg[:, i]) for i, d in enumerate(op.dims)}
         t = OpTime(op.name)
         if ctx.attention == "inner" or op.kind in VIEWS:
             return np.zeros(K), np.zeros(K)
@@ -457,6 +477,10 @@ class CalibratedRules(AlphaBetaCostModel):
 
     def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
+        padded = self._padded_pairs(self.edge_costs, producer, output, src_configs, consumer,
+                                    input, dst_configs)
+        if padded is not None:
+            return padded
         if self.devices is None:
             return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
                                                                  consumer, input, dst_configs)
@@ -525,6 +549,10 @@ class CalibratedRules(AlphaBetaCostModel):
                 not any(owner_port is w for w in owner.weights) or \
                 not any(user_port is w for w in user.weights):
             return None
+        padded = self._padded_pairs(partial(self.tied_sync, across=across), owner, owner_port,
+                                    src_configs, user, user_port, dst_configs)
+        if padded is not None:
+            return padded
         src = np.asarray(src_configs, dtype=np.int64)
         dst = np.asarray(dst_configs, dtype=np.int64)
         out = np.zeros((len(src), len(dst)))
@@ -566,6 +594,23 @@ class CalibratedRules(AlphaBetaCostModel):
         ag = collective_seconds("all-gather", np.broadcast_to(kept[:, None], n.shape), g,
                                 np.minimum(nodes, g), self.cluster, self.hw, latency=False)
         return np.where(n > 1, rs + ag, 0.0)
+
+    def _padded_pairs(self, price, producer: Op, output: Port, src_configs: np.ndarray,
+                      consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray | None:
+        """``price`` (an edge's matrix) with the producer's configs on its padded ops
+        (:mod:`pase.cost_models.calibrated_padding`), or None when none pads. The consumer's
+        padding needs no grouping: a re-layout (and a tied sync) moves the producer's tiles
+        (``relayout_matrix`` reads the output's shape, the input's only for its axes), and
+        the kernels that hide it are the consumer's :meth:`work`, padded there."""
+        src = np.asarray(src_configs, dtype=np.int64)
+        parts = padding.groups(producer, src, self.padded_roles)
+        if parts is None:
+            return None
+        out = np.zeros((len(src), len(dst_configs)))
+        for p, rows in parts:
+            out[rows] = price(p, padding.same_port(p, producer, output), src[rows], consumer,
+                              input, dst_configs)
+        return out
 
     def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
                  consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:

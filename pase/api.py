@@ -129,11 +129,13 @@ class Built:
 def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | None = None,
                 cutoff: int | None = None, powers_of_two: bool = False,
                 max_configs: int | None = None, mesh: str | Sequence[int] | None = None,
-                model_options: Mapping[str, Any] | None = None) -> tuple[Graph, ConfigSpace]:
+                model_options: Mapping[str, Any] | None = None,
+                padded_roles: Sequence[str] = ()) -> tuple[Graph, ConfigSpace]:
     """The graph and its configuration space, without any costs (``pase inspect``).
 
     ``mesh`` (``"16x64"`` or ``(16, 64)``) asks for a mesh-shaped space instead of
-    the paper's divisor products (see :class:`pase.space.ConfigSpace`)."""
+    the paper's divisor products (see :class:`pase.space.ConfigSpace`); ``padded_roles``
+    the dim roles split with padding (the calibrated model's)."""
     devices = check_devices(devices)
     options = dict(model_options or {})
     if batch is not None:
@@ -141,7 +143,8 @@ def build_space(model: str | Path | Graph, devices: int = 8, *, batch: int | Non
             raise OptionError("batch given twice: as an argument and as a model option")
         options["batch"] = batch
     graph = load_graph(model, **options)
-    space_kwargs: dict[str, Any] = {"cutoff": cutoff, "powers_of_two": powers_of_two}
+    space_kwargs: dict[str, Any] = {"cutoff": cutoff, "powers_of_two": powers_of_two,
+                                    "padded_roles": padded_roles}
     if max_configs is not None:
         space_kwargs["max_configs"] = max_configs
     if mesh is not None:
@@ -185,10 +188,11 @@ def _build_problem(model, devices, cost_model, batch, cutoff, powers_of_two, max
                    cluster, memory_cap, model_options, cost_options, build_budget,
                    variants) -> Built:
     start = time.perf_counter()
+    model_obj = _pricing_model(cost_model, cluster, cost_options)
     graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
                                powers_of_two=powers_of_two, max_configs=max_configs,
-                               mesh=mesh, model_options=model_options)
-    model_obj = _pricing_model(cost_model, cluster, cost_options)
+                               mesh=mesh, model_options=model_options,
+                               padded_roles=model_obj.padded_roles)
     check_deadline("building the graph and its configuration space")
     if variants is not None:
         model_obj = model_obj.with_variants(variants)
@@ -469,9 +473,10 @@ def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float
     from pase.solvers import auto, dp
 
     budget = dp.DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget)
-    graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
-                               powers_of_two=powers_of_two, mesh=mesh, model_options=model_options)
     pricing = _pricing_model(cost_model, cluster, cost_options)
+    graph, space = build_space(model, devices, batch=batch, cutoff=cutoff,
+                               powers_of_two=powers_of_two, mesh=mesh, model_options=model_options,
+                               padded_roles=pricing.padded_roles)
     # The paper model's sharing keys are structural (an op's signature, a port's split
     # factors), so they find the repeated blocks without computing any cost.
     shape = problem_shape(graph, space, cost_model=make_cost_model("paper"))

@@ -1,7 +1,14 @@
 """Configuration spaces: which split factors each op may use on ``p`` devices.
 
 For a dim of size ``d`` the candidate factors are the divisors ``e`` of ``d`` with
-``d / e >= cutoff`` (just 1 when there are none); pinned dims only take 1. An
+``d / e >= cutoff`` (just 1 when there are none); pinned dims only take 1. A space
+built with ``padded_roles`` (the calibrated model's: :data:`PADDED_ROLES`) also splits
+a dim of those roles by the divisors ``e`` of ``p`` that do not divide it (with
+``d // e >= cutoff``): each device then holds ``ceil(d / e)``, the last one padded, as
+Megatron-LM pads a vocabulary its tensor-parallel degree does not divide. Divisors of
+``p`` hold every layout (its tp divides the devices) and keep the space small: every
+``e`` up to ``p`` would give GPT-2's head 10,392 configs at p = 1,024 instead of 446. The paper's
+and the alpha-beta model's spaces have no padded roles. An
 op's configurations are all combinations whose product is at most ``p``, in
 lexicographic order of the factors (this order breaks ties in every solver).
 Contiguous ops (reshapes) keep only configs that split leading dims fully, then
@@ -34,6 +41,9 @@ from pase.errors import GraphError, OptionError, StrategyError, TooLargeError
 from pase.ir import Graph, Op
 
 DEFAULT_CUTOFF = 4
+# Dim roles Megatron-LM pads to a multiple of the split (its vocabulary-parallel embedding,
+# head and loss): the calibrated model prices such splits, so its space holds them.
+PADDED_ROLES: tuple[str, ...] = ("vocabulary",)
 DEFAULT_MAX_CONFIGS = 100_000
 # Device budgets are int64 during enumeration; no config can use more devices than this.
 _INT64_SAFE = 2**62
@@ -45,11 +55,13 @@ def check_devices(devices: object) -> int:
     return int(devices)
 
 
-def candidate_factors(size: int, devices: int, cutoff: int, powers_of_two: bool = False) -> list[int]:
+def candidate_factors(size: int, devices: int, cutoff: int, powers_of_two: bool = False,
+                      padded: bool = False) -> list[int]:
     """Split factors allowed for one dim, ascending (always includes 1).
 
     Takes ``O(min(devices, sqrt(size)))`` steps, so huge dims or device counts
-    cost little.
+    cost little. ``padded``: the divisors of ``devices`` too, dividing ``size`` or not (a
+    padded dim, module docstring).
     """
     root = math.isqrt(size)
     if devices <= root:
@@ -57,13 +69,23 @@ def candidate_factors(size: int, devices: int, cutoff: int, powers_of_two: bool 
     else:
         small = [e for e in range(1, root + 1) if size % e == 0]
         divisors = sorted(set(small) | {size // e for e in small})
+    if padded:
+        divisors = sorted(set(divisors) | set(_divisors(devices)))
     found = [e for e in divisors if e <= devices and size // e >= cutoff
              and (not powers_of_two or e & (e - 1) == 0)]
     return found or [1]
 
 
-def _choices(op: Op, devices: int, cutoff: int, powers_of_two: bool) -> list[list[int]]:
-    return [[1] if d.name in op.pinned else candidate_factors(d.size, devices, cutoff, powers_of_two)
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` (``O(sqrt(n))`` steps)."""
+    small = [e for e in range(1, math.isqrt(n) + 1) if n % e == 0]
+    return sorted(set(small) | {n // e for e in small})
+
+
+def _choices(op: Op, devices: int, cutoff: int, powers_of_two: bool,
+             padded_roles: Sequence[str] = ()) -> list[list[int]]:
+    return [[1] if d.name in op.pinned else
+            candidate_factors(d.size, devices, cutoff, powers_of_two, d.role in padded_roles)
             for d in op.dims]
 
 
@@ -73,13 +95,13 @@ def _start_budget(choices: list[list[int]], devices: int) -> int:
 
 
 def count_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
-                  powers_of_two: bool = False) -> int:
+                  powers_of_two: bool = False, padded_roles: Sequence[str] = ()) -> int:
     """How many configs :func:`enumerate_configs` returns, without listing them.
 
     Counts per remaining device budget (``p // product so far``), which takes
     few distinct values, so this is fast even when the count is astronomical.
     """
-    choices = _choices(op, devices, cutoff, powers_of_two)
+    choices = _choices(op, devices, cutoff, powers_of_two, padded_roles)
     # state: (budget left, a dim was split partially) -> number of prefixes
     states: dict[tuple[int, bool], int] = {(_start_budget(choices, devices), False): 1}
     for i, dim_choices in enumerate(choices):
@@ -98,14 +120,14 @@ def count_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
 
 
 def enumerate_configs(op: Op, devices: int, cutoff: int = DEFAULT_CUTOFF,
-                      powers_of_two: bool = False) -> np.ndarray:
+                      powers_of_two: bool = False, padded_roles: Sequence[str] = ()) -> np.ndarray:
     """All configs of ``op`` as an ``(K, len(op.dims))`` int64 array, in lexicographic order.
 
     Built dim by dim with numpy: each prefix is extended by every factor that
     still fits its device budget. Call :func:`count_configs` first to refuse
     huge spaces before anything is allocated.
     """
-    choices = _choices(op, devices, cutoff, powers_of_two)
+    choices = _choices(op, devices, cutoff, powers_of_two, padded_roles)
     rows = np.zeros((1, 0), dtype=np.int64)
     budget = np.array([_start_budget(choices, devices)], dtype=np.int64)
     closed = np.zeros(1, dtype=bool)  # contiguous ops: a dim was split partially
@@ -148,7 +170,8 @@ def parse_mesh(mesh: object, devices: int) -> tuple[int, ...]:
 
 
 def enumerate_mesh_configs(op: Op, mesh: tuple[int, ...], cutoff: int = DEFAULT_CUTOFF,
-                           powers_of_two: bool = False) -> np.ndarray:
+                           powers_of_two: bool = False,
+                           padded_roles: Sequence[str] = ()) -> np.ndarray:
     """The configs of ``op`` on a device mesh, as :func:`enumerate_configs` returns them.
 
     Each mesh axis goes to at most one dim; a dim's factor is the product of
@@ -157,8 +180,7 @@ def enumerate_mesh_configs(op: Op, mesh: tuple[int, ...], cutoff: int = DEFAULT_
     """
     devices = math.prod(mesh)
     sizes = sorted(set(mesh))
-    allowed = [set([1] if d.name in op.pinned else
-                   candidate_factors(d.size, devices, cutoff, powers_of_two)) for d in op.dims]
+    allowed = [set(c) for c in _choices(op, devices, cutoff, powers_of_two, padded_roles)]
     # the axes left, as a count per distinct size
     start = tuple(mesh.count(s) for s in sizes)
     subsets: dict[tuple[int, ...], list[tuple[int, tuple[int, ...]]]] = {}
@@ -210,11 +232,14 @@ class ConfigSpace:
         mesh: axis sizes of a device mesh (``"16x64"`` or ``(16, 64)``, product
             ``devices``): a mesh-shaped space (module docstring) instead of the
             divisor products up to ``devices``. None: the paper's space.
+        padded_roles: dim roles split by factors that need not divide the dim (module
+            docstring; the calibrated model's :data:`PADDED_ROLES`). Default none.
     """
 
     def __init__(self, graph: Graph, devices: int, cutoff: int | None = None,
                  powers_of_two: bool = False, max_configs: int = DEFAULT_MAX_CONFIGS,
-                 mesh: str | Sequence[int] | None = None):
+                 mesh: str | Sequence[int] | None = None,
+                 padded_roles: Sequence[str] = ()):
         self.graph = graph
         self.devices = check_devices(devices)
         cutoff = graph.attrs.get("cutoff", DEFAULT_CUTOFF) if cutoff is None else cutoff
@@ -226,27 +251,34 @@ class ConfigSpace:
                 or max_configs < 1:
             raise OptionError(f"max_configs must be an integer >= 1, got {max_configs!r}")
         self.mesh = None if mesh is None else parse_mesh(mesh, self.devices)
+        if isinstance(padded_roles, str) or not all(isinstance(r, str) for r in padded_roles):
+            raise OptionError(f"padded_roles must be a sequence of dim roles, got {padded_roles!r}")
+        self.padded_roles = tuple(padded_roles)
         self.configs: list[np.ndarray] = []
         # Configs depend on an op only through its dim sizes, pinned dims and
         # contiguity: ops alike there share one read-only array, enumerated once.
         enumerated: dict[tuple, np.ndarray] = {}
         for op in graph.ops:
-            key = (tuple((d.size, d.name in op.pinned) for d in op.dims), op.contiguous)
+            key = (tuple((d.size, d.name in op.pinned, d.role in self.padded_roles)
+                         for d in op.dims), op.contiguous)
             if key in enumerated:
                 self.configs.append(enumerated[key])
                 continue
             if self.mesh is not None:
-                configs = enumerate_mesh_configs(op, self.mesh, self.cutoff, powers_of_two)
+                configs = enumerate_mesh_configs(op, self.mesh, self.cutoff, powers_of_two,
+                                                 self.padded_roles)
                 count = len(configs)
             else:
-                count = count_configs(op, self.devices, self.cutoff, powers_of_two)
+                count = count_configs(op, self.devices, self.cutoff, powers_of_two,
+                                      self.padded_roles)
             if count > max_configs:
                 raise TooLargeError(
                     f"op {op.name!r} ({op.kind}, dims {dict(zip(op.dim_names, op.shape))}) has "
                     f"{count} configs on {self.devices} devices, over max_configs={max_configs}; "
                     f"use fewer devices, powers_of_two=True, a larger cutoff, or raise max_configs")
             if self.mesh is None:
-                configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two)
+                configs = enumerate_configs(op, self.devices, self.cutoff, powers_of_two,
+                                            self.padded_roles)
             configs.flags.writeable = False
             self.configs.append(enumerated.setdefault(key, configs))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
@@ -284,8 +316,10 @@ class ConfigSpace:
         if product > self.devices:
             raise StrategyError(f"strategy splits op {op_name!r} {product} ways "
                                 f"({dict(zip(op.dim_names, key))}), more than p={self.devices}")
-        for n, size, f in zip(op.dim_names, op.shape, key):
-            if f < 1 or size % f != 0 or (n in op.pinned and f != 1):
+        for d, f in zip(op.dims, key):
+            n, size = d.name, d.size
+            if f < 1 or (size % f != 0 and d.role not in self.padded_roles) or \
+                    (n in op.pinned and f != 1):
                 why = "is pinned" if n in op.pinned else f"has size {size}"
                 raise StrategyError(f"strategy splits dim {n!r} of op {op_name!r} {f} ways, "
                                     f"but that dim {why}")

@@ -14,7 +14,7 @@ from pase.errors import OptionError, StrategyError
 from pase.files import regular_file, write_text_atomic
 from pase.ir import Graph
 from pase.problem import Problem, Solution, Status
-from pase.space import ConfigSpace
+from pase.space import PADDED_ROLES, ConfigSpace
 from pase.strictjson import DuplicateKeyError
 from pase.strictjson import loads as strict_loads
 from pase.work.variants import DEFAULT, Variant, variant_from_json
@@ -320,7 +320,8 @@ def _is_solve_output(data: Mapping[str, Any]) -> bool:
 
 def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]:
     """``{dim: factor}`` for every dim of ``op`` (unnamed dims 1), checked: known dims,
-    factors dividing their dim, pinned dims unsplit, at most ``devices`` ways in all."""
+    factors dividing their dim (a vocabulary may split with padding, as Megatron-LM pads
+    it: :data:`pase.space.PADDED_ROLES`), pinned dims unsplit, at most ``devices`` ways."""
     for dim in given:
         if dim not in op.dim_names:
             raise StrategyError(f"strategy for op {op.name!r} names unknown dim {dim!r}; "
@@ -328,7 +329,7 @@ def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]
     cfg = {d.name: given.get(d.name, 1) for d in op.dims}
     for d in op.dims:
         f = cfg[d.name]
-        if d.size % f or (d.name in op.pinned and f != 1):
+        if (d.size % f and d.role not in PADDED_ROLES) or (d.name in op.pinned and f != 1):
             why = "is pinned" if d.name in op.pinned else f"has size {d.size}"
             raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
                                 f"but that dim {why}")

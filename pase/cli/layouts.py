@@ -87,7 +87,10 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
         except Refused:
             return {"plan": None}
         return {"pipeline": plan.to_dict(), "plan": None}
-    return {"strategy": layout_configs(graph, lay), "variants": layout_variants(graph, lay),
+    from pase.space import PADDED_ROLES  # the calibrated model's plan: a vocabulary pads
+
+    return {"strategy": layout_configs(graph, lay, padded_roles=PADDED_ROLES),
+            "variants": layout_variants(graph, lay),
             "plan": {"version": 1, "layout": args.layout, "batch": lay.micro_batch * lay.dp,
                      "cost_model": "calibrated", "cost_options": costs, "model_options": options}}
 

@@ -205,8 +205,9 @@ def _from_layout(args: argparse.Namespace) -> Any:
     # the layout's tiles are candidates: without --cutoff, its smallest tile is the cutoff
     # when that is below the default (tp=2 on a batch of 4 leaves tiles of 2)
     built = _build(args, batch=lay.micro_batch * lay.dp, cutoff=_least_tile(graph, lay))
-    unsplit: list[str] = []  # Megatron-LM pads a vocabulary tp does not divide; pase cannot
-    configs = layout_configs(built.graph, lay, unsplit)
+    unsplit: list[str] = []  # Megatron-LM pads a vocabulary tp does not divide; only some
+    configs = layout_configs(built.graph, lay, unsplit,  # cost models do (calibrated)
+                             built.cost_model.padded_roles)
     planned = _priced(built, configs)
     if unsplit:
         planned.notes.append(f"layout {args.layout}: {len(unsplit)} dims left unsplit because "

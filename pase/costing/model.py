@@ -28,6 +28,7 @@ from pase.costing.shape import (
     plan_problem,
 )
 from pase.deadline import check as check_deadline
+from pase.errors import OptionError
 from pase.ir import Graph, Op, Port
 from pase.problem import Candidates, Problem, VariantMap
 from pase.space import ConfigSpace
@@ -43,6 +44,10 @@ class CostModel(abc.ABC):
     # group (pase.solvers.dp.config_classes), and dry runs predict those steps at that
     # faster rate. A model reading the tiles' placement on devices (alpha-beta) leaves False.
     edges_read_port_splits: bool = False
+    # Dim roles this model prices split by factors that do not divide them (padded, as
+    # Megatron-LM pads a vocabulary): its space holds such splits (ConfigSpace's
+    # padded_roles). Empty here: every tile is exact.
+    padded_roles: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def layer_costs(self, op: Op, configs: np.ndarray) -> np.ndarray:
@@ -104,6 +109,11 @@ class CostModel(abc.ABC):
         exceed ``memory_budget`` bytes (default :data:`DEFAULT_BUILD_BUDGET`;
         ``math.inf`` for no limit).
         """
+        extra = set(getattr(space, "padded_roles", ())) - set(self.padded_roles)
+        if extra:
+            raise OptionError(f"cost model {self.name!r} prices exact tiles only, but the space "
+                              f"pads dims of role {', '.join(sorted(extra))}; build the space "
+                              f"with padded_roles={self.padded_roles!r}")
         shape, plan = plan_problem(graph, space, self)
         check_build_budget(shape, memory_budget)
         choices = vb.model_choices(self)

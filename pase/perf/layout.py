@@ -20,7 +20,6 @@ stage one contiguous range of ranks.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -304,5 +303,12 @@ def check_graph(graph: Graph, lay: Layout) -> None:
 
 
 def tile(op: Op, splits: tuple[int, ...]) -> dict[str, float]:
-    """Per-device extent of each dim name (ceil)."""
-    return {d.name: float(math.ceil(d.size / s)) for d, s in zip(op.dims, splits)}
+    """Per-device extent of each dim name (:func:`padded_extent`)."""
+    return {d.name: float(padded_extent(d.size, s)) for d, s in zip(op.dims, splits)}
+
+
+def padded_extent(size, split):
+    """Per-device extent of a dim of ``size`` split ``split`` ways: ``ceil(size / split)``,
+    the last rank's tile padded, as Megatron-LM pads a vocabulary tp does not divide (its
+    padded size is ``split`` times this). Integers or numpy arrays (elementwise)."""
+    return -(-size // split)

@@ -17,26 +17,35 @@ pipeline layout (pp > 1) is a pipeline plan (:func:`layout_pipeline`, the format
 ``pase solve --pipeline`` writes), priced by
 :func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
 
-A dim whose size the split does not divide (a vocabulary Megatron-LM pads) is left
-unsplit and reported: pase's tiles are exact.
+A vocabulary the split does not divide: Megatron-LM pads it and the layout path prices
+each rank's ``ceil(V / tp)`` rows. For a cost model that prices such splits (the
+calibrated model: its ``padded_roles``, :data:`pase.space.PADDED_ROLES`,
+:mod:`pase.cost_models.calibrated_padding`) :func:`layout_configs` splits it as the layout
+does, so the plan is priced as the layout is (a pipeline layout's plan, priced by that
+model alone, always); for one whose tiles are exact it is left unsplit and reported.
+Any other dim the split does not divide is left unsplit and reported.
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Sequence
 
 from pase.errors import NoPlanFormError
 from pase.ir import Graph
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
+from pase.space import PADDED_ROLES
 from pase.work.variants import owned_weight_indices
 
 NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
 
 
-def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
-                   ) -> dict[str, dict[str, int]]:
+def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
+                   padded_roles: Sequence[str] = ()) -> dict[str, dict[str, int]]:
     """``{op: {dim: factor}}`` of ``lay`` (pp = 1) on ``graph`` built at ``micro_batch x dp``;
-    dims left unsplit are appended to ``unsplit`` as ``op.dim``. A layout whose ep group
+    a dim of ``padded_roles`` (a cost model's: the calibrated one's pads the vocabulary)
+    split with padding as the layout splits it, other dims the split does not divide left
+    unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group
     reaches past the data-parallel ranks (MoE parallel folding over tp or cp ranks) has no
     per-op form yet: refused, naming it."""
     if lay.ep > 1 and (lay.dp % lay.ep or lay.expert_tp != lay.tp):
@@ -56,7 +65,7 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None
         if batch is not None:  # an expert op's ep group gathers the tokens of ep ranks of dp
             split[batch] *= lay.dp // lay.ep if experts is not None else lay.dp
         for d in op.dims:
-            if d.size % split[d.name]:
+            if d.size % split[d.name] and d.role not in padded_roles:
                 if unsplit is not None:
                     unsplit.append(f"{op.name}.{d.name}")
                 split[d.name] = 1
@@ -104,7 +113,7 @@ def layout_pipeline(graph: Graph, lay: Layout, model: str,
     stages, _, chunk_of = placement(graph, lay)
     cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
                     if k != "microbatches"}  # the plan's own count
-    configs = layout_configs(graph, lay)
+    configs = layout_configs(graph, lay, padded_roles=PADDED_ROLES)  # calibrated's plan
     variants = layout_variants(graph, lay)
     names = [op.name for op in graph.ops]
     d = lay.devices // lay.pp

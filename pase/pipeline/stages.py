@@ -229,9 +229,10 @@ class StageOracle:
             self.check(f"building the stages' Problem on {devices} devices at m={microbatches}")
             with active(self.deadline):  # the cost build checks it between ops
                 graph = self.graph(microbatches)
-                space = ConfigSpace(graph, devices, **self.space_options)
                 model = stage_cost_model(self.cost_options, microbatches, self.cost_model,
                                          apart=self.tails)
+                space = ConfigSpace(graph, devices, **self.space_options,
+                                    padded_roles=model.padded_roles)
                 start = time.perf_counter()
                 self._layered[key] = build(graph, space, model, microbatches)
                 took = time.perf_counter() - start

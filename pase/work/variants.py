@@ -192,9 +192,11 @@ def _zero_state(work: OpWork, stage: int, groups: dict) -> np.ndarray:
     # them (pase.work.memory: the optimizer's fp32 state and master copy)
     weight, gradient, state = e, e, (work.state_factor - 2.0) * e
     total = np.zeros(len(work.configs))
+    padded = getattr(work, "weight_tiles", None)  # a padded vocabulary's (calibrated model)
     for port in owned_parameters(op):
         j = next(i for i, w in enumerate(op.weights) if w is port)
-        tile = np.prod(port_tiles(op, port, work.configs), axis=1)
+        tile = padded[j] if padded is not None else np.prod(port_tiles(op, port, work.configs),
+                                                            axis=1)
         dims = groups.get(j, ((), None))[0]
         q = np.prod(work.configs[:, list(dims)], axis=1).astype(np.float64) if dims else 1.0
         total = total + sharded_states(tile, stage, q, weight, gradient, state)
