@@ -110,7 +110,9 @@ def figure(draw, rule, zero=True):
     least, most, _, unknown = rule
     if unknown and zero and draw(st.booleans()):
         return 0.0
-    return 10 ** draw(st.floats(math.log10(least) if least > 0 else -3, math.log10(most)))
+    # 10 ** log10(most) can round past ``most`` (1048576.0000000007 GiB): clamp to the range
+    value = 10 ** draw(st.floats(math.log10(least) if least > 0 else -3, math.log10(most)))
+    return min(max(value, least), most)
 
 
 def cluster(draw):
