@@ -38,9 +38,10 @@ from pase.errors import InternalError, OptionError
 from pase.ir import Graph
 from pase.perf.comms import group_collectives
 from pase.perf.hardware import achieved
+from pase.perf.kept import KeptIndex
 from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import RECOMPUTE, Layout, check_graph
-from pase.perf.memory import activation_bytes, stage_memory, tensor_bytes
+from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
 from pase.perf.schedule import Work
@@ -136,7 +137,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
         again = shared.again(lay)
         coll = shared.coll(lay, coll)
         per_stage = [shared.stage(lay, i, again, coll, pricer, mixed) for i in range(pp)]
-        mem = [stage_memory(lay, st, i, shared.by_name, again, shared.kept(lay, i, st, again))
+        mem = [stage_memory(lay, st, i, shared.by_name, again, shared.kept(lay, i, again))
                for i, st in enumerate(per_stage)]
         model_flop, hardware_flop = _flop(graph, lay, ops, [], again, shared.flop())
     times = [s["time"] for s in per_stage]
@@ -185,15 +186,57 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
 
 @dataclass(frozen=True)
 class Placed:
-    """One (pp, V) cut of a graph: per stage its ops, their units, its layers in order and
-    the bytes its chunks receive."""
+    """One (pp, V) cut of a graph: per stage its layers in order and the bytes its chunks
+    receive; per op its unit and stage."""
 
-    ops: list[list[PricedOp]]
-    units: list[list[str]]
     layers: list[list[str]]
     received: list[list[float]]
     all_units: list[str]
     stages: list[int]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What a (pp, V) cut is whatever the layout's other degrees: per op its stage, unit and
+    chunk; per stage its layers in order and its chunks; per chunk the elements of each
+    tensor it receives from another chunk, in :func:`pase.perf.pipeline.crossing_bytes`'s
+    order (so its bytes for a tp x cp and element size are that function's, to the bit)."""
+
+    stages: list[int]
+    units: list[str]
+    layers: list[list[str]]
+    held: list[list[int]]
+    crossing: dict[int, list[float]]
+
+    @staticmethod
+    def of(graph: Graph, lay: Layout) -> Cut:
+        stages, units, chunks = placement(graph, lay)
+        names: list[list[str]] = [[] for _ in range(lay.pp)]
+        held: list[set[int]] = [set() for _ in range(lay.pp)]
+        for u, s, c in zip(units, stages, chunks):
+            names[s].append(u)
+            held[s].add(c)
+        where = {op.name: c for op, c in zip(graph.ops, chunks)}
+        crossing: dict[int, list[float]] = {}
+        for op, c in zip(graph.ops, chunks):
+            for port in op.inputs:
+                if port.source is not None and where[port.source[0]] != c:
+                    elems = 1.0
+                    for size in port.shape:
+                        elems *= size
+                    crossing.setdefault(c, []).append(elems)
+        return Cut(stages, units, [list(dict.fromkeys(n)) for n in names],
+                   [sorted(h) for h in held], crossing)
+
+    def received(self, scale: int, element_bytes: float) -> list[list[float]]:
+        """Per stage the bytes per rank its chunks receive (``scale``: tp x cp)."""
+        total = {}
+        for c, elems in self.crossing.items():
+            nbytes = 0.0
+            for e in elems:
+                nbytes += e / scale * element_bytes
+            total[c] = nbytes
+        return [[total[c] for c in h if c in total] for h in self.held]
 
 
 class Shared:
@@ -205,50 +248,34 @@ class Shared:
     by group sizes, not by cluster)."""
 
     def __init__(self, graph: Graph, ops: list[PricedOp], cuts: dict | None = None):
-        # cuts: each (pp, V, tp x cp, element bytes)'s placement and crossing bytes, which
-        # depend on the graph alone: a search shares one dict between a graph's Shareds
+        # cuts: each (pp, V)'s :class:`Cut`, which depends on the graph alone: a search
+        # shares one dict between a graph's Shareds
         self.graph, self.ops, self._cuts = graph, ops, {} if cuts is None else cuts
         self.by_name = {p.op.name: p for p in ops}
         self._placed: dict[tuple, Placed] = {}
         self._sums: dict[tuple, list[float]] = {}
-        self._kept: dict[tuple, tuple[float, float]] = {}
         self._kept_at: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, dict[str, Any]] = {}
         self._equal: dict[tuple, list[float]] = {}
         self._again: dict[tuple, set[str]] = {}
-        self._index = {p.op.name: i for i, p in enumerate(ops)}
-        self._core = {p.op.name: p.attention_core and p.op.kind != "Einsum" for p in ops}
-        self._prints: dict[tuple, int] = {}
-        self._ids: dict[tuple, int] = {}
-        self._lay: Layout | None = None  # its precision: tensor_bytes reads it
+        self._index: KeptIndex | None = None
         self._coll: dict[tuple, float] = {}
         self._flop: dict[str, list[float]] | None = None
         self._unit_ops: dict[str, list[PricedOp]] | None = None
 
     def placement(self, lay: Layout, element_bytes: float) -> Placed:
         key = (lay.pp, lay.virtual)
-        self._lay = self._lay or lay  # its precision, which tensor_bytes reads
         if key not in self._placed:
-            cut = key + (lay.tp * lay.cp, element_bytes)
-            if cut not in self._cuts:
-                stages, units, chunks = placement(self.graph, lay)
-                self._cuts[cut] = (stages, units, chunks,
-                                   crossing_bytes(self.graph, chunks, lay, element_bytes))
-            stages, units, chunks, received = self._cuts[cut]
-            ops: list[list[PricedOp]] = [[] for _ in range(lay.pp)]
-            names: list[list[str]] = [[] for _ in range(lay.pp)]
-            held: list[set[int]] = [set() for _ in range(lay.pp)]
-            for p, u, s, c in zip(self.ops, units, stages, chunks):  # one pass, not one per stage
-                ops[s].append(p)
-                names[s].append(u)
-                held[s].add(c)
-            self._placed[key] = Placed(
-                ops, names, [list(dict.fromkeys(n)) for n in names],
-                [[received[c] for c in sorted(h) if c in received] for h in held], units, stages)
+            if key not in self._cuts:
+                self._cuts[key] = Cut.of(self.graph, lay)
+            cut = self._cuts[key]
+            self._placed[key] = Placed(cut.layers, cut.received(lay.tp * lay.cp, element_bytes),
+                                       cut.units, cut.stages)
             if self._unit_ops is None:
                 self._unit_ops = {}
-                for p, u in zip(self.ops, units):
+                for p, u in zip(self.ops, cut.units):
                     self._unit_ops.setdefault(u, []).append(p)
+                self._index = KeptIndex(self.ops, cut.units, lay)
         return self._placed[key]
 
     def again(self, lay: Layout) -> set[str]:
@@ -287,9 +314,10 @@ class Shared:
         key = (tuple(id(v) for v in sums.values()), tuple(place.received[stage]), lay.tp,
                lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap)
         if key not in self._stages:
-            self._stages[key] = _stage(lay, place.ops[stage], place.units[stage], coll, pricer,
-                                       mixed, lay.dp * lay.cp, again, place.received[stage], sums)
-        return dict(self._stages[key], ops=place.ops[stage], units=place.units[stage])
+            # its ops are not needed: the layer sums and kept activations are the Shared's
+            self._stages[key] = _stage(lay, None, None, coll, pricer, mixed, lay.dp * lay.cp,
+                                       again, place.received[stage], sums)
+        return self._stages[key]
 
     def coll(self, lay: Layout, coll):
         """``coll`` remembered across the layouts with the same groups (a ZeRO-3 stage asks
@@ -305,43 +333,14 @@ class Shared:
 
         return remembered
 
-    def kept(self, lay: Layout, stage: int, st: dict[str, Any],
-             again: set[str]) -> tuple[float, float]:
+    def kept(self, lay: Layout, stage: int, again: set[str]) -> tuple[float, float]:
         """Stage ``stage``'s kept activation bytes per micro-batch and recompute working set
-        (:func:`pase.perf.memory.activation_bytes`), shared by the stages that have the same
-        layers at the same offsets (:meth:`_print`: what it reads, names as offsets)."""
+        (:func:`pase.perf.memory.activation_bytes`, from its layers: :mod:`pase.perf.kept`)."""
         where = (lay.pp, lay.virtual, stage, lay.recompute, lay.recompute_layers)
-        if where in self._kept_at:
-            return self._kept_at[where]
-        layers = self._placed[lay.pp, lay.virtual].layers[stage]
-        base = self._index[self._unit_ops[layers[0]][0].op.name]
-        key = (lay.recompute,) + tuple(
-            (self._index[self._unit_ops[u][0].op.name] - base, self._print(u, u in again))
-            for u in layers)
-        if key not in self._kept:
-            self._kept[key] = activation_bytes(lay, st, self.by_name, again)
-        self._kept_at[where] = self._kept[key]
-        return self._kept[key]
-
-    def _print(self, unit: str, again: bool) -> int:
-        """An id of what activation bytes read of a layer's ops (their kinds, kept tensors,
-        inputs and the inputs' bytes), names written as offsets from its first op: equal
-        layers get equal ids."""
-        if (unit, again) not in self._prints:
-            ops = self._unit_ops[unit]
-            start = self._index[ops[0].op.name]
-            parts = []
-            for p in ops:
-                kept = tuple((self._index[k[0]] - start, k[1], v, self._core[k[0]])
-                             for k, v in p.kept.items())
-                inputs = tuple((self._index[port.source[0]] - start, int(port.source[1]),
-                                tensor_bytes(self.by_name[port.source[0]], int(port.source[1]),
-                                             self._lay) if again else 0.0)
-                               for port in p.op.inputs if port.source is not None)
-                parts.append((self._index[p.op.name] - start, p.attention_core, p.op.kind,
-                              kept, inputs))
-            self._prints[unit, again] = self._ids.setdefault(tuple(parts), len(self._ids))
-        return self._prints[unit, again]
+        if where not in self._kept_at:
+            self._kept_at[where] = self._index.stage(
+                self._placed[lay.pp, lay.virtual].layers[stage], again, lay.recompute)
+        return self._kept_at[where]
 
     def flop(self) -> dict[str, list[float]]:
         if self._flop is None:
