@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 
 from pase.ir import Graph
 from pase.perf import schedule
@@ -31,9 +32,15 @@ from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp
 from pase.perf.ops_memo import per_graph
 from pase.perf.pipeline import blocks, chunk_sizes
-from pase.perf.step import OPTIMIZER_BYTES, Shared, _op_terms
+from pase.perf.step import OPTIMIZER_BYTES, Shared, _op_terms, overlapped, stage_states
 
 SLACK = 1e-9  # a bound a little under the form, so sums in another order never exceed a step
+
+
+@lru_cache(maxsize=4096)
+def _sizes(layers: int, chunks: int) -> list[int]:
+    """:func:`pase.perf.pipeline.chunk_sizes`, once per (layers, chunks): not to be changed."""
+    return chunk_sizes(layers, chunks)
 
 
 class Bounds:
@@ -76,7 +83,7 @@ class Bounds:
             for i in range(7):
                 sums[i] += term[i]
         ov = float(hw.overlap) if hw is not None else 0.0
-        self._units = [[f + (float(hw.overlapped(hf, cf)) if hf else 0.0),
+        self._units = [[f + (overlapped(ov, hf, cf) if hf else 0.0),
                         b + ov * min(hb, cb), w] for f, b, w, hf, hb, cf, cb in units]
         self._cuts: dict[tuple[int, int], list[list[float]]] = {}
         self._prefix = [[0.0, 0.0, 0.0]]  # each chunk is a run of units: sums by differences
@@ -92,7 +99,7 @@ class Bounds:
             out = [[0.0, 0.0, 0.0] for _ in range(pp)]
             chunks = pp * virtual
             start, prefix = 0, self._prefix
-            for chunk, size in enumerate(chunk_sizes(self.layers, chunks)):
+            for chunk, size in enumerate(_sizes(self.layers, chunks)):
                 end = start + size + (1 if chunk == 0 else 0) + (1 if chunk == chunks - 1 else 0)
                 stage = out[chunk % pp]
                 for i in range(3):
@@ -150,11 +157,11 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
     ov = float(hw.overlap)
     stages, once = [], 0.0
     for i in range(lay.pp):
+        sums = shared.sums(lay, i, set(), coll, hw)
         if capacity < math.inf:
-            st = shared.stage(lay, i, set(), coll, pricer, mixed)
+            st = stage_states(lay, sums, pricer, mixed, lay.dp * lay.cp)
             if stage_memory(lay, st, i, shared.by_name, set(), (0.0, 0.0))["total"] > capacity:
                 return math.inf
-        sums = shared.sums(lay, i, set(), coll, hw)
         order = list(sums.values())
         f = b = w = params = experts = 0.0
         for s in order:
@@ -162,14 +169,14 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
             params, experts = params + s[10], experts + s[8]
         if lay.ep_overlap:
             for s in order:
-                f += float(hw.overlapped(s[5], s[0]))
+                f += overlapped(ov, s[5], s[0])
                 b += ov * min(s[6], s[1])
         if lay.zero == 3:
             def fsdp(kind: str, s: list[float]) -> float:
                 return coll(kind, (s[7] - s[8]) * grad, "dp") + coll(kind, s[8] * grad, "edp")
 
             gathers = [fsdp("all-gather", s) for s in order]
-            f += gathers[0] + sum(float(hw.overlapped(g, s[0])) for g, s in zip(gathers[1:], order))
+            f += gathers[0] + sum(overlapped(ov, g, s[0]) for g, s in zip(gathers[1:], order))
             b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
         if rebuilt == "selective":
             b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
@@ -188,7 +195,7 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
             if lay.zero in (1, 2):
                 gather = coll("all-gather", params * grad, "dp") + \
                     coll("all-gather", experts * grad, "edp")
-                exposed += float(hw.overlapped(gather, sum(s[0] for s in order) * share))
+                exposed += overlapped(ov, gather, sum(s[0] for s in order) * share)
         shards = (lay.dp * lay.cp, lay.expert_data) if lay.zero else (1, 1)
         updated = params / shards[0] + experts / shards[1]
         optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)

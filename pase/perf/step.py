@@ -37,6 +37,7 @@ from pase.cluster import Cluster, get_cluster
 from pase.errors import InternalError, OptionError
 from pase.ir import Graph
 from pase.perf.comms import group_collectives
+from pase.perf.cuts import Frame
 from pase.perf.hardware import achieved
 from pase.perf.kept import KeptIndex
 from pase.perf.kernels import Pricer, make_pricer
@@ -187,56 +188,11 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
 @dataclass(frozen=True)
 class Placed:
     """One (pp, V) cut of a graph: per stage its layers in order and the bytes its chunks
-    receive; per op its unit and stage."""
+    receive; per op its unit."""
 
     layers: list[list[str]]
     received: list[list[float]]
     all_units: list[str]
-    stages: list[int]
-
-
-@dataclass(frozen=True)
-class Cut:
-    """What a (pp, V) cut is whatever the layout's other degrees: per op its stage, unit and
-    chunk; per stage its layers in order and its chunks; per chunk the elements of each
-    tensor it receives from another chunk, in :func:`pase.perf.pipeline.crossing_bytes`'s
-    order (so its bytes for a tp x cp and element size are that function's, to the bit)."""
-
-    stages: list[int]
-    units: list[str]
-    layers: list[list[str]]
-    held: list[list[int]]
-    crossing: dict[int, list[float]]
-
-    @staticmethod
-    def of(graph: Graph, lay: Layout) -> Cut:
-        stages, units, chunks = placement(graph, lay)
-        names: list[list[str]] = [[] for _ in range(lay.pp)]
-        held: list[set[int]] = [set() for _ in range(lay.pp)]
-        for u, s, c in zip(units, stages, chunks):
-            names[s].append(u)
-            held[s].add(c)
-        where = {op.name: c for op, c in zip(graph.ops, chunks)}
-        crossing: dict[int, list[float]] = {}
-        for op, c in zip(graph.ops, chunks):
-            for port in op.inputs:
-                if port.source is not None and where[port.source[0]] != c:
-                    elems = 1.0
-                    for size in port.shape:
-                        elems *= size
-                    crossing.setdefault(c, []).append(elems)
-        return Cut(stages, units, [list(dict.fromkeys(n)) for n in names],
-                   [sorted(h) for h in held], crossing)
-
-    def received(self, scale: int, element_bytes: float) -> list[list[float]]:
-        """Per stage the bytes per rank its chunks receive (``scale``: tp x cp)."""
-        total = {}
-        for c, elems in self.crossing.items():
-            nbytes = 0.0
-            for e in elems:
-                nbytes += e / scale * element_bytes
-            total[c] = nbytes
-        return [[total[c] for c in h if c in total] for h in self.held]
 
 
 class Shared:
@@ -248,12 +204,13 @@ class Shared:
     by group sizes, not by cluster)."""
 
     def __init__(self, graph: Graph, ops: list[PricedOp], cuts: dict | None = None):
-        # cuts: each (pp, V)'s :class:`Cut`, which depends on the graph alone: a search
-        # shares one dict between a graph's Shareds
+        # cuts: the graph's :class:`pase.perf.cuts.Frame` and each (pp, V)'s Cut, which
+        # depend on the graph alone: a search shares one dict between a graph's Shareds
         self.graph, self.ops, self._cuts = graph, ops, {} if cuts is None else cuts
         self.by_name = {p.op.name: p for p in ops}
         self._placed: dict[tuple, Placed] = {}
         self._sums: dict[tuple, list[float]] = {}
+        self._stage_sums: dict[tuple, dict[str, list[float]]] = {}
         self._kept_at: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, dict[str, Any]] = {}
         self._equal: dict[tuple, list[float]] = {}
@@ -267,10 +224,12 @@ class Shared:
         key = (lay.pp, lay.virtual)
         if key not in self._placed:
             if key not in self._cuts:
-                self._cuts[key] = Cut.of(self.graph, lay)
+                if "frame" not in self._cuts:
+                    self._cuts["frame"] = Frame(self.graph)
+                self._cuts[key] = self._cuts["frame"].cut(lay)
             cut = self._cuts[key]
             self._placed[key] = Placed(cut.layers, cut.received(lay.tp * lay.cp, element_bytes),
-                                       cut.units, cut.stages)
+                                       cut.units)
             if self._unit_ops is None:
                 self._unit_ops = {}
                 for p, u in zip(self.ops, cut.units):
@@ -292,9 +251,15 @@ class Shared:
         return self._again[key]
 
     def sums(self, lay: Layout, stage: int, again: set[str], coll, hw) -> dict[str, list[float]]:
-        """Stage ``stage``'s :func:`_unit_sums`, each layer's taken from the cache."""
+        """Stage ``stage``'s :func:`_unit_sums`, each layer's taken from the cache (``again``:
+        :meth:`again` of ``lay``, which the stage's are kept by). Not to be changed."""
         base = (lay.tp, lay.cp, lay.ep, lay.expert_tp, lay.recompute, lay.tp_overlap,
                 lay.ep_overlap)
+        where = (lay.pp, lay.virtual, stage, lay.recompute_layers if again else -1,
+                 len(again)) + base
+        out = self._stage_sums.get(where)
+        if out is not None:
+            return out
         out = {}
         for unit in self._placed[lay.pp, lay.virtual].layers[stage]:
             key = (unit, unit in again) + base
@@ -303,6 +268,7 @@ class Shared:
                 sums = _unit_sums(lay, ops, [unit] * len(ops), again & {unit}, coll, hw)[unit]
                 self._sums[key] = self._equal.setdefault(tuple(sums), sums)  # equal layers: one
             out[unit] = self._sums[key]
+        self._stage_sums[where] = out
         return out
 
     def stage(self, lay: Layout, stage: int, again: set[str], coll, pricer: Pricer,
@@ -446,6 +412,12 @@ def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[st
     return out
 
 
+def overlapped(overlap: float, comm: float, compute: float) -> float:
+    """:meth:`pase.perf.hardware.Achieved.overlapped` of two numbers, the same to the bit
+    (its numpy functions cost microseconds a call on plain numbers)."""
+    return max(0.0, comm - compute) + overlap * min(comm, compute)
+
+
 def _op_terms(lay: Layout, p: PricedOp, again: bool, coll, hw) -> tuple[float, ...]:
     """One op's seconds per micro-batch: forward, backward, its weight-gradient part,
     exposed collectives each way, and the expert all-to-alls each way that another
@@ -455,15 +427,15 @@ def _op_terms(lay: Layout, p: PricedOp, again: bool, coll, hw) -> tuple[float, .
     tp_b = sum(coll(k, b, "tp") for k, b in t.tp_backward)
     if lay.tp_overlap:  # chunked GEMMs: a reduce-scatter behind this GEMM, the all-gather
         # behind the next one's (about as long), the backward's behind its two GEMMs
-        tp_f = hw.overlapped(tp_f, 2 * t.forward_s)
-        tp_b = hw.overlapped(tp_b, t.backward_s)
+        tp_f = overlapped(hw.overlap, tp_f, 2 * t.forward_s)
+        tp_b = overlapped(hw.overlap, tp_b, t.backward_s)
     ep_f = sum(coll(k, b, "ep") for k, b in t.ep_forward)
     ep_b = sum(coll(k, b, "ep") for k, b in t.ep_backward)
     ring_f = ring_b = 0.0
     if t.ring_bytes:  # cp - 1 ring steps, each hidden behind one attention block
         step_send = coll("send", t.ring_bytes, "cp")
-        ring_f = (lay.cp - 1) * hw.overlapped(step_send, t.forward_s / lay.cp)
-        ring_b = (lay.cp - 1) * hw.overlapped(2 * step_send, t.backward_s / lay.cp)
+        ring_f = (lay.cp - 1) * overlapped(hw.overlap, step_send, t.forward_s / lay.cp)
+        ring_b = (lay.cp - 1) * overlapped(hw.overlap, 2 * step_send, t.backward_s / lay.cp)
     f, b = t.forward_s, t.backward_s + (t.forward_s if again else 0.0)
     hidden_f = hidden_b = 0.0
     if lay.ep_overlap:  # hidden behind the layer's compute, by the stage
@@ -501,17 +473,16 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
     if sums is None:
         sums = _unit_sums(lay, ops, units, again_units, coll, hw)
     fwd = bwd = weight = exposed_f = exposed_b = rebuilt = 0.0
-    params = linear = expert_params = 0.0
     for s in sums.values():
         fwd, bwd, weight, rebuilt = fwd + s[0], bwd + s[1], weight + s[2], rebuilt + s[11]
         exposed_f, exposed_b = exposed_f + s[3], exposed_b + s[4]
-        params, expert_params, linear = params + s[10], expert_params + s[8], linear + s[9]
+    states = stage_states(lay, sums, pricer, mixed, replicas)
+    params, expert_params = states["params"], states["expert_params"]
+    unit_params, unit_expert = states["unit_params"], states["unit_expert"]
     if lay.ep_overlap:  # another micro-batch's compute hides each layer's all-to-alls
         for s in sums.values():
-            exposed_f += hw.overlapped(s[5], s[0])
-            exposed_b += hw.overlapped(s[6], s[1])
-    unit_params = {u: s[7] for u, s in sums.items()}
-    unit_expert = {u: s[8] for u, s in sums.items() if s[8]}  # of which the experts'
+            exposed_f += overlapped(hw.overlap, s[5], s[0])
+            exposed_b += overlapped(hw.overlap, s[6], s[1])
     grad_bytes = 2.0 if mixed else 4.0
     order = list(sums)
     if lay.zero == 3:  # an expert's parameters are sharded over its own replicas (edp)
@@ -522,9 +493,9 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
 
         gathers = [fsdp("all-gather", u) for u in order]
         scatters = [fsdp("reduce-scatter", u) for u in order]
-        exposed_f += gathers[0] + sum(hw.overlapped(g, sums[u][0])
+        exposed_f += gathers[0] + sum(overlapped(hw.overlap, g, sums[u][0])
                                       for g, u in zip(gathers[1:], order))
-        exposed_b += sum(hw.overlapped(g + r, sums[u][1]) for g, r, u in zip(gathers, scatters, order))
+        exposed_b += sum(overlapped(hw.overlap, g + r, sums[u][1]) for g, r, u in zip(gathers, scatters, order))
     # pipeline sends: each chunk's input forward, its gradient back
     sends = [coll("send", nbytes, "pp") for nbytes in received]
     once = 0.0
@@ -532,12 +503,12 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
         kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
         window = bwd * (1 - 1 / max(1, len(order)))
         sync = coll(kind, params * grad_bytes, "dp") + coll(kind, expert_params * grad_bytes, "edp")
-        once += hw.overlapped(sync, window)
+        once += overlapped(hw.overlap, sync, window)
         if lay.zero in (1, 2):
             gather = coll("all-gather", params * grad_bytes, "dp") + \
                 coll("all-gather", expert_params * grad_bytes, "edp")
-            once += hw.overlapped(gather, fwd * (1 - 1 / max(1, len(order))))
-    shards = (replicas, lay.expert_data)
+            once += overlapped(hw.overlap, gather, fwd * (1 - 1 / max(1, len(order))))
+    shards = states["shards"]
     updated = params / (shards[0] if lay.zero else 1) + expert_params / (shards[1] if lay.zero else 1)
     optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"],
                               OPTIMIZER_KERNELS)
@@ -546,10 +517,24 @@ def _stage(lay: Layout, ops: list[PricedOp], units: list[str], coll, pricer: Pri
             "recompute": rebuilt,
             "forward": fwd + exposed_f, "backward": bwd + exposed_b, "weight": weight,
             "sends": sends, "once_exposed": once, "optimizer": optimizer, "ops": ops,
-            "units": units, "params": params, "expert_params": expert_params, "shards": shards,
-            "unit_params": unit_params, "unit_expert": unit_expert, "mixed": mixed,
+            "units": units, **states}
+
+
+def stage_states(lay: Layout, sums: dict[str, list[float]], pricer: Pricer, mixed: bool,
+                 replicas: int) -> dict[str, Any]:
+    """What :func:`pase.perf.memory.stage_memory` reads of a stage's states, from its
+    :func:`_unit_sums`: its parameters (not experts', experts', per unit, low-precision
+    linear ones), their shards and precision."""
+    params = linear = expert_params = 0.0
+    for s in sums.values():
+        params, expert_params, linear = params + s[10], expert_params + s[8], linear + s[9]
+    return {"params": params, "expert_params": expert_params,
+            "shards": (replicas, lay.expert_data),
+            "unit_params": {u: s[7] for u, s in sums.items()},
+            "unit_expert": {u: s[8] for u, s in sums.items() if s[8]},  # of which the experts'
+            "mixed": mixed, "linear_params": linear,
             # low-precision weights (row- and column-wise copies) kept across micro-batches
-            "linear_params": linear, "weight_copies": 2 * pricer.quantised_bytes * linear}
+            "weight_copies": 2 * pricer.quantised_bytes * linear}
 
 
 def _unit_flop(graph: Graph, ops: list[PricedOp], units: list[str]) -> dict[str, list[float]]:
