@@ -207,13 +207,16 @@ class _Run:
         """Price ``lay``'s recomputation tries; ``bound(recompute)``: the bound of one,
         those over the threshold skipped."""
         keep = None if bound is None else (lambda rc: bound(rc) <= self.threshold())
-        tries = recompute_tries(graph, cl, lay, ops, cache, keep)
-        if not tries[0].fits_memory:
-            self.pruned += len(RECOMPUTE_ORDER) - len(tries)
-        self.priced += len(tries)
-        for e in tries:
-            if not e.fits_memory:
-                continue
+        if cache is None:
+            tries = recompute_tries(graph, cl, lay, ops, cache, keep)
+            tried, fitting = len(tries), [e for e in tries if e.fits_memory]
+            plain = tries[0].fits_memory
+        else:
+            plain, tried, fitting = fitting_tries(graph, cl, lay, ops, cache, keep)
+        if not plain:
+            self.pruned += len(RECOMPUTE_ORDER) - tried
+        self.priced += tried
+        for e in fitting:
             self.fitting += 1
             if e.step_seconds <= self.threshold():
                 self.found.append(e)
@@ -327,6 +330,28 @@ def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None,
     if keep is None or keep("full"):
         out.append(fewest_full(graph, cl, lay, ops, cache))
     return out
+
+
+def fitting_tries(graph: Graph, cl, lay, ops, cache: Shared,
+                  keep: Callable[[str], bool] | None = None) -> tuple[bool, int, list[Estimate]]:
+    """:func:`recompute_tries` with each option's memory checked first
+    (:meth:`pase.perf.step.Shared.memory`), so only those that fit are priced: whether no
+    recomputation fits, how many options were tried (those :func:`recompute_tries` prices)
+    and the priced ones, which fit."""
+    fits = cache.fits(cl, lay)
+    if fits(replace(lay, recompute="none")):
+        return True, 1, [evaluate_layout(graph, cl, replace(lay, recompute="none"), ops, cache)]
+    tried, out = 1, []
+    if keep is None or keep("selective"):
+        tried += 1
+        selective = replace(lay, recompute="selective")
+        if fits(selective):
+            out.append(evaluate_layout(graph, cl, selective, ops, cache))
+    if keep is None or keep("full"):
+        tried += 1
+        if fits(replace(lay, recompute="full", recompute_layers=0)):
+            out.append(fewest_full(graph, cl, lay, ops, cache))
+    return False, tried, out
 
 
 def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pricer: Pricer,

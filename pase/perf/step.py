@@ -308,6 +308,30 @@ class Shared:
                 self._placed[lay.pp, lay.virtual].layers[stage], again, lay.recompute)
         return self._kept_at[where]
 
+    def memory(self, lay: Layout, coll, pricer: Pricer, mixed: bool) -> float:
+        """The peak bytes :func:`evaluate_layout` finds for ``lay`` (its ``memory_bytes``),
+        without pricing its time: each stage's states (from its layers' sums without
+        recomputation, which hold the same parameters) and kept activations."""
+        self.placement(lay, pricer.element_bytes)
+        again = self.again(lay)
+        plain = replace(lay, recompute="none", recompute_layers=0)
+        peak = 0.0
+        for i in range(lay.pp):
+            st = stage_states(lay, self.sums(plain, i, set(), coll, pricer.hw), pricer, mixed,
+                              lay.dp * lay.cp)
+            total = stage_memory(lay, st, i, self.by_name, again, self.kept(lay, i, again))
+            peak = max(peak, total["total"])
+        return peak
+
+    def fits(self, cl: Cluster, lay: Layout):
+        """A function of a layout differing from ``lay`` only in recomputation: whether
+        :func:`evaluate_layout` finds that it fits ``cl``'s device memory."""
+        hw = achieved(cl.device)
+        pricer = make_pricer(cl.device, hw, lay.precision)
+        coll = self.coll(lay, group_collectives(cl, lay, hw))
+        mixed, capacity = lay.precision != "fp32", cl.device.memory_bytes
+        return lambda other: self.memory(other, coll, pricer, mixed) <= capacity
+
     def flop(self) -> dict[str, list[float]]:
         if self._flop is None:
             self._flop = _unit_flop(self.graph, self.ops, self.placed_units())
@@ -341,12 +365,19 @@ def least_recompute(graph: Graph, cluster: str | Cluster, lay: Layout,
 def fewest_full(graph: Graph, cl: Cluster, lay: Layout, priced: list[PricedOp],
                 shared: Shared | None = None) -> Estimate:
     """Full recomputation of the fewest layers per stage that fit (memory falls as it
-    grows; Megatron-LM's ``--recompute-num-layers``); of every layer when none fits."""
+    grows; Megatron-LM's ``--recompute-num-layers``); of every layer when none fits.
+    With ``shared`` the layers are found by the memory alone (:meth:`Shared.memory`), and
+    only the answer is priced."""
     def full(n: int) -> Estimate:
         return evaluate_layout(graph, cl, replace(lay, recompute="full", recompute_layers=n),
                                priced, shared)
 
-    _, units, _ = placement(graph, lay) if shared is None else (None, shared.layer_units(), None)
+    if shared is not None:
+        fits = shared.fits(cl, lay)
+        return full(fewest_layers(lambda n: fits(replace(lay, recompute="full",
+                                                         recompute_layers=n)),
+                                  len(set(shared.layer_units()) - {"pre", "post"})))
+    _, units, _ = placement(graph, lay)
     low, high = 1, len(set(units) - {"pre", "post"})
     fitting = full(0)
     if not fitting.fits_memory:
@@ -359,6 +390,21 @@ def fewest_full(graph: Graph, cl: Cluster, lay: Layout, priced: list[PricedOp],
         else:
             low = middle + 1
     return fitting if fitting.layout.recompute_layers == low else full(low)
+
+
+def fewest_layers(fits, layers: int) -> int:
+    """The fewest fully recomputed layers per stage ``n`` with ``fits(n)`` (memory falls as
+    ``n`` grows; 0, every layer, when that does not fit), by bisection over 1..``layers``."""
+    if not fits(0):
+        return 0
+    low, high = 1, layers
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def check_estimate(e: Estimate, model: str) -> None:
