@@ -153,52 +153,70 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
     if lay.recompute != "none":
         raise ValueError("layout_bound takes the layout without recomputation")
     place = shared.placement(lay, pricer.element_bytes)
-    hw, grad = pricer.hw, 2.0 if mixed else 4.0
-    ov = float(hw.overlap)
     stages, once = [], 0.0
+    memo = shared.memo.setdefault("layout_bound", {})
+    degrees = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap,
+               mixed, id(pricer), rebuilt)
     for i in range(lay.pp):
-        sums = shared.sums(lay, i, set(), coll, hw)
+        sums = shared.sums(lay, i, set(), coll, pricer.hw)
         if capacity < math.inf:
             st = stage_states(lay, sums, pricer, mixed, lay.dp * lay.cp)
             if stage_memory(lay, st, i, shared.by_name, set(), (0.0, 0.0))["total"] > capacity:
                 return math.inf
-        order = list(sums.values())
-        f = b = w = params = experts = 0.0
-        for s in order:
-            f, b, w = f + s[0] + s[3], b + s[1] + s[4], w + s[2]
-            params, experts = params + s[10], experts + s[8]
-        if lay.ep_overlap:
-            for s in order:
-                f += overlapped(ov, s[5], s[0])
-                b += ov * min(s[6], s[1])
-        if lay.zero == 3:
-            def fsdp(kind: str, s: list[float]) -> float:
-                return coll(kind, (s[7] - s[8]) * grad, "dp") + coll(kind, s[8] * grad, "edp")
-
-            gathers = [fsdp("all-gather", s) for s in order]
-            f += gathers[0] + sum(overlapped(ov, g, s[0]) for g, s in zip(gathers[1:], order))
-            b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
-        if rebuilt == "selective":
-            b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
-                                                 coll, hw).values())
-        elif rebuilt == "full":
-            first = next((u for u in place.layers[i] if u not in ("pre", "post")), None)
-            b += sums[first][0] if first is not None else 0.0
-        sends = sum(coll("send", nbytes, "pp") for nbytes in place.received[i])
-        stages.append((f + sends, b + sends, w))
-        exposed = 0.0
-        if lay.zero < 3:
-            kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
-            share = 1 - 1 / max(1, len(order))
-            sync = coll(kind, params * grad, "dp") + coll(kind, experts * grad, "edp")
-            exposed += ov * min(sync, sum(s[1] for s in order) * share)
-            if lay.zero in (1, 2):
-                gather = coll("all-gather", params * grad, "dp") + \
-                    coll("all-gather", experts * grad, "edp")
-                exposed += overlapped(ov, gather, sum(s[0] for s in order) * share)
-        shards = (lay.dp * lay.cp, lay.expert_data) if lay.zero else (1, 1)
-        updated = params / shards[0] + experts / shards[1]
-        optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
-        once = max(once, exposed + optimizer)
+        # a stage's terms read its layers' sums (equal layers share them), its sends and,
+        # rebuilding, its first layer (full) or its own layers' selective sums (by place)
+        key = (tuple(map(id, sums.values())), tuple(place.received[i]), degrees,
+               (lay.pp, lay.virtual, i) if rebuilt else None)
+        terms = memo.get(key)
+        if terms is None:
+            terms = memo[key] = _stage_bound(shared, lay, i, sums, place, coll, pricer, mixed,
+                                             rebuilt)
+        stages.append(terms[0])
+        once = max(once, terms[1])
     kind = lay.schedule
     return (pipeline_bound(stages, lay.microbatches, kind, lay.virtual) + once) * (1 - SLACK)
+
+
+def _stage_bound(shared: Shared, lay: Layout, i: int, sums: dict, place, coll, pricer,
+                 mixed: bool, rebuilt: str | None) -> tuple[tuple[float, float, float], float]:
+    """:func:`layout_bound`'s terms of stage ``i``: its (forward, backward, weight-gradient)
+    seconds and its once-per-step exposure and optimizer."""
+    hw, grad = pricer.hw, 2.0 if mixed else 4.0
+    ov = float(hw.overlap)
+    order = list(sums.values())
+    f = b = w = params = experts = 0.0
+    for s in order:
+        f, b, w = f + s[0] + s[3], b + s[1] + s[4], w + s[2]
+        params, experts = params + s[10], experts + s[8]
+    if lay.ep_overlap:
+        for s in order:
+            f += overlapped(ov, s[5], s[0])
+            b += ov * min(s[6], s[1])
+    if lay.zero == 3:
+        def fsdp(kind: str, s: list[float]) -> float:
+            return coll(kind, (s[7] - s[8]) * grad, "dp") + coll(kind, s[8] * grad, "edp")
+
+        gathers = [fsdp("all-gather", s) for s in order]
+        f += gathers[0] + sum(overlapped(ov, g, s[0]) for g, s in zip(gathers[1:], order))
+        b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
+    if rebuilt == "selective":
+        b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
+                                             coll, hw).values())
+    elif rebuilt == "full":
+        first = next((u for u in place.layers[i] if u not in ("pre", "post")), None)
+        b += sums[first][0] if first is not None else 0.0
+    sends = sum(coll("send", nbytes, "pp") for nbytes in place.received[i])
+    exposed = 0.0
+    if lay.zero < 3:
+        kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
+        share = 1 - 1 / max(1, len(order))
+        sync = coll(kind, params * grad, "dp") + coll(kind, experts * grad, "edp")
+        exposed += ov * min(sync, sum(s[1] for s in order) * share)
+        if lay.zero in (1, 2):
+            gather = coll("all-gather", params * grad, "dp") + \
+                coll("all-gather", experts * grad, "edp")
+            exposed += overlapped(ov, gather, sum(s[0] for s in order) * share)
+    shards = (lay.dp * lay.cp, lay.expert_data) if lay.zero else (1, 1)
+    updated = params / shards[0] + experts / shards[1]
+    optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
+    return (f + sends, b + sends, w), exposed + optimizer

@@ -219,6 +219,7 @@ class Shared:
         self._coll: dict[tuple, float] = {}
         self._flop: dict[str, list[float]] | None = None
         self._unit_ops: dict[str, list[PricedOp]] | None = None
+        self.memo: dict[str, dict] = {}  # what its users keep of it (pase.perf.bound's terms)
 
     def placement(self, lay: Layout, element_bytes: float) -> Placed:
         key = (lay.pp, lay.virtual)
