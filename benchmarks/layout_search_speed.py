@@ -10,7 +10,7 @@ bound than layout by layout.
 The same family (the one ``pase solve --layouts`` searched before ZB-H1, DualPipe and
 the larger interleavings joined it: 1F1B and interleaved with V of 2 to 4) is searched
 three times in one process: with every layout priced on its own by ``evaluate_layout``
-(the old path, ``shared=False``), through :class:`pase.perf.step.Shared` pricing every
+(the old path, ``shared=False``), through :class:`pase.perf.shared.Shared` pricing every
 layout (``prune=False``), and through Shared with the branch and bound
 (:mod:`pase.perf.bound`, what the search does). All three must rank alike; the script
 checks it and prints the CPU seconds of each and the ratios. Then the whole family of

@@ -32,7 +32,8 @@ from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp
 from pase.perf.ops_memo import per_graph
 from pase.perf.pipeline import blocks, chunk_sizes
-from pase.perf.step import OPTIMIZER_BYTES, Shared, _op_terms, overlapped, stage_states
+from pase.perf.shared import Shared
+from pase.perf.stage import OPTIMIZER_BYTES, op_terms, overlapped, stage_states
 
 SLACK = 1e-9  # a bound a little under the form, so sums in another order never exceed a step
 
@@ -75,7 +76,7 @@ class Bounds:
                 if hidden is None:
                     term = (t.forward_s, t.backward_s, t.weight_s, 0.0, 0.0, 0.0, 0.0)
                 else:
-                    f, b, w, exposed_f, exposed_b, hid_f, hid_b = _op_terms(hidden, p, False,
+                    f, b, w, exposed_f, exposed_b, hid_f, hid_b = op_terms(hidden, p, False,
                                                                             coll, hw)
                     term = (f + exposed_f, b + exposed_b, w, hid_f, hid_b, f, b)
                 terms[id(p)] = term
@@ -140,7 +141,7 @@ def pipeline_bound(stages: list, microbatches: int, kind: str, virtual: int) -> 
 def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
                  capacity: float = math.inf, rebuilt: str | None = None) -> float:
     """A lower bound of the step of ``lay`` (its recomputation ``"none"``) under every
-    recomputation: :func:`pase.perf.step._stage`'s terms that recomputation cannot lower
+    recomputation: :func:`pase.perf.stage.stage_terms`'s terms that recomputation cannot lower
     (compute without it, the forward's exposed collectives, the backward's outside ZeRO-3
     and expert overlap, sends, the optimizer), and for each collective overlapped with a
     backward that recomputation lengthens, its least exposure ``overlap x min(comm,

@@ -28,7 +28,7 @@ shapes best bound first, each layout skipped (counted ``pruned``) whose bound is
 ``keep``-th best step priced so far, so the best and the ranked ``keep`` are those of
 pricing every layout (``prune=False``). The ops are priced once per (micro-batch, tp,
 cp, ep, etp), a repeated layer's once (:mod:`pase.perf.ops_memo`), and the rest of a
-layout's price is shared through :class:`pase.perf.step.Shared`:
+layout's price is shared through :class:`pase.perf.shared.Shared`:
 each (pp, V) cut, each layer's sums per recomputation, the FLOP and each stage's kept
 activations are computed once, so a layout costs a pass over its stages' layers, not its
 ops. ``shared=False`` prices each layout on its own (the reference path, kept for
@@ -59,12 +59,14 @@ from pase.errors import OptionError, TooLargeError
 from pase.ir import Graph
 from pase.perf.bound import Bounds, layout_bound
 from pase.perf.comms import group_collectives
+from pase.perf.estimate import Estimate
 from pase.perf.hardware import achieved
 from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import check_graph, make_layout
 from pase.perf.ops import price_ops
 from pase.perf.pipeline import blocks
-from pase.perf.step import Estimate, Shared, evaluate_layout, fewest_full
+from pase.perf.shared import Shared
+from pase.perf.step import evaluate_layout, fewest_full
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -132,7 +134,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
     every divisor of the layers per stage); ``schedules``: which of
     :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
-    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own,
+    ``shared``: price through :class:`pase.perf.shared.Shared` (False: each layout on its own,
     every one); ``prune``: skip the layouts whose bound cannot rank (False: price them all);
     ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
     and etp, then its pp), so a search stopped by a deadline has priced it: the order
@@ -335,7 +337,7 @@ def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None,
 def fitting_tries(graph: Graph, cl, lay, ops, cache: Shared,
                   keep: Callable[[str], bool] | None = None) -> tuple[bool, int, list[Estimate]]:
     """:func:`recompute_tries` with each option's memory checked first
-    (:meth:`pase.perf.step.Shared.memory`), so only those that fit are priced: whether no
+    (:meth:`pase.perf.shared.Shared.memory`), so only those that fit are priced: whether no
     recomputation fits, how many options were tried (those :func:`recompute_tries` prices)
     and the priced ones, which fit."""
     fits = cache.fits(cl, lay)

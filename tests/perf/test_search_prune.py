@@ -18,7 +18,8 @@ from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.ops import price_ops
 from pase.perf.search import ZERO_STAGES, _family, _probe, recompute_tries, search_layouts
-from pase.perf.step import Shared, evaluate_layout, fewest_full
+from pase.perf.shared import Shared
+from pase.perf.step import evaluate_layout, fewest_full
 
 # (model, options, devices, cluster, global batch): a dense GPT, a small MoE (ep, etp,
 # all-to-alls), a long sequence (cp) and a deeper GPT whose stages pipeline
