@@ -14,12 +14,15 @@ from pase.cluster import get_cluster
 from pase.perf import make_layout
 from pase.perf.bound import Bounds, layout_bound
 from pase.perf.comms import group_collectives
+from pase.perf.family import family
+from pase.perf.family import probe as group_probe
 from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.ops import price_ops
-from pase.perf.search import ZERO_STAGES, _family, _probe, recompute_tries, search_layouts
+from pase.perf.search import ZERO_STAGES, search_layouts
 from pase.perf.shared import Shared
 from pase.perf.step import evaluate_layout, fewest_full
+from pase.perf.tries import recompute_tries
 
 # (model, options, devices, cluster, global batch): a dense GPT, a small MoE (ep, etp,
 # all-to-alls), a long sequence (cp) and a deeper GPT whose stages pipeline
@@ -77,14 +80,14 @@ def test_every_bound_is_at_most_every_step_of_its_layouts(case):
     precision = PRECISION.get(case, "bf16")
     pricer = make_pricer(cl.device, achieved(cl.device), precision)
     options = dict(precision=precision, attention="fused", dropout=False)
-    groups = _family(graph(case, 1), devices, cl.devices_per_node, batch, 2, None,
+    groups = family(graph(case, 1), devices, cl.devices_per_node, batch, 2, None,
                      ("1f1b", "interleaved", "zb-h1", "dualpipe"), True, True, options)
     checked = seen = nowhere = 0
     fitting = set()  # the recomputations found to fit
     for micro, tp, cp, ep, etp, shapes in groups:
         g = graph(case, micro)
         base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
-        probe = _probe(base, micro, **options)
+        probe = group_probe(base, micro, **options)
         ops = price_ops(g, probe, pricer)
         shared = Shared(g, ops)
         bounds = Bounds(g, price_ops(g, probe, pricer, copies=False), probe,
