@@ -233,7 +233,8 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
     """Branch and bound over the family (:mod:`pase.perf.bound`): every shape's bound first,
     then the groups in the order of their least bound and in each its shapes in the order of
     theirs, each skipped while its bound is over the keep-th best step so far. A warm start's
-    group (``groups[0]``, :func:`pase.perf.family.nearest_first`) is priced first, before any bound."""
+    group (``groups[0]``, :func:`pase.perf.family.nearest_first`) is priced first, before any
+    bound."""
     graphs = {1: graph1}
     cuts: dict[int, dict] = {}  # per graph, the cuts its groups' Shareds share
 

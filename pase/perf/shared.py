@@ -36,8 +36,8 @@ class Shared:
     each (pp, V) cut, each layer's sums (:func:`pase.perf.stage.unit_sums`) per recomputation and
     overlap, its FLOP, and each stage's kept activations per recomputation. A layout
     search keeps one per (micro-batch, tp, cp, ep, etp) and hands it to
-    :func:`pase.perf.step.evaluate_layout`. One Shared serves one cluster (its collective prices are kept
-    by group sizes, not by cluster)."""
+    :func:`pase.perf.step.evaluate_layout`. One Shared serves one cluster (its collective
+    prices are kept by group sizes, not by cluster)."""
 
     def __init__(self, graph: Graph, ops: list[PricedOp], cuts: dict | None = None):
         # cuts: the graph's :class:`pase.perf.cuts.Frame` and each (pp, V)'s Cut, which
@@ -88,8 +88,9 @@ class Shared:
         return self._again[key]
 
     def sums(self, lay: Layout, stage: int, again: set[str], coll, hw) -> dict[str, list[float]]:
-        """Stage ``stage``'s :func:`pase.perf.stage.unit_sums`, each layer's taken from the cache (``again``:
-        :meth:`again` of ``lay``, which the stage's are kept by). Not to be changed."""
+        """Stage ``stage``'s :func:`pase.perf.stage.unit_sums`, each layer's taken from the
+        cache (``again``: :meth:`again` of ``lay``, which the stage's are kept by). Not to be
+        changed."""
         base = (lay.tp, lay.cp, lay.ep, lay.expert_tp, lay.recompute, lay.tp_overlap,
                 lay.ep_overlap)
         where = (lay.pp, lay.virtual, stage, lay.recompute_layers if again else -1,
@@ -110,16 +111,16 @@ class Shared:
 
     def stage(self, lay: Layout, stage: int, again: set[str], coll, pricer: Pricer,
               mixed: bool) -> dict[str, Any]:
-        """:func:`pase.perf.stage.stage_terms` of stage ``stage``, shared by the stages with the same layer sums
-        and sends under the same groups and ZeRO stage."""
+        """:func:`pase.perf.stage.stage_terms` of stage ``stage``, shared by the stages with the
+        same layer sums and sends under the same groups and ZeRO stage."""
         place = self._placed[lay.pp, lay.virtual]
         sums = self.sums(lay, stage, again, coll, pricer.hw)
         key = (tuple(id(v) for v in sums.values()), tuple(place.received[stage]), lay.tp,
                lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap)
         if key not in self._stages:
             # its ops are not needed: the layer sums and kept activations are the Shared's
-            self._stages[key] = stage_terms(lay, None, None, coll, pricer, mixed, lay.dp * lay.cp,
-                                       again, place.received[stage], sums)
+            self._stages[key] = stage_terms(lay, None, None, coll, pricer, mixed,
+                                            lay.dp * lay.cp, again, place.received[stage], sums)
         return self._stages[key]
 
     def coll(self, lay: Layout, coll):
@@ -146,9 +147,9 @@ class Shared:
         return self._kept_at[where]
 
     def memory(self, lay: Layout, coll, pricer: Pricer, mixed: bool) -> float:
-        """The peak bytes :func:`pase.perf.step.evaluate_layout` finds for ``lay`` (its ``memory_bytes``),
-        without pricing its time: each stage's states (from its layers' sums without
-        recomputation, which hold the same parameters) and kept activations."""
+        """The peak bytes :func:`pase.perf.step.evaluate_layout` finds for ``lay`` (its
+        ``memory_bytes``), without pricing its time: each stage's states (from its layers'
+        sums without recomputation, which hold the same parameters) and kept activations."""
         self.placement(lay, pricer.element_bytes)
         again = self.again(lay)
         plain = replace(lay, recompute="none", recompute_layers=0)
