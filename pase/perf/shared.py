@@ -18,7 +18,7 @@ from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import Layout
 from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp
-from pase.perf.stage import stage_states, stage_terms, unit_sums
+from pase.perf.stage import op_read, stage_states, stage_terms, unit_sums
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Shared:
         self._coll: dict[tuple, float] = {}
         self._flop: dict[str, list[float]] | None = None
         self._unit_ops: dict[str, list[PricedOp]] | None = None
+        self._kind: dict[str, int] = {}  # per layer, the class of layers it sums as
         self.memo: dict[str, dict] = {}  # what its users keep of it (pase.perf.bound's terms)
 
     def placement(self, lay: Layout, element_bytes: float) -> Placed:
@@ -72,6 +73,10 @@ class Shared:
                 for p, u in zip(self.ops, cut.units):
                     self._unit_ops.setdefault(u, []).append(p)
                 self._index = KeptIndex(self.ops, cut.units, lay)
+                # equal layers (all that their sums read equal, op by op) are summed once
+                kinds: dict[tuple, int] = {}
+                self._kind = {u: kinds.setdefault(tuple(op_read(p) for p in ops), len(kinds))
+                              for u, ops in self._unit_ops.items()}
         return self._placed[key]
 
     def again(self, lay: Layout) -> set[str]:
@@ -100,7 +105,7 @@ class Shared:
             return out
         out = {}
         for unit in self._placed[lay.pp, lay.virtual].layers[stage]:
-            key = (unit, unit in again) + base
+            key = (self._kind[unit], unit in again) + base
             if key not in self._sums:
                 ops = self._unit_ops[unit]
                 sums = unit_sums(lay, ops, [unit] * len(ops), again & {unit}, coll, hw)[unit]

@@ -21,6 +21,15 @@ def overlapped(overlap: float, comm: float, compute: float) -> float:
     return max(0.0, comm - compute) + overlap * min(comm, compute)
 
 
+def op_read(p: PricedOp) -> tuple:
+    """What :func:`op_terms` and :func:`unit_sums` read of a priced op: two ops equal in it
+    add the same terms under every layout of their group."""
+    t = p.time
+    return (t.forward_s, t.backward_s, t.weight_s, tuple(t.tp_forward), tuple(t.tp_backward),
+            tuple(t.ep_forward), tuple(t.ep_backward), t.ring_bytes, p.parameter_elements,
+            p.expert, p.linear, p.attention_core)
+
+
 def op_terms(lay: Layout, p: PricedOp, again: bool, coll, hw) -> tuple[float, ...]:
     """One op's seconds per micro-batch: forward, backward, its weight-gradient part,
     exposed collectives each way, and the expert all-to-alls each way that another
@@ -49,7 +58,7 @@ def op_terms(lay: Layout, p: PricedOp, again: bool, coll, hw) -> tuple[float, ..
 
 
 def unit_sums(lay: Layout, ops: list[PricedOp], units: list[str], again_units: set[str],
-               coll, hw) -> dict[str, list[float]]:
+              coll, hw) -> dict[str, list[float]]:
     """Per unit, in order: the sums of :func:`op_terms` over its ops, then its parameter
     elements (all, expert, low-precision linear, not expert), then its recomputed forward
     seconds."""
