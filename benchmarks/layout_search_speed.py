@@ -4,23 +4,25 @@ bound than layout by layout.
     python benchmarks/layout_search_speed.py            # GPT-3 175B on 1,024 A100s (minutes)
     python benchmarks/layout_search_speed.py --small    # a 4-layer GPT on 16 GPUs (seconds)
     python benchmarks/layout_search_speed.py --large    # Llama 3.1 405B on 16,384 H100s and
-                                                        # DeepSeek-V3 on 1,024, pruned only
+                                                        # DeepSeek-V3 on 1,024 (bf16 and
+                                                        # fp8), pruned only
     python benchmarks/layout_search_speed.py --large --exhaustive   # and unpruned (an hour+)
 
 The same family (the one ``pase solve --layouts`` searched before ZB-H1, DualPipe and
 the larger interleavings joined it: 1F1B and interleaved with V of 2 to 4) is searched
 three times in one process: with every layout priced on its own by ``evaluate_layout``
-(the old path, ``shared=False``), through :class:`pase.perf.step.Shared` pricing every
+(the old path, ``shared=False``), through :class:`pase.perf.shared.Shared` pricing every
 layout (``prune=False``), and through Shared with the branch and bound
 (:mod:`pase.perf.bound`, what the search does). All three must rank alike; the script
 checks it and prints the CPU seconds of each and the ratios. Then the whole family of
 today (every schedule and V) is searched with and without pruning.
 
-``--large`` searches the two runs of ``pase solve --layouts`` that the branch and bound
+``--large`` searches the runs of ``pase solve --layouts`` that the branch and bound
 was made for (Llama 3.1 405B on 16,384 H100s, global batch 2,048 at 8,192 tokens;
-DeepSeek-V3 on 1,024 H100s, global batch 8,192 at 4,096 tokens, bf16 as the CLI prices
-it); their unpruned searches take the better part of an hour each, so they run only with
-``--exhaustive`` (otherwise compare with the measurement in the results file).
+DeepSeek-V3 on 1,024 H100s, global batch 8,192 at 4,096 tokens, in bf16 as the CLI prices
+it by default and in fp8, ``--precision fp8``); their unpruned searches take the better
+part of an hour each, so they run only with ``--exhaustive`` (otherwise compare with the
+measurement in the results file).
 Results: benchmarks/results/layout_search_speed.md.
 """
 from __future__ import annotations
@@ -38,8 +40,9 @@ from pase.perf.search import search_layouts
 CASES = {"full": ("gpt3-175b", {"vocab": 51200}, 1024, "dgx-a100", 1536),
          "small": ("gpt3", {"layers": 4, "width": 512, "heads": 8, "vocab": 1024, "seq": 512},
                    16, "dgx-a100", 64)}
-LARGE = [("llama3.1-405b", {"seq": 8192}, 16384, "h100-sxm", 2048),
-         ("deepseek-v3", {"seq": 4096}, 1024, "h100-sxm", 8192)]
+LARGE = [("llama3.1-405b", {"seq": 8192}, 16384, "h100-sxm", 2048, "bf16"),
+         ("deepseek-v3", {"seq": 4096}, 1024, "h100-sxm", 8192, "bf16"),
+         ("deepseek-v3", {"seq": 4096}, 1024, "h100-sxm", 8192, "fp8")]
 CLASSIC = dict(virtual=(2, 3, 4), schedules=("1f1b", "interleaved"))
 
 
@@ -106,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
 def large(exhaustive: bool) -> int:
     same = True
     print(HEAD)
-    for model, options, devices, cluster, batch in LARGE:
-        where = f"{model} on {devices:,} ({cluster}), global batch {batch:,}, seq {options['seq']}"
-        found, seconds = timed(model, options, devices, cluster, batch)
+    for model, options, devices, cluster, batch, precision in LARGE:
+        where = (f"{model} on {devices:,} ({cluster}), global batch {batch:,}, seq "
+                 f"{options['seq']}, {precision}")
+        found, seconds = timed(model, options, devices, cluster, batch, precision=precision)
         print(row(f"{where}, branch and bound", found, seconds), flush=True)
         if exhaustive:
-            whole, whole_s = timed(model, options, devices, cluster, batch, prune=False)
+            whole, whole_s = timed(model, options, devices, cluster, batch, prune=False,
+                                   precision=precision)
             print(row(f"{where}, every layout", whole, whole_s), flush=True)
             print(f"\n{whole_s / seconds:.0f}x, rankings {'agree' if agree(whole, found) else 'DIFFER'}"
                   "\n")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 
 from pase.ir import Graph
 from pase.perf import schedule
@@ -31,9 +32,16 @@ from pase.perf.memory import stage_memory
 from pase.perf.ops import PricedOp
 from pase.perf.ops_memo import per_graph
 from pase.perf.pipeline import blocks, chunk_sizes
-from pase.perf.step import OPTIMIZER_BYTES, Shared, _op_terms
+from pase.perf.shared import Shared
+from pase.perf.stage import OPTIMIZER_BYTES, op_terms, overlapped, stage_states
 
 SLACK = 1e-9  # a bound a little under the form, so sums in another order never exceed a step
+
+
+@lru_cache(maxsize=4096)
+def _sizes(layers: int, chunks: int) -> list[int]:
+    """:func:`pase.perf.pipeline.chunk_sizes`, once per (layers, chunks): not to be changed."""
+    return chunk_sizes(layers, chunks)
 
 
 class Bounds:
@@ -68,7 +76,7 @@ class Bounds:
                 if hidden is None:
                     term = (t.forward_s, t.backward_s, t.weight_s, 0.0, 0.0, 0.0, 0.0)
                 else:
-                    f, b, w, exposed_f, exposed_b, hid_f, hid_b = _op_terms(hidden, p, False,
+                    f, b, w, exposed_f, exposed_b, hid_f, hid_b = op_terms(hidden, p, False,
                                                                             coll, hw)
                     term = (f + exposed_f, b + exposed_b, w, hid_f, hid_b, f, b)
                 terms[id(p)] = term
@@ -76,7 +84,7 @@ class Bounds:
             for i in range(7):
                 sums[i] += term[i]
         ov = float(hw.overlap) if hw is not None else 0.0
-        self._units = [[f + (float(hw.overlapped(hf, cf)) if hf else 0.0),
+        self._units = [[f + (overlapped(ov, hf, cf) if hf else 0.0),
                         b + ov * min(hb, cb), w] for f, b, w, hf, hb, cf, cb in units]
         self._cuts: dict[tuple[int, int], list[list[float]]] = {}
         self._prefix = [[0.0, 0.0, 0.0]]  # each chunk is a run of units: sums by differences
@@ -92,7 +100,7 @@ class Bounds:
             out = [[0.0, 0.0, 0.0] for _ in range(pp)]
             chunks = pp * virtual
             start, prefix = 0, self._prefix
-            for chunk, size in enumerate(chunk_sizes(self.layers, chunks)):
+            for chunk, size in enumerate(_sizes(self.layers, chunks)):
                 end = start + size + (1 if chunk == 0 else 0) + (1 if chunk == chunks - 1 else 0)
                 stage = out[chunk % pp]
                 for i in range(3):
@@ -133,7 +141,7 @@ def pipeline_bound(stages: list, microbatches: int, kind: str, virtual: int) -> 
 def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
                  capacity: float = math.inf, rebuilt: str | None = None) -> float:
     """A lower bound of the step of ``lay`` (its recomputation ``"none"``) under every
-    recomputation: :func:`pase.perf.step._stage`'s terms that recomputation cannot lower
+    recomputation: :func:`pase.perf.stage.stage_terms`'s terms that recomputation cannot lower
     (compute without it, the forward's exposed collectives, the backward's outside ZeRO-3
     and expert overlap, sends, the optimizer), and for each collective overlapped with a
     backward that recomputation lengthens, its least exposure ``overlap x min(comm,
@@ -146,52 +154,70 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
     if lay.recompute != "none":
         raise ValueError("layout_bound takes the layout without recomputation")
     place = shared.placement(lay, pricer.element_bytes)
-    hw, grad = pricer.hw, 2.0 if mixed else 4.0
-    ov = float(hw.overlap)
     stages, once = [], 0.0
+    memo = shared.memo.setdefault("layout_bound", {})
+    degrees = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap,
+               mixed, id(pricer), rebuilt)
     for i in range(lay.pp):
+        sums = shared.sums(lay, i, set(), coll, pricer.hw)
         if capacity < math.inf:
-            st = shared.stage(lay, i, set(), coll, pricer, mixed)
+            st = stage_states(lay, sums, pricer, mixed, lay.dp * lay.cp)
             if stage_memory(lay, st, i, shared.by_name, set(), (0.0, 0.0))["total"] > capacity:
                 return math.inf
-        sums = shared.sums(lay, i, set(), coll, hw)
-        order = list(sums.values())
-        f = b = w = params = experts = 0.0
-        for s in order:
-            f, b, w = f + s[0] + s[3], b + s[1] + s[4], w + s[2]
-            params, experts = params + s[10], experts + s[8]
-        if lay.ep_overlap:
-            for s in order:
-                f += float(hw.overlapped(s[5], s[0]))
-                b += ov * min(s[6], s[1])
-        if lay.zero == 3:
-            def fsdp(kind: str, s: list[float]) -> float:
-                return coll(kind, (s[7] - s[8]) * grad, "dp") + coll(kind, s[8] * grad, "edp")
-
-            gathers = [fsdp("all-gather", s) for s in order]
-            f += gathers[0] + sum(float(hw.overlapped(g, s[0])) for g, s in zip(gathers[1:], order))
-            b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
-        if rebuilt == "selective":
-            b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
-                                                 coll, hw).values())
-        elif rebuilt == "full":
-            first = next((u for u in place.layers[i] if u not in ("pre", "post")), None)
-            b += sums[first][0] if first is not None else 0.0
-        sends = sum(coll("send", nbytes, "pp") for nbytes in place.received[i])
-        stages.append((f + sends, b + sends, w))
-        exposed = 0.0
-        if lay.zero < 3:
-            kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
-            share = 1 - 1 / max(1, len(order))
-            sync = coll(kind, params * grad, "dp") + coll(kind, experts * grad, "edp")
-            exposed += ov * min(sync, sum(s[1] for s in order) * share)
-            if lay.zero in (1, 2):
-                gather = coll("all-gather", params * grad, "dp") + \
-                    coll("all-gather", experts * grad, "edp")
-                exposed += float(hw.overlapped(gather, sum(s[0] for s in order) * share))
-        shards = (lay.dp * lay.cp, lay.expert_data) if lay.zero else (1, 1)
-        updated = params / shards[0] + experts / shards[1]
-        optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
-        once = max(once, exposed + optimizer)
+        # a stage's terms read its layers' sums (equal layers share them), its sends and,
+        # rebuilding, its first layer (full) or its own layers' selective sums (by place)
+        key = (tuple(map(id, sums.values())), tuple(place.received[i]), degrees,
+               (lay.pp, lay.virtual, i) if rebuilt else None)
+        terms = memo.get(key)
+        if terms is None:
+            terms = memo[key] = _stage_bound(shared, lay, i, sums, place, coll, pricer, mixed,
+                                             rebuilt)
+        stages.append(terms[0])
+        once = max(once, terms[1])
     kind = lay.schedule
     return (pipeline_bound(stages, lay.microbatches, kind, lay.virtual) + once) * (1 - SLACK)
+
+
+def _stage_bound(shared: Shared, lay: Layout, i: int, sums: dict, place, coll, pricer,
+                 mixed: bool, rebuilt: str | None) -> tuple[tuple[float, float, float], float]:
+    """:func:`layout_bound`'s terms of stage ``i``: its (forward, backward, weight-gradient)
+    seconds and its once-per-step exposure and optimizer."""
+    hw, grad = pricer.hw, 2.0 if mixed else 4.0
+    ov = float(hw.overlap)
+    order = list(sums.values())
+    f = b = w = params = experts = 0.0
+    for s in order:
+        f, b, w = f + s[0] + s[3], b + s[1] + s[4], w + s[2]
+        params, experts = params + s[10], experts + s[8]
+    if lay.ep_overlap:
+        for s in order:
+            f += overlapped(ov, s[5], s[0])
+            b += ov * min(s[6], s[1])
+    if lay.zero == 3:
+        def fsdp(kind: str, s: list[float]) -> float:
+            return coll(kind, (s[7] - s[8]) * grad, "dp") + coll(kind, s[8] * grad, "edp")
+
+        gathers = [fsdp("all-gather", s) for s in order]
+        f += gathers[0] + sum(overlapped(ov, g, s[0]) for g, s in zip(gathers[1:], order))
+        b += sum(ov * min(g + fsdp("reduce-scatter", s), s[1]) for g, s in zip(gathers, order))
+    if rebuilt == "selective":
+        b += sum(s[11] for s in shared.sums(replace(lay, recompute="selective"), i, set(),
+                                             coll, hw).values())
+    elif rebuilt == "full":
+        first = next((u for u in place.layers[i] if u not in ("pre", "post")), None)
+        b += sums[first][0] if first is not None else 0.0
+    sends = sum(coll("send", nbytes, "pp") for nbytes in place.received[i])
+    exposed = 0.0
+    if lay.zero < 3:
+        kind = "all-reduce" if lay.zero == 0 else "reduce-scatter"
+        share = 1 - 1 / max(1, len(order))
+        sync = coll(kind, params * grad, "dp") + coll(kind, experts * grad, "edp")
+        exposed += ov * min(sync, sum(s[1] for s in order) * share)
+        if lay.zero in (1, 2):
+            gather = coll("all-gather", params * grad, "dp") + \
+                coll("all-gather", experts * grad, "edp")
+            exposed += overlapped(ov, gather, sum(s[0] for s in order) * share)
+    shards = (lay.dp * lay.cp, lay.expert_data) if lay.zero else (1, 1)
+    updated = params / shards[0] + experts / shards[1]
+    optimizer = pricer.memory(updated * OPTIMIZER_BYTES["mixed" if mixed else "fp32"], 10)
+    return (f + sends, b + sends, w), exposed + optimizer

@@ -28,7 +28,7 @@ shapes best bound first, each layout skipped (counted ``pruned``) whose bound is
 ``keep``-th best step priced so far, so the best and the ranked ``keep`` are those of
 pricing every layout (``prune=False``). The ops are priced once per (micro-batch, tp,
 cp, ep, etp), a repeated layer's once (:mod:`pase.perf.ops_memo`), and the rest of a
-layout's price is shared through :class:`pase.perf.step.Shared`:
+layout's price is shared through :class:`pase.perf.shared.Shared`:
 each (pp, V) cut, each layer's sums per recomputation, the FLOP and each stage's kept
 activations are computed once, so a layout costs a pass over its stages' layers, not its
 ops. ``shared=False`` prices each layout on its own (the reference path, kept for
@@ -50,7 +50,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from pase.cluster import get_cluster
@@ -59,17 +59,24 @@ from pase.errors import OptionError, TooLargeError
 from pase.ir import Graph
 from pase.perf.bound import Bounds, layout_bound
 from pase.perf.comms import group_collectives
+from pase.perf.estimate import Estimate
+from pase.perf.family import (  # noqa: F401 (LONG, divisors: used from here too)
+    LONG,
+    SCHEDULE_KINDS,
+    Group,
+    divisors,
+    family,
+    nearest_first,
+    probe,
+)
 from pase.perf.hardware import achieved
 from pase.perf.kernels import Pricer, make_pricer
-from pase.perf.layout import check_graph, make_layout
+from pase.perf.layout import make_layout
 from pase.perf.ops import price_ops
-from pase.perf.pipeline import blocks
-from pase.perf.step import Estimate, Shared, evaluate_layout, fewest_full
+from pase.perf.shared import Shared
+from pase.perf.tries import RECOMPUTE_ORDER, fitting_tries, recompute_tries
 
-RECOMPUTE_ORDER = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
-SCHEDULE_KINDS = ("1f1b", "interleaved", "zb-h1", "dualpipe")
-LONG = 8192  # context parallelism is searched from this sequence length up
 # The largest family priced (about half an hour of one CPU at the ~2 ms a layout of the
 # 1,024-GPU GPT-3 row takes, docs/performance-model.md).
 MAX_LAYOUTS = 1_000_000  # the MoE families of the published runs reach 600,000
@@ -96,27 +103,6 @@ class SearchResult:
     pruned: int = 0
 
 
-# (micro-batch, tp, cp, ep, etp) and, under it, each (pp, dp, schedules): the family's shapes
-Group = tuple[int, int, int, int, int, list[tuple[int, int, list[str]]]]
-
-
-def divisors(n: int, limit: int | None = None) -> list[int]:
-    """The divisors of ``n`` (up to ``limit``), ascending, from its prime factors found
-    by trial division up to the square root: instant for device counts (at most 2**24),
-    never a loop up to ``n``."""
-    factors: dict[int, int] = {}
-    rest, p = n, 2
-    while p * p <= rest:
-        while rest % p == 0:
-            factors[p] = factors.get(p, 0) + 1
-            rest //= p
-        p += 1 if p == 2 else 2
-    if rest > 1:
-        factors[rest] = factors.get(rest, 0) + 1
-    out = [1]
-    for prime, power in factors.items():
-        out = [d * prime ** k for d in out for k in range(power + 1)]
-    return sorted(d for d in out if limit is None or d <= limit)
 
 
 def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_batch: int, *,
@@ -132,7 +118,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     ``virtual``: the interleaved chunk counts to try (default: the family's, 2 to 4 and
     every divisor of the layers per stage); ``schedules``: which of
     :data:`SCHEDULE_KINDS`; ``experts``: search ep and etp on a model with experts;
-    ``shared``: price through :class:`pase.perf.step.Shared` (False: each layout on its own,
+    ``shared``: price through :class:`pase.perf.shared.Shared` (False: each layout on its own,
     every one); ``prune``: skip the layouts whose bound cannot rank (False: price them all);
     ``warm_start``: a Layout whose neighbourhood is priced first (its micro-batch, tp, cp, ep
     and etp, then its pp), so a search stopped by a deadline has priced it: the order
@@ -150,10 +136,10 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     pricer = make_pricer(cl.device, hw, precision)
     graph1 = build(1)
     options = dict(precision=precision, attention=attention, dropout=dropout)
-    groups = _family(graph1, devices, cl.devices_per_node, global_batch, max_micro_batch,
+    groups = family(graph1, devices, cl.devices_per_node, global_batch, max_micro_batch,
                      virtual, tuple(schedules), experts, context, options)
     if warm_start is not None:
-        groups = _nearest_first(groups, warm_start)
+        groups = nearest_first(groups, warm_start)
     size = sum(len(s) for *_, shapes in groups for _, _, s in shapes) * len(ZERO_STAGES) * \
         len(RECOMPUTE_ORDER)
     max_layouts = MAX_LAYOUTS if max_layouts is None else max_layouts
@@ -207,13 +193,16 @@ class _Run:
         """Price ``lay``'s recomputation tries; ``bound(recompute)``: the bound of one,
         those over the threshold skipped."""
         keep = None if bound is None else (lambda rc: bound(rc) <= self.threshold())
-        tries = recompute_tries(graph, cl, lay, ops, cache, keep)
-        if not tries[0].fits_memory:
-            self.pruned += len(RECOMPUTE_ORDER) - len(tries)
-        self.priced += len(tries)
-        for e in tries:
-            if not e.fits_memory:
-                continue
+        if cache is None:
+            tries = recompute_tries(graph, cl, lay, ops, cache, keep)
+            tried, fitting = len(tries), [e for e in tries if e.fits_memory]
+            plain = tries[0].fits_memory
+        else:
+            plain, tried, fitting = fitting_tries(graph, cl, lay, ops, cache, keep)
+        if not plain:
+            self.pruned += len(RECOMPUTE_ORDER) - tried
+        self.priced += tried
+        for e in fitting:
             self.fitting += 1
             if e.step_seconds <= self.threshold():
                 self.found.append(e)
@@ -244,7 +233,8 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
     """Branch and bound over the family (:mod:`pase.perf.bound`): every shape's bound first,
     then the groups in the order of their least bound and in each its shapes in the order of
     theirs, each skipped while its bound is over the keep-th best step so far. A warm start's
-    group (``groups[0]``, :func:`_nearest_first`) is priced first, before any bound."""
+    group (``groups[0]``, :func:`pase.perf.family.nearest_first`) is priced first, before any
+    bound."""
     graphs = {1: graph1}
     cuts: dict[int, dict] = {}  # per graph, the cuts its groups' Shareds share
 
@@ -253,13 +243,13 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
         if micro not in graphs:
             graphs[micro] = build(micro)
         base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
-        return graphs[micro], price_ops(graphs[micro], _probe(base, micro, **options), pricer,
+        return graphs[micro], price_ops(graphs[micro], probe(base, micro, **options), pricer,
                                         copies=copies)
 
     def bounded(group: Group, graph: Graph, ops) -> list[tuple]:
         micro, tp, cp, ep, etp, _ = group
-        probe = _probe(dict(tp=tp, cp=cp, ep=ep, etp=etp), micro, **options)
-        bounds = Bounds(graph, ops, probe, group_collectives(cl, probe, pricer.hw), pricer.hw)
+        one = probe(dict(tp=tp, cp=cp, ep=ep, etp=etp), micro, **options)
+        bounds = Bounds(graph, ops, one, group_collectives(cl, one, pricer.hw), pricer.hw)
         return [(bounds.step(pp, global_batch // (micro * dp), s), pp, dp, s)
                 for pp, dp, schedules in group[5] for s in schedules]
 
@@ -312,23 +302,6 @@ def _pruned_search(run: _Run, groups: list[Group], build, graph1: Graph, pricer:
         search(group, shapes, *priced(group))
 
 
-def recompute_tries(graph: Graph, cl, lay, ops, cache: Shared | None,
-                    keep: Callable[[str], bool] | None = None) -> list[Estimate]:
-    """The recomputation options of one layout worth pricing: none; if it does not fit,
-    selective and full recomputation of the fewest layers per stage that fit (either may
-    be the faster: full recomputation of one layer can cost less than selective of all).
-    ``keep(recompute)``: False skips that option (its bound cannot rank)."""
-    none = evaluate_layout(graph, cl, replace(lay, recompute="none"), ops, cache)
-    if none.fits_memory:
-        return [none]
-    out = [none]
-    if keep is None or keep("selective"):
-        out.append(evaluate_layout(graph, cl, replace(lay, recompute="selective"), ops, cache))
-    if keep is None or keep("full"):
-        out.append(fewest_full(graph, cl, lay, ops, cache))
-    return out
-
-
 def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pricer: Pricer,
            shared: bool, options: dict) -> Iterator[tuple]:
     """Each (graph, its priced ops, their Shared or None, degrees, micro-batch, schedule,
@@ -340,109 +313,12 @@ def _cells(groups: list[Group], build: Callable[[int], Graph], graph1: Graph, pr
             graphs = {1: graph1, micro: build(micro)}  # groups come micro-batch by micro-batch
         graph = graphs[micro]
         base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
-        ops = price_ops(graph, _probe(base, micro, **options), pricer)
+        ops = price_ops(graph, probe(base, micro, **options), pricer)
         cache = Shared(graph, ops) if shared else None
         for pp, dp, schedules in shapes:
             for schedule in schedules:
                 for zero in ZERO_STAGES:
                     yield graph, ops, cache, dict(base, pp=pp, dp=dp), micro, schedule, zero
-
-
-def _family(graph1: Graph, devices: int, per_node: int, global_batch: int, max_micro: int,
-            virtual: tuple[int, ...] | None, kinds: tuple[str, ...], experts: bool,
-            context: bool, options: dict) -> list[Group]:
-    """The family's shapes, without pricing anything; an OptionError naming the reason
-    when there are none."""
-    layers = len({b for b in blocks(graph1) if b is not None})
-    seq = next((d.size for op in graph1.ops for d in op.dims if d.role == "sequence"), 1)
-    expert_count = next((d.size for op in graph1.ops for d in op.dims if d.role == "expert"), 0)
-    combos = []  # (tp, cp, ep, etp) the graph can run (its checks do not depend on the batch)
-    for tp in divisors(devices, per_node):
-        for cp in (divisors(devices // tp) if context and seq >= LONG else [1]):
-            for ep in (divisors(expert_count) if experts and expert_count else [1]):
-                for etp in sorted({1, tp}) if experts and expert_count else [tp]:
-                    try:
-                        check_graph(graph1, _probe(dict(tp=tp, cp=cp, ep=ep, etp=etp), 1, **options))
-                    except OptionError:
-                        continue
-                    combos.append((tp, cp, ep, etp))
-    groups: list[Group] = []
-    for micro in divisors_up_to(global_batch, max_micro):
-        for tp, cp, ep, etp in combos:
-            shapes = []
-            for pp in divisors(devices // (tp * cp), max(layers, 1)):
-                dp = devices // (tp * cp * pp)
-                if global_batch % (micro * dp) or (tp * dp * cp) % (ep * etp):
-                    continue
-                m = global_batch // (micro * dp)
-                shapes.append((pp, dp, schedule_family(pp, m, layers, kinds, virtual)))
-            if shapes:
-                groups.append((micro, tp, cp, ep, etp, shapes))
-    if not groups:
-        raise OptionError(_why_none(devices, per_node, global_batch, layers,
-                                    [(tp, cp) for tp, cp, *_ in combos]))
-    return groups
-
-
-def _nearest_first(groups: list[Group], lay) -> list[Group]:
-    """``groups`` reordered: those sharing more of ``lay``'s (micro-batch, tp, cp, ep, etp)
-    first, and in each the shapes with its pp first (stable otherwise). Each micro-batch's
-    groups stay together, so its graph is built once."""
-    mine = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.expert_tp)
-
-    def far(group: Group) -> tuple:
-        return (group[0] != mine[0], group[0], sum(a != b for a, b in zip(group[1:5], mine[1:])))
-
-    out = []
-    for group in sorted(groups, key=far):
-        *head, shapes = group
-        out.append((*head, sorted(shapes, key=lambda shape: shape[0] != lay.pp)))
-    return out
-
-
-def schedule_family(pp: int, m: int, layers: int, kinds: tuple[str, ...] = SCHEDULE_KINDS,
-                    virtual: tuple[int, ...] | None = None) -> list[str]:
-    """The schedules of the family for ``pp`` stages, ``m`` micro-batches per step and
-    ``layers`` layers (module docstring)."""
-    out = ["1f1b"] if "1f1b" in kinds else []
-    if pp == 1:
-        return out or ["1f1b"]  # one stage: gradient accumulation, whatever the schedule
-    if "interleaved" in kinds and m % pp == 0:
-        chunks = virtual if virtual is not None else range(2, layers // pp + 1)
-        out += [f"interleaved:{v}" for v in sorted(set(chunks)) if pp * v <= layers]
-    if "zb-h1" in kinds and m >= pp:
-        out.append("zb-h1")
-    if "dualpipe" in kinds and pp % 2 == 0 and m >= 2 * pp and m % 2 == 0:
-        out.append("dualpipe")
-    return out
-
-
-def divisors_up_to(n: int, limit: int) -> list[int]:
-    """The divisors of ``n`` not above ``limit`` (``limit`` steps, however large ``n``)."""
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
-
-
-def _why_none(devices: int, per_node: int, global_batch: int, layers: int,
-              pairs: list[tuple[int, int]]) -> str:
-    """Why the family is empty: tp = cp = 1 always runs and micro-batch 1 always divides,
-    so no data-parallel degree divides the global batch."""
-    least = min(devices // (tp * cp * pp) for tp, cp in pairs
-                for pp in divisors(devices // (tp * cp), max(layers, 1)))
-    return (f"no layout of the family exists on {devices} devices for global batch "
-            f"{global_batch}: the data-parallel degree, devices / (tp x cp x pp) with tp up to "
-            f"{per_node} and pp up to {max(layers, 1)} layers, must divide the global batch; "
-            f"the least here is {least}")
-
-
-def _probe(base: dict, micro: int, precision: str, attention: str, dropout: bool):
-    """The layout of one (tp, cp, ep, etp) group on the fewest devices that hold it (the
-    data-parallel degree the fewest that ep x etp needs), for checks and op prices."""
-    tp, cp = base["tp"], base["cp"]
-    folded = base.get("ep", 1) * base.get("etp", tp)
-    dp = folded // math.gcd(tp * cp, folded)
-    return make_layout(dict(base, dp=dp), devices=tp * cp * dp, micro_batch=micro,
-                       global_batch=micro * dp, sequence_parallel=tp > 1, precision=precision,
-                       attention=attention, dropout=dropout)
 
 
 def _key(e: Estimate) -> tuple:

@@ -1,6 +1,6 @@
 """The performance model never returns a number no real step can have.
 
-:func:`pase.perf.step.check_estimate` runs at the end of every priced step: every time
+:func:`pase.perf.estimate.check_estimate` runs at the end of every priced step: every time
 finite and >= 0 (the step and each stage's > 0), the breakdown summing to the step,
 0 < MFU <= HFU <= 1, memory finite and > 0. A broken invariant is an InternalError (a bug;
 exit 1 from the command line), never a printed answer. The property test sweeps random
@@ -24,7 +24,7 @@ from pase.cluster import PRESETS, Cluster, Device, Link
 from pase.cluster.model import DEVICE_RANGES, LINK_RANGES
 from pase.errors import InternalError, OptionError
 from pase.perf import evaluate_layout, make_layout
-from pase.perf.step import check_estimate
+from pase.perf.estimate import check_estimate
 from pase.registry import MODELS
 
 # the zoo models whose ops have a sequence dim (`pase models`; alexnet, resnet, unet... have none)

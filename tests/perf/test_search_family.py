@@ -15,11 +15,12 @@ from pase.api import load_graph
 from pase.cluster import get_cluster
 from pase.errors import OptionError
 from pase.perf import evaluate_layout, make_layout
+from pase.perf.family import family
 from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.layout import check_graph
 from pase.perf.ops import price_ops
-from pase.perf.search import _family, search_layouts
+from pase.perf.search import search_layouts
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -129,7 +130,7 @@ def test_the_family_holds_published_moe_recipes(row_id):
     graph, cluster, lay = published_runs.row_case({**spec, "micro_batch": 1,
                                                    "options": {**spec["options"], "layers": 8}})
     assert lay.ep > 1
-    groups = _family(graph, lay.devices, cluster.devices_per_node, lay.global_batch, 64, None,
+    groups = family(graph, lay.devices, cluster.devices_per_node, lay.global_batch, 64, None,
                      ("1f1b", "interleaved", "zb-h1", "dualpipe"), True, True,
                      dict(precision=lay.precision, attention="fused", dropout=False))
     schedule = lay.schedule if lay.schedule != "interleaved" else f"interleaved:{lay.virtual}"

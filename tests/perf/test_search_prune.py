@@ -14,11 +14,15 @@ from pase.cluster import get_cluster
 from pase.perf import make_layout
 from pase.perf.bound import Bounds, layout_bound
 from pase.perf.comms import group_collectives
+from pase.perf.family import family
+from pase.perf.family import probe as group_probe
 from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.ops import price_ops
-from pase.perf.search import ZERO_STAGES, _family, _probe, recompute_tries, search_layouts
-from pase.perf.step import Shared, evaluate_layout, fewest_full
+from pase.perf.search import ZERO_STAGES, search_layouts
+from pase.perf.shared import Shared
+from pase.perf.step import evaluate_layout, fewest_full
+from pase.perf.tries import recompute_tries
 
 # (model, options, devices, cluster, global batch): a dense GPT, a small MoE (ep, etp,
 # all-to-alls), a long sequence (cp) and a deeper GPT whose stages pipeline
@@ -29,7 +33,14 @@ CASES = {
     "cp": ("gpt3", dict(layers=4, width=256, heads=8, vocab=1024, seq=8192), 8, "h100-sxm", 8),
     "deep": ("gpt3", dict(layers=8, width=1024, heads=16, vocab=1024, seq=2048), 32, "h100-sxm",
              32),
+    # a MoE in fp8 (its linear layers' quantised copies in memory and time), long sequences
+    # (cp) and memory tight enough that some layouts fit with no recomputation, some with
+    # selective, some with 1 to 4 fully recomputed layers, and some not at all
+    "moe-fp8": ("mixtral-8x7b", dict(layers=4, width=8192, heads=32, kv_heads=8, ff=28672,
+                                     experts=4, top_k=2, vocab=512, seq=16384), 4, "h100-sxm", 8),
 }
+PRECISION = {"moe-fp8": "fp8"}
+STRIDE = {"moe-fp8": 3}  # its bounds checked on every third layout (time)
 
 
 @lru_cache(maxsize=None)
@@ -43,13 +54,15 @@ def _ranking(result):
 
 
 @pytest.mark.parametrize("case,keep", [("gpt", 5), ("moe", 5), ("cp", 5), ("deep", 3),
-                                       ("moe", 12)])
+                                       ("moe", 12), ("moe-fp8", 5)])
 def test_the_pruned_search_ranks_as_the_whole_family_does(case, keep):
     _, _, devices, cluster, batch = CASES[case]
     def build(m):
         return graph(case, m)
-    whole = search_layouts(build, devices, cluster, batch, keep=keep, prune=False)
-    pruned = search_layouts(build, devices, cluster, batch, keep=keep)
+    precision = PRECISION.get(case, "bf16")
+    whole = search_layouts(build, devices, cluster, batch, keep=keep, prune=False,
+                           precision=precision)
+    pruned = search_layouts(build, devices, cluster, batch, keep=keep, precision=precision)
     assert whole.pruned == 0 and pruned.pruned > 0
     assert pruned.family == whole.family and pruned.priced < whole.priced
     assert pruned.best.layout == whole.best.layout
@@ -57,22 +70,24 @@ def test_the_pruned_search_ranks_as_the_whole_family_does(case, keep):
     assert len(pruned.ranked) == min(keep, whole.fitting)
 
 
-@pytest.mark.parametrize("case", ["gpt", "moe", "cp"])
+@pytest.mark.parametrize("case", ["gpt", "moe", "cp", "moe-fp8"])
 def test_every_bound_is_at_most_every_step_of_its_layouts(case):
     """For each layout of the family: the shape's compute-only bound and the layout's bound
     are at most the step of each recomputation the search prices, and of full
     recomputation of every layer and of one layer per stage."""
     model, _, devices, cluster, batch = CASES[case]
     cl = get_cluster(cluster, devices)
-    pricer = make_pricer(cl.device, achieved(cl.device), "bf16")
-    options = dict(precision="bf16", attention="fused", dropout=False)
-    groups = _family(graph(case, 1), devices, cl.devices_per_node, batch, 2, None,
+    precision = PRECISION.get(case, "bf16")
+    pricer = make_pricer(cl.device, achieved(cl.device), precision)
+    options = dict(precision=precision, attention="fused", dropout=False)
+    groups = family(graph(case, 1), devices, cl.devices_per_node, batch, 2, None,
                      ("1f1b", "interleaved", "zb-h1", "dualpipe"), True, True, options)
-    checked = 0
+    checked = seen = nowhere = 0
+    fitting = set()  # the recomputations found to fit
     for micro, tp, cp, ep, etp, shapes in groups:
         g = graph(case, micro)
         base = dict(tp=tp, cp=cp, ep=ep, etp=etp)
-        probe = _probe(base, micro, **options)
+        probe = group_probe(base, micro, **options)
         ops = price_ops(g, probe, pricer)
         shared = Shared(g, ops)
         bounds = Bounds(g, price_ops(g, probe, pricer, copies=False), probe,
@@ -81,6 +96,9 @@ def test_every_bound_is_at_most_every_step_of_its_layouts(case):
             for schedule in schedules:
                 shape = bounds.step(pp, batch // (micro * dp), schedule)
                 for zero in ZERO_STAGES:
+                    seen += 1
+                    if seen % STRIDE.get(case, 1):
+                        continue
                     lay = make_layout(dict(base, pp=pp, dp=dp), devices=devices,
                                       micro_batch=micro, global_batch=batch, schedule=schedule,
                                       zero=zero, sequence_parallel=tp > 1, **options)
@@ -99,8 +117,20 @@ def test_every_bound_is_at_most_every_step_of_its_layouts(case):
                     for rc, priced in (("selective", [selective]), ("full", full)):
                         again = layout_bound(shared, lay, coll, pricer, True, rebuilt=rc)
                         assert layout <= again <= min(e.step_seconds for e in priced), (lay, rc)
+                    # the search's memory check without the times is the priced memory
+                    for e in tries:
+                        assert shared.memory(e.layout, coll, pricer, True) == e.memory_bytes
+                        if e.fits_memory:
+                            fitting.add((e.layout.recompute, e.layout.recompute_layers > 0))
+                    alone = fewest_full(g, cl, lay, ops)  # by pricing each, no Shared
+                    assert alone.layout == full[-1].layout
                     # infinite only where no recomputation fits
                     assert fits in (layout, math.inf)
                     assert fits == layout or not any(e.fits_memory for e in tries)
+                    nowhere += not any(e.fits_memory for e in tries)
                     checked += 1
     assert checked > 100
+    if case == "moe-fp8":  # every way of fitting, and layouts that fit in none
+        assert fitting == {("none", False), ("selective", False), ("full", False),
+                           ("full", True)}, fitting
+        assert nowhere > 0
