@@ -337,7 +337,7 @@ def layout_rules(case: Case, plan, costs: dict[str, Any]) -> tuple[float, float]
     import numpy as np
 
     from pase.cost_models.calibrated_plan import _collectives
-    from pase.pipeline.stages import stage_cost_model
+    from pase.pipeline.stage_model import stage_cost_model
     from pase.space import ConfigSpace
     from pase.work.variants import apply_variant
 

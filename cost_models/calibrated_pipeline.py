@@ -6,7 +6,7 @@ A pipeline plan (:class:`pase.pipeline.PipelinePlan`: stages of contiguous ops, 
 splits and variants on its own mesh, ``m`` micro-batches, a schedule) is priced stage by
 stage (:func:`stage_terms`, which the pipeline search's stage prices use too): each stage's Problem is the one the
 pipeline search prices a stage with (the calibrated model at one micro-batch on the
-stage's ``d`` devices, :func:`pase.pipeline.stages.stage_cost_model`), and its terms are
+stage's ``d`` devices, :func:`pase.pipeline.stage_model.stage_cost_model`), and its terms are
 :func:`pase.cost_models.calibrated_plan.tally`'s over the stage's ops. Per micro-batch a
 stage takes its kernels, critical collectives, ZeRO-3's gathers (exposed as the layout
 path has them), the re-layouts between its own ops and, each way, the sends of the
@@ -132,7 +132,7 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     Problem, choice)``. The pipeline search charges its stages with it too
     (:func:`pase.pipeline.price.stage_price`)."""
     from pase import api
-    from pase.pipeline.stages import stage_cost_model
+    from pase.pipeline.stage_model import stage_cost_model
 
     m = microbatches
     model = stage_cost_model({**costs, "microbatches": m}, m, "calibrated")

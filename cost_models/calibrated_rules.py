@@ -134,7 +134,7 @@ class CalibratedRules(AlphaBetaCostModel):
         ep_overlap: hide the experts' all-to-alls behind another micro-batch's compute, as
             ``pase evaluate --layout --ep-overlap on`` does; ``auto`` (default): when there
             is another micro-batch (``microbatches > 1``; a pipeline stage's model is told
-            its step's count, :func:`pase.pipeline.stages.stage_cost_model`), as the layout
+            its step's count, :func:`pase.pipeline.stage_model.stage_cost_model`), as the layout
             family's ``--ep-overlap auto`` decides.
         split: on a mixed cluster, ``even`` tiles (default: the slowest type paces an op)
             or ``balanced`` batch shares by device speed (docs/heterogeneous.md). No

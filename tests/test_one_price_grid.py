@@ -288,7 +288,7 @@ def test_ep_overlap_auto_hides_the_exchange_when_another_micro_batch_runs():
     assert got == on < off
     assert _mixtral_exchange("auto", m=1)[0] == _mixtral_exchange(False, m=1)[0]
     # a pipeline stage's model prices one micro-batch of m: it is told the step's m
-    from pase.pipeline.stages import stage_cost_model
+    from pase.pipeline.stage_model import stage_cost_model
 
     assert stage_cost_model({"cluster": A100}, 4, "calibrated").ep_overlap is True
     assert stage_cost_model({"cluster": A100}, 1, "calibrated").ep_overlap is False

@@ -189,7 +189,7 @@ def test_stage_cost_charges_a_quarter_of_the_gradient_sync_per_micro_batch():
 
     import numpy as np
 
-    from pase.pipeline.stages import stage_cost_model
+    from pase.pipeline.stage_model import stage_cost_model
     from pase.space import ConfigSpace
 
     graph = api.load_graph("mlp", batch=8, width=256)

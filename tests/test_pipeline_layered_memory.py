@@ -11,7 +11,7 @@ import numpy as np
 from pase import api
 from pase.costing import tied_connections
 from pase.pipeline.layered import build
-from pase.pipeline.stages import stage_cost_model
+from pase.pipeline.stage_model import stage_cost_model
 from pase.space import ConfigSpace
 
 

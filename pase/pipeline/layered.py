@@ -119,7 +119,7 @@ class Layered:
 
 def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> Layered:
     """The Layered of ``graph`` on ``space``'s devices priced by ``model`` (a stage model of
-    :func:`pase.pipeline.stages.stage_cost_model`: calibrated with its tail apart, or
+    :func:`pase.pipeline.stage_model.stage_cost_model`: calibrated with its tail apart, or
     alpha-beta)."""
     devices = space.devices
     apart = hasattr(model, "once_costs")

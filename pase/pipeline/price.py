@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pase.pipeline.stages import StageOracle, StageResult, stage_cost_model
+from pase.pipeline.stage_model import stage_cost_model
+from pase.pipeline.stages import StageOracle, StageResult
 
 
 @dataclass(frozen=True)
