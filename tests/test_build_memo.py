@@ -106,3 +106,15 @@ def _sharing(arrays):
     """Per array, the index of the first one that is the same object."""
     first = {}
     return [first.setdefault(id(a), i) for i, a in enumerate(arrays)]
+
+
+def test_vectorised_undominated_equals_the_per_config_pass():
+    from pase.costing.variants import _undominated, _undominated_all
+
+    rng = np.random.default_rng(7)
+    # few distinct values: ties and mutual covering, where the greedy order matters
+    terms = rng.integers(0, 3, size=(8, 5, 400)).astype(np.float64)
+    terms[:, 0] *= 1.0 + rng.choice([0.0, 1e-12, 0.5], size=terms[:, 0].shape)
+    kept = _undominated_all(terms)
+    for k in range(terms.shape[2]):
+        assert np.flatnonzero(kept[:, k]).tolist() == _undominated(terms[:, :, k])
