@@ -47,6 +47,7 @@ defaults, a vertex's candidates are configs x kept variants (pase.costing.varian
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import numpy as np
@@ -368,7 +369,7 @@ class AlphaBetaCostModel(CostModel):
             else:
                 key = ("moved mask", type(self), self.p, self.bytes_per_element, self.optimizer,
                        tuple(getattr(self, "padded_roles", ())), vkey, tag)
-                masks.append(memoised(key, lambda: self._moved_mask(op, configs, tag)))
+                masks.append(memoised(key, functools.partial(self._moved_mask, op, configs, tag)))
         return masks[0], masks[1]
 
     def _moved_mask(self, op: Op, configs: np.ndarray, tag: str) -> np.ndarray:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Hashable
 
 import numpy as np
 
+from pase.costing.keys import build_memo
 from pase.deadline import check as check_deadline
 from pase.errors import OptionError, TooLargeError, check_float
-from pase.costing.keys import build_memo
 from pase.ir import Graph, Op, Port
 from pase.space import ConfigSpace
 
