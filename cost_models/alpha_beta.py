@@ -47,6 +47,7 @@ defaults, a vertex's candidates are configs x kept variants (pase.costing.varian
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import numpy as np
@@ -55,6 +56,7 @@ from pase.cluster import PRECISIONS, Cluster, get_cluster
 from pase.cost_models import alpha_beta_edges as edges
 from pase.cost_models import alpha_beta_hetero as hetero
 from pase.costing import CostModel, array_key, op_signature, tied_connections
+from pase.costing.keys import memoised
 from pase.errors import OptionError
 from pase.gather import outer_take
 from pase.ir import Graph, Op, Port
@@ -355,15 +357,32 @@ class AlphaBetaCostModel(CostModel):
         in_tag = next((f"in{i}" for i, q in enumerate(consumer.inputs) if q is input), None)
         masks = []
         for op, configs, tag in ((producer, src_configs, out_tag), (consumer, dst_configs, in_tag)):
-            mask = np.zeros((len(configs), 1), dtype=np.int64)
-            if tag is not None and tag in self.moved.get(op.name, ()):
-                owns, _ = owned_axes(op, configs, self.p)
-                weights = np.left_shift(np.int64(1), np.arange(owns.shape[2], dtype=np.int64))
-                for c in self.op_collectives(op, configs):
-                    if c.port == tag and c.dims:
-                        mask[:, 0] |= (owns[:, list(c.dims), :].any(axis=1) * weights).sum(axis=1)
-            masks.append(mask)
+            if tag is None or tag not in self.moved.get(op.name, ()):
+                masks.append(np.zeros((len(configs), 1), dtype=np.int64))
+                continue
+            # One layer's op and its copies in the others have equal masks: within a
+            # build, computed once per vertex key (exact for the work formulas, whose
+            # collectives the mask reads) and what else the work reads of the model.
+            vkey = self.vertex_key(op, configs)
+            if vkey is None:
+                masks.append(self._moved_mask(op, configs, tag))
+            else:
+                key = ("moved mask", type(self), self.p, self.bytes_per_element, self.optimizer,
+                       tuple(getattr(self, "padded_roles", ())), vkey, tag)
+                masks.append(memoised(key, functools.partial(self._moved_mask, op, configs, tag)))
         return masks[0], masks[1]
+
+    def _moved_mask(self, op: Op, configs: np.ndarray, tag: str) -> np.ndarray:
+        """``(K, 1)``: per config, the mesh-axis mask of ``op``'s all-reduces on port
+        ``tag`` (read-only: a build memo may hand it to several edges)."""
+        mask = np.zeros((len(configs), 1), dtype=np.int64)
+        owns, _ = owned_axes(op, configs, self.p)
+        weights = np.left_shift(np.int64(1), np.arange(owns.shape[2], dtype=np.int64))
+        for c in self.op_collectives(op, configs):
+            if c.port == tag and c.dims:
+                mask[:, 0] |= (owns[:, list(c.dims), :].any(axis=1) * weights).sum(axis=1)
+        mask.flags.writeable = False
+        return mask
 
     def _seconds(self, forward: np.ndarray, backward: np.ndarray, fwd_axes: np.ndarray,
                  bwd_axes: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@
 - :mod:`pase.costing.variants`: candidates as configs x variants (ZeRO, recompute).
 
 The names below are the interface cost models and tools import
-(``from pase.costing import CostModel``). ``keys`` and ``shape`` import nothing else
-of the package, ``variants`` builds on them and ``model`` on all three.
+(``from pase.costing import CostModel``). ``keys`` imports nothing else of the
+package, ``shape`` only ``keys``, ``variants`` builds on them and ``model`` on all three.
 """
 from pase.costing.keys import array_key, op_signature, pairwise
 from pase.costing.model import CostModel

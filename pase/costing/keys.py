@@ -4,7 +4,9 @@ vertex vector and edge matrix once (:meth:`~pase.costing.CostModel.edge_key`,
 """
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -61,5 +63,52 @@ def array_key(*parts: object) -> tuple:
         >>> array_key(np.array([1, 2])) == array_key(np.array([[1, 2]]))
         False
     """
-    return tuple((p.shape, p.dtype.str, p.tobytes()) if isinstance(p, np.ndarray) else p
+    return tuple((p.shape, p.dtype.str, _bytes_of(p)) if isinstance(p, np.ndarray) else p
                  for p in parts)
+
+
+def _bytes_of(array: np.ndarray) -> bytes:
+    """``array.tobytes()``; inside a :func:`build_memo`, one bytes object per read-only
+    array that owns its data (a space's configs, a memoised placement): keys built
+    from one array then hash it once (a bytes object keeps its hash) and compare
+    equal by identity, where a fresh copy per key hashed every byte again."""
+    memo = _MEMO.get()
+    if memo is None or array.flags.writeable or not array.flags.owndata:
+        return array.tobytes()
+    got = memo.get(("bytes", id(array)))
+    if got is None or got[0] is not array:  # the array is held: its id is not reused
+        got = memo[("bytes", id(array))] = (array, array.tobytes())
+    return got[1]
+
+
+# The memo of the Problem build in progress (:func:`build_memo`); None outside one
+# (a context variable: a build in another thread has its own).
+_MEMO: ContextVar[dict | None] = ContextVar("pase_build_memo", default=None)
+
+
+@contextmanager
+def build_memo() -> Iterator[None]:
+    """A memo that lives while one Problem is keyed or built (:func:`memoised`): a
+    value computed for one layer's op serves its copies in every other layer, and
+    nothing outlives the build (a model edited between builds never reads a stale one).
+    Nested scopes share the outer one's memo."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def memoised(key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered under ``key`` inside a :func:`build_memo` scope (computed
+    afresh outside one). ``key`` must hold everything ``compute`` reads: a key that
+    misses one input makes two different values share one entry."""
+    memo = _MEMO.get()
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Hashable
 
 import numpy as np
 
+from pase.costing.keys import build_memo
 from pase.deadline import check as check_deadline
 from pase.errors import OptionError, TooLargeError, check_float
 from pase.ir import Graph, Op, Port
@@ -163,13 +164,14 @@ def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None
     edges = sorted(by_pair)
     shared_with: list[int] = []
     first_with_key: dict[Hashable, int] = {}
-    for e, pair in enumerate(edges):
-        conns = by_pair[pair]
-        key = None
-        if cost_model is not None:
-            check_deadline(f"keying edge {e + 1} of {len(edges)}")
-            key = _edge_sum_key(graph, space, cost_model, conns)
-        shared_with.append(e if key is None else first_with_key.setdefault(key, e))
+    with build_memo():  # what one layer's edges compute serves the other layers' (keys.py)
+        for e, pair in enumerate(edges):
+            conns = by_pair[pair]
+            key = None
+            if cost_model is not None:
+                check_deadline(f"keying edge {e + 1} of {len(edges)}")
+                key = _edge_sum_key(graph, space, cost_model, conns)
+            shared_with.append(e if key is None else first_with_key.setdefault(key, e))
     vertex_shared_with: list[int] = []
     if cost_model is not None:
         first_with_vertex_key: dict[Hashable, int] = {}

@@ -110,16 +110,15 @@ def variant_terms(model: Any, op: Op, configs: np.ndarray, choices: list[Variant
     for dims, _ in groups.values():
         if dims:
             sharded |= np.prod(configs[:, list(dims)], axis=1) > 1
-    cost, mem = [terms[0, 0]], [terms[0, 1]]
-    config_of = [np.arange(K)]
     variant_of = [Variant(choices[0].zero if sharded[k] else 0, choices[0].recompute) for k in range(K)]
-    for k in range(K):
-        for i in _undominated(terms[:, :, k])[1:]:
-            cost.append(terms[i, 0, k:k + 1])
-            mem.append(terms[i, 1, k:k + 1])
-            config_of.append(np.array([k]))
-            variant_of.append(Variant(choices[i].zero if sharded[k] else 0, choices[i].recompute))
-    return np.concatenate(cost), np.concatenate(mem), np.concatenate(config_of), variant_of
+    # the kept variants past the base, config by config, each config's in choice order
+    ks, extra = np.nonzero(_undominated_all(terms)[1:].T)
+    extra = extra + 1
+    variant_of += [Variant(choices[i].zero if sharded[k] else 0, choices[i].recompute)
+                   for k, i in zip(ks.tolist(), extra.tolist())]
+    return (np.concatenate([terms[0, 0], terms[extra, 0, ks]]),
+            np.concatenate([terms[0, 1], terms[extra, 1, ks]]),
+            np.concatenate([np.arange(K), ks.astype(np.int64)]), variant_of)
 
 
 def _criteria(model: Any, work: Any) -> np.ndarray:
@@ -147,6 +146,23 @@ def _undominated(rows: np.ndarray) -> list[int]:
         if not any(_covers(rows[j], rows[i]) for j in kept):
             kept = [j for j in kept if j == 0 or not _covers(rows[i], rows[j])]
             kept.append(i)
+    return kept
+
+
+def _undominated_all(terms: np.ndarray) -> np.ndarray:
+    """:func:`_undominated` for every config at once: ``terms`` is ``(choices, criteria, K)``;
+    returns the ``(choices, K)`` mask of the kept rows (the same greedy pass, vectorised)."""
+    a, b = terms[:, None], terms[None, :]  # covers[j, i, k]: row j covers row i at config k
+    covers = (a[:, :, 0] <= b[:, :, 0] + TIME_RTOL * np.abs(b[:, :, 0])) & \
+        (a[:, :, 1:] <= b[:, :, 1:]).all(axis=2)
+    kept = np.zeros((len(terms), terms.shape[2]), dtype=bool)
+    kept[0] = True
+    for i in range(1, len(terms)):
+        add = ~(covers[:, i] & kept).any(axis=0)
+        dropped = covers[i] & add
+        dropped[0] = False
+        kept &= ~dropped
+        kept[i] = add
     return kept
 
 
