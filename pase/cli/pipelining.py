@@ -53,7 +53,8 @@ def solve_pipeline_result(args: argparse.Namespace,
         memory_cap=args.memory_cap, cutoff=args.cutoff,
         powers_of_two=True,  # stage spaces: power-of-two split factors (docs/pipelines.md)
         model_options=key_values(args.model_option, "--model-option"),
-        progress=lambda m: print(m, file=sys.stderr, flush=True) if args.format != "json" else None,
+        # on stderr whatever the format, as --layouts reports: a long search is never silent
+        progress=lambda m: print(m, file=sys.stderr, flush=True),
         cost_model=costs["cost_model"],
         deadline=deadline if deadline is not None else Deadline(args.time_limit), **search)
     text = plan.describe()

@@ -193,11 +193,11 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                 progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
                          f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
     except TimeLimitError as exc:
+        if best is None:
+            raise  # the caller's one-line error says it all
         if progress:
             progress(f"time limit: the search stopped at m={m} ({exc}); "
-                     + ("no plan found yet" if best is None else f"best so far {best.cost:.6g} s"))
-        if best is None:
-            raise
+                     f"best so far {best.cost:.6g} s")
         best.stopped = True
     if best is not None:
         best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
