@@ -65,7 +65,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         time_limit: wall seconds from the call (loading the model counts); ``deadline``
             instead: a :class:`~pase.deadline.Deadline` the caller started (``pase solve``
             starts one when the command starts). The search checks it between stage
-            solves (a solve itself runs to its end); past it, the best plan found so far
+            solves and a stage's dp between its steps (a cut solve is dropped); past it,
+            the best plan found so far
             is returned, ``feasible``, its ``search["stopped"]`` ``"time limit"``, with the
             bound of the searches that finished (none if the first was cut); OptionError
             when none was found.
