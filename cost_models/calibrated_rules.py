@@ -18,7 +18,8 @@ plan they find can be priced by it (:mod:`pase.cost_models.calibrated_plan`):
   but for the overlap tax; ZeRO-3's parameter gathers each micro-batch, hidden
   behind the compute they prefetch for, but for the tax;
 - **re-layouts** on edges: the bytes :mod:`pase.work.relayout` counts, at the
-  achieved bus bandwidth of the links they cross, each micro-batch;
+  achieved bus bandwidth of the links they cross, each micro-batch (priced by
+  :mod:`pase.cost_models.calibrated_edges`, a mixin of this class);
 - **the optimizer step**: Adam's traffic over the parameters a device updates
   (30 bytes each) at HBM speed;
 - **memory**: mixed-precision states (2 + 2 + 12 bytes a parameter: weight,
@@ -30,6 +31,9 @@ A vocabulary may split by a factor that does not divide it: each device holds
 ``ceil(V / f)``, padded, as Megatron-LM pads it and the layout path prices it
 (:mod:`pase.cost_models.calibrated_padding`; the space holds such splits only for this
 model, :data:`padded_roles`).
+
+An op's priced work (:class:`PricedWork`) and the collectives it keeps are
+:mod:`pase.cost_models.calibrated_work`'s, which the plan pricing reads too.
 
 Candidates are configs times variants (ZeRO stage, recomputation; :mod:`pase.costing.variants`).
 ``recompute``: ``none``; ``selective`` (the attention core recomputed); ``full``
@@ -46,19 +50,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from functools import partial
 
 import numpy as np
 
-from pase.cluster import PRECISIONS, Cluster, Link, get_cluster
-from pase.cost_models import alpha_beta_edges as edges
+from pase.cluster import PRECISIONS, Cluster, get_cluster
 from pase.cost_models import calibrated_hetero as hetero
 from pase.cost_models import calibrated_padding as padding
 from pase.cost_models.alpha_beta import AlphaBetaCostModel, movable_collectives
-from pase.costing import array_key
+from pase.cost_models.calibrated_edges import CalibratedEdges
+from pase.cost_models.calibrated_work import (
+    PricedWork,
+    kept_collectives,
+    parameter_elements,
+    recomputes,
+)
 from pase.errors import OptionError
-from pase.gather import outer_take
-from pase.ir import Graph, Op, Port
+from pase.ir import Graph, Op
 from pase.perf.comms import bucket_latency, collective_seconds
 from pase.perf.context import OpContext, op_contexts, recomputed
 from pase.perf.hardware import Achieved, achieved
@@ -71,45 +78,24 @@ from pase.perf.kernels import (
     make_pricer,
     memory_bound_time,
 )
-from pase.perf.layout import experts_of, padded_extent
+from pase.perf.layout import padded_extent
 from pase.perf.step import OPTIMIZER_BYTES, OPTIMIZER_KERNELS
 from pase.problem import Problem
 from pase.space import PADDED_ROLES, ConfigSpace
 from pase.work import op_work
-from pase.work.layout import axis_sizes, owned_axes
+from pase.work.layout import owned_axes
 from pase.work.mapping import group_topology
 from pase.work.memory import FP32_BYTES, kept_bytes, state_split
 from pase.work.ops import Collective, OpWork, owned_parameters
-from pase.work.relayout import relayout_matrix
 from pase.work.tiles import port_tiles
-from pase.work.variants import Variant, owned_weight_indices
+from pase.work.variants import Variant
 
 RECOMPUTE = ("none", "selective", "full", "auto")
 MAX_MICROBATCHES = 1_000_000  # more micro-batches in one step than any training run takes
 _KIND = {"exchange": "send"}  # pase.work's point-to-point exchange is a send
-# a loss's mean over split rows: reported, not on the training path (the gradient's mean
-# is the data-parallel sync's; Megatron-LM averages the loss for its log), so not charged
-REPORTED = ("loss mean",)
-# a vocabulary-parallel loss: one fp32 all-reduce of each row's max and sum, as the layout
-# path prices it (its label logit travels with the sum; its backward needs no statistics)
-LOSS_STATISTICS, LOSS_FOLDED = "max and sum", ("label logit", "row sum of the gradient")
-MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
 
-@dataclasses.dataclass(frozen=True)
-class PricedWork(OpWork):
-    """An op's work with the calibrated model's extras per config."""
-
-    forward_seconds: np.ndarray | None = None  # kernels, one micro-batch
-    backward_seconds: np.ndarray | None = None
-    base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
-    block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
-    # per weight, its elements a device holds, where configs pad (calibrated_padding): the
-    # ZeRO state of a variant reads them (pase.work.variants); None: the port's exact tiles
-    weight_tiles: tuple[np.ndarray, ...] | None = None
-
-
-class CalibratedRules(AlphaBetaCostModel):
+class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
     """The performance model's rules as a cost model (module docstring); registered, with
     its plan pricing and certified search, as
     :class:`pase.cost_models.calibrated.CalibratedCostModel`.
@@ -255,7 +241,7 @@ class CalibratedRules(AlphaBetaCostModel):
         e = self.bytes_per_element
         base = op_work(op, configs, e, "adam")
         ctx = self.context(op)
-        colls = self._kept_collectives(op, base.collectives)
+        colls = kept_collectives(op, base.collectives, ctx.shares_input_gradient, e)
         if self.cluster.groups:  # each config on its prefix's device types
             fwd, bwd = hetero.kernels(self, op, configs, base, ctx)
         else:
@@ -278,26 +264,9 @@ class CalibratedRules(AlphaBetaCostModel):
         if parts is not None:
             return padding.stitched(op, configs, [(rows, self.work(padded, configs[rows]))
                                                   for padded, rows in parts]).collectives
-        return self._kept_collectives(op, op_work(op, configs, self.bytes_per_element).collectives)
-
-    def _kept_collectives(self, op: Op, collectives: tuple) -> tuple:
-        """``op``'s collectives less the ones another op runs for it: a tied matrix's
-        gradient is synced once, by its owner; partial input gradients of a tensor
-        several projections read are summed into the first reader's all-reduce; the
-        loss's mean over split rows is only reported (:data:`REPORTED`) and its statistics
-        over a split vocabulary take one all-reduce (:data:`LOSS_STATISTICS`), as the
-        layout path has them."""
-        owned = owned_weight_indices(op)
-        colls = tuple(c for c in collectives if (c.phase != "gradient" or c.weight is None
-                                                 or c.weight in owned) and c.label not in REPORTED)
-        if self.context(op).shares_input_gradient:
-            colls = tuple(c for c in colls if not (c.phase == "backward" and c.port == "in0"))
-        if op.kind == "SoftmaxCrossEntropy":
-            colls = tuple(dataclasses.replace(c, nbytes=c.nbytes / self.bytes_per_element
-                                              * 2 * FP32_BYTES, rounds=np.ones_like(c.rounds))
-                          if c.label == LOSS_STATISTICS else c
-                          for c in colls if c.label not in LOSS_FOLDED)
-        return merged_syncs(colls)
+        e = self.bytes_per_element
+        return kept_collectives(op, op_work(op, configs, e).collectives,
+                                self.context(op).shares_input_gradient, e)
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
                  ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
@@ -465,320 +434,6 @@ class CalibratedRules(AlphaBetaCostModel):
         q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
         nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
         return q, nodes
-
-    # -- edges at achieved bandwidth, each micro-batch ----------------------------------
-    @property
-    def link_cluster(self) -> Cluster:
-        """The cluster with its links at the bus bandwidth NCCL achieves on them."""
-        cl = self.cluster
-        return dataclasses.replace(
-            cl, intra=Link(cl.intra.bandwidth_gbps * self.hw.nvlink, cl.intra.latency_us),
-            inter=Link(cl.inter.bandwidth_gbps * self.hw.network, cl.inter.latency_us))
-
-    def edge_costs(self, producer: Op, output: Port, src_configs: np.ndarray,
-                   consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray:
-        padded = self._padded_pairs(self.edge_costs, producer, output, src_configs, consumer,
-                                    input, dst_configs)
-        if padded is not None:
-            return padded
-        if self.devices is None:
-            return self._at(src_configs, dst_configs).edge_costs(producer, output, src_configs,
-                                                                 consumer, input, dst_configs)
-        if self.cluster.groups:  # each pair of configs on its prefixes
-            full = hetero.edge_costs(self, producer, output, src_configs, consumer, input,
-                                     dst_configs)
-            tied = self.tied_sync(producer, output, src_configs, consumer, input, dst_configs,
-                                  across=True)
-            return full if tied is None else full + self.hw.overlap * self.once_share * tied
-        links = self.link_cluster
-        extra_s, extra_d = self._moved_groups(producer, output, src_configs, consumer, input,
-                                              dst_configs)
-        parts, src_of, dst_of, src, dst = relayout_matrix(
-            producer, output, src_configs, consumer, input, dst_configs, self.p, small=True,
-            src_extra=extra_s, dst_extra=extra_d)
-        forward = np.zeros_like(parts[0]) if self.shared_read(consumer, input) else parts[0]
-        seconds = edges.edge_seconds(links, self.p, self.bytes_per_element, forward, *parts[1:])
-        full = outer_take(seconds * self.microbatches, src_of, dst_of)
-        exchange = self._exchange(producer, output, src_configs, consumer, input, dst_configs)
-        if exchange is not None:  # the tokens' all-to-all instead of the re-layout
-            mask, a2a = exchange
-            full = np.where(mask, a2a * self.microbatches, full)
-        ring = self._ring(producer, output, src_configs, consumer, input, dst_configs)
-        if ring is not None:  # context parallelism's key/value ring instead of the re-layout
-            mask, sends = ring
-            full = np.where(mask, sends * self.microbatches, full)
-        if extra_s is not None:  # the GEMM all-reduces moved here, as a reduce-scatter or whole
-            moved = edges.moved_seconds(links, self.p, self.bytes_per_element, output.shape, src,
-                                        dst, parts)
-            moved = outer_take(moved * self.microbatches, src_of, dst_of)
-            # the ring's backward passes the keys' and values' gradients round: no all-reduce
-            full = full + (moved if ring is None else np.where(ring[0], 0.0, moved))
-        if self.tp_overlap and "Einsum" in (producer.kind, consumer.kind) and not \
-                {"MoEDispatch", "MoECombine"} & {producer.kind, consumer.kind}:
-            full = self._hidden(full, producer, src_configs, consumer, dst_configs)
-        tied = self.tied_sync(producer, output, src_configs, consumer, input, dst_configs)
-        if tied is not None:  # a gradient sync: once a step, behind the backward pass
-            full = full + self.hw.overlap * self.once_share * tied
-        return full
-
-    def shared_read(self, consumer: Op, input: Port) -> bool:
-        """Whether ``input`` is the tensor a later projection reads beside the first reader
-        (a gated MLP's up beside its gate: Megatron-LM's one fused GEMM): the first
-        reader's re-layout brings it, as its all-reduce sums the input gradients and the
-        expert exchange serves both, so this edge moves nothing forward."""
-        return self.context(consumer).shares_input_gradient and input is consumer.inputs[0]
-
-    def tied_sync(self, owner: Op, owner_port: Port, src_configs: np.ndarray, user: Op,
-                  user_port: Port, dst_configs: np.ndarray, across: bool = False
-                  ) -> np.ndarray | None:
-        """Seconds alone (once a step) of a tied matrix's extra gradient sync, per pair of
-        configs of its owner and its user, or None when the edge is not a tied one.
-
-        The user's weight gradient is partial over the devices splitting the user's dims
-        the matrix does not map (a head's batch). The owner's own all-reduce sums it
-        where it runs over those devices too (both split the batch alike); over the rest
-        the whole matrix's gradient is reduce-scattered, and gathered again where the
-        owner keeps more of it than that leaves on a device (a replicated owner). The
-        edge's re-layout moves the summed gradient into the owner's layout; the user's
-        own gradient all-reduce is dropped (the matrix is its owner's).
-
-        On a mixed cluster, each pair on the larger of its two prefixes (the prefix's
-        model prices a pair on one prefix inside its edge; ``across``: only the pairs on
-        two prefixes, which :func:`calibrated_hetero.edge_costs` prices without it)."""
-        if user.attrs.get("tied") != owner.name or \
-                not any(owner_port is w for w in owner.weights) or \
-                not any(user_port is w for w in user.weights):
-            return None
-        padded = self._padded_pairs(partial(self.tied_sync, across=across), owner, owner_port,
-                                    src_configs, user, user_port, dst_configs)
-        if padded is not None:
-            return padded
-        src = np.asarray(src_configs, dtype=np.int64)
-        dst = np.asarray(dst_configs, dtype=np.int64)
-        out = np.zeros((len(src), len(dst)))
-        if self.cluster.groups and self.devices is not None:
-            pu, pv = hetero.placed(self, src), hetero.placed(self, dst)
-            for nu in np.unique(pu).tolist():
-                rows = np.flatnonzero(pu == nu)
-                for nv in np.unique(pv).tolist():
-                    if across and nu == nv:
-                        continue
-                    cols = np.flatnonzero(pv == nv)
-                    sub = hetero.at_prefix(self, max(nu, nv))
-                    out[np.ix_(rows, cols)] = sub.tied_sync(owner, owner_port, src[rows], user,
-                                                            user_port, dst[cols])
-            return out
-        udims, odims = _unmapped(user, user_port), _unmapped(owner, owner_port)
-        q = np.prod(dst[:, udims], axis=1) if udims else np.ones(len(dst), np.int64)
-        if not (q > 1).any():
-            return out
-        owns_u, off_u = owned_axes(user, dst, self.p)
-        owns_o, off_o = owned_axes(owner, src, self.p)
-        axes_u = owns_u[:, udims, :].any(axis=1)  # (Kd, mesh axes) the user's group spans
-        axes_o = owns_o[:, odims, :].any(axis=1) if odims else \
-            np.zeros((len(src), owns_o.shape[2]), dtype=bool)
-        sizes = np.asarray(axis_sizes(self.p), dtype=np.int64)
-        # the user's group's mesh axes the owner's sync does not run over
-        left = axes_u[None, :, :] & ~axes_o[:, None, :]
-        n = np.prod(np.where(left, sizes, 1), axis=2)
-        off = off_u[None, :] | off_o[:, None]  # off the mesh: no common axes to rely on
-        n = np.where(off, q[None, :], n)
-        e = self.bytes_per_element
-        whole = float(np.prod(owner_port.shape)) * e
-        nodes, _ = group_topology(user, dst, udims, self.cluster, self.p)
-        nodes = np.broadcast_to(np.minimum(nodes[None, :], n), n.shape)
-        rs = collective_seconds("reduce-scatter", np.full(n.shape, whole), n, nodes,
-                                self.cluster, self.hw, latency=False)
-        kept = np.prod(port_tiles(owner, owner_port, src), axis=1).astype(np.float64) * e
-        g = np.maximum(np.rint(kept[:, None] * n / whole), 1).astype(np.int64)
-        ag = collective_seconds("all-gather", np.broadcast_to(kept[:, None], n.shape), g,
-                                np.minimum(nodes, g), self.cluster, self.hw, latency=False)
-        return np.where(n > 1, rs + ag, 0.0)
-
-    def _padded_pairs(self, price, producer: Op, output: Port, src_configs: np.ndarray,
-                      consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray | None:
-        """``price`` (an edge's matrix) with the producer's configs on its padded ops
-        (:mod:`pase.cost_models.calibrated_padding`), or None when none pads. The consumer's
-        padding needs no grouping: a re-layout (and a tied sync) moves the producer's tiles
-        (``relayout_matrix`` reads the output's shape, the input's only for its axes), and
-        the kernels that hide it are the consumer's :meth:`work`, padded there."""
-        src = np.asarray(src_configs, dtype=np.int64)
-        parts = padding.groups(producer, src, self.padded_roles)
-        if parts is None:
-            return None
-        out = np.zeros((len(src), len(dst_configs)))
-        for p, rows in parts:
-            out[rows] = price(p, padding.same_port(p, producer, output), src[rows], consumer,
-                              input, dst_configs)
-        return out
-
-    def edge_key(self, producer: Op, output: Port, src_configs: np.ndarray,
-                 consumer: Op, input: Port, dst_configs: np.ndarray) -> tuple:
-        """The re-layout's key, and what else prices this edge: an expert exchange's
-        roles, and under tp overlap the einsums whose kernels hide it."""
-        key = super().edge_key(producer, output, src_configs, consumer, input, dst_configs)
-        kinds = (producer.kind, consumer.kind)
-        if set(kinds) & set(MOE_EXCHANGE):
-            key = key + (kinds, experts_of(producer), experts_of(consumer),
-                         self.context(consumer).shares_input_gradient,
-                         input is consumer.inputs[0])
-        role = self.context(consumer).attention
-        if role is not None and input is not consumer.inputs[0]:  # keys or values: a ring
-            key = key + (role, self.vertex_key(consumer, dst_configs))
-        if self.tp_overlap and "Einsum" in kinds:
-            key = key + (kinds, self.vertex_key(producer, src_configs),
-                         self.vertex_key(consumer, dst_configs))
-        if self.shared_read(consumer, input):  # nothing forward: the first reader's copy
-            key = key + ("shared read",)
-        if consumer.attrs.get("tied") == producer.name:  # its gradient sync reads the configs
-            key = key + ("tied", producer.name, consumer.name, array_key(src_configs, dst_configs))
-        return key
-
-    def _exchange(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
-                  input: Port, dst_configs: np.ndarray, hidden: bool = True
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Expert parallelism's token exchange on an edge between a dispatch (or combine)
-        and an op that runs the experts: ``(mask, seconds)`` per config pair, or None.
-
-        Where the token side leaves the experts whole and the expert side splits them
-        ``n`` ways over as many ranks as the token side splits the tokens (the tile is
-        the same size), Megatron-LM moves each rank's routed tokens once, by an
-        all-to-all of its buffer over the ``n`` ranks, forward and backward (the
-        layout path's price, :func:`pase.perf.comms.collective_seconds`), not the
-        re-layout's gather. Under ep overlap it hides behind another micro-batch's
-        compute but for the tax (``hidden``; the plan price adds what the layer's compute
-        cannot hide). A later reader of the same buffer (the up projection beside the gate)
-        gets it from the same exchange: nothing more."""
-        if producer.kind == "MoEDispatch" and consumer.kind not in MOE_EXCHANGE and \
-                experts_of(consumer) is not None:
-            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
-                consumer, dst_configs, input, producer, src_configs, output
-        elif consumer.kind == "MoECombine" and producer.kind not in MOE_EXCHANGE and \
-                experts_of(producer) is not None and input is consumer.inputs[0]:
-            expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
-                producer, src_configs, output, consumer, dst_configs, input
-        else:
-            return None
-        expert = experts_of(expert_op)
-        e_index = expert_op.dim_names.index(expert)
-        t_index = token_op.dim_names.index(expert) if expert in token_op.dim_names else None
-        n = np.asarray(expert_cfg, dtype=np.int64)[:, e_index]
-        held = np.ones(len(token_cfg), np.int64) if t_index is None else \
-            np.asarray(token_cfg, dtype=np.int64)[:, t_index]
-        # the port's tile on each side: equal sizes mean the tokens were split as the experts are
-        tile_t = np.prod(port_tiles(token_op, token_port, token_cfg), axis=1)
-        tile_e = np.prod(port_tiles(expert_op, port, expert_cfg), axis=1)
-        mask = (held[:, None] == 1) & (n[None, :] > 1) & np.isclose(tile_t[:, None],
-                                                                    tile_e[None, :])
-        if not mask.any():
-            return None
-        if expert_op is consumer and self.context(consumer).shares_input_gradient:
-            a2a = np.zeros(len(expert_cfg))
-        else:
-            nodes, _ = group_topology(expert_op, expert_cfg, [e_index], self.cluster, self.p)
-            a2a = 2 * collective_seconds("all-to-all", tile_e * self.bytes_per_element, n, nodes,
-                                         self.cluster, self.hw)
-            if self.ep_overlap and hidden:
-                a2a = self.hw.overlap * a2a
-        seconds = np.broadcast_to(a2a[None, :], mask.shape)
-        # (token side, expert side) as (producer, consumer)
-        return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
-
-    def _ring(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
-              input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """Context parallelism's key/value ring on an edge into a fused attention:
-        ``(mask, seconds)`` per config pair, or None.
-
-        Where the producer splits the keys' (values') sequence ``n`` ways and the attention
-        reads them whole, with every other axis split alike, ring attention (Megatron-LM's
-        context parallelism) passes one rank's chunk of keys and values to the next rank
-        ``n - 1`` times, each step hidden behind one block of the attention kernel (its
-        backward sends twice the bytes), as the layout path prices it. The keys' edge into
-        the scores op carries both tensors' ring; the values' edge into the context product
-        (priced by the same fused kernel) nothing more."""
-        role = self.context(consumer).attention
-        if role is None or input is consumer.inputs[0] or len(output.shape) != len(input.shape):
-            return None
-        src_tiles = port_tiles(producer, output, src_configs).astype(np.float64)
-        dst_tiles = port_tiles(consumer, input, dst_configs).astype(np.float64)
-        seq = next((i for i, names in enumerate(input.dims) if any(
-            consumer.dims[consumer.dim_names.index(n)].role == "sequence" for n in names)), None)
-        if seq is None:
-            return None
-        ratio = dst_tiles[None, :, :] / src_tiles[:, None, :]  # (Ks, Kd, axes)
-        n = np.rint(ratio[:, :, seq]).astype(np.int64)
-        others = np.delete(ratio, seq, axis=2)
-        mask = (n > 1) & np.isclose(ratio[:, :, seq], n) & np.all(np.isclose(others, 1.0), axis=2)
-        if not mask.any():
-            return None
-        if role != "scores":
-            return mask, np.zeros(mask.shape)
-        seq_dims = [producer.dim_names.index(name) for name in output.dims[seq]]
-        nodes, _ = group_topology(producer, src_configs, seq_dims, self.cluster, self.p)
-        chunk = 2 * np.prod(src_tiles, axis=1) * self.bytes_per_element  # keys and values
-        work = self.work(consumer, dst_configs)
-        step = collective_seconds("send", np.broadcast_to(chunk[:, None], n.shape), n,
-                                  np.broadcast_to(nodes[:, None], n.shape), self.cluster, self.hw)
-        steps = np.maximum(n - 1, 0)
-        hide = self.hw.overlapped
-        seconds = steps * (hide(step, work.forward_seconds[None, :] / np.maximum(n, 1))
-                           + hide(2 * step, work.backward_seconds[None, :] / np.maximum(n, 1)))
-        return mask, np.where(mask, seconds, 0.0)
-
-    def _hidden(self, seconds: np.ndarray, producer: Op, src_configs: np.ndarray,
-                consumer: Op, dst_configs: np.ndarray) -> np.ndarray:
-        """tp overlap on an edge beside a GEMM (sequence parallelism's reduce-scatter after
-        a row-parallel einsum, its all-gather before a column-parallel one, the partial
-        sums a re-layout reduces): hidden behind the einsum's kernels, as pase.perf.step
-        hides them: each direction's half behind the einsum's kernels that way (two GEMMs
-        forward, the backward's own)."""
-        forward, backward = np.zeros(seconds.shape), np.zeros(seconds.shape)
-        for op, configs, axis in ((producer, src_configs, 0), (consumer, dst_configs, 1)):
-            if op.kind == "Einsum":
-                work = self.work(op, configs)
-                forward = forward + np.expand_dims(2 * work.forward_seconds, 1 - axis)
-                backward = backward + np.expand_dims(work.backward_seconds, 1 - axis)
-        m = self.microbatches
-        return self.hw.overlapped(seconds / 2, forward * m) + \
-            self.hw.overlapped(seconds / 2, backward * m)
-
-
-def _unmapped(op: Op, port: Port) -> list[int]:
-    """Indices of ``op``'s dims that weight ``port`` does not map: its gradient is
-    partial over the devices splitting them."""
-    mapped = {n for axis in port.dims for n in axis}
-    return [i for i, name in enumerate(op.dim_names) if name not in mapped]
-
-
-def merged_syncs(collectives: tuple) -> tuple:
-    """A weight's gradient all-reduces over several replicated dims (data and context
-    parallel ranks) as one all-reduce over all of them: Megatron-LM and FSDP sync a
-    gradient over the whole data-parallel group at once (its dp x cp ranks), as the
-    ZeRO collectives and the layout path do, not one dim's group after another."""
-    first: dict[tuple, int] = {}
-    out: list = []
-    for c in collectives:
-        if c.phase != "gradient" or c.kind != "all-reduce" or c.weight is None:
-            out.append(c)
-            continue
-        key = (c.weight, c.label)
-        if key not in first:
-            first[key] = len(out)
-            out.append(c)
-            continue
-        i = first[key]
-        out[i] = dataclasses.replace(out[i], dims=tuple(sorted(set(out[i].dims) | set(c.dims))))
-    return tuple(out)
-
-
-def parameter_elements(op: Op) -> float:
-    """Elements of the parameters ``op`` holds (a tied matrix is its owner's)."""
-    return float(sum(np.prod(p.shape) for p in owned_parameters(op)))
-
-
-def recomputes(work: PricedWork) -> np.ndarray:
-    """Per config, whether a variant runs the op's forward again (its backward FLOP grew)."""
-    return work.backward_flop > work.base_backward_flop * (1 + 1e-12)
 
 
 def default_precision(device) -> str:
