@@ -255,7 +255,8 @@ class _Front:
         else:
             k = in_flight(self.schedule, self.m, self.stages, self.stages - r)
             offset = self.space.devices - left
-            for v in range(u + 1, n_units - r + 2):
+            # the last stage ends at the last unit: no other stage solve is of use
+            for v in range(u + 1, n_units - r + 2) if r > 1 else (n_units,):
                 for d in self.sizes:
                     rest = left - d
                     if not (r - 1) * self.smallest <= rest <= (r - 1) * self.largest:

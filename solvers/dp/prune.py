@@ -41,6 +41,7 @@ Measured (paper model): Transformer p = 64 drops 1,456 of 52,613 configs in
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,8 +123,7 @@ def prune_dominated(problem: Problem, *, memory: bool | None = None,
             key = (vc.tobytes(), None if mem is None else mem.tobytes(),
                    tuple(sorted((id(m), t) for m, t in sides[v])))
             if key not in memo:
-                memo[key] = _pareto_rows(vc, [m.T if t else m for m, t in sides[v]], mem,
-                                         work_limit)
+                memo[key] = _pareto_rows(vc, sides[v], mem, work_limit)
             local = memo[key]
             if local is None:
                 skipped += 1
@@ -141,10 +141,11 @@ def prune_dominated(problem: Problem, *, memory: bool | None = None,
     return PruneResult(current, kept, dropped, passes, skipped, time.perf_counter() - start)
 
 
-def _pareto_rows(vertex: np.ndarray, rows: list[np.ndarray], memory: np.ndarray | None,
-                 work_limit: int) -> np.ndarray | None:
+def _pareto_rows(vertex: np.ndarray, sides: list[tuple[np.ndarray, bool]],
+                 memory: np.ndarray | None, work_limit: int) -> np.ndarray | None:
     """Indices (ascending) of the configs no other config dominates, ties kept at the
-    lowest index; None when the comparisons would exceed ``work_limit``.
+    lowest index; None when the comparisons would exceed ``work_limit``. ``sides``: the
+    incident matrices, each with whether the vertex is its column side (transposed).
 
     Per incident matrix the configs fall in classes of equal rows (few: an edge cost
     reads a config only through its port's split); a small table says which class's
@@ -156,15 +157,15 @@ def _pareto_rows(vertex: np.ndarray, rows: list[np.ndarray], memory: np.ndarray 
     k = vertex.size
     if k == 1:
         return np.zeros(1, dtype=np.int64)
-    if k * k // 8 * (len(rows) + 2) > work_limit:
+    if k * k // 8 * (len(sides) + 2) > work_limit:
         return None
     classes, tables = [], []
-    for m in rows:
-        uniq, cls = np.unique(_distinct_columns(m), axis=0, return_inverse=True)
-        if uniq.shape[0] ** 2 * min(uniq.shape[1], _SCREEN_COLUMNS) > work_limit:
+    for m, transposed in sides:
+        found = _row_classes(m, transposed, work_limit)
+        if found is None:
             return None
-        classes.append(cls.reshape(-1))
-        tables.append(_row_le(uniq))
+        classes.append(found[0])
+        tables.append(found[1])
     # Exact twins (equal scalars, equal rows everywhere): the first occurrence is the lowest index.
     scalars = [vertex] + ([] if memory is None else [memory])
     key = np.column_stack(scalars + [c.astype(np.float64) for c in classes])
@@ -198,6 +199,34 @@ def _pareto_rows(vertex: np.ndarray, rows: list[np.ndarray], memory: np.ndarray 
         acc[np.arange(c.size), c // 8] &= ~(np.uint8(0x80) >> (c % 8).astype(np.uint8))
         drop[c] = acc.any(axis=1)
     return np.sort(order[~drop])
+
+
+def _row_classes(m: np.ndarray, transposed: bool, work_limit: int
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row of ``m`` (of ``m.T`` when ``transposed``) its class of equal rows, and the
+    classes' :func:`_row_le` table; None past ``work_limit``. Kept while a read-only ``m``
+    lives: a pipeline search prunes the same shared layer matrices in every stage's solve
+    (about a second a table for GPT-3 at p = 1,024), and a read-only array cannot change."""
+    key = (id(m), transposed, work_limit)
+    held = _TABLES.get(key)
+    if held is not None and held[0]() is m:
+        return held[1]
+    uniq, cls = np.unique(_distinct_columns(m.T if transposed else m), axis=0,
+                          return_inverse=True)
+    found = None
+    if uniq.shape[0] ** 2 * min(uniq.shape[1], _SCREEN_COLUMNS) <= work_limit:
+        found = (cls.reshape(-1), _row_le(uniq))
+    if not m.flags.writeable:
+        def forget(ref, key=key):  # the matrix died: its id may be reused
+            if _TABLES.get(key, (None,))[0] is ref:
+                del _TABLES[key]
+        _TABLES[key] = (weakref.ref(m, forget), found)
+    return found
+
+
+# (id, transposed, work_limit) -> (a weak reference to the matrix, its row classes):
+# :func:`_row_classes`' memo, each entry dropped when its matrix is.
+_TABLES: dict[tuple[int, bool, int], tuple] = {}
 
 
 def _row_le(rows: np.ndarray) -> np.ndarray:

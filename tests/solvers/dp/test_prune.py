@@ -184,7 +184,7 @@ def test_pareto_rows_with_negative_zero_and_infinities():
     edge = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 0.0], [0.0, 0.0], [0.5, 2.0]])
     # 1 ties 0 (-0.0 == 0.0): dropped. 3 ties 2 (inf == inf): dropped. 4: no rival
     # has both a cost <= 1 and an edge row <= (0.5, 2).
-    assert _pareto_rows(vertex, [edge], None, 10**9).tolist() == [0, 2, 4]
+    assert _pareto_rows(vertex, [(edge, False)], None, 10**9).tolist() == [0, 2, 4]
 
 
 @pytest.mark.parametrize("model, devices, options, cost_model, cap", [
