@@ -86,6 +86,9 @@ def at_prefix(model, n: int):
         sub.kinds = kinds(model.cluster, n, model.precision)
         sub.activation_scale = None
         cache[n] = sub
+    # the share of once-a-step terms follows the model's: a pipeline stage's model sets it
+    # while it prices (pase.pipeline.stage_model), after a prefix's copy was made
+    cache[n].once_share = model.once_share
     return cache[n]
 
 

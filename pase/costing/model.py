@@ -137,6 +137,19 @@ class CostModel(abc.ABC):
         problem.check_finite(f"cost model {self.name!r}")  # +inf here is an overflow, never meant
         return problem
 
+    def edge_matrix(self, graph: Graph, space: ConfigSpace, pair: tuple[int, int],
+                    variants: list[VariantMap] | None = None) -> np.ndarray:
+        """The matrix of the Problem's edge ``pair`` (``u < v``) as :meth:`problem` builds
+        it (its connections summed; with ``variants``, the Problem's candidate maps, per
+        candidate), alone: a caller that re-prices one edge builds no whole Problem."""
+        conns = [c for c in self.edges(graph) if (min(c[0], c[2]), max(c[0], c[2])) == pair]
+        if not conns:
+            raise OptionError(f"no costed connection between ops {pair[0]} and {pair[1]}")
+        m = self._edge_sum(graph, space, conns)
+        if variants is not None:
+            m = vb.expand_matrix(m, variants[pair[0]].config, variants[pair[1]].config)
+        return m
+
     def with_variants(self, variants: Mapping[str, Any]) -> "CostModel":
         """A copy that prices every op at one variant: ``variants[op]`` (a
         :class:`~pase.work.variants.Variant` or ``{"zero": 3, "recompute": true}``) for

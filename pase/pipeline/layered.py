@@ -138,13 +138,14 @@ def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> La
 
         tied = {(u, v) for u, _, v, _ in tied_connections(graph)}
         tied |= {(v, u) for u, v in tied}
-        if tied:  # a tied matrix's sync is charged on its edge, once a step
+        if tied:  # a tied matrix's sync is charged on its edge, once a step: its matrix
+            # priced again with the sync (that edge alone: a whole second Problem was GBs)
             model.once_share = 1.0
-            full = model.problem(graph, space)
+            synced = model.bind(graph, devices)
             model.once_share = 0.0
-            lay.edge_once = [a - b if edge in tied else None
-                             for edge, a, b in zip(problem.edges, full.edge_costs,
-                                                   problem.edge_costs)]
+            lay.edge_once = [synced.edge_matrix(graph, space, edge, problem.variants) - m
+                             if edge in tied else None
+                             for edge, m in zip(problem.edges, problem.edge_costs)]
     return lay
 
 
