@@ -227,10 +227,15 @@ class CalibratedEdges:
         the same size), Megatron-LM moves each rank's routed tokens once, by an
         all-to-all of its buffer over the ``n`` ranks, forward and backward (the
         layout path's price, :func:`pase.perf.comms.collective_seconds`), not the
-        re-layout's gather. Under ep overlap it hides behind another micro-batch's
-        compute but for the tax (``hidden``; the plan price adds what the layer's compute
-        cannot hide). A later reader of the same buffer (the up projection beside the gate)
-        gets it from the same exchange: nothing more."""
+        re-layout's gather. Under MoE parallel folding (``ep`` over tensor-parallel ranks)
+        the expert side splits the tokens ``r`` times finer than the token side, whose
+        tile ``r`` ranks of the ep group hold alike (``r`` divides ``n``): the dispatch's
+        ``r`` holders each send their own ``1 / r`` of the buffer (the expert side's
+        tile) and each holder's combine reads its whole buffer back (the token side's
+        tile), as the layout path counts the two. Under ep overlap it hides behind another
+        micro-batch's compute but for the tax (``hidden``; the plan price adds what the
+        layer's compute cannot hide). A later reader of the same buffer (the up projection
+        beside the gate) gets it from the same exchange: nothing more."""
         if producer.kind == "MoEDispatch" and consumer.kind not in MOE_EXCHANGE and \
                 experts_of(consumer) is not None:
             expert_op, expert_cfg, port, token_op, token_cfg, token_port = \
@@ -247,22 +252,28 @@ class CalibratedEdges:
         n = np.asarray(expert_cfg, dtype=np.int64)[:, e_index]
         held = np.ones(len(token_cfg), np.int64) if t_index is None else \
             np.asarray(token_cfg, dtype=np.int64)[:, t_index]
-        # the port's tile on each side: equal sizes mean the tokens were split as the experts are
+        # the port's tile on each side: the token side's is r >= 1 times the expert side's,
+        # r = 1 where the tokens were split as the experts are, r > 1 under folding
         tile_t = np.prod(port_tiles(token_op, token_port, token_cfg), axis=1)
         tile_e = np.prod(port_tiles(expert_op, port, expert_cfg), axis=1)
-        mask = (held[:, None] == 1) & (n[None, :] > 1) & np.isclose(tile_t[:, None],
-                                                                    tile_e[None, :])
+        ratio = tile_t[:, None] / tile_e[None, :]
+        r = np.maximum(np.rint(ratio), 1).astype(np.int64)
+        mask = (held[:, None] == 1) & (n[None, :] > 1) & np.isclose(ratio, r) & \
+            (n[None, :] % r == 0)
         if not mask.any():
             return None
         if expert_op is consumer and self.context(consumer).shares_input_gradient:
-            a2a = np.zeros(len(expert_cfg))
+            seconds = np.zeros(mask.shape)
         else:
             nodes, _ = group_topology(expert_op, expert_cfg, [e_index], self.cluster, self.p)
-            a2a = 2 * collective_seconds("all-to-all", tile_e * self.bytes_per_element, n, nodes,
-                                         self.cluster, self.hw)
+            # folded: the dispatch's holders of a tile share its sending, the combine's each
+            # read all of it back (the layout path's bytes; r = 1: one buffer both ways)
+            buffer = tile_e[None, :] if expert_op is consumer else tile_t[:, None]
+            seconds = 2 * collective_seconds("all-to-all", buffer * self.bytes_per_element,
+                                             n[None, :], nodes[None, :], self.cluster, self.hw)
+            seconds = np.broadcast_to(seconds, mask.shape)
             if self.ep_overlap and hidden:
-                a2a = self.hw.overlap * a2a
-        seconds = np.broadcast_to(a2a[None, :], mask.shape)
+                seconds = self.hw.overlap * seconds
         # (token side, expert side) as (producer, consumer)
         return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
 

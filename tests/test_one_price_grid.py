@@ -17,7 +17,7 @@ from pase.cli import main
 from pase.cluster import get_cluster
 from pase.cost_models.calibrated import CalibratedCostModel
 from pase.cost_models.calibrated_pipeline import price_pipeline
-from pase.errors import OptionError
+from pase.errors import NoPlanFormError, OptionError
 from pase.perf import evaluate_layout, make_layout
 from pase.perf.comms import collective_seconds, group_collectives
 from pase.perf.hardware import achieved
@@ -26,7 +26,7 @@ from pase.work.layout import assign_axes, mesh_axes
 
 GPT2 = {"layers": 2, "vocab": 50304}
 GPT2_4 = {"layers": 4, "vocab": 50304}
-L2 = {"layers": 2}
+L1, L2 = {"layers": 1}, {"layers": 2}
 A100, H100 = "dgx-a100-80gb", "h100-sxm"
 
 # (model, model options, devices, layout, cluster, micro-batch, global batch, options)
@@ -48,6 +48,11 @@ FAST = [
      {"schedule": "interleaved:2", "zero": 1}),
     ("gpt2", {"layers": 6, "vocab": 50304}, 8, "tp=2,pp=2,dp=2", A100, 2, 16,
      {"schedule": "interleaved:3", "recompute": "full"}),
+    # MoE parallel folding: ep = 8 over tp x dp ranks (etp = 1), inside a node and, for
+    # Qwen3's 128 experts, ep = 16 over two nodes
+    ("mixtral-8x7b", L1, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {}),
+    ("mixtral-8x7b", L1, 8, "tp=4,dp=2,ep=8", A100, 1, 8, {"zero": 1, "recompute": "full"}),
+    ("qwen3-30b-a3b", L1, 16, "tp=2,dp=8,ep=16", H100, 1, 16, {}),
 ]
 SLOW = [
     ("llama2-7b", L2, 16, "tp=4,dp=4", H100, 1, 16, {}),
@@ -74,6 +79,14 @@ SLOW = [
      {"ep_overlap": "off"}),
     ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", A100, 1, 16,
      {"recompute": "full"}),
+    # MoE parallel folding (etp = 1 unless given)
+    ("mixtral-8x7b", L2, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {"zero": 3}),
+    ("mixtral-8x7b", L2, 8, "tp=4,dp=2,ep=4,etp=2", H100, 1, 8, {}),
+    ("mixtral-8x7b", L2, 16, "tp=8,dp=2,ep=8", H100, 1, 8, {"recompute": "selective"}),
+    ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=8,etp=1", A100, 1, 16, {}),
+    ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=4,dp=4,ep=8", "dgx-a100", 1, 16, {}),
+    ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=8", H100, 1, 16, {}),
+    ("gpt-oss-20b", L2, 8, "tp=2,dp=4,ep=8", H100, 1, 8, {}),
 ]
 
 
@@ -139,6 +152,71 @@ def _mixtral_exchange(ep_overlap: bool, m: int = 1):
     x, _, c, e = dispatch.outputs[0].shape
     a2a = collective_seconds("all-to-all", x * c * e * 2.0, 8, 1, model.cluster, achieved(model.cluster.device))
     return got, 2 * a2a * m, model.hw.overlap
+
+
+def _folded_exchange(producer: str, consumer: str):
+    """The calibrated edge between two ops of a Qwen3 layer under tp=2, dp=8, ep=16 on two
+    8-GPU nodes (the ep group folds over the tp pairs), and the layout path's all-to-all
+    of a buffer of ``x b c e`` elements over its ep group."""
+    graph = api.load_graph("qwen3-30b-a3b", batch=8, layers=1)
+    lay = make_layout("tp=2,dp=8,ep=16", devices=16, micro_batch=1, global_batch=8)
+    configs = layout_configs(graph, lay)
+    model = CalibratedCostModel(H100).bind(graph, 16)
+    src_op, dst_op = graph.op(producer), graph.op(consumer)
+    src = np.array([[configs[src_op.name].get(d, 1) for d in src_op.dim_names]])
+    dst = np.array([[configs[dst_op.name].get(d, 1) for d in dst_op.dim_names]])
+    port = dst_op.inputs[0]
+    got = float(model.edge_costs(src_op, src_op.outputs[0], src, dst_op, port, dst)[0, 0])
+    coll = group_collectives(model.cluster, lay, achieved(model.cluster.device))
+    return got, lambda elements: 2 * coll("all-to-all", elements * 2.0, "ep")
+
+
+def test_a_folded_exchange_is_the_layouts_all_to_all():
+    """Folded, the dispatch's and combine's tokens are a tp pair's shared tokens (the
+    batch split dp = 8 ways) and each expert rank runs 128 / 16 experts on 1/16 of the
+    buffers: the dispatch's pair each send half of their buffer, the combine's each get
+    their whole buffer back, over 16 ranks on two nodes, as the layout path prices it
+    (before, such a layout had no per-op form)."""
+    x, b, c, e = api.load_graph("qwen3-30b-a3b", batch=8, layers=1).op(
+        "layers0.moe.dispatch").outputs[0].shape
+    got, want = _folded_exchange("layers0.moe.dispatch", "layers0.moe.experts.gate")
+    assert got == pytest.approx(want(x * b / 8 * c * e / 2), rel=1e-9)
+    got, want = _folded_exchange("layers0.moe.experts.down", "layers0.moe.combine")
+    assert got == pytest.approx(want(x * b / 8 * c * e), rel=1e-9)
+    # the group crosses the network: more than the same all-to-all inside one node
+    cluster = get_cluster(H100, 16)
+    inside = collective_seconds("all-to-all", x * b / 8 * c * e, 16, 1, cluster,
+                                achieved(cluster.device))
+    assert want(x * b / 8 * c * e / 2) > 2 * inside
+
+
+def test_what_folding_cannot_write_op_by_op_is_refused():
+    """Folded experts under sequence or context parallelism would split the dispatch's
+    pinned capacity slots; an etp other than tp without ep moves no tokens at all."""
+    graph = api.load_graph("mixtral-8x7b", batch=4, layers=1)
+    for degrees, options, why in (("tp=2,dp=4,ep=8", {"sequence_parallel": True},
+                                   "sequence parallelism"),
+                                  ("tp=1,cp=2,dp=4,ep=8", {}, "context parallelism"),
+                                  ("tp=2,dp=4,etp=1", {}, "ep=1")):
+        lay = make_layout(degrees, devices=8, micro_batch=1, global_batch=4, **options)
+        with pytest.raises(NoPlanFormError, match=f"with {why}: .*allowed: ep dividing dp"):
+            layout_configs(graph, lay)
+
+
+def test_evaluate_prices_a_folded_layouts_plan(capsys, tmp_path):
+    """`pase evaluate --layout tp=2,dp=4,ep=8` (folded) writes its per-op plan, and
+    `pase evaluate --strategy` of it prices within 2% of the layout (it wrote none)."""
+    out = tmp_path / "layout.json"
+    common = ["mixtral-8x7b", "-p", "8", "--cluster", H100, "--model-option", "layers=1"]
+    assert main(["evaluate", *common, "--layout", "tp=2,dp=4,ep=8", "--micro-batch", "1",
+                 "--global-batch", "16", "--format", "json", "--output", str(out)]) == 0
+    capsys.readouterr()
+    layout = json.loads(out.read_text())
+    assert layout["plan"] is not None and layout["strategy"]["layers0.moe.experts.gate"]["x"] == 8
+    assert main(["evaluate", *common[:5], "--strategy", str(out), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["step_seconds"] == pytest.approx(layout["step_seconds"], rel=0.02)
+    assert plan["memory_bytes"] == pytest.approx(layout["memory_bytes"], rel=0.02)
 
 
 def test_the_expert_exchange_is_an_all_to_all():

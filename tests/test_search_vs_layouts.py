@@ -12,8 +12,11 @@ tail once).
 
 Layouts the search cannot express as a plan yet are left out, each for its reason:
 
-- expert parallelism folded over tensor- or context-parallel ranks (ep not dividing dp):
-  no per-op form yet (ep dividing dp is the experts' dim split, searched);
+- expert parallelism folded over tensor- or context-parallel ranks (ep not dividing dp)
+  under sequence or context parallelism (every tp > 1 layout of the family runs sequence
+  parallelism): no per-op form yet (ep dividing dp is the experts' dim split, searched;
+  folded without either, the plan the layout writes is priced within 2%,
+  tests/test_one_price_grid.py, but not searched here);
 - tensor parallelism of a mixture of experts (tp > 1 on an MoE model): Megatron-LM's
   tensor-parallel experts split the dispatch's capacity dim, which the per-op space pins.
 
@@ -39,7 +42,7 @@ TOLERANCE = 1e-9
 def excluded(model: str, layout) -> str | None:
     """Why the search cannot run ``layout`` as a plan yet (None: it can)."""
     if layout.ep > 1 and (layout.dp % layout.ep or layout.expert_tp != layout.tp):
-        return "an expert-parallel group folded over tp or cp ranks has no per-op plan yet"
+        return "an expert-parallel group folded over tp or cp ranks is not searched yet"
     if layout.tp > 1 and model.startswith("mixtral"):
         return "tensor-parallel experts split the dispatch's pinned capacity dim"
     return None

@@ -69,14 +69,14 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     at); a pipeline layout (pp > 1) as ``pipeline``, a pipeline plan (the format of
     `pase solve --pipeline`). `pase evaluate --strategy` of this output prices the same
     plan with the calibrated cost model (an interleaved pipeline as stages of chunks). One
-    whose ep group reaches past the data-parallel ranks (over cp or tp ranks) is no plan
-    yet: ``plan`` is null."""
+    :func:`pase.perf.plan.layout_configs` cannot write op by op (experts folded over
+    tensor-parallel ranks under sequence or context parallelism) is no plan yet: ``plan``
+    is null."""
+    from pase.errors import NoPlanFormError
     from pase.errors import OptionError as Refused
     from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
 
     lay = estimate.layout
-    if lay.expert_tp != lay.tp or lay.dp % lay.ep:
-        return {"plan": None}  # an ep group wider than dp: no per-op plan
     options = key_values(args.model_option, "--model-option")
     graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp, **options)
     costs = plan_cost_options(lay)
@@ -89,7 +89,11 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
         return {"pipeline": plan.to_dict(), "plan": None}
     from pase.space import PADDED_ROLES  # the calibrated model's plan: a vocabulary pads
 
-    return {"strategy": layout_configs(graph, lay, padded_roles=PADDED_ROLES),
+    try:
+        strategy = layout_configs(graph, lay, padded_roles=PADDED_ROLES)
+    except NoPlanFormError:  # no per-op form
+        return {"plan": None}
+    return {"strategy": strategy,
             "variants": layout_variants(graph, lay),
             "plan": {"version": 1, "layout": args.layout, "batch": lay.micro_batch * lay.dp,
                      "cost_model": "calibrated", "cost_options": costs, "model_options": options}}

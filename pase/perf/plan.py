@@ -1,21 +1,30 @@
 """A named layout as a per-op plan: what each op's config and variant are under it.
 
-``tp=2,dp=4`` is one way to write a plan: :func:`layout_configs` gives each op's
-split (``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them,
-``dp`` on the batch) for a graph built at the micro-batch of every data-parallel
-rank together (``micro_batch x dp``). Under expert parallelism an op that runs the
-experts (their MLPs) splits its experts ``ep`` ways and its batch ``dp / ep`` ways: each
-rank runs its experts on the tokens of the ``ep`` ranks of its group, as the layout
-pricing has it; the dispatch and the combine run on each rank's own tokens (batch split
-``dp`` ways, every expert), so the edges between them and the experts are the token
-exchange the calibrated model prices as Megatron-LM's all-to-all; a router holds every
-expert. :func:`layout_variants` gives each op's ZeRO stage and recomputation flag and
-:func:`plan_cost_options` the cost options. The calibrated cost model prices that plan
-with the same rules as the layout (:mod:`pase.cost_models.calibrated`), which is how the
-two prices are checked against each other, and ``pase view --layout`` draws it. A
-pipeline layout (pp > 1) is a pipeline plan (:func:`layout_pipeline`, the format
-``pase solve --pipeline`` writes), priced by
-:func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
+``tp=2,dp=4`` is one way to write a plan: :func:`layout_configs` gives each op's split
+(``tp``, ``cp`` and ``ep`` as :func:`pase.perf.layout.op_splits` has them, ``dp`` on the
+batch) for a graph built at the micro-batch of every data-parallel rank together
+(``micro_batch x dp``). Under expert parallelism an op that runs the experts (their
+MLPs) splits its experts ``ep`` ways, its hidden size ``etp`` ways and its tokens the
+rest of the ``tp x cp x dp`` devices (the expert-data-parallel group,
+:attr:`~pase.perf.layout.Layout.expert_data`: the batch ``dp / ep`` ways where ``ep``
+divides ``dp``): each rank runs its experts on the tokens of the ``ep`` ranks of its
+group, as the layout pricing has it; the dispatch and the combine run on each rank's own
+tokens as the attention has them (batch split ``dp`` ways, every expert), so the edges
+between them and the experts are the token exchange the calibrated model prices as
+Megatron-LM's all-to-all; a router holds every expert. So it is under MoE parallel
+folding (``ep`` not dividing ``dp``, or ``etp`` not ``tp``: the ep group spans
+tensor-parallel ranks, which hold the same tokens and each send their share of them; the
+router's softmax and top-k, the dispatch and the combine run whole on each of them,
+where the layout path gives each its share: docs/cost-model.md, "One price, checked").
+Folding under sequence or context parallelism has no per-op form (it would split the
+dispatch's capacity slots, which are pinned), nor has an ``etp`` other than ``tp``
+without ``ep``: refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
+gives each op's ZeRO stage and recomputation flag and :func:`plan_cost_options` the cost
+options. The calibrated cost model prices that plan with the same rules as the layout
+(:mod:`pase.cost_models.calibrated`), which is how the two prices are checked against
+each other, and ``pase view --layout`` draws it. A pipeline layout (pp > 1) is a
+pipeline plan (:func:`layout_pipeline`, the format ``pase solve --pipeline`` writes),
+priced by :func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
 
 A vocabulary the split does not divide: Megatron-LM pads it and the layout path prices
 each rank's ``ceil(V / tp)`` rows. For a cost model that prices such splits (the
@@ -27,11 +36,12 @@ Any other dim the split does not divide is left unsplit and reported.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Sequence
 
 from pase.errors import NoPlanFormError
-from pase.ir import Graph
+from pase.ir import Graph, Op
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
 from pase.space import PADDED_ROLES
@@ -45,25 +55,36 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
     """``{op: {dim: factor}}`` of ``lay`` (pp = 1) on ``graph`` built at ``micro_batch x dp``;
     a dim of ``padded_roles`` (a cost model's: the calibrated one's pads the vocabulary)
     split with padding as the layout splits it, other dims the split does not divide left
-    unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group
-    reaches past the data-parallel ranks (MoE parallel folding over tp or cp ranks) has no
-    per-op form yet: refused, naming it."""
-    if lay.ep > 1 and (lay.dp % lay.ep or lay.expert_tp != lay.tp):
-        raise NoPlanFormError(f"layout ep={lay.ep} over dp={lay.dp}"
-                          f"{f', etp={lay.etp}' if lay.etp else ''}: an expert-parallel group "
-                          "that folds over tensor- or context-parallel ranks has no per-op plan "
-                          "yet; allowed: ep dividing dp, with etp equal to tp")
+    unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group reaches
+    past the data-parallel ranks (MoE parallel folding) under sequence or context
+    parallelism, or an etp other than tp without ep, has no per-op form yet: refused,
+    naming it."""
+    folded = lay.dp % lay.ep or lay.expert_tp != lay.tp
+    why = ("context parallelism" if lay.cp > 1 else "sequence parallelism"
+           if lay.sequence_parallel else "ep=1" if lay.ep == 1 else None)
+    if folded and why:
+        raise NoPlanFormError(
+            f"layout ep={lay.ep} over dp={lay.dp}{f', etp={lay.etp}' if lay.etp else ''} with "
+            f"{why}: experts folded over tensor- or context-parallel ranks there have no "
+            "per-op plan yet (it would split the dispatch's pinned capacity slots, or run "
+            "whole experts on a share of the tokens with no exchange); allowed: ep dividing "
+            "dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks without "
+            "sequence or context parallelism")
     configs = {}
     for op in graph.ops:
         # the router's softmax and top-k read every expert's score: they hold all experts;
         # the dispatch and combine run on each rank's own tokens (the all-to-all is the
-        # re-layout on their edges to the experts)
+        # re-layout on their edges to the experts); folded, they keep the tokens the
+        # tensor-parallel ranks share, as the attention has them (etp=0: tp)
         experts = experts_of(op) if op.kind not in NOT_EXPERTS else None
-        split = dict(zip(op.dim_names, op_splits(op, replace(lay, ep=1) if experts is None
-                                                 else lay)))
-        batch = next((d.name for d in op.dims if d.role == "batch"), None)
-        if batch is not None:  # an expert op's ep group gathers the tokens of ep ranks of dp
-            split[batch] *= lay.dp // lay.ep if experts is not None else lay.dp
+        split = dict(zip(op.dim_names, op_splits(op, replace(lay, ep=1, etp=0)
+                                                 if experts is None else lay)))
+        if experts is not None:
+            _expert_tokens(op, split, lay)
+        else:
+            batch = next((d.name for d in op.dims if d.role == "batch"), None)
+            if batch is not None:
+                split[batch] *= lay.dp
         for d in op.dims:
             if d.size % split[d.name] and d.role not in padded_roles:
                 if unsplit is not None:
@@ -71,6 +92,20 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
                 split[d.name] = 1
         configs[op.name] = {d: f for d, f in split.items() if f > 1}
     return configs
+
+
+def _expert_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
+    """Split an expert op's tokens over its expert-data-parallel group (``tp x cp x dp /
+    (ep x etp)`` ways, beside ``ep`` on the experts and ``etp`` on the hidden size, so
+    every device runs its share): the sequence as far as the layout splits it (``cp``,
+    and ``tp / etp`` where folded) and the group's size divides, the batch the rest."""
+    tokens = lay.expert_data
+    seq = next((d.name for d in op.dims if d.role == "sequence"), None)
+    batch = next((d.name for d in op.dims if d.role == "batch"), None)
+    if seq is not None:
+        split[seq] = tokens if batch is None else math.gcd(split[seq], tokens)
+    if batch is not None:
+        split[batch] *= tokens // (split[seq] if seq is not None else 1)
 
 
 def plan_cost_options(lay: Layout) -> dict[str, object]:
