@@ -190,6 +190,33 @@ def test_a_folded_exchange_is_the_layouts_all_to_all():
     assert want(x * b / 8 * c * e / 2) > 2 * inside
 
 
+def test_sequence_parallel_folding_splits_the_routed_tokens_once():
+    """Under sequence parallelism each tp rank already holds its own tokens, which are the
+    ones it routes when the ep group folds over the tp ranks (Megatron-Core: no further
+    share): the router's softmax and top-k, the dispatch and the combine split the tokens
+    tp ways and the experts tp / etp ways. Before, the fold's share came on top of the
+    sequence split (tp x tp / etp: 4 ways at tp = 2), halving the dispatch's all-to-all."""
+    from pase.perf.kernels import make_pricer
+    from pase.perf.layout import op_splits
+    from pase.perf.ops import price_ops
+
+    graph = api.load_graph("mixtral-8x7b", batch=1, layers=1)
+    for degrees, routed, experts in (("tp=2,dp=4,ep=8", 2, 2), ("tp=4,dp=2,ep=4,etp=2", 4, 2)):
+        lay = make_layout(degrees, devices=8, micro_batch=1, global_batch=4,
+                          sequence_parallel=True)
+        for name, dim, want in (("router_softmax", "l", routed), ("top_k", "l", routed),
+                                ("dispatch", "c", routed), ("combine", "l", routed),
+                                ("experts.gate", "c", experts), ("experts.down", "c", experts)):
+            op = graph.op(f"layers0.moe.{name}")
+            assert op_splits(op, lay)[op.dim_names.index(dim)] == want, (degrees, name)
+    # the dispatch sends each rank's own tokens' buffer: x b (c / tp) e, bf16
+    device = get_cluster(H100, 8).device
+    priced = {p.op.name: p for p in price_ops(graph, lay, make_pricer(device, achieved(device),
+                                                                      "bf16"))}
+    x, b, c, e = graph.op("layers0.moe.dispatch").outputs[0].shape
+    assert priced["layers0.moe.dispatch"].time.ep_forward == [("all-to-all", x * b * c / 4 * e * 2)]
+
+
 def test_what_folding_cannot_write_op_by_op_is_refused():
     """Folded experts under sequence or context parallelism would split the dispatch's
     pinned capacity slots; an etp other than tp without ep moves no tokens at all."""
