@@ -60,16 +60,19 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
     parallelism, or an etp other than tp without ep, has no per-op form yet: refused,
     naming it."""
     folded = lay.dp % lay.ep or lay.expert_tp != lay.tp
-    why = ("context parallelism" if lay.cp > 1 else "sequence parallelism"
-           if lay.sequence_parallel else "ep=1" if lay.ep == 1 else None)
+    why = ("context parallelism" if lay.cp > 1 else "ep=1" if lay.ep == 1 else
+           "sequence parallelism and 1 < etp < tp"
+           if lay.sequence_parallel and 1 < lay.expert_tp < lay.tp else None)
     if folded and why:
         raise NoPlanFormError(
             f"layout ep={lay.ep} over dp={lay.dp}{f', etp={lay.etp}' if lay.etp else ''} with "
             f"{why}: experts folded over tensor- or context-parallel ranks there have no "
-            "per-op plan yet (it would split the dispatch's pinned capacity slots, or run "
-            "whole experts on a share of the tokens with no exchange); allowed: ep dividing "
-            "dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks without "
-            "sequence or context parallelism")
+            "per-op plan yet (it would split the dispatch's pinned capacity slots, run "
+            "whole experts on a share of the tokens with no exchange, or send each tp "
+            "rank's tokens tp / etp ways where the layout sends them tp ways); allowed: ep "
+            "dividing dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks "
+            "without context parallelism (etp = 1 under sequence parallelism)")
+    routed = folded and lay.sequence_parallel  # each tp rank routes its own tokens
     configs = {}
     for op in graph.ops:
         # the router's softmax and top-k read every expert's score: they hold all experts;
@@ -85,11 +88,21 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
             batch = next((d.name for d in op.dims if d.role == "batch"), None)
             if batch is not None:
                 split[batch] *= lay.dp
+            if routed:
+                _routed_tokens(op, split, lay)
         for d in op.dims:
             if d.size % split[d.name] and d.role not in padded_roles:
                 if unsplit is not None:
                     unsplit.append(f"{op.name}.{d.name}")
                 split[d.name] = 1
+        pinned = [d for d in sorted(op.pinned) if split[d] > 1]
+        if pinned:  # unfolded MoE under sequence parallelism splits the capacity slots
+            raise NoPlanFormError(
+                f"layout tp={lay.tp}, dp={lay.dp}, ep={lay.ep}"
+                f"{', sequence parallel' if lay.sequence_parallel else ''}: op {op.name!r} "
+                f"would split its pinned dim {pinned[0]!r} {split[pinned[0]]} ways; no per-op "
+                "plan yet; allowed: pinned dims whole (a mixture of experts under sequence "
+                "parallelism only with its experts folded over the tp ranks, etp = 1)")
         configs[op.name] = {d: f for d, f in split.items() if f > 1}
     return configs
 
@@ -106,6 +119,24 @@ def _expert_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
         split[seq] = tokens if batch is None else math.gcd(split[seq], tokens)
     if batch is not None:
         split[batch] *= tokens // (split[seq] if seq is not None else 1)
+
+
+def _routed_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
+    """Sequence parallelism under folding: the router splits the sequence ``tp`` ways as
+    its norm does (each tp rank routes its own tokens; its softmax and top-k have that
+    split already). The dispatch and the combine keep their tokens and their pinned
+    capacity slots whole (split, the combine's buffer gradient would be partial sums),
+    running whole on each tp rank, as without sequence parallelism; the calibrated model
+    prices their edges to and from the split tokens as each rank routing and combining
+    its own share (:meth:`~pase.cost_models.calibrated_edges.CalibratedEdges._own_tokens`)."""
+    seq = next((d.name for d in op.dims if d.role == "sequence"), None)
+    if op.kind in ("MoEDispatch", "MoECombine"):
+        for d in op.dims:
+            if d.role == "sequence":
+                split[d.name] = 1
+    elif op.kind == "Einsum" and seq is not None and \
+            any(d.role == "expert" for d in op.dims):  # the router
+        split[seq] *= lay.tp
 
 
 def plan_cost_options(lay: Layout) -> dict[str, object]:
