@@ -298,13 +298,15 @@ def test_sequence_parallel_folding_routes_each_ranks_own_tokens():
         assert (cost == 0.0) == free, p
 
 
-def test_evaluate_prices_a_folded_layouts_plan(capsys, tmp_path):
-    """`pase evaluate --layout tp=2,dp=4,ep=8` (folded) writes its per-op plan, and
-    `pase evaluate --strategy` of it prices within 2% of the layout (it wrote none)."""
+@pytest.mark.parametrize("sp", [[], ["--sequence-parallel"]])
+def test_evaluate_prices_a_folded_layouts_plan(capsys, tmp_path, sp):
+    """`pase evaluate --layout tp=2,dp=4,ep=8` (folded), with sequence parallelism too,
+    writes its per-op plan, and `pase evaluate --strategy` of it prices within 2% of the
+    layout (before, it wrote none; with sequence parallelism, until this one)."""
     out = tmp_path / "layout.json"
     common = ["mixtral-8x7b", "-p", "8", "--cluster", H100, "--model-option", "layers=1"]
     assert main(["evaluate", *common, "--layout", "tp=2,dp=4,ep=8", "--micro-batch", "1",
-                 "--global-batch", "16", "--format", "json", "--output", str(out)]) == 0
+                 "--global-batch", "16", "--format", "json", "--output", str(out), *sp]) == 0
     capsys.readouterr()
     layout = json.loads(out.read_text())
     assert layout["plan"] is not None and layout["strategy"]["layers0.moe.experts.gate"]["x"] == 8

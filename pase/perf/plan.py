@@ -98,9 +98,9 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
         pinned = [d for d in sorted(op.pinned) if split[d] > 1]
         if pinned:  # unfolded MoE under sequence parallelism splits the capacity slots
             raise NoPlanFormError(
-                f"layout tp={lay.tp}, dp={lay.dp}, ep={lay.ep}"
-                f"{', sequence parallel' if lay.sequence_parallel else ''}: op {op.name!r} "
-                f"would split its pinned dim {pinned[0]!r} {split[pinned[0]]} ways; no per-op "
+                f"op {op.name!r} would split its pinned dim {pinned[0]!r} {split[pinned[0]]} "
+                f"ways; layout tp={lay.tp}, dp={lay.dp}, ep={lay.ep}"
+                f"{' with sequence parallelism' if lay.sequence_parallel else ''}: no per-op "
                 "plan yet; allowed: pinned dims whole (a mixture of experts under sequence "
                 "parallelism only with its experts folded over the tp ranks, etp = 1)")
         configs[op.name] = {d: f for d, f in split.items() if f > 1}
