@@ -16,9 +16,15 @@ folding (``ep`` not dividing ``dp``, or ``etp`` not ``tp``: the ep group spans
 tensor-parallel ranks, which hold the same tokens and each send their share of them; the
 router's softmax and top-k, the dispatch and the combine run whole on each of them,
 where the layout path gives each its share: docs/cost-model.md, "One price, checked").
-Folding under sequence or context parallelism has no per-op form (it would split the
-dispatch's capacity slots, which are pinned), nor has an ``etp`` other than ``tp``
-without ``ep``: refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
+Folded under sequence parallelism (``etp`` = 1), each tp rank holds and routes its own
+share of the tokens: the router splits the sequence as its norm does, the dispatch and
+the combine still run whole on each tp rank (their capacity slots are pinned), and the
+calibrated model prices their edges to and from the split tokens as each rank routing
+and combining its own share, so nothing is gathered. Folding under context parallelism
+has no per-op form (it would split the dispatch's capacity slots), nor has an ``etp``
+between 1 and ``tp`` under sequence parallelism, an ``etp`` other than ``tp`` without
+``ep``, or any layout that would split a pinned dim (unfolded experts under sequence
+parallelism: the dispatch's capacity): refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
 gives each op's ZeRO stage and recomputation flag and :func:`plan_cost_options` the cost
 options. The calibrated cost model prices that plan with the same rules as the layout
 (:mod:`pase.cost_models.calibrated`), which is how the two prices are checked against
@@ -56,9 +62,9 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
     a dim of ``padded_roles`` (a cost model's: the calibrated one's pads the vocabulary)
     split with padding as the layout splits it, other dims the split does not divide left
     unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group reaches
-    past the data-parallel ranks (MoE parallel folding) under sequence or context
-    parallelism, or an etp other than tp without ep, has no per-op form yet: refused,
-    naming it."""
+    past the data-parallel ranks (MoE parallel folding) under context parallelism, or
+    with 1 < etp < tp under sequence parallelism, an etp other than tp without ep, or one
+    that would split an op's pinned dim, has no per-op form yet: refused, naming it."""
     folded = lay.dp % lay.ep or lay.expert_tp != lay.tp
     why = ("context parallelism" if lay.cp > 1 else "ep=1" if lay.ep == 1 else
            "sequence parallelism and 1 < etp < tp"
