@@ -75,6 +75,16 @@ ROWS = [
      {"zero": 3}),
     ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", "dgx-a100-80gb", 1, 16,
      {"recompute": "full"}),
+    # MoE parallel folding (ep over tensor-parallel ranks, etp=1), without and with
+    # sequence parallelism (what the layout family search runs when tp > 1)
+    ("mixtral-8x7b", {"layers": 2}, 8, "tp=2,dp=4,ep=8", "h100-sxm", 1, 16, {}),
+    ("mixtral-8x7b", {"layers": 2}, 8, "tp=2,dp=4,ep=8", "h100-sxm", 1, 16,
+     {"sequence_parallel": True}),
+    ("qwen3-30b-a3b", {"layers": 2}, 16, "tp=2,dp=8,ep=16", "h100-sxm", 1, 16,
+     {"sequence_parallel": True}),
+    # unfolded experts under sequence parallelism: the dispatch's capacity would split
+    ("mixtral-8x7b", {"layers": 2}, 16, "tp=2,dp=8,ep=8", "dgx-a100-80gb", 1, 8,
+     {"sequence_parallel": True}),
 ]
 
 

@@ -53,6 +53,9 @@ FAST = [
     ("mixtral-8x7b", L1, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {}),
     ("mixtral-8x7b", L1, 8, "tp=4,dp=2,ep=8", A100, 1, 8, {"zero": 1, "recompute": "full"}),
     ("qwen3-30b-a3b", L1, 16, "tp=2,dp=8,ep=16", H100, 1, 16, {}),
+    # folded under sequence parallelism (what the layout family search runs when tp > 1)
+    ("mixtral-8x7b", L1, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {"sequence_parallel": True}),
+    ("qwen3-30b-a3b", L1, 16, "tp=2,dp=8,ep=16", H100, 1, 16, {"sequence_parallel": True}),
 ]
 SLOW = [
     ("llama2-7b", L2, 16, "tp=4,dp=4", H100, 1, 16, {}),
@@ -87,6 +90,17 @@ SLOW = [
     ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=4,dp=4,ep=8", "dgx-a100", 1, 16, {}),
     ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=8", H100, 1, 16, {}),
     ("gpt-oss-20b", L2, 8, "tp=2,dp=4,ep=8", H100, 1, 8, {}),
+    # folded under sequence parallelism
+    ("mixtral-8x7b", L2, 8, "tp=4,dp=2,ep=8", A100, 1, 8,
+     {"zero": 1, "recompute": "full", "sequence_parallel": True}),
+    ("mixtral-8x7b", L2, 16, "tp=8,dp=2,ep=8", H100, 1, 8,
+     {"recompute": "selective", "sequence_parallel": True}),
+    ("mixtral-8x7b", {"layers": 2, "seq": 256}, 16, "tp=4,dp=4,ep=8", "dgx-a100", 1, 16,
+     {"sequence_parallel": True}),
+    ("mixtral-8x7b", L2, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {"zero": 3, "sequence_parallel": True}),
+    ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=8", H100, 1, 16,
+     {"sequence_parallel": True}),
+    ("gpt-oss-20b", L2, 8, "tp=2,dp=4,ep=8", H100, 1, 8, {"sequence_parallel": True}),
 ]
 
 
@@ -190,26 +204,109 @@ def test_a_folded_exchange_is_the_layouts_all_to_all():
     assert want(x * b / 8 * c * e / 2) > 2 * inside
 
 
+def test_sequence_parallel_folding_splits_the_routed_tokens_once():
+    """Under sequence parallelism each tp rank already holds its own tokens, which are the
+    ones it routes when the ep group folds over the tp ranks (Megatron-Core: no further
+    share): the router's softmax and top-k, the dispatch and the combine split the tokens
+    tp ways and the experts tp / etp ways. Before, the fold's share came on top of the
+    sequence split (tp x tp / etp: 4 ways at tp = 2), halving the dispatch's all-to-all."""
+    from pase.perf.kernels import make_pricer
+    from pase.perf.layout import op_splits
+    from pase.perf.ops import price_ops
+
+    graph = api.load_graph("mixtral-8x7b", batch=1, layers=1)
+    for degrees, routed, experts in (("tp=2,dp=4,ep=8", 2, 2), ("tp=4,dp=2,ep=4,etp=2", 4, 2)):
+        lay = make_layout(degrees, devices=8, micro_batch=1, global_batch=4,
+                          sequence_parallel=True)
+        for name, dim, want in (("router_softmax", "l", routed), ("top_k", "l", routed),
+                                ("dispatch", "c", routed), ("combine", "l", routed),
+                                ("experts.gate", "c", experts), ("experts.down", "c", experts)):
+            op = graph.op(f"layers0.moe.{name}")
+            assert op_splits(op, lay)[op.dim_names.index(dim)] == want, (degrees, name)
+    # the dispatch sends each rank's own tokens' buffer: x b (c / tp) e, bf16
+    device = get_cluster(H100, 8).device
+    priced = {p.op.name: p for p in price_ops(graph, lay, make_pricer(device, achieved(device),
+                                                                      "bf16"))}
+    x, b, c, e = graph.op("layers0.moe.dispatch").outputs[0].shape
+    assert priced["layers0.moe.dispatch"].time.ep_forward == [("all-to-all", x * b * c / 4 * e * 2)]
+
+
 def test_what_folding_cannot_write_op_by_op_is_refused():
-    """Folded experts under sequence or context parallelism would split the dispatch's
-    pinned capacity slots; an etp other than tp without ep moves no tokens at all."""
+    """Folded experts under context parallelism would split the dispatch's pinned capacity
+    slots; an etp other than tp without ep moves no tokens at all; under sequence
+    parallelism an etp between 1 and tp sends each rank's tokens tp / etp ways where the
+    layout path sends them tp ways."""
     graph = api.load_graph("mixtral-8x7b", batch=4, layers=1)
-    for degrees, options, why in (("tp=2,dp=4,ep=8", {"sequence_parallel": True},
-                                   "sequence parallelism"),
-                                  ("tp=1,cp=2,dp=4,ep=8", {}, "context parallelism"),
-                                  ("tp=2,dp=4,etp=1", {}, "ep=1")):
+    for degrees, options, why in (("tp=1,cp=2,dp=4,ep=8", {}, "context parallelism"),
+                                  ("tp=2,dp=4,etp=1", {}, "ep=1"),
+                                  ("tp=4,dp=2,ep=4,etp=2", {"sequence_parallel": True},
+                                   "sequence parallelism and 1 < etp < tp")):
         lay = make_layout(degrees, devices=8, micro_batch=1, global_batch=4, **options)
         with pytest.raises(NoPlanFormError, match=f"with {why}: .*allowed: ep dividing dp"):
             layout_configs(graph, lay)
 
 
-def test_evaluate_prices_a_folded_layouts_plan(capsys, tmp_path):
-    """`pase evaluate --layout tp=2,dp=4,ep=8` (folded) writes its per-op plan, and
-    `pase evaluate --strategy` of it prices within 2% of the layout (it wrote none)."""
+def test_a_plan_that_would_split_a_pinned_dim_is_refused_naming_it():
+    """Unfolded experts under sequence parallelism (ep dividing dp, or no ep) would split
+    the dispatch's pinned capacity slots: refused naming the op and dim, where before
+    layout_configs wrote the split and pricing the plan failed on it."""
+    graph = api.load_graph("mixtral-8x7b", batch=8, layers=1)
+    for degrees in ("tp=2,dp=8,ep=8", "tp=2,dp=8"):
+        lay = make_layout(degrees, devices=16, micro_batch=1, global_batch=8,
+                          sequence_parallel=True)
+        with pytest.raises(NoPlanFormError, match="'layers0.moe.dispatch' would split its "
+                                                  "pinned dim 'c' 2 ways.*allowed"):
+            layout_configs(graph, lay)
+
+
+def test_sequence_parallel_folding_routes_each_ranks_own_tokens():
+    """Folded under sequence parallelism (tp=2, dp=4, ep=8, etp=1): the router splits the
+    tokens as its norm does, the dispatch and the combine run whole on each tp rank (their
+    capacity slots are pinned) and their edges to and from the split tokens move nothing
+    (each rank routes and combines its own share); the exchange stays the layout's
+    all-to-all. Before, such a layout had no per-op form."""
+    graph = api.load_graph("mixtral-8x7b", batch=4, layers=1)
+    lay = make_layout("tp=2,dp=4,ep=8", devices=8, micro_batch=1, global_batch=4,
+                      sequence_parallel=True)
+    configs = layout_configs(graph, lay)
+    assert configs["layers0.moe.router"] == configs["layers0.moe_norm"] == {"b": 4, "l": 2}
+    assert configs["layers0.moe.dispatch"] == configs["layers0.moe.combine"] == {"b": 4}
+    assert configs["layers0.moe.experts.gate"] == {"x": 8}
+    model = CalibratedCostModel(H100).bind(graph, 8)
+
+    def edge(producer, consumer, port=0):
+        src_op, dst_op = graph.op(producer), graph.op(consumer)
+        src = np.array([[configs[producer].get(d, 1) for d in src_op.dim_names]])
+        dst = np.array([[configs[consumer].get(d, 1) for d in dst_op.dim_names]])
+        return float(model.edge_costs(src_op, src_op.outputs[0], src, dst_op,
+                                      dst_op.inputs[port], dst)[0, 0])
+
+    assert edge("layers0.moe_norm", "layers0.moe.dispatch") == 0.0
+    assert edge("layers0.moe.top_k", "layers0.moe.dispatch", 1) == 0.0
+    assert edge("layers0.moe.top_k", "layers0.moe.combine", 1) == 0.0
+    assert edge("layers0.moe.combine", "layers0.moe_residual", 1) == 0.0
+    assert edge("layers0.moe.dispatch", "layers0.moe.experts.gate") > 0
+    # tokens split among ranks that are not all holders of one dispatch tile cannot be each
+    # one's share: on 6 devices a tile split 2 ways over the batch has 3 holders, which
+    # cannot share a sequence split 2 ways: gathered, as any re-layout (on 4, 2 holders can)
+    src_op, dst_op = graph.op("layers0.moe_norm"), graph.op("layers0.moe.dispatch")
+    norm, dispatch = np.array([[2, 2, 1]]), np.array([[1, 2, 1, 1, 1]])
+    for p, free in ((6, False), (4, True)):
+        bound = CalibratedCostModel(H100).bind(graph, p)
+        cost = bound.edge_costs(src_op, src_op.outputs[0], norm, dst_op, dst_op.inputs[0],
+                                dispatch)[0, 0]
+        assert (cost == 0.0) == free, p
+
+
+@pytest.mark.parametrize("sp", [[], ["--sequence-parallel"]])
+def test_evaluate_prices_a_folded_layouts_plan(capsys, tmp_path, sp):
+    """`pase evaluate --layout tp=2,dp=4,ep=8` (folded), with sequence parallelism too,
+    writes its per-op plan, and `pase evaluate --strategy` of it prices within 2% of the
+    layout (before, it wrote none; with sequence parallelism, until this one)."""
     out = tmp_path / "layout.json"
     common = ["mixtral-8x7b", "-p", "8", "--cluster", H100, "--model-option", "layers=1"]
     assert main(["evaluate", *common, "--layout", "tp=2,dp=4,ep=8", "--micro-batch", "1",
-                 "--global-batch", "16", "--format", "json", "--output", str(out)]) == 0
+                 "--global-batch", "16", "--format", "json", "--output", str(out), *sp]) == 0
     capsys.readouterr()
     layout = json.loads(out.read_text())
     assert layout["plan"] is not None and layout["strategy"]["layers0.moe.experts.gate"]["x"] == 8

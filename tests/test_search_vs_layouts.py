@@ -12,11 +12,10 @@ tail once).
 
 Layouts the search cannot express as a plan yet are left out, each for its reason:
 
-- expert parallelism folded over tensor- or context-parallel ranks (ep not dividing dp)
-  under sequence or context parallelism (every tp > 1 layout of the family runs sequence
-  parallelism): no per-op form yet (ep dividing dp is the experts' dim split, searched;
-  folded without either, the plan the layout writes is priced within 2%,
-  tests/test_one_price_grid.py, but not searched here);
+- expert parallelism folded over tensor- or context-parallel ranks (ep not dividing dp):
+  not searched here (ep dividing dp is the experts' dim split, searched; folded over tp
+  ranks, with or without sequence parallelism, the plan the layout writes is priced
+  within 2%, tests/test_one_price_grid.py);
 - tensor parallelism of a mixture of experts (tp > 1 on an MoE model): Megatron-LM's
   tensor-parallel experts split the dispatch's capacity dim, which the per-op space pins.
 

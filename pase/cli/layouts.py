@@ -69,9 +69,9 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     at); a pipeline layout (pp > 1) as ``pipeline``, a pipeline plan (the format of
     `pase solve --pipeline`). `pase evaluate --strategy` of this output prices the same
     plan with the calibrated cost model (an interleaved pipeline as stages of chunks). One
-    :func:`pase.perf.plan.layout_configs` cannot write op by op (experts folded over
-    tensor-parallel ranks under sequence or context parallelism) is no plan yet: ``plan``
-    is null."""
+    :func:`pase.perf.plan.layout_configs` cannot write op by op (experts folded under
+    context parallelism, unfolded experts under sequence parallelism) is no plan yet:
+    ``plan`` is null."""
     from pase.errors import NoPlanFormError
     from pase.errors import OptionError as Refused
     from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options

@@ -252,10 +252,12 @@ def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
     if seq is not None:
         if lay.cp > 1:
             split[seq] *= lay.cp
-        if folded:  # each expert-tensor-parallel group runs its own share of the tokens
-            split[seq] *= lay.tp // lay.expert_tp
         if lay.sequence_parallel and not tp_dims and op.kind not in ("Einsum", "Embedding"):
+            # each tp rank holds its own tokens; folded, these are the ones it routes, so
+            # the fold's split below is already in this one (no tp x tp / etp share)
             split[seq] *= lay.tp
+        elif folded:  # each expert-tensor-parallel group runs its own share of the tokens
+            split[seq] *= lay.tp // lay.expert_tp
     expert = _first(op, "expert")
     if expert is not None and lay.ep > 1:
         split[expert] *= lay.ep

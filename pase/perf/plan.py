@@ -16,9 +16,15 @@ folding (``ep`` not dividing ``dp``, or ``etp`` not ``tp``: the ep group spans
 tensor-parallel ranks, which hold the same tokens and each send their share of them; the
 router's softmax and top-k, the dispatch and the combine run whole on each of them,
 where the layout path gives each its share: docs/cost-model.md, "One price, checked").
-Folding under sequence or context parallelism has no per-op form (it would split the
-dispatch's capacity slots, which are pinned), nor has an ``etp`` other than ``tp``
-without ``ep``: refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
+Folded under sequence parallelism (``etp`` = 1), each tp rank holds and routes its own
+share of the tokens: the router splits the sequence as its norm does, the dispatch and
+the combine still run whole on each tp rank (their capacity slots are pinned), and the
+calibrated model prices their edges to and from the split tokens as each rank routing
+and combining its own share, so nothing is gathered. Folding under context parallelism
+has no per-op form (it would split the dispatch's capacity slots), nor has an ``etp``
+between 1 and ``tp`` under sequence parallelism, an ``etp`` other than ``tp`` without
+``ep``, or any layout that would split a pinned dim (unfolded experts under sequence
+parallelism: the dispatch's capacity): refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
 gives each op's ZeRO stage and recomputation flag and :func:`plan_cost_options` the cost
 options. The calibrated cost model prices that plan with the same rules as the layout
 (:mod:`pase.cost_models.calibrated`), which is how the two prices are checked against
@@ -56,20 +62,23 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
     a dim of ``padded_roles`` (a cost model's: the calibrated one's pads the vocabulary)
     split with padding as the layout splits it, other dims the split does not divide left
     unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group reaches
-    past the data-parallel ranks (MoE parallel folding) under sequence or context
-    parallelism, or an etp other than tp without ep, has no per-op form yet: refused,
-    naming it."""
+    past the data-parallel ranks (MoE parallel folding) under context parallelism, or
+    with 1 < etp < tp under sequence parallelism, an etp other than tp without ep, or one
+    that would split an op's pinned dim, has no per-op form yet: refused, naming it."""
     folded = lay.dp % lay.ep or lay.expert_tp != lay.tp
-    why = ("context parallelism" if lay.cp > 1 else "sequence parallelism"
-           if lay.sequence_parallel else "ep=1" if lay.ep == 1 else None)
+    why = ("context parallelism" if lay.cp > 1 else "ep=1" if lay.ep == 1 else
+           "sequence parallelism and 1 < etp < tp"
+           if lay.sequence_parallel and 1 < lay.expert_tp < lay.tp else None)
     if folded and why:
         raise NoPlanFormError(
             f"layout ep={lay.ep} over dp={lay.dp}{f', etp={lay.etp}' if lay.etp else ''} with "
             f"{why}: experts folded over tensor- or context-parallel ranks there have no "
-            "per-op plan yet (it would split the dispatch's pinned capacity slots, or run "
-            "whole experts on a share of the tokens with no exchange); allowed: ep dividing "
-            "dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks without "
-            "sequence or context parallelism")
+            "per-op plan yet (it would split the dispatch's pinned capacity slots, run "
+            "whole experts on a share of the tokens with no exchange, or send each tp "
+            "rank's tokens tp / etp ways where the layout sends them tp ways); allowed: ep "
+            "dividing dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks "
+            "without context parallelism (etp = 1 under sequence parallelism)")
+    routed = folded and lay.sequence_parallel  # each tp rank routes its own tokens
     configs = {}
     for op in graph.ops:
         # the router's softmax and top-k read every expert's score: they hold all experts;
@@ -85,11 +94,21 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
             batch = next((d.name for d in op.dims if d.role == "batch"), None)
             if batch is not None:
                 split[batch] *= lay.dp
+            if routed:
+                _routed_tokens(op, split, lay)
         for d in op.dims:
             if d.size % split[d.name] and d.role not in padded_roles:
                 if unsplit is not None:
                     unsplit.append(f"{op.name}.{d.name}")
                 split[d.name] = 1
+        pinned = [d for d in sorted(op.pinned) if split[d] > 1]
+        if pinned:  # unfolded MoE under sequence parallelism splits the capacity slots
+            raise NoPlanFormError(
+                f"op {op.name!r} would split its pinned dim {pinned[0]!r} {split[pinned[0]]} "
+                f"ways; layout tp={lay.tp}, dp={lay.dp}, ep={lay.ep}"
+                f"{' with sequence parallelism' if lay.sequence_parallel else ''}: no per-op "
+                "plan yet; allowed: pinned dims whole (a mixture of experts under sequence "
+                "parallelism only with its experts folded over the tp ranks, etp = 1)")
         configs[op.name] = {d: f for d, f in split.items() if f > 1}
     return configs
 
@@ -106,6 +125,24 @@ def _expert_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
         split[seq] = tokens if batch is None else math.gcd(split[seq], tokens)
     if batch is not None:
         split[batch] *= tokens // (split[seq] if seq is not None else 1)
+
+
+def _routed_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
+    """Sequence parallelism under folding: the router splits the sequence ``tp`` ways as
+    its norm does (each tp rank routes its own tokens; its softmax and top-k have that
+    split already). The dispatch and the combine keep their tokens and their pinned
+    capacity slots whole (split, the combine's buffer gradient would be partial sums),
+    running whole on each tp rank, as without sequence parallelism; the calibrated model
+    prices their edges to and from the split tokens as each rank routing and combining
+    its own share (:meth:`~pase.cost_models.calibrated_edges.CalibratedEdges._own_tokens`)."""
+    seq = next((d.name for d in op.dims if d.role == "sequence"), None)
+    if op.kind in ("MoEDispatch", "MoECombine"):
+        for d in op.dims:
+            if d.role == "sequence":
+                split[d.name] = 1
+    elif op.kind == "Einsum" and seq is not None and \
+            any(d.role == "expert" for d in op.dims):  # the router
+        split[seq] *= lay.tp
 
 
 def plan_cost_options(lay: Layout) -> dict[str, object]:

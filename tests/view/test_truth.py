@@ -184,11 +184,10 @@ def test_a_pipeline_whose_stage_is_no_layout_names_the_stage_and_op():
 
 
 def test_a_layout_match_that_fails_says_unknown_not_none(monkeypatch):
-    """qwen3-30b-a3b's plan on 8 devices votes for tp=4, dp=2, ep=4 with sequence
-    parallelism, whose per-op splits pase.perf.plan.layout_configs cannot write (its ep
-    group folds over tp ranks, which would split the dispatch's pinned capacity under
-    sequence parallelism; it used to divide dp by ep and fail): the page says the layout
-    is unknown instead of failing or calling it none."""
+    """qwen3-30b-a3b's plan on 8 devices votes for tp=2, cp=2, dp=2, ep=4, whose per-op
+    splits pase.perf.plan.layout_configs cannot write (its ep group folds over cp ranks,
+    which would split the dispatch's pinned capacity; it used to divide dp by ep and
+    fail): the page says the layout is unknown instead of failing or calling it none."""
     from types import SimpleNamespace
 
     from pase import api
@@ -196,8 +195,7 @@ def test_a_layout_match_that_fails_says_unknown_not_none(monkeypatch):
     from pase.perf.plan import layout_configs
     from pase.viewer.layout import layout_line
 
-    folded = make_layout("tp=4,dp=2,ep=4", devices=8, micro_batch=1, global_batch=2,
-                         sequence_parallel=True)
+    folded = make_layout("tp=2,cp=2,dp=2,ep=4", devices=8, micro_batch=1, global_batch=2)
     with pytest.raises(NoPlanFormError, match="ep=4 over dp=2"):
         layout_configs(api.load_graph("qwen3-30b-a3b", layers=1), folded)
 
