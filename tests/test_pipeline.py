@@ -204,3 +204,22 @@ def test_stage_cost_charges_a_quarter_of_the_gradient_sync_per_micro_batch():
     assert sync.max() > 0  # some configs split the batch, so their weight gradients sync
     want = plain.work_costs(work) - 0.75 * sync
     assert np.allclose(stage.work_costs(stage.work(op, configs)), want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("cost_model", ["calibrated", "alpha-beta"])
+def test_incumbent_skips_stages_without_changing_the_answer(monkeypatch, cost_model):
+    # A stage whose least time times m reaches the best plan so far is left unsolved; the
+    # plan, its step and its bound are those of the search that solves every stage.
+    opts = {"length": 6, "width": 512}
+    kw = dict(batch=16, model_options=opts, cost_model=cost_model, cuts="all")
+    free = solve_pipeline("chain", 8, memory_cap="none", **kw)
+    cap = 0.8 * max(st.memory_bytes for st in free.stages)
+    pruned = solve_pipeline("chain", 8, memory_cap=cap, **kw)
+    monkeypatch.setattr(StageOracle, "least_time", lambda self, *a: 0.0)  # never past it
+    every = solve_pipeline("chain", 8, memory_cap=cap, **kw)
+    assert pruned.step_time == every.step_time
+    assert pruned.lower_bound == every.lower_bound and pruned.status == every.status
+    assert [(s.ops, s.devices) for s in pruned.stages] == [(s.ops, s.devices) for s in every.stages]
+    assert pruned.search["stage_solves"] <= every.search["stage_solves"]
+    if cost_model == "calibrated":  # here the cap binds, and some capped solves are skipped
+        assert pruned.search["stage_solves"] < every.search["stage_solves"]

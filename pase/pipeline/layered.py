@@ -53,6 +53,7 @@ class Layered:
     _weighted: dict[float, Problem] = field(default_factory=dict)
     _moved: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _readers: dict[int, dict[int, int]] | None = None
+    _least: tuple | None = None  # least(): per op and per edge their cheapest, and the edges
 
     def digest(self, array: np.ndarray) -> tuple:
         """Shape and a 128-bit digest of ``array``'s bytes, memoised by identity (the
@@ -90,6 +91,23 @@ class Layered:
                 if self.edge_once is not None and self.edge_once[e] is not None:
                     tail += float(self.edge_once[e][at[u], at[v]])
         return t, tail
+
+    def least(self, ranges) -> float:
+        """A lower bound on the seconds per micro-batch of ops ``ranges`` with the edges
+        inside them, by any choice: each op's cheapest candidate and each edge's cheapest
+        pair, apart (no solve)."""
+        if self._least is None:
+            p = self.problem
+            self._least = (np.array([v.min() for v in p.vertex_costs]),
+                           np.array([u for u, _ in p.edges], dtype=np.int64),
+                           np.array([v for _, v in p.edges], dtype=np.int64),
+                           np.array([m.min() for m in p.edge_costs]))
+        vertex, u, v, edge = self._least
+        total = 0.0
+        for a, b in ranges:
+            inside = (u >= a) & (u < b) & (v >= a) & (v < b)
+            total += float(vertex[a:b].sum()) + float(edge[inside].sum())
+        return total
 
     def moved(self, i: int, end: int) -> np.ndarray:
         """Per candidate of op ``i``, the bytes of its kept outputs that no op before ``end``

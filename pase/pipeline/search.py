@@ -33,6 +33,13 @@ space:
 - inside a stage, the per-layer dp's optimum (exact; a stage whose dp could
   not prove optimality under a memory cap makes the plan ``feasible``).
 
+Before the fronts of each ``(m, s)`` the search prices the plan whose ``s`` stages hold
+equal unit counts; the best plan so far is then an incumbent, and a stage whose least
+time (its optimum with memory not counted) times ``m`` reaches it is left out of both
+fronts unsolved: every plan holding it costs at least that, so neither the best plan nor
+the bound below the incumbent changes, and the memory-capped solves of hopeless stages
+(a stage of most layers on a small sub-mesh) are never run.
+
 Interleaved 1F1B (``interleaved:V``) is searched beside them by enumeration: for each
 ``s`` with ``p / s`` one of the sizes and ``m`` a multiple of ``s``, the units are cut
 into ``s V`` chunks as the layout path cuts layers, chunk ``c`` on group ``c mod s``,
@@ -43,7 +50,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from pase.cluster import Cluster
@@ -181,12 +188,18 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                     continue
                 for s, sizes in _size_sets(space, counts):
                     oracle.check("searching pipeline plans")
-                    for T, X, S, tails, _ in _Front(space, oracle, links, m, sizes, name,
-                                                    True).points(s):
-                        bound = min(bound, S + (m - 1) * period(name, T, X) + tails)
-                    front = _Front(space, oracle, links, m, sizes, name, False)
-                    for T, X, S, tails, plan in front.points(s):
-                        cost = S + (m - 1) * period(name, T, X) + tails
+                    # an incumbent first (equal unit counts), so the fronts skip the stages
+                    # no plan better than it can hold (_Front.limit)
+                    for cost, plan in _costed(_Front(_balanced(space, s), oracle, links, m,
+                                                     sizes, name, False), s, name, m):
+                        if best is None or cost < best.cost * (1 - 1e-12):
+                            best = _found(oracle, links, m, plan, cost, name, folded)
+                    limit = math.inf if best is None else best.cost
+                    for cost, _ in _costed(_Front(space, oracle, links, m, sizes, name, True,
+                                                  limit), s, name, m):
+                        bound = min(bound, cost)
+                    for cost, plan in _costed(_Front(space, oracle, links, m, sizes, name,
+                                                     False, limit), s, name, m):
                         if best is None or cost < best.cost * (1 - 1e-12):
                             best = _found(oracle, links, m, plan, cost, name, folded)
             if progress:
@@ -208,6 +221,20 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
     return best
 
 
+def _costed(front: "_Front", stages: int, name: str, m: int):
+    """``(charged step, plan)`` of each point of ``front``'s ``stages``-stage front."""
+    for T, X, S, tails, plan in front.points(stages):
+        yield S + (m - 1) * period(name, T, X) + tails, plan
+
+
+def _balanced(space: Space, stages: int) -> Space:
+    """``space`` with cuts only where ``stages`` stages get equal unit counts (to within
+    one): a plan of the space found with few stage solves, the search's first incumbent."""
+    n = len(space.units) - 1
+    units = [space.units[k * n // stages] for k in range(stages)] + [space.units[-1]]
+    return replace(space, units=units)
+
+
 def _size_sets(space: Space, counts: range):
     if space.uniform:
         for s in counts:
@@ -223,9 +250,10 @@ class _Front:
     stages' plans, or (``bound``) of their corners (:meth:`StageOracle.corners`)."""
 
     def __init__(self, space: Space, oracle: StageOracle, links: LinkPricer, m: int,
-                 sizes: tuple[int, ...], schedule: str, bound: bool = False):
+                 sizes: tuple[int, ...], schedule: str, bound: bool = False,
+                 limit: float = math.inf):
         self.space, self.oracle, self.links, self.m, self.sizes = space, oracle, links, m, sizes
-        self.schedule, self.bound = schedule, bound
+        self.schedule, self.bound, self.limit = schedule, bound, limit
         self.memo: dict[tuple, list[Point]] = {}
         self.smallest, self.largest = min(sizes), max(sizes)
 
@@ -238,6 +266,15 @@ class _Front:
         """``(time, tail, result)`` of the stage's plans (or corners, result None)."""
         self.oracle.check("searching pipeline plans")
         ranges = ((self.space.units[u], self.space.units[v]),)
+        if self.limit < math.inf:
+            # a plan's step is at least m times any stage's time (both periods are at
+            # least the slowest stage's), and a stage's time at least its least time with
+            # memory not counted: past the incumbent, no plan holding the stage is better
+            # (and its bound is above the incumbent, which bounds the space itself)
+            for quick in (True, False):  # a bound with no solve first, then the optimum
+                least = self.oracle.least_time(ranges, d, self.m, quick)
+                if least is None or self.m * least >= self.limit:
+                    return []
         if self.bound:
             return [(t, o, None) for t, o in
                     self.oracle.corners(ranges, d, self.m, k, alone=self.stages == 1) or []]

@@ -226,6 +226,17 @@ class StageOracle:
                 out.append(r)
         return sorted(out, key=lambda r: (r.seconds, r.tail))
 
+    def least_time(self, ranges: tuple[tuple[int, int], ...], devices: int,
+                   microbatches: int, quick: bool = False) -> float | None:
+        """The least seconds per micro-batch of any plan of the stage, memory not counted
+        (its optimum at tail weight 0, sends included); None: it has no plan. ``quick``: a
+        lower bound of it with no solve (:meth:`Layered.least`)."""
+        if quick:
+            return self.layered(devices, microbatches).least(ranges) + \
+                self.sends(ranges, devices, microbatches)
+        free = self._free(ranges, devices, microbatches, 0.0)
+        return None if free is None else free.seconds
+
     def corners(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
                 in_flight: float, last: bool = True, alone: bool = False
                 ) -> list[tuple[float, float]] | None:
