@@ -140,9 +140,20 @@ def test_random_re_layouts_at_16_and_12_move_the_priced_bytes():
     check(12, (12, 24, 36), random_specs(12, 3, 25, seed=3))
 
 
-def test_uneven_tiles_are_left_to_xla_and_keep_their_values():
-    """A 6 x 7 tensor: 7 columns do not split 2 ways, and 6 rows not 4 ways; shard_map
-    needs even tiles, so these re-layouts fall back to XLA's (padded) resharding."""
+def test_uneven_tiles_are_padded_and_move_the_priced_bytes():
+    """A 7 x 7 tensor: 7 columns do not split 2 ways, nor 7 rows 4 ways. Each device's
+    tile holds a pad there (ceil(n / f), as XLA and Megatron-LM pad it), so the re-layout
+    pads the tensor to 8 x 8, moves the even tiles as priced, and drops the pad: the bytes
+    of the padded tensor, not XLA's gather of the whole."""
     pairs = [([["x0"], []], [[], ["x0"]]), ([["x0", "x1"], []], [[], ["x2"]])]
-    for r in run(8, (6, 7), pairs):
+    for (src, dst), r in zip(pairs, run(8, (7, 7), pairs)):
+        assert r["same"] and r["grad"], r
+        assert r["forward"] == pytest.approx(worst_received(8, (8, 8), src, dst)), (src, dst, r)
+        assert r["backward"] == pytest.approx(worst_received(8, (8, 8), dst, src)), (src, dst, r)
+
+
+def test_uneven_tiles_without_one_pad_are_left_to_xla_and_keep_their_values():
+    """7 columns split 2 ways (tiles of 4: 8 with the pad) and 3 ways (tiles of 3: 9); 6
+    rows split 4 ways (tiles of 2, 2, 2 and a device of pad alone): XLA re-lays them out."""
+    for r in run(12, (6, 7), [([[], ["x0"]], [[], ["x2"]]), ([["x0", "x1"], []], [[], ["x0"]])]):
         assert r["same"] and r["grad"], r

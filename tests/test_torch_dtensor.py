@@ -104,3 +104,38 @@ def test_round_trip_gpt2_mlp_on_4_gloo_processes():
     for result in results:
         assert result["loss_diff"] <= 1e-5 and result["grad_diff"] <= 1e-5, result
     assert "mlp.c_fc.weight" in results[0]["sharded"] and "mlp.c_fc.weight" in results[2]["sharded"]
+
+
+# -- a padded vocabulary split (67 tokens, a prime: no split divides it) -----------------
+PADDED = [{"lm_head": {"c": 4}, "cross_entropy_loss": {"c": 4}},
+          {"wte": {"d": 2}, "lm_head": {"c": 2}, "cross_entropy_loss": {"c": 2}}]
+
+
+def test_padded_vocabulary_plan():
+    """The logits split 4 ways over 67 tokens: Shard(2) on both mesh dims (DTensor holds
+    17, 17, 17 and 16); the tied table, whose dims the importer does not record, is
+    said to stay replicated rather than called exact."""
+    from torch_models import tied_head
+
+    model, args = tied_head.build()
+    imported = import_torch(model, args)
+    plan = to_dtensor(model, imported, PADDED[0], devices=4)
+    assert plan.activations["lm_head"].placements == ["Shard(2)", "Shard(2)"]
+    assert plan.activations["lm_head"].shape == (2, 4, 67)
+    assert plan.inexpressible == []  # the table is unsplit at wte
+    plan = to_dtensor(model, imported, PADDED[1], devices=4)
+    table = plan.parameters["wte.weight"]
+    assert table.placements == ["Replicate()", "Replicate()"] and not table.exact
+    assert "d=2" in table.note and "wte.weight:" in plan.inexpressible[0]
+
+
+@pytest.mark.slow
+def test_round_trip_padded_vocabulary_on_4_gloo_processes():
+    """Logits and loss split 4 and 2 ways over 67 tokens (uneven shards) agree with the
+    unsharded module; the LM head's weight, tied to the table, stays one parameter."""
+    from torch_models import tied_head
+
+    from pase.export.dtensor_run import check_round_trip
+
+    for result in check_round_trip(tied_head.build, PADDED, 4):
+        assert result["loss_diff"] <= 1e-5 and result["grad_diff"] <= 1e-5, result

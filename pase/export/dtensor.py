@@ -119,12 +119,18 @@ class DTensorPlan:
         import torch
         from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
 
+        made = {}  # id(old parameter) -> its DTensor parameter
         for name, plan in self.parameters.items():
             owner, _, leaf = name.rpartition(".")
             sub = module.get_submodule(owner) if owner else module
             tensor = getattr(sub, leaf)
             dist = distribute_tensor(tensor.detach(), mesh, _placements(plan.placements))
-            setattr(sub, leaf, torch.nn.Parameter(dist, requires_grad=tensor.requires_grad))
+            made[id(tensor)] = torch.nn.Parameter(dist, requires_grad=tensor.requires_grad)
+            setattr(sub, leaf, made[id(tensor)])
+        for sub in module.modules():  # a tied parameter (an LM head's) is one DTensor too
+            for key, param in list(sub._parameters.items()):
+                if param is not None and id(param) in made:
+                    sub._parameters[key] = made[id(param)]
         replicated = [Replicate()] * len(self.mesh_shape)
         for sub in module.modules():  # buffers (batch norm statistics) replicated
             for key, buf in list(sub._buffers.items()):
@@ -205,6 +211,9 @@ def to_dtensor(module: Any, graph: Any, strategy: Any, *, devices: int | None = 
     index = {n: i for i, (n, _) in enumerate(axes)}
     for name, (op, spec) in imported.parameter_axes.items():
         plan.parameters[name] = _tensor(name, op, spec, configs[op], assigned[op], index)
+        why = _unnamed_split(imported.graph.op(op), spec, configs[op])
+        if why:
+            plan.parameters[name].exact, plan.parameters[name].note = False, why
     for path, (op, spec) in imported.activation_axes.items():
         plan.activations[path] = _tensor(path, op, spec, configs[op], assigned[op], index)
     for path, (op, spec) in imported.module_input_axes.items():
@@ -214,6 +223,21 @@ def to_dtensor(module: Any, graph: Any, strategy: Any, *, devices: int | None = 
                            _tensor(f"input {i}", found[0], found[1], configs[found[0]],
                                    assigned[found[0]], index))
     return plan
+
+
+def _unnamed_split(op: Any, spec: list, config: Mapping[str, int]) -> str:
+    """Why a parameter the importer recorded no dims for (an embedding's table) is not
+    placed as pase splits it: its op's one weight of the same shape is split; else ''."""
+    if any(n for axis in spec for n, _ in axis):
+        return ""
+    shape = tuple(math.prod(size for _, size in axis) for axis in spec)
+    ports = [w for w in op.weights if tuple(w.shape) == shape]
+    split = [f"{n}={config[n]}" for w in ports[:1] for axis in w.dims for n in axis
+             if config.get(n, 1) > 1]
+    if len(ports) != 1 or not split:
+        return ""
+    return (f"the importer recorded no dims for its axes, so its split "
+            f"({', '.join(split)}) is not placed")
 
 
 def _devices(strategy: Any, devices: int | None) -> int:
