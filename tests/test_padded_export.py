@@ -31,6 +31,7 @@ def test_the_padded_split_is_pinned_not_dropped():
     assert "pin(params['wte:w1'], (('x1',), None), 'tied/wte->lm_head'" in text  # rows on x1
 
 
+@pytest.mark.slow  # about 7 s: two JAX programs on 4 devices
 def test_a_padded_vocabulary_split_agrees_with_one_device():
     """Loss and every gradient within 1e-5 of one device's, with pase's re-layouts written
     out and with XLA's (one JAX start-up for both)."""

@@ -206,7 +206,8 @@ def test_stage_cost_charges_a_quarter_of_the_gradient_sync_per_micro_batch():
     assert np.allclose(stage.work_costs(stage.work(op, configs)), want, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("cost_model", ["calibrated", "alpha-beta"])
+@pytest.mark.parametrize("cost_model", [pytest.param("calibrated", marks=pytest.mark.slow),
+                                        "alpha-beta"])
 def test_incumbent_skips_stages_without_changing_the_answer(monkeypatch, cost_model):
     # A stage whose least time times m reaches the best plan so far is left unsolved; the
     # plan, its step and its bound are those of the search that solves every stage.
