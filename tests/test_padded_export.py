@@ -35,7 +35,6 @@ def test_the_padded_split_is_pinned_not_dropped():
 def test_a_padded_vocabulary_split_agrees_with_one_device():
     """Loss and every gradient within 1e-5 of one device's, with pase's re-layouts written
     out and with XLA's (one JAX start-up for both)."""
-    pytest.importorskip("jax")
     texts = [to_jax("gpt2", PLAN, 4, model_options=dict(TINY, vocab=67), relayout=relayout)
              for relayout in ("pase", "xla")]
     for r in check_programs(texts, 4):
@@ -46,7 +45,6 @@ def test_the_uneven_table_relayout_moves_what_pase_prices():
     """The tied table (1031 x 32, split by width 4 ways) re-laid for lm_head (rows split
     2 ways): pase prices a device receiving its 516 x 32 tile less the part it holds.
     XLA left to itself all-gathers the whole table first (1.75 times that)."""
-    pytest.importorskip("jax")
     from pase.export.verify import verify
 
     report = verify("gpt2", PLAN, 4, model_options=TINY)
