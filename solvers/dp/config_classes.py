@@ -26,7 +26,6 @@ half the work (the caller runs :func:`pase.solvers.dp.kernel.min_plus`).
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from pase.deadline import check as check_deadline
 from pase.solvers.dp.kernel import argmin_dtype, expand
+from pase.solvers.dp.matrix_memo import kept
 
 if TYPE_CHECKING:
     from pase.solvers.dp.plan import Step
@@ -64,27 +64,21 @@ def edge_classes(matrix: np.ndarray, memo: dict | None = None
     key = id(matrix)
     if memo is not None and key in memo:
         return memo[key][1]
-    held = _KEPT.get(key)
-    if held is not None and held[0]() is matrix:
-        return held[1]
-    col_class, col_first = _classes(matrix.T)
-    cols = matrix[:, col_first]
-    row_class, row_first = _classes(cols)
-    out = (row_class, col_class, np.ascontiguousarray(cols[row_first]))
+    out = kept(_KEPT, matrix, None, lambda: _derive_classes(matrix))
     if memo is not None:
         memo[key] = (matrix, out)  # the matrix is kept alive, so its id stays its own
-    if not matrix.flags.writeable:  # read-only, it cannot change: kept while it lives
-        def forget(ref, key=key):  # the matrix died: its id may be reused
-            if _KEPT.get(key, (None,))[0] is ref:
-                del _KEPT[key]
-        _KEPT[key] = (weakref.ref(matrix, forget), out)
     return out
 
 
-# id -> (a weak reference to a read-only matrix, its edge_classes): a shared layer matrix
-# is folded again in every stage a pipeline search solves, and under every multiplier of a
-# capped solve; each entry goes with its matrix.
-_KEPT: dict[int, tuple] = {}
+def _derive_classes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    col_class, col_first = _classes(matrix.T)
+    cols = matrix[:, col_first]
+    row_class, row_first = _classes(cols)
+    return row_class, col_class, np.ascontiguousarray(cols[row_first])
+
+
+# (id, None) -> edge_classes of a read-only matrix, while it lives (matrix_memo.kept)
+_KEPT: dict = {}
 
 
 def _sampled_classes(mats: Sequence[np.ndarray], sample: int) -> int:

@@ -41,13 +41,13 @@ Measured (paper model): Transformer p = 64 drops 1,456 of 52,613 configs in
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from pase.errors import TimeLimitError
 from pase.problem import Problem
+from pase.solvers.dp.matrix_memo import kept
 
 __all__ = ["PruneResult", "apply", "invert", "prune_dominated"]
 
@@ -207,26 +207,18 @@ def _row_classes(m: np.ndarray, transposed: bool, work_limit: int
     classes' :func:`_row_le` table; None past ``work_limit``. Kept while a read-only ``m``
     lives: a pipeline search prunes the same shared layer matrices in every stage's solve
     (about a second a table for GPT-3 at p = 1,024), and a read-only array cannot change."""
-    key = (id(m), transposed, work_limit)
-    held = _TABLES.get(key)
-    if held is not None and held[0]() is m:
-        return held[1]
-    uniq, cls = np.unique(_distinct_columns(m.T if transposed else m), axis=0,
-                          return_inverse=True)
-    found = None
-    if uniq.shape[0] ** 2 * min(uniq.shape[1], _SCREEN_COLUMNS) <= work_limit:
-        found = (cls.reshape(-1), _row_le(uniq))
-    if not m.flags.writeable:
-        def forget(ref, key=key):  # the matrix died: its id may be reused
-            if _TABLES.get(key, (None,))[0] is ref:
-                del _TABLES[key]
-        _TABLES[key] = (weakref.ref(m, forget), found)
-    return found
+    def derive():
+        uniq, cls = np.unique(_distinct_columns(m.T if transposed else m), axis=0,
+                              return_inverse=True)
+        if uniq.shape[0] ** 2 * min(uniq.shape[1], _SCREEN_COLUMNS) > work_limit:
+            return None
+        return cls.reshape(-1), _row_le(uniq)
+
+    return kept(_TABLES, m, (transposed, work_limit), derive)
 
 
-# (id, transposed, work_limit) -> (a weak reference to the matrix, its row classes):
-# :func:`_row_classes`' memo, each entry dropped when its matrix is.
-_TABLES: dict[tuple[int, bool, int], tuple] = {}
+# (id, (transposed, work_limit)) -> :func:`_row_classes`' answers (matrix_memo.kept)
+_TABLES: dict = {}
 
 
 def _row_le(rows: np.ndarray) -> np.ndarray:
