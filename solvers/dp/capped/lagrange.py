@@ -170,10 +170,15 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
 
 def dual_slack(problem: Problem, cap: float, lam: float) -> float:
     """Rounding allowance of a Lagrangian bound at ``lam``, in cost units."""
+    return _slack_of(problem, cap)(lam)
+
+
+def _slack_of(problem: Problem, cap: float) -> Callable[[float], float]:
+    """:func:`dual_slack` as a function of ``lam`` (the magnitudes summed once)."""
     assert problem.memory is not None
-    magnitude = (sum(finite_max(np.abs(c)) for c in problem.vertex_costs + problem.edge_costs)
-                 + lam * (abs(cap) + sum(finite_max(np.abs(m)) for m in problem.memory)))
-    return BOUND_RTOL * magnitude
+    costs = sum(finite_max(np.abs(c)) for c in problem.vertex_costs + problem.edge_costs)
+    memory = abs(cap) + sum(finite_max(np.abs(m)) for m in problem.memory)
+    return lambda lam: BOUND_RTOL * (costs + lam * memory)
 
 
 def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],
@@ -200,6 +205,12 @@ def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],
     best: tuple[Choice, float] | None = None
     top = (-math.inf, 0.0)  # (best lower bound, its multiplier)
     runs = 0
+    slack = _slack_of(problem, cap)
+
+    def closed() -> bool:
+        """A fitting strategy meets the best bound: it is optimal, no multiplier can do
+        better (ties in cost with less memory than the free optimum end here at once)."""
+        return best is not None and best[1] - top[0] <= slack(top[1])
 
     def probe(lam: float) -> tuple[bool, float, float, float]:
         """(fits, cost, memory, DP minimum) of a minimiser at ``lam``."""
@@ -232,11 +243,11 @@ def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],
     spread = sum(finite_max(m) - finite_min(m) for m in memory)
     scale = sum(finite_max(np.abs(c)) for c in problem.vertex_costs)
     lam = max(scale, 1.0) / max(spread, 1e-300)
-    while hi is None and runs < LAGRANGE_RUNS and 1e-300 < lam < 1e300:
+    while hi is None and runs < LAGRANGE_RUNS and 1e-300 < lam < 1e300 and not closed():
         fits, cost, mem, _ = probe(lam)
         if fits:
             hi = (lam, cost, mem)
-            if lo[0] > 0.0:
+            if lo[0] > 0.0 or closed():
                 break
             lam /= LAGRANGE_STEP
         else:
@@ -244,7 +255,8 @@ def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],
             if hi is not None:
                 break
             lam *= LAGRANGE_STEP
-    while runs < LAGRANGE_RUNS and hi is not None and math.isfinite(hi[1]) and lo[2] > hi[2]:
+    while runs < LAGRANGE_RUNS and hi is not None and math.isfinite(hi[1]) and lo[2] > hi[2] \
+            and not closed():
         lam = (hi[1] - lo[1]) / (lo[2] - hi[2])
         if not lo[0] < lam < hi[0]:  # rounding: fall back to bisection
             lam = 0.5 * (lo[0] + hi[0])

@@ -292,3 +292,16 @@ def test_time_limit_inside_the_capped_search():
 def test_conformance_suite():
     report = check_solver("dp")
     assert "memory cap" in report.passed and not report.refused
+
+
+def test_a_fitting_tie_of_the_free_cost_ends_the_multiplier_search():
+    # Candidates (cost, memory) (1, 10), (1, 4), (5, 1) under a cap of 5: the free optimum
+    # (1, 10) does not fit, but (1, 4) costs the same and fits, so the bound at lam = 0
+    # already meets it (by hand). The search used to halve lam down to its run limit
+    # (40 plain DPs) looking for a crossing of two lines of equal cost.
+    problem = Problem([np.array([1.0, 1.0, 5.0]), np.array([0.0])], [(0, 1)],
+                      [np.zeros((3, 1))], memory=[np.array([10.0, 4.0, 1.0]), np.array([0.0])],
+                      memory_cap=5.0)
+    sol = dp.solve(problem)
+    assert (sol.status, sol.choice, sol.cost) == (Status.OPTIMAL, (1, 0), 1.0)
+    assert sol.stats["lagrangian_runs"] <= 3
