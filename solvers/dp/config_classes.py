@@ -33,7 +33,7 @@ import numpy as np
 
 from pase.deadline import check as check_deadline
 from pase.solvers.dp.kernel import argmin_dtype, expand
-from pase.solvers.dp.matrix_memo import kept
+from pase.solvers.dp.matrix_memo import kept, known
 
 if TYPE_CHECKING:
     from pase.solvers.dp.plan import Step
@@ -157,7 +157,8 @@ def class_min_plus(step: Step, terms: Sequence[np.ndarray], sizes: Sequence[int]
         return None
     plain = math.prod(int(sizes[a]) for a in dep) * kv
     mats = [terms[n_children + k] for k in coarse]
-    if memo is None or any(id(m) not in memo for m in mats):
+    # a sample's estimate spares hashing a matrix whose classes are not known yet
+    if any(not (memo is not None and id(m) in memo or known(_KEPT, m, None)) for m in mats):
         for sample in SAMPLES:
             if x_size * kv + x_size * _sampled_classes(mats, sample) > plain // 2:
                 return None  # not worth it even on a sample's (fewer) classes: skip hashing

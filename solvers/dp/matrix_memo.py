@@ -28,3 +28,9 @@ def kept(memo: dict, matrix: np.ndarray, key: Hashable, derive: Callable[[], Any
                 del memo[full]
         memo[full] = (weakref.ref(matrix, forget), out)
     return out
+
+
+def known(memo: dict, matrix: np.ndarray, key: Hashable) -> bool:
+    """Whether :func:`kept` holds ``matrix``'s entry under ``key`` (deriving it is free)."""
+    held = memo.get((id(matrix), key))
+    return held is not None and held[0]() is matrix
