@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,7 @@ class _Block:
     local: list[int]                      # local id -> vertex of U_1, G or S_0 (problem numbers)
     plan: Plan | None
     argmins: list[np.ndarray]
+    powers: dict[int, "_Power"] = field(default_factory=dict)  # count -> T^count (shared by copies)
 
     def inside(self, states: dict[int, int]) -> dict[int, int]:
         """Configs of the block's inner vertices given its kept local vertices' configs."""
@@ -77,12 +79,12 @@ class _Block:
 
 
 def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
+    """Block 1's transfer tensor, or the one computed last time from the same read-only
+    arrays in the same pattern (a pipeline search folds the same layers in every stage)."""
     u1 = list(chain.block(1))
     local, kept_vertices = chain.transfer_vertices()
     index = {v: k for k, v in enumerate(local)}
     outside = len(local) - len(u1)
-    costs = [np.zeros(problem.vertex_costs[v].size) for v in local[:outside]] + \
-        [problem.vertex_costs[v] for v in u1]
     # Block 1's own edges: inside U_1 (once), and from S_0 and G into it (not those to U_2).
     inside = set(u1)
     edges, mats = [], []
@@ -91,8 +93,39 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
             if w in index and (w not in inside or w > v):
                 edges.append((index[v], index[w]))
                 mats.append(m)
-    block = Problem(costs, edges, mats)
+    own = [problem.vertex_costs[v] for v in u1]
     kept = tuple(index[v] for v in kept_vertices)
+    arrays = own + mats
+    if any(a.flags.writeable for a in arrays):
+        return _transfer(problem, chain, local, own, edges, mats, kept)
+    # a view (a matrix turned to face the other way) by its base and its layout
+    held = [a if a.base is None else a.base for a in arrays]
+    views = tuple((id(h), a.__array_interface__["data"][0], a.strides, a.shape)
+                  for h, a in zip(held, arrays))
+    key = (tuple(int(problem.vertex_costs[v].size) for v in local[:outside]),
+           views, tuple(edges), kept, len(chain.shared))
+    hit = _TRANSFERS.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], held)):
+        hit = (held, _transfer(problem, chain, local, own, edges, mats, kept))
+        _TRANSFERS[key] = hit
+        while len(_TRANSFERS) > TRANSFERS_KEPT:
+            del _TRANSFERS[next(iter(_TRANSFERS))]
+    else:
+        _TRANSFERS.move_to_end(key)
+    return replace(hit[1], local=local)
+
+
+# the last TRANSFERS_KEPT transfers: key -> (the arrays, held so their ids stay theirs; block)
+TRANSFERS_KEPT = 8
+_TRANSFERS: OrderedDict = OrderedDict()
+
+
+def _transfer(problem: Problem, chain: BlockChain, local: list[int], own: list[np.ndarray],
+              edges: list[tuple[int, int]], mats: list[np.ndarray], kept: tuple[int, ...]
+              ) -> _Block:
+    outside = len(local) - len(own)
+    costs = [np.zeros(problem.vertex_costs[v].size) for v in local[:outside]] + own
+    block = Problem(costs, edges, mats)
     kept_set = set(kept)
     inner = inner_order(block, kept_set)
     ledger = Ledger()
@@ -226,7 +259,9 @@ class _Reduction:
     def __init__(self, problem: Problem, chain: BlockChain, original: list[int]):
         self.problem, self.chain, self.original = problem, chain, original
         self.block = _block_transfer(problem, chain)
-        self.power = _Power(self.block.transfer, chain.count)
+        powers = self.block.powers
+        self.power = powers.get(chain.count) or powers.setdefault(
+            chain.count, _Power(self.block.transfer, chain.count))
         removed = chain.removed()
         self.kept = [v for v in range(problem.num_vertices) if v not in removed]
         new = {v: k for k, v in enumerate(self.kept)}

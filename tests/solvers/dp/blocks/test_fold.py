@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import pase
 from pase.problem import Problem, Status
 from pase.solvers import dp, exhaustive
+from pase.solvers.dp.blocks import fold as fold_module
 from pase.solvers.dp.blocks.fold import find_blocks, min_plus_product
 from pase.solvers.dp.core import solve_blocks
 from pase.testing import add_memory, cap_memory, random_chain, random_dag
@@ -221,3 +222,34 @@ def test_real_models(model, layers, devices):
     sol = solve_blocks(problem)
     assert_same_optimum(problem, sol)
     assert sol.stats["blocks_found"] == len(chains)
+
+
+def _frozen(problem: Problem, change=lambda a: a.copy()) -> Problem:
+    """``problem`` with every array replaced by ``change(array)``, read-only as a cost model
+    shares its arrays (an array shared before is shared after)."""
+    made: dict[int, np.ndarray] = {}
+
+    def new(a: np.ndarray) -> np.ndarray:
+        if id(a) not in made:
+            made[id(a)] = b = change(a)
+            b.flags.writeable = False
+        return made[id(a)]
+    return Problem([new(c) for c in problem.vertex_costs], problem.edges,
+                   [new(m) for m in problem.edge_costs])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_transfer_is_reused_only_for_the_same_arrays(seed):
+    # A pipeline search folds the same read-only layer arrays in every stage, so the
+    # transfer tensor is kept; arrays of the same shapes and other values must not find it.
+    first = _frozen(chained(seed, count=5))
+    again = Problem(first.vertex_costs, first.edges, first.edge_costs)
+    other = _frozen(first, lambda a: np.roll(a, 1, axis=-1) + 1.0)
+    held = []
+    for problem in (first, again, other):
+        sol = solve_blocks(problem)
+        plain = dp.solve(problem)
+        assert sol is not None and sol.cost == pytest.approx(plain.cost, rel=1e-12, abs=1e-9)
+        assert problem.evaluate(sol.choice) == pytest.approx(plain.cost, rel=1e-12, abs=1e-9)
+        held.append(len(fold_module._TRANSFERS))
+    assert held[1] == held[0] and held[2] == min(held[0] + 1, fold_module.TRANSFERS_KEPT)
