@@ -44,6 +44,7 @@ import numpy as np
 
 from pase.deadline import check as check_deadline
 from pase.problem import Problem
+from pase.solvers.dp.matrix_memo import kept
 
 __all__ = ["BlockChain", "IdGraph", "MAX_POWER_WORK", "find_one"]
 
@@ -114,6 +115,10 @@ class BlockChain:
 
 # -- detection -------------------------------------------------------------------
 
+# (id, None) -> a read-only array's content digest, while it lives (matrix_memo.kept)
+_DIGESTS: dict = {}
+
+
 class _Interner:
     """Exact content ids for arrays: equal ids iff equal shape and equal bytes."""
 
@@ -127,10 +132,14 @@ class _Interner:
         if cached is not None:
             return cached
         flat = np.ascontiguousarray(arr)
-        key = (flat.shape, str(flat.dtype), hashlib.blake2b(flat.view(np.uint8), digest_size=16).digest())
+        # a read-only array's digest is taken once in its life (a capped solve folds the
+        # same matrices under every multiplier)
+        key = kept(_DIGESTS, arr, None, lambda: (flat.shape, str(flat.dtype), hashlib.blake2b(
+            flat.view(np.uint8), digest_size=16).digest()))
         bucket = self.by_digest.setdefault(key, [])
         # A digest match is confirmed byte for byte.
-        same = [k for rep, k in bucket if np.array_equal(rep.view(np.uint8), flat.view(np.uint8))]
+        same = [k for rep, k in bucket
+                if rep is flat or np.array_equal(rep.view(np.uint8), flat.view(np.uint8))]
         if same:
             ident = same[0]
         else:
