@@ -72,9 +72,18 @@ class Layered:
         if weight not in self._weighted:
             p, w = self.problem, float(weight)
             once = self.edge_once or [None] * len(p.edges)
-            edges = [m if o is None else m + w * o for m, o in zip(p.edge_costs, once)]
+            made: dict[tuple[int, int], np.ndarray] = {}
+
+            def plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+                """``a + w * b``, once per pair of arrays and read-only: layers that shared
+                their terms share the sum, so the dp still sees them as identical."""
+                if (id(a), id(b)) not in made:
+                    made[id(a), id(b)] = out = a + w * b
+                    out.flags.writeable = False
+                return made[id(a), id(b)]
+            edges = [m if o is None else plus(m, o) for m, o in zip(p.edge_costs, once)]
             self._weighted[weight] = Problem(
-                [v + w * o for v, o in zip(p.vertex_costs, self.once)], p.edges, edges, p.names,
+                [plus(v, o) for v, o in zip(p.vertex_costs, self.once)], p.edges, edges, p.names,
                 p.memory, p.memory_cap, p.unit, p.candidates, p.devices, p.variants)
         return self._weighted[weight]
 

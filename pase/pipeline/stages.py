@@ -347,7 +347,14 @@ class StageOracle:
         index = _indices(ranges)
         if in_flight is not None:  # the linear count: states, activations, tensors passed on
             moved = {i: lay.moved(i, end) for first, end in ranges for i in range(first, end)}
-            memory = [lay.state[i] + in_flight * (lay.activation[i] - moved[i]) for i in index]
+            made: dict[tuple, np.ndarray] = {}
+            memory = []
+            for i in index:  # equal terms, one read-only array: identical layers stay identical
+                key = tuple(map(lay.digest, (lay.state[i], lay.activation[i], moved[i])))
+                if key not in made:
+                    made[key] = lay.state[i] + in_flight * (lay.activation[i] - moved[i])
+                    made[key].flags.writeable = False
+                memory.append(made[key])
             sub = Problem(sub.vertex_costs, sub.edges, sub.edge_costs, names=names, memory=memory,
                           memory_cap=room, unit=sub.unit, devices=sub.devices)
         self.check("solving a pipeline stage")
