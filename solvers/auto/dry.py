@@ -8,8 +8,9 @@ seconds of one dual step, and the range from one step (a relaxed optimum that pr
 itself at once, as on most dense graphs measured) to every step allowed. Where
 ``auto`` would first probe the decomposition (:mod:`~pase.solvers.auto.probe`), the
 dp entry says so and predicts the probe's seconds: whether the probe proves the
-optimum cannot be known without its costs. Under a memory cap (``capped``) ``auto``
-runs no probe, and the dp's estimate counts one folded solve: the uncapped optimum,
+optimum cannot be known without its costs; a narrow plan (a chain of layers, which the dp
+folds) gets no probe. Under a memory cap (``capped``) the probe's optimum counts only when
+it fits, and the dp's estimate counts one folded solve: the uncapped optimum,
 which is the answer when it fits; a cap that binds takes one folded solve per
 Lagrange multiplier (typically 5-12), which only the costs can tell.
 """
@@ -46,7 +47,7 @@ def dry_run(shape: Any, *, memory_budget: float = DEFAULT_MEMORY_BUDGET, capped:
             report["auto"]["note"] = ("under the memory cap the probe's optimum is kept only "
                                       "when it fits the cap; a cap that binds takes one folded "
                                       "solve per Lagrange multiplier")
-        wide = not capped or best["max_dependent_set"] >= probe.MIN_CAPPED_WIDTH
+        wide = best["max_dependent_set"] >= probe.MIN_WIDTH
         if best["within_memory_budget"] and plain >= probe.MIN_DP_SECONDS and wide:
             relaxed = _relaxed(shape, relaxed_entries, memory_budget)
             if relaxed["plan_seconds"] <= probe.MAX_SHARE * plain:

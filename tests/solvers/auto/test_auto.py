@@ -139,11 +139,26 @@ def test_dry_run_names_the_method_solve_takes(model, devices):
 
 @pytest.fixture
 def eager_probe(monkeypatch):
-    """The probe on every dp, however short (it normally waits for a 10 s dp plan)."""
+    """The probe on every dp, however short or narrow (it normally waits for a 10 s dp plan
+    of a dependent set of 3 or more)."""
     from pase.solvers.auto import probe
 
     monkeypatch.setattr(probe, "MIN_DP_SECONDS", 0.0)
     monkeypatch.setattr(probe, "MAX_SHARE", 1e9)
+    monkeypatch.setattr(probe, "MIN_WIDTH", 0)
+
+
+def test_a_narrow_plan_is_not_probed(monkeypatch):
+    # gpt2's chain of layers has a narrow dependent set: the dp folds its repeated blocks,
+    # and a probe there only costs time (its proof fails), capped or not.
+    from pase.solvers.auto import probe
+
+    monkeypatch.setattr(probe, "MIN_DP_SECONDS", 0.0)
+    monkeypatch.setattr(probe, "MAX_SHARE", 1e9)
+    built = pase.build_problem(pase.load_graph("gpt2", layers=2), 64)
+    answer = solve(built.problem)
+    assert answer.stats["max_dependent_set"] < probe.MIN_WIDTH
+    assert answer.stats["method"] == "dp" and "probe" not in answer.stats["why"]
 
 
 @pytest.mark.parametrize("model, devices, options, proven", [
