@@ -192,7 +192,7 @@ def solve_blocks(problem: Problem, *, time_limit: float | None = None,
     """
     options = _checked(time_limit=time_limit, **dp_options)
     with active(Deadline(options.time_limit)):
-        return _fold_solve(problem, options)
+        return _fold_solve(problem, options)[0]
 
 
 def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | None = None,
@@ -204,7 +204,7 @@ def solve_blocks_capped(problem: Problem, free: Solution, *, deadline: float | N
     options = _checked(**dp_options)
     now = time.perf_counter()
     with active(Deadline(None if deadline is None else deadline - now, start=now)):
-        return blocks_capped.lagrangian_route(problem, free, partial(_fold_solve_within, options),
+        return blocks_capped.lagrangian_route(problem, free, partial(_fold_solve_within, options, None),
                                               deadline=deadline, fallback=fallback)
 
 
@@ -285,7 +285,7 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float,
     # Under a cap the folded optimum of the uncapped Problem is the answer when it
     # fits: no strategy under the cap costs less than the best one without it.
     cap = problem.memory_cap
-    free = _fold_solve(problem if cap is None else problem.with_memory_cap(None), options)
+    free, chains = _fold_solve(problem if cap is None else problem.with_memory_cap(None), options)
     if free is None:
         return None, {}
     if cap is None or free.choice is None or problem.fits(free.choice):
@@ -293,9 +293,10 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float,
             free.stats.update(memory_cap=cap, capped=False, memory=problem.memory_of(free.choice))
         free.wall_time = time.perf_counter() - start
         return free, {}
-    # The cap binds: the Lagrangian route through the powers.
+    # The cap binds: the Lagrangian route through the powers. Its blocks are equal in cost
+    # and memory, so equal in cost + lam * memory: each multiplier folds the same chains.
     answer, route = blocks_capped.lagrangian_route(
-        forbid_infinite_memory(problem), free, partial(_fold_solve_within, options),
+        forbid_infinite_memory(problem), free, partial(_fold_solve_within, options, chains),
         deadline=options.deadline(start), fallback=chosen.fits(options.memory_budget))
     if answer is None:
         return None, {"blocks_capped": f"{route['blocks_capped']}: plain capped dp",
@@ -309,15 +310,18 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float,
     return answer, {}
 
 
-def _fold_solve(problem: Problem, options: _Options) -> Solution | None:
-    """Fold (:func:`~pase.solvers.dp.blocks.fold.apply`), run the plain dp on what is
-    left, invert; None under a cap or when no chain was found (see :func:`solve_blocks`)."""
+def _fold_solve(problem: Problem, options: _Options, chains: list | None = None
+                ) -> tuple[Solution | None, list]:
+    """Fold (:func:`~pase.solvers.dp.blocks.fold.apply`; ``chains``: these, found before on
+    a Problem of the same shape), run the plain dp on what is left, invert; None under a cap
+    or when no chain was found (see :func:`solve_blocks`). Also the chains folded."""
     start = time.perf_counter()
     if problem.memory_cap is not None:
-        return None
-    reduced, folding = fold.apply(problem)
+        return None, []
+    reduced, folding = fold.apply(problem, chains=chains)
     if not folding.reductions:
-        return None
+        return None, []
+    chains = [r.chain for r in folding.reductions]
     spent = time.perf_counter() - start
     inner_options = options if options.time_limit is None else dataclasses.replace(
         options, time_limit=max(1e-3, options.time_limit - spent))
@@ -325,20 +329,21 @@ def _fold_solve(problem: Problem, options: _Options) -> Solution | None:
     stats = {**inner.stats, **folding.stats(problem)}
     if inner.choice is None:
         return Solution(None, math.inf, inner.status, "dp", wall_time=time.perf_counter() - start,
-                        stats=stats)
+                        stats=stats), chains
     choice = fold.invert(inner.choice, folding)
     cost = problem.evaluate(choice)
     if not abs(cost - inner.cost) <= COST_RTOL * max(problem.term_scale(choice), inner.cost):
         raise PaseError(f"dp block folding internal error: the reduced optimum {inner.cost!r} differs "
                         f"from the re-evaluated cost {cost!r} of its expansion; please report this")
     return Solution(choice, cost, Status.OPTIMAL, "dp", lower_bound=cost,
-                    wall_time=time.perf_counter() - start, stats=stats)
+                    wall_time=time.perf_counter() - start, stats=stats), chains
 
 
-def _fold_solve_within(options: _Options, problem: Problem,
+def _fold_solve_within(options: _Options, chains: list | None, problem: Problem,
                        time_limit: float | None) -> Solution | None:
-    """:func:`_fold_solve` under another time limit (the Lagrangian route's ``fold_solve``)."""
-    return _fold_solve(problem, dataclasses.replace(options, time_limit=time_limit))
+    """:func:`_fold_solve` of ``chains`` under another time limit (the Lagrangian route's
+    ``fold_solve``)."""
+    return _fold_solve(problem, dataclasses.replace(options, time_limit=time_limit), chains)[0]
 
 
 def _solve_unfolded(problem: Problem, options: _Options) -> Solution:

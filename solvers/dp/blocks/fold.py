@@ -365,20 +365,25 @@ class Folding:
                 "block_products": sum(r.power.products for r in self.reductions)}
 
 
-def apply(problem: Problem, max_chains: int = 16) -> tuple[Problem, Folding]:
+def apply(problem: Problem, max_chains: int = 16, chains: list[BlockChain] | None = None
+          ) -> tuple[Problem, Folding]:
     """``problem`` with its chains of repeated blocks folded, and the way back.
 
     Up to ``max_chains`` chains, each found in the Problem the ones before left; a
     chain that involves a product vertex of an earlier one is not taken. Nothing
     found: ``problem`` itself and an empty Folding. Memory and cap are dropped.
+    ``chains``: fold these instead (a Folding's ``reductions[i].chain``, found on a
+    Problem of the same edges whose blocks are identical wherever these are: the same
+    Problem with ``cost + lam * memory``, whose blocks were equal in both).
     """
     start = time.perf_counter()
     folding = Folding()
     current = problem
     original = list(range(problem.num_vertices))
     usable = problem.num_vertices
-    for _ in range(max_chains):
-        chain = find_one(current, usable)
+    given = None if chains is None else iter(chains)
+    for _ in range(max_chains if chains is None else len(chains)):
+        chain = find_one(current, usable) if given is None else next(given)
         if chain is None or not chain.contiguous(original):
             break
         reduction = _Reduction(current, chain, original)
