@@ -49,6 +49,7 @@ from pase.solvers.dp import prune
 from pase.solvers.dp.blocks import capped as blocks_capped
 from pase.solvers.dp.blocks import fold
 from pase.solvers.dp.blocks.dry import predict_blocks
+from pase.solvers.dp.capped.lagrange import Dual
 from pase.solvers.dp.capped.memory import DEFAULT_MAX_STATES, forbid_infinite_memory, solve_capped
 from pase.solvers.dp.kernel import Ledger, min_plus
 from pase.solvers.dp.ordering import ORDERINGS
@@ -166,12 +167,13 @@ def _solve(problem: Problem, start: float, options: _Options) -> Solution:
     chosen, predicted = choose(problem, options.ordering, options.memory_budget,
                                limit_bytes=options.memory_budget)
     fell_back: dict[str, Any] = {}
+    dual = None
     if options.blocks and not (chosen.fits(options.memory_budget)
                                and chosen.table_entries < BLOCKS_MIN_ENTRIES):
-        folded, fell_back = _solve_folded(problem, chosen, start, options)
+        folded, fell_back, dual = _solve_folded(problem, chosen, start, options)
         if folded is not None:
             return folded
-    return _solve_plain(problem, chosen, predicted, start, options, fell_back)
+    return _solve_plain(problem, chosen, predicted, start, options, fell_back, dual)
 
 
 def solve_blocks(problem: Problem, *, time_limit: float | None = None,
@@ -277,22 +279,23 @@ def _check_bool(name: str, value: object) -> bool:
 
 # -- the reductions, chained -----------------------------------------------------------
 
-def _solve_folded(problem: Problem, chosen: Plan, start: float,
-                  options: _Options) -> tuple[Solution | None, dict[str, Any]]:
+def _solve_folded(problem: Problem, chosen: Plan, start: float, options: _Options
+                  ) -> tuple[Solution | None, dict[str, Any], Dual | None]:
     """The answer with chains of repeated blocks folded (``solve``'s ``blocks``), or
-    ``(None, stats)`` when the plain dp must run: no chain found, or a binding cap
-    whose Lagrangian route left a gap (``stats`` say so)."""
+    ``(None, stats, dual)`` when the plain dp must run: no chain found, or a binding cap
+    whose Lagrangian route left a gap (``stats`` say so; ``dual``: its best multiplier and
+    fitting strategy, which the plain capped dp starts from)."""
     # Under a cap the folded optimum of the uncapped Problem is the answer when it
     # fits: no strategy under the cap costs less than the best one without it.
     cap = problem.memory_cap
     free, chains = _fold_solve(problem if cap is None else problem.with_memory_cap(None), options)
     if free is None:
-        return None, {}
+        return None, {}, None
     if cap is None or free.choice is None or problem.fits(free.choice):
         if cap is not None and free.choice is not None:
             free.stats.update(memory_cap=cap, capped=False, memory=problem.memory_of(free.choice))
         free.wall_time = time.perf_counter() - start
-        return free, {}
+        return free, {}, None
     # The cap binds: the Lagrangian route through the powers. Its blocks are equal in cost
     # and memory, so equal in cost + lam * memory: each multiplier folds the same chains.
     answer, route = blocks_capped.lagrangian_route(
@@ -301,13 +304,14 @@ def _solve_folded(problem: Problem, chosen: Plan, start: float,
     if answer is None:
         return None, {"blocks_capped": f"{route['blocks_capped']}: plain capped dp",
                       "blocks_capped_bound": route.get("lagrangian_bound"),
-                      "blocks_capped_seconds": route.get("blocks_capped_seconds")}
+                      "blocks_capped_seconds": route.get("blocks_capped_seconds")}, \
+            route.get("dual")
     if answer.choice is not None:
         cost = _verified_cost(problem, answer.choice, answer.cost)
         bound = cost if answer.status is Status.OPTIMAL else answer.lower_bound
         answer = Solution(answer.choice, cost, answer.status, "dp", bound, stats=answer.stats)
     answer.wall_time = time.perf_counter() - start
-    return answer, {}
+    return answer, {}, None
 
 
 def _fold_solve(problem: Problem, options: _Options, chains: list | None = None
@@ -355,8 +359,11 @@ def _solve_unfolded(problem: Problem, options: _Options) -> Solution:
 
 
 def _solve_plain(problem: Problem, chosen: Plan, predicted: dict[str, Any], start: float,
-                 options: _Options, fell_back: dict[str, Any]) -> Solution:
-    """The recurrence under ``chosen`` (pruned first when large), then under the cap if any."""
+                 options: _Options, fell_back: dict[str, Any], dual: Dual | None = None
+                 ) -> Solution:
+    """The recurrence under ``chosen`` (pruned first when large), then under the cap if any
+    (``dual``: the folded route's multiplier and best fitting strategy, so the plain
+    optimum is known not to fit and the capped dp need not search the multiplier again)."""
     refuse_over_budget(problem, chosen, options.memory_budget)
     deadline = options.deadline(start)
     ledger = Ledger()
@@ -364,12 +371,20 @@ def _solve_plain(problem: Problem, chosen: Plan, predicted: dict[str, Any], star
                    options.prune and chosen.table_entries >= PRUNE_MIN_ENTRIES)
     # Pruning ignores memory first: the unconstrained optimum is the answer when it
     # fits the cap, found as without a cap. Only a binding cap prunes again with memory.
+    found: tuple[tuple[int, ...], float] | None = None
+    capped: dict[str, Any] = {}
+    if dual is not None and problem.memory_cap is not None:
+        work, chosen, predicted = run.apply(memory=True)
+        found, capped = solve_capped(work, chosen.elimination, None,
+                                     partial(min_sum, chosen=chosen, deadline=deadline),
+                                     max_states=options.max_states, deadline=deadline,
+                                     dual=run.forward(dual))
+        return _plain_answer(problem, chosen, predicted, start, options, run, ledger, found,
+                             {**capped, **fell_back})
     work, chosen, predicted = run.apply(memory=False)
     total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
-    found: tuple[tuple[int, ...], float] | None = None
     if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
         found = (choice, total)
-    capped: dict[str, Any] = {}
     if found is not None and problem.memory_cap is not None:
         if run.active and not problem.fits(run.invert(found[0])):
             work, chosen, predicted = run.apply(memory=True)
@@ -378,13 +393,20 @@ def _solve_plain(problem: Problem, chosen: Plan, predicted: dict[str, Any], star
         found, capped = solve_capped(work, chosen.elimination, found,
                                      partial(min_sum, chosen=chosen, deadline=deadline),
                                      max_states=options.max_states, deadline=deadline)
+    return _plain_answer(problem, chosen, predicted, start, options, run, ledger, found,
+                         {**capped, **fell_back})
+
+
+def _plain_answer(problem: Problem, chosen: Plan, predicted: dict[str, Any], start: float,
+                  options: _Options, run: "_Pruning", ledger: Ledger,
+                  found: tuple[tuple[int, ...], float] | None, more: dict[str, Any]) -> Solution:
+    """The Solution of :func:`_solve_plain`'s ``found`` (a choice of the pruned Problem)."""
     stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
     if options.ordering == "auto":
         stats["predicted"] = predicted
     if options.prune:
         stats.update(run.stats())
-    stats.update(capped)
-    stats.update(fell_back)
+    stats.update(more)
     if found is None:
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
                         wall_time=time.perf_counter() - start, stats=stats)
@@ -423,6 +445,19 @@ class _Pruning:
 
     def invert(self, choice: tuple[int, ...]) -> tuple[int, ...]:
         return choice if self.inverse is None else prune.invert(choice, self.inverse)
+
+    def forward(self, dual: Dual) -> Dual:
+        """``dual`` on the pruned Problem: its fitting strategy dropped when it holds a
+        pruned config (a config dominating it would do as well, but none is recorded)."""
+        if self.inverse is None or dual.best is None:
+            return dual
+        choice = []
+        for kept, c in zip(self.inverse.kept, dual.best[0]):
+            at = int(np.searchsorted(kept, c))
+            if at == kept.size or kept[at] != c:
+                return Dual(dual.lam, None)
+            choice.append(at)
+        return Dual(dual.lam, (tuple(choice), dual.best[1]))
 
     def stats(self) -> dict[str, Any]:
         return {"pruned": 0 if self.inverse is None else self.inverse.dropped,

@@ -40,7 +40,7 @@ import numpy as np
 
 from pase.errors import TimeLimitError
 from pase.problem import Problem, Solution, Status
-from pase.solvers.dp.capped.lagrange import dual_search, dual_slack
+from pase.solvers.dp.capped.lagrange import Dual, dual_search, dual_slack
 
 __all__ = ["FoldSolve", "lagrangian_route", "shifted"]
 
@@ -59,7 +59,8 @@ def lagrangian_route(problem: Problem, free: Solution, fold_solve: FoldSolve, *,
     multiplier. Returns the answer, or None when the caller should run the plain capped dp
     instead (a duality gap and ``fallback``, or no chain found at some
     multiplier); and the search's statistics (``blocks_capped``: certified, gap,
-    infeasible; ``folded_solves``; the ``lagrangian_*`` figures).
+    infeasible; ``folded_solves``; the ``lagrangian_*`` figures; with None for a gap, ``dual``:
+    the best multiplier and fitting strategy, which the plain capped dp starts from).
     """
     start = time.perf_counter()
     cap = problem.memory_cap
@@ -107,6 +108,7 @@ def lagrangian_route(problem: Problem, free: Solution, fold_solve: FoldSolve, *,
                         wall_time=time.perf_counter() - start, stats={**free.stats, **stats}), stats
     stats["blocks_capped"] = "gap"
     if fallback or best is None:
+        stats["dual"] = Dual(lam, None if best is None else (best[0], best[1]))
         return None, stats
     stats["memory"] = problem.memory_of(best[0])
     return Solution(best[0], best[1], Status.FEASIBLE, "dp", lower_bound=min(lower, best[1]),

@@ -44,6 +44,15 @@ PlainDP = Callable[..., tuple[float, Choice, dict[int, np.ndarray]]]
 
 
 @dataclass
+class Dual:
+    """A multiplier found on another route to the same Problem (the folded blocks') and the
+    best fitting strategy it saw, if any: the capped dp starts from them."""
+
+    lam: float
+    best: tuple[Choice, float] | None
+
+
+@dataclass
 class Bound:
     """The Lagrangian bound at one multiplier: ``lam``, inside and outside tables."""
 
@@ -148,11 +157,11 @@ class Tables:
         return np.concatenate(entries), np.concatenate(values)
 
 
-def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
-             tick: Callable[[str], None],
+def lagrange(tables: Tables, cap: float, free: tuple[Choice, float] | None,
+             tick: Callable[[str], None], dual: Dual | None = None,
              ) -> tuple[Bound, tuple[Choice, float] | None, dict[str, Any]]:
-    """The best multiplier (:func:`dual_search` with the plain DP) and its inside and
-    outside tables, the best fitting strategy, and statistics."""
+    """The best multiplier (:func:`dual_search` with the plain DP, or ``dual``'s) and its
+    inside and outside tables, the best fitting strategy, and statistics."""
     problem = tables.problem
 
     def minimise(lam: float) -> tuple[float, Choice]:
@@ -160,10 +169,19 @@ def lagrange(tables: Tables, cap: float, free: tuple[Choice, float],
         total, choice, _ = tables.run(shifted(problem, lam))
         return total, choice
 
-    best, stats = dual_search(problem, cap, free, minimise, tick)
+    if dual is None:
+        assert free is not None
+        best, stats = dual_search(problem, cap, free, minimise, tick)
+    else:
+        best = dual.best
+        stats = {"lagrangian_runs": 0, "lagrangian_multiplier": dual.lam,
+                 "lagrangian_upper": None if best is None else best[1]}
     lam = stats["lagrangian_multiplier"]
     inside = tables.inside(lam)
     outside = tables.outside(lam, inside)
+    if dual is not None:  # the bound at lam, as the plain DP sums it on this Problem
+        roots = tables.elim.roots
+        stats["lagrangian_bound"] = sum(float(inside[r]) for r in roots) - lam * cap
     tick("computing the Lagrangian bounds")
     return Bound(lam, inside, outside, dual_slack(problem, cap, lam)), best, stats
 

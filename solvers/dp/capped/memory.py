@@ -57,7 +57,7 @@ import numpy as np
 from pase.errors import PaseError, TimeLimitError, TooLargeError
 from pase.problem import Problem
 from pase.solvers.dp.capped.fronts import CAP_RTOL, pareto_round
-from pase.solvers.dp.capped.lagrange import Bound, Choice, PlainDP, Tables, lagrange
+from pase.solvers.dp.capped.lagrange import Bound, Choice, Dual, PlainDP, Tables, lagrange
 from pase.solvers.dp.ordering import Elimination
 
 __all__ = ["DEFAULT_MAX_STATES", "forbid_infinite_memory", "pareto_solve", "solve_capped"]
@@ -115,25 +115,28 @@ class Guard:
             f"ordering, a different memory cap, or a larger max_states")
 
 
-def solve_capped(problem: Problem, elim: Elimination, free: tuple[Choice, float],
+def solve_capped(problem: Problem, elim: Elimination, free: tuple[Choice, float] | None,
                  run: PlainDP, *, max_states: int = DEFAULT_MAX_STATES,
-                 deadline: float | None = None
+                 deadline: float | None = None, dual: Dual | None = None
                  ) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
     """The cheapest strategy within ``problem.memory_cap`` (None if none), and statistics.
 
     ``free`` is the unconstrained optimum (choice, cost): a lower bound, and
-    the answer when it fits. ``run`` is the plain DP under the same plan.
+    the answer when it fits. ``run`` is the plain DP under the same plan. ``dual``
+    instead: the unconstrained optimum is known not to fit, and the multiplier search
+    starts (and ends) at ``dual``'s (found on the folded blocks).
     """
     cap = problem.memory_cap
-    assert cap is not None
-    stats: dict[str, Any] = {"memory_cap": cap, "capped": not problem.fits(free[0])}
+    assert cap is not None and (free is not None or dual is not None)
+    stats: dict[str, Any] = {"memory_cap": cap,
+                             "capped": free is None or not problem.fits(free[0])}
     if not stats["capped"]:
         return free, stats
     stats["min_memory"] = least = _min_memory(problem, run)
     if least > cap:
         return None, stats
     found, more = pareto_solve(problem, elim, cap, run=run, free=free, max_states=max_states,
-                               deadline=deadline)
+                               deadline=deadline, dual=dual)
     stats.update(more)
     # Only rounding can leave nothing: the least-memory strategy sums to the cap
     # in the DP's order but not in Problem.memory_of's.
@@ -176,7 +179,7 @@ def _min_memory(problem: Problem, run: PlainDP) -> float:
 
 def pareto_solve(problem: Problem, elim: Elimination, cap: float, *, run: PlainDP | None = None,
                  free: tuple[Choice, float] | None = None, max_states: int = DEFAULT_MAX_STATES,
-                 deadline: float | None = None
+                 deadline: float | None = None, dual: Dual | None = None
                  ) -> tuple[tuple[Choice, float] | None, dict[str, Any]]:
     """The cheapest choice fitting ``cap`` and its cost, or None; plus statistics.
 
@@ -193,11 +196,11 @@ def pareto_solve(problem: Problem, elim: Elimination, cap: float, *, run: PlainD
     far more, so the rounds cost less than one round at ``UB`` would.
     """
     guard = Guard(problem, max_states, deadline)
-    if run is None or free is None:
+    if run is None or (free is None and dual is None):
         tables = Tables(problem, elim)
         return pareto_round(tables, cap, Bound(0.0, [], [], 0.0), math.inf, guard, Screened())
     tables = Tables(problem, elim, run)
-    bound, best, stats = lagrange(tables, cap, free, guard.tick)
+    bound, best, stats = lagrange(tables, cap, free, guard.tick, dual)
     lower = stats["lagrangian_bound"]
     upper = math.inf if best is None else best[1]
     stats["lagrangian_gap_closed"] = upper - lower <= bound.slack

@@ -189,3 +189,19 @@ def test_over_budget_plain_plan_gives_feasible_with_its_gap(blocks_always):
             assert answer.status is Status.OPTIMAL
             assert math.isclose(answer.cost, best, rel_tol=1e-9, abs_tol=1e-9)
     assert seen >= 2
+
+
+@pytest.mark.parametrize("seed, where", [(0, 0.2), (1, 0.4), (2, 0.2), (3, 0.4), (6, 0.2)])
+def test_after_a_gap_the_plain_capped_dp_starts_from_the_folded_multiplier(blocks_always, seed,
+                                                                          where):
+    # These chains leave a duality gap through the powers: the plain capped dp takes over
+    # at the route's multiplier and best fitting strategy, running no multiplier search of
+    # its own, and still finds the exhaustive optimum.
+    problem = capped_chain(seed, 3, 2, 1, False, 1, 1, False, where)
+    brute = exhaustive.solve(problem)
+    ours = dp.solve(problem)
+    assert ours.stats["blocks_capped"] == "gap: plain capped dp"
+    assert ours.stats["lagrangian_runs"] == 0
+    assert ours.status is Status.OPTIMAL and problem.fits(ours.choice)
+    assert math.isclose(ours.cost, brute.cost, rel_tol=1e-9, abs_tol=1e-9)
+    assert ours.stats["lagrangian_bound"] <= brute.cost + 1e-9
