@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pase.array_memo import kept
 from pase.errors import ProblemError
 
 # Relative tolerance when a solver's reported cost is compared with a re-evaluation;
@@ -209,11 +210,12 @@ class Problem:
             if m.shape != want:
                 raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has a "
                                    f"{m.shape} matrix; expected {want}")
-            if id(m) not in checked and (np.isnan(m).any() or (m == -np.inf).any()):
+            if id(m) not in checked and kept(_BAD, m, None, lambda: bool(
+                    np.isnan(m).any() or (m == -np.inf).any())):  # noqa: B023 (called here)
                 raise ProblemError(f"edge {e} ({self.names[u]} -> {self.names[v]}) has NaN or -inf")
             checked[id(m)] = m
             if u > v:
-                u, v, m = v, u, m.T
+                u, v, m = v, u, m.T if m.flags.writeable else _kept_transpose(m)
             merged[(u, v)] = merged[(u, v)] + m if (u, v) in merged else m
         keys = sorted(merged)
         return keys, [np.ascontiguousarray(merged[k]) for k in keys]
@@ -251,7 +253,11 @@ class Problem:
         """``m.T``; for a matrix several edges share (repeated layers), a C-ordered copy made
         once: the dp copies each base it sums into, and a copy of a transposed view walks it
         a whole row apart, 2-4x slower, on every use (each dual step of the decomposition).
-        At most one copy per shared matrix, so at most the Problem's own edge bytes."""
+        At most one copy per shared matrix, so at most the Problem's own edge bytes. A
+        read-only matrix (a cost model's shared one) has one copy while it lives, the same
+        object for every Problem built on it, so what solvers derive from it is kept too."""
+        if not m.flags.writeable:  # shared by a cost model: one copy for all its Problems
+            return _kept_transpose(m)
         shared = self.__dict__.get("_shared_ids")
         if shared is None:
             counts = Counter(id(a) for a in self.edge_costs)
@@ -445,6 +451,21 @@ def _as_cap(cap: Any) -> float | None:
     if math.isnan(value):
         raise ProblemError("memory_cap is NaN; give a number of bytes, or None for no cap")
     return None if value == math.inf else value
+
+
+# (id, None) -> of a read-only matrix: whether it holds NaN or -inf; its transposed copy
+# (pase.array_memo.kept: a pipeline search builds many Problems over the same layer matrices)
+_BAD: dict = {}
+_TRANSPOSES: dict = {}
+
+
+def _kept_transpose(m: np.ndarray) -> np.ndarray:
+    """A read-only matrix's transpose, C-ordered and read-only: one copy while it lives."""
+    def derive() -> np.ndarray:
+        t = np.ascontiguousarray(m.T)
+        t.flags.writeable = False
+        return t
+    return kept(_TRANSPOSES, m, None, derive)
 
 
 def _as_vector(values: Any, what: str) -> np.ndarray:

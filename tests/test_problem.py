@@ -142,3 +142,26 @@ def test_edge_matrix_reads_either_orientation_and_shares_transposes():
     view = p.edge_matrix(5, 4)
     assert np.array_equal(view, own.T) and np.shares_memory(view, p.edge_matrix(4, 5))
     assert p.edge_matrix(0, 1) is p.edge_costs[0]
+
+
+def test_checks_and_transposes_of_read_only_matrices_are_kept_and_still_hold():
+    # A pipeline search builds many Problems over the same read-only layer matrices: the
+    # NaN check and the transposed copy are made once per matrix, and still hold.
+    shared = np.arange(6.0).reshape(2, 3)
+    shared.flags.writeable = False
+    a = Problem([np.zeros(2), np.zeros(3), np.zeros(2)], [(0, 1), (2, 1)], [shared, shared])
+    c = Problem([np.zeros(2), np.zeros(3)], [(0, 1)], [shared])
+    # the same transpose whichever Problem asks, and whichever way the edge was given
+    assert a.edge_matrix(1, 0) is c.edge_matrix(1, 0) is a.edge_matrix(1, 2)
+    assert np.array_equal(a.edge_matrix(1, 0), shared.T) and np.array_equal(a.edge_costs[1], shared.T)
+    bad = np.array([[0.0, np.nan, 1.0], [2.0, 3.0, 4.0]])
+    bad.flags.writeable = False
+    for _ in range(2):  # the kept answer still refuses it
+        with pytest.raises(ProblemError, match="NaN"):
+            Problem([np.zeros(2), np.zeros(3)], [(0, 1)], [bad])
+    # a writeable matrix is checked again each time: it may have changed in between
+    late = np.zeros((2, 3))
+    Problem([np.zeros(2), np.zeros(3)], [(0, 1)], [late])
+    late[0, 0] = np.nan
+    with pytest.raises(ProblemError, match="NaN"):
+        Problem([np.zeros(2), np.zeros(3)], [(0, 1)], [late])

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pase.array_memo import kept, known
 from pase.deadline import check as check_deadline
 from pase.solvers.dp.kernel import argmin_dtype, expand
-from pase.solvers.dp.matrix_memo import kept, known
 
 if TYPE_CHECKING:
     from pase.solvers.dp.plan import Step
@@ -77,7 +77,7 @@ def _derive_classes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return row_class, col_class, np.ascontiguousarray(cols[row_first])
 
 
-# (id, None) -> edge_classes of a read-only matrix, while it lives (matrix_memo.kept)
+# (id, None) -> edge_classes of a read-only matrix, while it lives (pase.array_memo.kept)
 _KEPT: dict = {}
 
 

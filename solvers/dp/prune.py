@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pase.array_memo import kept
 from pase.errors import TimeLimitError
 from pase.problem import Problem
-from pase.solvers.dp.matrix_memo import kept
 
 __all__ = ["PruneResult", "apply", "invert", "prune_dominated"]
 
@@ -217,7 +217,7 @@ def _row_classes(m: np.ndarray, transposed: bool, work_limit: int
     return kept(_TABLES, m, (transposed, work_limit), derive)
 
 
-# (id, (transposed, work_limit)) -> :func:`_row_classes`' answers (matrix_memo.kept)
+# (id, (transposed, work_limit)) -> :func:`_row_classes`' answers (pase.array_memo.kept)
 _TABLES: dict = {}
 
 

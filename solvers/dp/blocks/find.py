@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from pase.array_memo import kept
 from pase.deadline import check as check_deadline
 from pase.problem import Problem
-from pase.solvers.dp.matrix_memo import kept
 
 __all__ = ["BlockChain", "IdGraph", "MAX_POWER_WORK", "find_one"]
 
@@ -115,7 +115,7 @@ class BlockChain:
 
 # -- detection -------------------------------------------------------------------
 
-# (id, None) -> a read-only array's content digest, while it lives (matrix_memo.kept)
+# (id, None) -> a read-only array's content digest, while it lives (pase.array_memo.kept)
 _DIGESTS: dict = {}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.array_memo import kept
 from pase.problem import Problem
 from pase.solvers.dp.kernel import fold, folded, row_blocks
 from pase.solvers.dp.ordering import Elimination
@@ -194,9 +195,23 @@ def dual_slack(problem: Problem, cap: float, lam: float) -> float:
 def _slack_of(problem: Problem, cap: float) -> Callable[[float], float]:
     """:func:`dual_slack` as a function of ``lam`` (the magnitudes summed once)."""
     assert problem.memory is not None
-    costs = sum(finite_max(np.abs(c)) for c in problem.vertex_costs + problem.edge_costs)
-    memory = abs(cap) + sum(finite_max(np.abs(m)) for m in problem.memory)
+    costs = _magnitude(problem.vertex_costs + problem.edge_costs)
+    memory = abs(cap) + _magnitude(problem.memory)
     return lambda lam: BOUND_RTOL * (costs + lam * memory)
+
+
+def _magnitude(arrays: list[np.ndarray]) -> float:
+    """The sum of each array's largest finite magnitude (an array many terms share, such
+    as a layer matrix, is scanned once and counted for each)."""
+    seen: dict[int, float] = {}
+    for a in arrays:
+        if id(a) not in seen:  # a read-only array's, once in its life
+            seen[id(a)] = kept(_MAGNITUDES, a, None, lambda: finite_max(np.abs(a)))  # noqa: B023
+    return sum(seen[id(a)] for a in arrays)
+
+
+# (id, None) -> a read-only array's largest finite magnitude (pase.array_memo.kept)
+_MAGNITUDES: dict = {}
 
 
 def dual_search(problem: Problem, cap: float, free: tuple[Choice, float],

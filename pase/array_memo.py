@@ -1,10 +1,10 @@
-"""What the dp derives from one read-only edge matrix, kept while the matrix lives.
+"""What is derived from one read-only array, kept while the array lives.
 
 A pipeline search solves many stages over the same shared layer matrices, and a capped
-solve folds them again under every multiplier; a read-only matrix cannot change, so
-what was derived from it (row classes, dominance tables) holds until it dies. Entries
-are keyed by the matrix's id and dropped with it (a weak reference), so an id reused by
-a later matrix never finds a stale entry.
+solve folds them again under every multiplier; a read-only array cannot change, so
+what was derived from it (row classes, dominance tables, digests, a transposed copy,
+its NaN check) holds until it dies. Entries are keyed by the array's id and dropped
+with it (a weak reference), so an id reused by a later array never finds a stale entry.
 """
 from __future__ import annotations
 
