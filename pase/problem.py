@@ -253,11 +253,9 @@ class Problem:
         """``m.T``; for a matrix several edges share (repeated layers), a C-ordered copy made
         once: the dp copies each base it sums into, and a copy of a transposed view walks it
         a whole row apart, 2-4x slower, on every use (each dual step of the decomposition).
-        At most one copy per shared matrix, so at most the Problem's own edge bytes. A
-        read-only matrix (a cost model's shared one) has one copy while it lives, the same
-        object for every Problem built on it, so what solvers derive from it is kept too."""
-        if not m.flags.writeable:  # shared by a cost model: one copy for all its Problems
-            return _kept_transpose(m)
+        At most one copy per shared matrix, so at most the Problem's own edge bytes. (What
+        solvers derive from a read-only matrix is kept by its owner, views included:
+        :mod:`pase.array_memo`.)"""
         shared = self.__dict__.get("_shared_ids")
         if shared is None:
             counts = Counter(id(a) for a in self.edge_costs)
@@ -453,8 +451,9 @@ def _as_cap(cap: Any) -> float | None:
     return None if value == math.inf else value
 
 
-# (id, None) -> of a read-only matrix: whether it holds NaN or -inf; its transposed copy
-# (pase.array_memo.kept: a pipeline search builds many Problems over the same layer matrices)
+# (id, None) -> of a read-only matrix: whether it holds NaN or -inf; its transposed copy when
+# an edge is given the other way (pase.array_memo.kept: a pipeline search builds many
+# Problems over the same layer matrices)
 _BAD: dict = {}
 _TRANSPOSES: dict = {}
 
