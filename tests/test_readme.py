@@ -81,7 +81,8 @@ NOT_RUN = (
     *(c for c in CONCRETE if "--pipeline" in c),  # the slow in-order block below runs one
     *(c for c in CONCRETE if c.startswith(("pase solve gpt3-175b -p 16384", "pase solve gpt3-175b -p 256",
                                            "pase solve gpt2 -p 32 --cost-model alpha-beta --cluster dgx-a100x2+dgx1-v100x2",
-                                           "pase solve gpt2-xl"))),
+                                           "pase solve gpt2-xl",
+                                           "pase solve gpt3-175b -p 128 --cluster h100-sxm --model-option layers=12"))),
     *(line for line in SEQUENCE.splitlines() if line.startswith("pase verify")),
     *TORCH.splitlines(),
     *(line for b in ORDERED.values() for line in b.splitlines() if line.startswith("pase ")))
