@@ -19,7 +19,7 @@ def kept(memo: dict, matrix: np.ndarray, key: Hashable, derive: Callable[[], Any
     ``matrix`` lives (a writeable one is derived each time). A view (a matrix turned the
     other way, made afresh for each Problem) is known by the array owning its memory and
     where in it the view lies, so every such view shares one entry."""
-    owner, where = _owner(matrix)
+    owner, where = owned_by(matrix)
     full = (id(owner), where, key)
     held = memo.get(full)
     if held is not None and held[0]() is owner:
@@ -35,12 +35,12 @@ def kept(memo: dict, matrix: np.ndarray, key: Hashable, derive: Callable[[], Any
 
 def known(memo: dict, matrix: np.ndarray, key: Hashable) -> bool:
     """Whether :func:`kept` holds ``matrix``'s entry under ``key`` (deriving it is free)."""
-    owner, where = _owner(matrix)
+    owner, where = owned_by(matrix)
     held = memo.get((id(owner), where, key))
     return held is not None and held[0]() is owner
 
 
-def _owner(matrix: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+def owned_by(matrix: np.ndarray) -> tuple[np.ndarray, tuple | None]:
     """The array owning ``matrix``'s memory, and for a view its offset, strides, shape and
     type in it (None: ``matrix`` is its own)."""
     base = matrix.base

@@ -370,43 +370,33 @@ def _solve_plain(problem: Problem, chosen: Plan, predicted: dict[str, Any], star
     run = _Pruning(forbid_infinite_memory(problem), chosen, predicted, options, deadline,
                    options.prune and chosen.table_entries >= PRUNE_MIN_ENTRIES)
     # Pruning ignores memory first: the unconstrained optimum is the answer when it
-    # fits the cap, found as without a cap. Only a binding cap prunes again with memory.
+    # fits the cap, found as without a cap. Only a binding cap prunes again with memory;
+    # after the folded route (``dual``) it is known to bind.
     found: tuple[tuple[int, ...], float] | None = None
     capped: dict[str, Any] = {}
-    if dual is not None and problem.memory_cap is not None:
-        work, chosen, predicted = run.apply(memory=True)
-        found, capped = solve_capped(work, chosen.elimination, None,
-                                     partial(min_sum, chosen=chosen, deadline=deadline),
-                                     max_states=options.max_states, deadline=deadline,
-                                     dual=run.forward(dual))
-        return _plain_answer(problem, chosen, predicted, start, options, run, ledger, found,
-                             {**capped, **fell_back})
-    work, chosen, predicted = run.apply(memory=False)
-    total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
-    if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
-        found = (choice, total)
-    if found is not None and problem.memory_cap is not None:
-        if run.active and not problem.fits(run.invert(found[0])):
+    seeded = dual is not None and problem.memory_cap is not None
+    work, chosen, predicted = run.apply(memory=seeded)
+    if not seeded:
+        total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
+        if total < math.inf:  # else every strategy has infinite cost: infeasible, as exhaustive says
+            found = (choice, total)
+        if found is not None and problem.memory_cap is not None and run.active \
+                and not problem.fits(run.invert(found[0])):
             work, chosen, predicted = run.apply(memory=True)
             total, choice, _ = min_sum(work, chosen, deadline=deadline, ledger=ledger)
             found = (choice, total)
+    if problem.memory_cap is not None and (found is not None or seeded):
         found, capped = solve_capped(work, chosen.elimination, found,
                                      partial(min_sum, chosen=chosen, deadline=deadline),
-                                     max_states=options.max_states, deadline=deadline)
-    return _plain_answer(problem, chosen, predicted, start, options, run, ledger, found,
-                         {**capped, **fell_back})
-
-
-def _plain_answer(problem: Problem, chosen: Plan, predicted: dict[str, Any], start: float,
-                  options: _Options, run: "_Pruning", ledger: Ledger,
-                  found: tuple[tuple[int, ...], float] | None, more: dict[str, Any]) -> Solution:
-    """The Solution of :func:`_solve_plain`'s ``found`` (a choice of the pruned Problem)."""
+                                     max_states=options.max_states, deadline=deadline,
+                                     dual=run.forward(dual) if seeded else None)
     stats: dict[str, Any] = {**chosen.summary(), "peak_table_bytes_used": ledger.peak}
     if options.ordering == "auto":
         stats["predicted"] = predicted
     if options.prune:
         stats.update(run.stats())
-    stats.update(more)
+    stats.update(capped)
+    stats.update(fell_back)
     if found is None:
         return Solution(None, math.inf, Status.INFEASIBLE, "dp",
                         wall_time=time.perf_counter() - start, stats=stats)

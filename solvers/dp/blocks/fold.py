@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.array_memo import owned_by
 from pase.deadline import check as check_deadline
 from pase.problem import Problem
 from pase.solvers.dp.blocks.find import BlockChain, find_one
@@ -98,14 +99,13 @@ def _block_transfer(problem: Problem, chain: BlockChain) -> _Block:
     arrays = own + mats
     if any(a.flags.writeable for a in arrays):
         return _transfer(problem, chain, local, own, edges, mats, kept)
-    # a view (a matrix turned to face the other way) by its base and its layout
-    held = [a if a.base is None else a.base for a in arrays]
-    views = tuple((id(h), a.__array_interface__["data"][0], a.strides, a.shape)
-                  for h, a in zip(held, arrays))
+    # a view (a matrix turned to face the other way) by its owner and where it lies in it
+    owners = [owned_by(a) for a in arrays]
+    held = [o for o, _ in owners]
     key = (tuple(int(problem.vertex_costs[v].size) for v in local[:outside]),
-           views, tuple(edges), kept, len(chain.shared))
+           tuple((id(o), where) for o, where in owners), tuple(edges), kept, len(chain.shared))
     hit = _TRANSFERS.get(key)
-    if hit is None or any(a is not b for a, b in zip(hit[0], held)):
+    if hit is None:  # (an entry holds its arrays, so their ids in its key stay theirs)
         hit = (held, _transfer(problem, chain, local, own, edges, mats, kept))
         _TRANSFERS[key] = hit
         while len(_TRANSFERS) > TRANSFERS_KEPT:
@@ -260,8 +260,9 @@ class _Reduction:
         self.problem, self.chain, self.original = problem, chain, original
         self.block = _block_transfer(problem, chain)
         powers = self.block.powers
-        self.power = powers.get(chain.count) or powers.setdefault(
-            chain.count, _Power(self.block.transfer, chain.count))
+        if chain.count not in powers:
+            powers[chain.count] = _Power(self.block.transfer, chain.count)
+        self.power = powers[chain.count]
         removed = chain.removed()
         self.kept = [v for v in range(problem.num_vertices) if v not in removed]
         new = {v: k for k, v in enumerate(self.kept)}
