@@ -131,24 +131,42 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     tail ``(exposed gradient sync, optimizer)``, :func:`tally`'s terms and ``(bound model,
     Problem, choice)``. The pipeline search charges its stages with it too
     (:func:`pase.pipeline.price.stage_price`)."""
-    from pase import api
     from pase.pipeline.stage_model import stage_cost_model
 
     m = microbatches
     model = stage_cost_model({**costs, "microbatches": m}, m, "calibrated")
     model.once_share = 0.0  # the edges per micro-batch; a tied matrix's sync is the tail's
-    built = api.build_problem(graph, devices, model, variants=variants or None)
-    c = np.asarray(api.choice_of(built, configs))
-    bound = built.cost_model.bind(graph, devices)
+    model, problem, c = one_plan_problem(graph, devices, model, configs, variants)
+    bound = model.bind(graph, devices)
     ops = [i for first, end in ranges for i in range(first, end)]
     within = lambda u, v: any(a <= u < b and a <= v < b for a, b in ranges)  # noqa: E731
-    t = tally(graph, bound, built.problem, c, ops, tied_syncs(graph, bound, built.problem, c, within))
+    t = tally(graph, bound, problem, c, ops, tied_syncs(graph, bound, problem, c, within))
     inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
-                 zip(built.problem.edges, built.problem.edge_costs) if within(u, v)) / m
+                 zip(problem.edges, problem.edge_costs) if within(u, v)) / m
     tax = bound.hw.overlap
     work = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
-        + exposed_exchange(graph, bound, built.problem, c, t, set(ops))
-    return work, (t["exposed_sync"], t["optimizer"]), t, (bound, built.problem, c)
+        + exposed_exchange(graph, bound, problem, c, t, set(ops))
+    return work, (t["exposed_sync"], t["optimizer"]), t, (bound, problem, c)
+
+
+def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants: dict):
+    """``(model, Problem, choice)``: the plan's configs (checked against the whole space, as
+    :func:`pase.api.choice_of` checks them) priced on a space holding only them, each op
+    at its variant. A GPT-3 stage on 512 devices costs a second instead of a minute: a
+    Problem of the whole space prices every candidate of every op and edge."""
+    from pase.space import ConfigSpace
+
+    space = ConfigSpace(graph, devices, padded_roles=model.padded_roles)
+    for op in configs:
+        space.index_of(op, configs[op])  # raises StrategyError on unknown ops, dims, configs
+    choice = [space.index_of(op.name, configs.get(op.name, {})) for op in graph.ops]
+    if variants:
+        model = model.with_variants(variants)
+    problem = model.problem(graph, space.restricted(choice))
+    if any(len(v) != 1 for v in problem.vertex_costs):  # variants searched, not fixed
+        raise OptionError(f"the plan's cost options search variants "
+                          f"(zero {getattr(model, 'zero', '?')!r}) that its ops do not fix")
+    return model, problem, np.zeros(len(graph.ops), dtype=np.int64)
 
 
 def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> None:

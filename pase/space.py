@@ -31,6 +31,7 @@ placement is derived from them.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from typing import Mapping, Sequence
@@ -283,6 +284,23 @@ class ConfigSpace:
             self.configs.append(enumerated.setdefault(key, configs))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
 
+    def restricted(self, choice: Sequence[int]) -> "ConfigSpace":
+        """This space with op ``i``'s one candidate ``choice[i]``: a Problem built on it
+        prices one plan at what a Problem of the whole space charges that plan (a price
+        reads each op's and edge's own configs, never the other candidates), without the
+        cost of every other candidate. Ops of one shared array and choice share a row."""
+        out = copy.copy(self)
+        rows: dict[tuple[int, int], np.ndarray] = {}
+        out.configs = []
+        for c, k in zip(self.configs, choice):
+            if (id(c), int(k)) not in rows:
+                row = c[int(k):int(k) + 1]
+                row.flags.writeable = False
+                rows[id(c), int(k)] = row
+            out.configs.append(rows[id(c), int(k)])
+        out._lookup = None
+        return out
+
     @property
     def sizes(self) -> list[int]:
         return [len(c) for c in self.configs]
@@ -307,9 +325,11 @@ class ConfigSpace:
                 raise StrategyError(f"strategy for op {op_name!r} names unknown dim {dim!r}; "
                                     f"dims: {', '.join(op.dim_names)}")
         key = tuple(int(factors.get(n, 1)) for n in op.dim_names)
-        if self._lookup is None:
-            self._lookup = [{tuple(int(x) for x in row): j for j, row in enumerate(c)}
-                            for c in self.configs]
+        if self._lookup is None:  # one table per shared configs array
+            tables: dict[int, dict[tuple[int, ...], int]] = {}
+            self._lookup = [tables[id(c)] if id(c) in tables else tables.setdefault(
+                id(c), {tuple(int(x) for x in row): j for j, row in enumerate(c)})
+                for c in self.configs]
         if key in self._lookup[i]:
             return self._lookup[i][key]
         product = math.prod(key)
