@@ -160,8 +160,9 @@ def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants:
     for op in configs:
         space.index_of(op, configs[op])  # raises StrategyError on unknown ops, dims, configs
     choice = [space.index_of(op.name, configs.get(op.name, {})) for op in graph.ops]
-    if variants:
-        model = model.with_variants(variants)
+    # each op at its variant, an op the plan does not name at ZeRO 0 without recomputation
+    # (the variant a whole-space Problem puts at the config's own index)
+    model = model.with_variants(variants or {})
     problem = model.problem(graph, space.restricted(choice))
     if any(len(v) != 1 for v in problem.vertex_costs):  # variants searched, not fixed
         raise OptionError(f"the plan's cost options search variants "

@@ -216,7 +216,7 @@ def test_incumbent_skips_stages_without_changing_the_answer(monkeypatch, cost_mo
     free = solve_pipeline("chain", 8, memory_cap="none", **kw)
     cap = 0.8 * max(st.memory_bytes for st in free.stages)
     pruned = solve_pipeline("chain", 8, memory_cap=cap, **kw)
-    monkeypatch.setattr(StageOracle, "least_time", lambda self, *a: 0.0)  # never past it
+    monkeypatch.setattr(StageOracle, "least_step", lambda self, *a: 0.0)  # never past it
     every = solve_pipeline("chain", 8, memory_cap=cap, **kw)
     assert pruned.step_time == every.step_time
     assert pruned.lower_bound == every.lower_bound and pruned.status == every.status
@@ -224,3 +224,22 @@ def test_incumbent_skips_stages_without_changing_the_answer(monkeypatch, cost_mo
     assert pruned.search["stage_solves"] <= every.search["stage_solves"]
     if cost_model == "calibrated":  # here the cap binds, and some capped solves are skipped
         assert pruned.search["stage_solves"] < every.search["stage_solves"]
+
+
+
+def test_a_stage_bounds_m_t_plus_tail_of_each_of_its_plans():
+    # the incumbent's skip reads StageOracle.least_step: at most m t + tail of every plan the
+    # stage offers (here with the cap off, so the plans are the free optima at each weight)
+    graph = api.load_graph("gpt2", layers=2, batch=8)
+    oracle = StageOracle(lambda mb: api.load_graph("gpt2", layers=2, batch=mb), 8,
+                         {"cluster": "h100-sxm", "zero": "auto", "recompute": "auto"}, None,
+                         {"powers_of_two": True}, cost_model="calibrated")
+    units = cut_points(graph, "blocks", 1)
+    for m in (1, 4):
+        for a, b in itertools.combinations(range(len(units)), 2):
+            ranges = ((units[a], units[b]),)
+            quick = oracle.least_step(ranges, 4, m, quick=True)
+            least = oracle.least_step(ranges, 4, m)
+            plans = oracle.options(ranges, 4, m, 1.0)
+            assert plans and quick <= least * (1 + 1e-12)
+            assert min(m * p.seconds + p.tail for p in plans) == pytest.approx(least, rel=1e-12)

@@ -5,6 +5,7 @@ when a test says so) stands in for wall time, so each cut falls at the same plac
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -99,12 +100,12 @@ def test_a_cut_bounding_search_keeps_the_first_searchs_bound(monkeypatch):
     clock, firsts = Ticks(), []
     real = solve_module.search
 
-    def spy(space, oracle, links, progress=None):
+    def spy(space, oracle, links, progress=None, incumbent=math.inf):
         if firsts:  # the second search, the first lifted one: the deadline passes now
             clock.passed = True
-        found = real(space, oracle, links, progress)
-        firsts.append(None if found is None else (found.stopped, found.bound))
-        return found
+        found, bound = real(space, oracle, links, progress, incumbent)
+        firsts.append(None if found is None else (found.stopped, bound))
+        return found, bound
 
     monkeypatch.setattr(solve_module, "search", spy)
     lines: list[str] = []

@@ -148,6 +148,12 @@ class PipelinePlan:
                  f"{' over the declared space' if self.status in ('optimal', 'feasible') else ''}"
                  f"{'' if self.status == 'optimal' or self.gap is None else f', gap {self.gap:.2%}'})",
                  self.table()]
+        start = self.search.get("start")
+        if self.search.get("answer") == "start" and start:
+            lines.append(f"the layout family's best plan (tp{start['tp']} pp{start['pp']} "
+                         f"dp{start['dp']} mb{start['micro_batch']} {start['schedule']} ZeRO "
+                         f"{start['zero']} recompute {start['recompute']}): no searched plan "
+                         f"is cheaper")
         if self.links:
             lines.append("links (ms per micro-batch per direction): "
                          + ", ".join(f"{x * 1e3:.3g}" for x in self.links))

@@ -36,7 +36,9 @@ def reprice(plan: PipelinePlan) -> dict[str, Any]:
     if not hasattr(model, "price_pipeline"):
         return charged(plan)
     price = model.price_pipeline(plan)
-    if plan.status != "layout":  # the search's plan: what it charged, again
+    # the search's own plan: what it charged, again (a layout's plan, even one the search
+    # answered with (pase.pipeline.seed), was never charged by the search)
+    if plan.status != "layout" and plan.search.get("answer") != "start":
         again = charged(plan)
         price["search_step_seconds"] = again["step_seconds"]
         price["search_memory_bytes"] = again["memory_bytes"]

@@ -163,16 +163,22 @@ class LinkPricer:
 
 
 def search(space: Space, oracle: StageOracle, links: LinkPricer,
-           progress: Callable[[str], None] | None = None) -> Found | None:
-    """The best plan over ``space`` at the search's charge and the least charge of any plan
-    (``bound``); None when no plan fits the memory cap.
+           progress: Callable[[str], None] | None = None,
+           incumbent: float = math.inf) -> tuple[Found | None, float | None]:
+    """``(plan, bound)``: the best plan over ``space`` at the search's charge (None when no
+    plan fits the memory cap, or none is charged less than ``incumbent``) and the least
+    charge of any plan, or ``incumbent`` if less (None: not proven).
+
+    ``incumbent``: the price of a plan found elsewhere (:mod:`pase.pipeline.seed`). Stages
+    are skipped against it as against the search's own incumbent: a plan holding one is
+    charged at least it, so the bound covers them only up to it.
 
     Past the oracle's deadline (:meth:`StageOracle.check`, between stage solves) the search
     stops: the best plan it found is returned with ``stopped`` and no bound (the plans it
-    did not visit have none), and with none found the TimeLimitError is raised."""
+    did not visit have none); with none found the TimeLimitError is raised."""
     start = time.perf_counter()
     best: Found | None = None
-    bound = math.inf
+    bound = incumbent
     folded = oracle.tails
     m = space.microbatches[0]
     try:
@@ -180,7 +186,8 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
             counts = range(1, space.stage_limit + 1)
             for name, virtual in space.schedules:
                 if name == "interleaved":
-                    for found, low in _interleaved(space, oracle, links, m, virtual):
+                    limit = incumbent if best is None else min(incumbent, best.cost)
+                    for found, low in _interleaved(space, oracle, links, m, virtual, limit):
                         bound = min(bound, low)
                         if found is not None and (best is None
                                                   or found.cost < best.cost * (1 - 1e-12)):
@@ -190,11 +197,12 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                     oracle.check("searching pipeline plans")
                     # an incumbent first (equal unit counts), so the fronts skip the stages
                     # no plan better than it can hold (_Front.limit)
+                    limit = incumbent if best is None else min(incumbent, best.cost)
                     for cost, plan in _costed(_Front(_balanced(space, s), oracle, links, m,
-                                                     sizes, name, False), s, name, m):
+                                                     sizes, name, False, limit), s, name, m):
                         if best is None or cost < best.cost * (1 - 1e-12):
                             best = _found(oracle, links, m, plan, cost, name, folded)
-                    limit = math.inf if best is None else best.cost
+                    limit = incumbent if best is None else min(incumbent, best.cost)
                     for cost, _ in _costed(_Front(space, oracle, links, m, sizes, name, True,
                                                   limit), s, name, m):
                         bound = min(bound, cost)
@@ -212,13 +220,14 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
             progress(f"time limit: the search stopped at m={m} ({exc}); "
                      f"best so far {best.cost:.6g} s")
         best.stopped = True
+    proven = oracle.all_optimal and not (best is not None and best.stopped)
     if best is not None:
         best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
         if best.stopped:
             best.stats["stopped"] = "time limit"
         # a cut search bounds only the plans it visited: no bound
-        best.bound = min(bound, best.cost) if oracle.all_optimal and not best.stopped else None
-    return best
+        best.bound = min(bound, best.cost) if proven else None
+    return best, (min(bound, best.cost) if best is not None else bound) if proven else None
 
 
 def _costed(front: "_Front", stages: int, name: str, m: int):
@@ -267,13 +276,13 @@ class _Front:
         self.oracle.check("searching pipeline plans")
         ranges = ((self.space.units[u], self.space.units[v]),)
         if self.limit < math.inf:
-            # a plan's step is at least m times any stage's time (both periods are at
-            # least the slowest stage's), and a stage's time at least its least time with
-            # memory not counted: past the incumbent, no plan holding the stage is better
-            # (and its bound is above the incumbent, which bounds the space itself)
-            for quick in (True, False):  # a bound with no solve first, then the optimum
-                least = self.oracle.least_time(ranges, d, self.m, quick)
-                if least is None or self.m * least >= self.limit:
+            # a plan's step is at least m t + tail of each of its stages (1F1B and GPipe),
+            # whose least with memory not counted bounds it: past the incumbent, no plan
+            # holding the stage is better (and its bound is above the incumbent, which
+            # bounds the space itself). A bound with no solve first, then the optimum.
+            for quick in (True, False):
+                least = self.oracle.least_step(ranges, d, self.m, quick)
+                if least is None or least >= self.limit:
                     return []
         if self.bound:
             return [(t, o, None) for t, o in
@@ -333,12 +342,14 @@ def _found(oracle: StageOracle, links: LinkPricer, m: int, plan, cost: float, sc
     return Found(cost, m, groups, results, xs, optimal, schedule, folded=folded)
 
 
-def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, virtual: int):
+def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, virtual: int,
+                 limit: float = math.inf):
     """Each ``s`` of interleaved plans of ``m`` micro-batches and ``V = virtual`` chunks per
     group: ``(the best plan or None, the least charge of any)``. ``s`` equal groups of
     ``p / s`` devices (one of the stage sizes), the units cut into ``s V`` chunks as the
     layout path cuts layers, chunk ``c`` on group ``c mod s``; each group's plans held
-    with the most bytes its neighbour's plans pass on."""
+    with the most bytes its neighbour's plans pass on. Where the least charge reaches
+    ``limit`` (an incumbent's) no plan is built: none is cheaper than the incumbent."""
     n_units = len(space.units) - 1
     label = schedules.label("interleaved", virtual)
     for s in range(2, space.stage_limit + 1):
@@ -362,6 +373,9 @@ def _interleaved(space: Space, oracle: StageOracle, links: LinkPricer, m: int, v
                   for c in range(1, len(chunks))]
         low = _combine(label, m, [[(t, o, None) for t, o in c] for c in corners],
                        [] if oracle.tails else xs)[0]
+        if low >= limit:
+            yield None, low
+            continue
         first = [oracle.options(ranges[g], d, m, ks[g]) for g in range(s)]
         if not all(first):
             yield None, low

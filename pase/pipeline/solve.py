@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.price import stage_price
 from pase.pipeline.schedules import label, parse
 from pase.pipeline.search import Found, LinkPricer, Space, in_flight, search
+from pase.pipeline.seed import best_layout_plan, seed_answer
 from pase.pipeline.stages import StageOracle
 from pase.space import check_devices
 
@@ -34,7 +36,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    max_stages: int | None = None,
                    progress: Callable[[str], None] | None = None,
                    cost_model: str = "calibrated", time_limit: float | None = None,
-                   deadline: Deadline | None = None) -> PipelinePlan:
+                   deadline: Deadline | None = None,
+                   start_from_layouts: bool | None = None) -> PipelinePlan:
     """Search stages, sub-mesh sizes and micro-batches with the per-layer dp in each stage.
 
     Args:
@@ -70,6 +73,12 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
             is returned, ``feasible``, its ``search["stopped"]`` ``"time limit"``, with the
             bound of the searches that finished (none if the first was cut); OptionError
             when none was found.
+
+        start_from_layouts: price the layout family's best plans first and start the
+            search from the cheapest (:mod:`pase.pipeline.seed`): the answer is never
+            slower than it, and a time limit always has a plan to give. Default: on for
+            the whole-plan search (a model name, the calibrated model, ``schedule="auto"``,
+            every ``m``, ZeRO and recomputation ``auto``, the default space options).
 
     Returns the best plan found over that space (:mod:`pase.pipeline.search`) at its own
     price, with a lower bound (:func:`certified`), as a
@@ -109,11 +118,25 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     if not isinstance(uniform, bool):
         raise OptionError(f"uniform must be true or false, got {uniform!r}")
     space = Space(units, devices, sizes, choices, schedule, uniform, max_stages)
+    if start_from_layouts is None:
+        start_from_layouts = isinstance(model, str) and cost_model == "calibrated" and \
+            schedule == "auto" and microbatches is None and \
+            all(str(given.get(k)) == "auto" for k in ("zero", "recompute")) and \
+            (cuts, every, stage_sizes, uniform, max_stages) == ("blocks", 1, "powers", False, None)
+    seed = best_layout_plan(str(model), load, devices, full_batch, cluster, given, cap, options,
+                            deadline, progress) if start_from_layouts else None
     try:
-        found, bound, solves = certified(space, oracle, links, progress)
+        found, bound, solves = certified(space, oracle, links, progress,
+                                         math.inf if seed is None else seed.step)
     except TimeLimitError as exc:
+        if seed is not None:
+            return seed_answer(seed, None, {"stopped": "time limit", "stopped_search": 1,
+                                            "seconds": time.perf_counter() - start})
         raise OptionError(f"{exc}, before any pipeline plan was found; give a larger "
                           f"--time-limit") from None
+    if found is None and seed is not None:
+        return seed_answer(seed, bound, {"seconds": time.perf_counter() - start,
+                                         "stage_solves": oracle.solves})
     if found is None:
         why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
             (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
@@ -143,6 +166,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                    **found.stats, "bounding_searches": solves,
                    **({} if deadline.limit is None else {"time_limit": deadline.limit}),
                    "charged_step": _line(found)[0], "seconds": time.perf_counter() - start,
+                   **({} if seed is None else {"start": seed.summary()}),
                    **({"exposed_sync_stages": exposed} if exposed else {})}
     # a cut search never claims optimal, even where its step meets the bound it kept
     proven = bound is not None and found.step <= bound * (1 + TOLERANCE) and not found.stopped
@@ -152,8 +176,15 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                         stages, found.links, found.step, "optimal" if proven else "feasible",
                         options, plain_costs, cap, search_info, cost_model,
                         None if bound is None else min(bound, found.step))
-    return at_one_price(plan, oracle.graph(found.microbatches)) if cost_model == "calibrated" \
-        else plan
+    if cost_model != "calibrated":
+        return plan
+    plan = at_one_price(plan, oracle.graph(found.microbatches))
+    if seed is not None and seed.step < plan.step_time * (1 - 1e-12):
+        info = {k: v for k, v in search_info.items()
+                if k not in ("charged_step", "exposed_sync_stages")}
+        return seed_answer(seed, bound, {**info, "searched_step_seconds": plan.step_time,
+                                         **({"stopped": "time limit"} if found.stopped else {})})
+    return plan
 
 
 def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
@@ -183,8 +214,10 @@ def at_one_price(plan: PipelinePlan, graph: Graph) -> PipelinePlan:
 
 
 def certified(space: Space, oracle: StageOracle, links: LinkPricer,
-              progress: Callable[[str], None] | None = None):
-    """The search with a lower bound: ``(found, bound, searches)``.
+              progress: Callable[[str], None] | None = None, incumbent: float = math.inf):
+    """The search with a lower bound: ``(found, bound, searches)``; ``found`` is None when
+    no plan fits or none is charged less than ``incumbent`` (a plan found elsewhere, whose
+    price then caps the bound: :func:`pase.pipeline.search.search`).
 
     The search charges gradient syncs at the overlap tax, so its least charge bounds every
     plan's own price (:mod:`pase.pipeline.price`) from below. When the found plan's own
@@ -197,9 +230,9 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
     plans it did not visit have none); a cut bounding search leaves the bound of the
     searches that finished, and its best plan competes. The answer is then ``stopped``,
     with ``stats["stopped"]``; with no plan at all the TimeLimitError propagates."""
-    found = search(space, oracle, links, progress)
+    found, bound = search(space, oracle, links, progress, incumbent)
     if found is None:
-        return None, None, 1
+        return None, bound, 1
     _price(found, oracle)
     if found.stopped:
         found.stats["stopped_search"] = 1
@@ -207,9 +240,10 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
             progress("time limit: the first search was cut, so no lower bound holds for the "
                      "plans it did not visit (gap unknown)")
         return found, None, 1
-    bound, best, plans = found.bound, found, [found]
+    best, plans = found, [found]
     for x in (1.0, None):
-        if bound is None or best.step <= bound * (1 + TOLERANCE) or not oracle.slack_applies:
+        if bound is None or min(best.step, incumbent) <= bound * (1 + TOLERANCE) or \
+                not oracle.slack_applies:
             break
         if x is None:  # where the two plans' prices, linear in x, cross (a cutting plane)
             (a0, d0), (a1, d1) = (_line(plans[0]), _line(plans[-1]))
@@ -220,15 +254,15 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
             progress(f"syncs outlast their window: a search lifted by x = {x:.3g} for a bound")
         searched = len(plans) + 1  # this search's number
         try:
-            lifted = search(space, oracle.lifted(x), links, progress)
+            lifted, low = search(space, oracle.lifted(x), links, progress, incumbent)
         except TimeLimitError:  # cut before it found a plan
-            lifted, cut = None, True
+            lifted, low, cut = None, None, True
         else:
             cut = lifted is not None and lifted.stopped
+        if not cut:  # a cut search bounds only the plans it visited
+            bound = None if low is None else max(bound, low)
         if lifted is not None:
             plans.append(lifted)
-            if not cut:  # a cut search bounds only the plans it visited
-                bound = None if lifted.bound is None else max(bound, lifted.bound)
             _price(lifted, oracle)
             if lifted.step < best.step * (1 - 1e-12):
                 lifted.stats = {**found.stats, **lifted.stats}

@@ -226,16 +226,20 @@ class StageOracle:
                 out.append(r)
         return sorted(out, key=lambda r: (r.seconds, r.tail))
 
-    def least_time(self, ranges: tuple[tuple[int, int], ...], devices: int,
+    def least_step(self, ranges: tuple[tuple[int, int], ...], devices: int,
                    microbatches: int, quick: bool = False) -> float | None:
-        """The least seconds per micro-batch of any plan of the stage, memory not counted
-        (its optimum at tail weight 0, sends included); None: it has no plan. ``quick``: a
-        lower bound of it with no solve (:meth:`Layered.least`)."""
+        """A lower bound of ``m t + tail`` over the stage's plans, memory not counted (``t``
+        its seconds per micro-batch with its sends, ``m`` the micro-batches): ``m`` times
+        its optimum at tail weight ``1 / m``, one of the weights its plans are solved at;
+        None: it has no plan. Under 1F1B and GPipe a plan's step is at least this for
+        each of its stages (the sum of the stage times and ``m - 1`` periods are each at
+        least the stage's time, the largest tail at least its tail). ``quick``: ``m`` times
+        a bound of ``t`` with no solve (:meth:`Layered.least`)."""
+        m = microbatches
         if quick:
-            return self.layered(devices, microbatches).least(ranges) + \
-                self.sends(ranges, devices, microbatches)
-        free = self._free(ranges, devices, microbatches, 0.0)
-        return None if free is None else free.seconds
+            return m * (self.layered(devices, m).least(ranges) + self.sends(ranges, devices, m))
+        free = self._free(ranges, devices, m, 1.0 / m if self.tails else 0.0)
+        return None if free is None else m * free.seconds + free.tail
 
     def corners(self, ranges: tuple[tuple[int, int], ...], devices: int, microbatches: int,
                 in_flight: float, last: bool = True, alone: bool = False

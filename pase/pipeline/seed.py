@@ -1,0 +1,127 @@
+"""The whole-plan search's first incumbent: the layout family's best plan that runs as a plan.
+
+`pase solve MODEL -p N --cluster C --global-batch B` first runs the layout family's search
+(:func:`pase.perf.search.search_layouts`, seconds at 1,024 devices) over the schedules a
+pipeline plan can run (1F1B and interleaving with any ``V``), writes its best fitting
+layouts as pipeline plans (:func:`pase.perf.plan.layout_pipeline`) and prices them at the
+one price. The cheapest is the op-level search's incumbent from its first stage solve:
+a stage whose least time already reaches it is never solved, and the answer is never
+slower than it. The search then has a plan to give at any time limit.
+
+Layouts with no plan form (:class:`~pase.errors.NoPlanFormError`) and zero-bubble
+schedules (a plan runs 1F1B, GPipe or interleaving) are passed over.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from pase import api
+from pase.deadline import Deadline, active
+from pase.errors import OptionError, TimeLimitError
+from pase.ir import Graph
+from pase.pipeline.plan import PipelinePlan
+
+# Layouts written and priced as plans, best first, until one fits at the one price.
+TRIES = 3
+# The layout family's options the pipeline search's cost options carry over.
+CARRIED = ("precision", "attention")
+
+
+@dataclass
+class Seed:
+    """A layout's plan at its one price (``price``: ``price_pipeline``'s keys)."""
+
+    plan: PipelinePlan
+    price: dict[str, Any]
+    layout: Any
+
+    @property
+    def step(self) -> float:
+        return float(self.price["step_seconds"])
+
+    def summary(self) -> dict[str, Any]:
+        """The layout and its plan's step, as the search's JSON records its start."""
+        lay = self.layout
+        return {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+                "micro_batch": lay.micro_batch, "schedule": self.plan.schedule,
+                "zero": lay.zero, "recompute": lay.recompute, "step_seconds": self.step}
+
+
+def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, batch: int,
+                     cluster: Any, given: Mapping[str, Any], cap: float | None,
+                     model_options: Mapping[str, Any], deadline: Deadline | None = None,
+                     progress: Callable[[str], None] | None = None) -> Seed | None:
+    """The cheapest of the layout family's best :data:`TRIES` plans that fit ``cap`` at the
+    one price, or None (no layout fits, or none has a plan form). ``given``: the pipeline
+    plan's cost options (the seed records the same, so both answers read alike); ``load``:
+    the model at a micro-batch size. Past ``deadline`` (the command's) the layout search
+    gives what it priced so far, and pricing its plans stops."""
+    from pase.perf.plan import layout_pipeline
+    from pase.perf.search import search_layouts
+
+    options = {k: given[k] for k in CARRIED if k in given}
+    try:
+        with active(deadline):
+            family = search_layouts(load, devices, cluster, batch,
+                                    schedules=("1f1b", "interleaved"), keep=4 * TRIES, **options)
+    except TimeLimitError:
+        return None
+    except OptionError as exc:  # a family with no layout at all
+        if progress:
+            progress(f"no layout to start from: {exc}")
+        return None
+    costs = {**dict(given), "cluster": cluster}
+    model_cost = api.make_cost_model("calibrated", **costs)
+    best: Seed | None = None
+    tried = 0
+    for estimate in family.ranked:
+        if tried == TRIES:
+            break
+        if cap is not None and estimate.memory_bytes > cap:
+            continue
+        lay = estimate.layout
+        graph = load(lay.micro_batch * lay.dp)
+        try:
+            plan = layout_pipeline(graph, lay, model, dict(model_options), costs)
+        except OptionError:  # no plan form (NoPlanFormError) or a chunk not one op range
+            continue
+        plan.memory_cap_bytes = cap
+        tried += 1
+        try:
+            with active(deadline):
+                price = model_cost.price_pipeline(plan, graph=graph)
+        except TimeLimitError:
+            break
+        if not price["fits_memory"]:
+            continue
+        if best is None or price["step_seconds"] < best.step:
+            best = Seed(plan, price, lay)
+    if best is not None and progress:
+        lay = best.layout
+        progress(f"start: layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} ep{lay.ep} "
+                 f"mb{lay.micro_batch} {lay.schedule}"
+                 f"{f':{lay.virtual}' if lay.virtual > 1 else ''} zero {lay.zero} "
+                 f"{lay.recompute} as a plan: {best.step:.6g} s")
+    return best
+
+
+def seed_answer(seed: Seed, bound: float | None, info: Mapping[str, Any],
+                tolerance: float = 1e-9) -> PipelinePlan:
+    """The seed as the whole-plan search's answer: its plan at its one price, ``optimal``
+    when ``bound`` (the least charge of the search's plans, at most the seed's price) meets
+    it and the search was not cut, else ``feasible`` with that bound (None: unknown)."""
+    plan, price = seed.plan, seed.price
+    plan.step_time = seed.step
+    for stage, seconds, tail, memory in zip(plan.stages, price["stage_seconds"],
+                                            price["stage_tail_seconds"],
+                                            price["stage_memory_bytes"]):
+        stage.seconds_per_microbatch, stage.tail_seconds = float(seconds), float(tail)
+        stage.memory_bytes = float(memory)
+    plan.breakdown = dict(price["breakdown"])
+    plan.search = {**dict(info), "start": seed.summary(), "answer": "start"}
+    stopped = "stopped" in info
+    plan.lower_bound = None if bound is None or stopped else min(bound, seed.step)
+    plan.status = "optimal" if plan.lower_bound is not None and \
+        seed.step <= plan.lower_bound * (1 + tolerance) else "feasible"
+    return plan
