@@ -131,6 +131,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     except TimeLimitError as exc:
         if seed is not None:
             return seed_answer(seed, None, {"stopped": "time limit", "stopped_search": 1,
+                                            "stage_solves": oracle.solves,
                                             "seconds": time.perf_counter() - start})
         raise OptionError(f"{exc}, before any pipeline plan was found; give a larger "
                           f"--time-limit") from None
