@@ -5,7 +5,7 @@ layout path (``pase.perf.evaluate_layout``, what ``pase evaluate --layout`` runs
 as a per-op plan by the calibrated cost model (``pase.perf.plan.layout_configs`` and
 ``pase.api.evaluate``, what the solvers search). The ratio plan / layout of step time,
 memory and MFU is the check that the search optimises the model that prices runs.
-A pipeline layout becomes a pipeline plan (``pase.perf.plan.layout_pipeline``, the
+A pipeline layout becomes a pipeline plan (``pase.pipeline.layout_plan.layout_pipeline``, the
 format ``pase solve --pipeline`` writes) priced stage by stage
 (``pase.cost_models.calibrated_pipeline``). Rows the per-op plan cannot hold yet are
 priced by the layout path alone and say why.
@@ -26,7 +26,8 @@ from pase import api
 from pase.cost_models.calibrated_pipeline import price_pipeline
 from pase.errors import PaseError
 from pase.perf import evaluate_layout, make_layout
-from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
+from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
+from pase.pipeline.layout_plan import layout_pipeline
 
 GPT2 = {"layers": 2, "vocab": 50304}  # a vocabulary tp divides, as Megatron-LM pads it
 LLAMA = {"layers": 2}

@@ -21,7 +21,8 @@ from pase.errors import NoPlanFormError, OptionError
 from pase.perf import evaluate_layout, make_layout
 from pase.perf.comms import collective_seconds, group_collectives
 from pase.perf.hardware import achieved
-from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
+from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
+from pase.pipeline.layout_plan import layout_pipeline
 from pase.work.layout import assign_axes, mesh_axes
 
 GPT2 = {"layers": 2, "vocab": 50304}

@@ -74,7 +74,8 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     ``plan`` is null."""
     from pase.errors import NoPlanFormError
     from pase.errors import OptionError as Refused
-    from pase.perf.plan import layout_configs, layout_pipeline, layout_variants, plan_cost_options
+    from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
+    from pase.pipeline.layout_plan import layout_pipeline
 
     lay = estimate.layout
     options = key_values(args.model_option, "--model-option")

@@ -29,7 +29,7 @@ gives each op's ZeRO stage and recomputation flag and :func:`plan_cost_options` 
 options. The calibrated cost model prices that plan with the same rules as the layout
 (:mod:`pase.cost_models.calibrated`), which is how the two prices are checked against
 each other, and ``pase view --layout`` draws it. A pipeline layout (pp > 1) is a
-pipeline plan (:func:`layout_pipeline`, the format ``pase solve --pipeline`` writes),
+pipeline plan (:func:`pase.pipeline.layout_plan.layout_pipeline`, the format ``pase solve --pipeline`` writes),
 priced by :func:`pase.cost_models.calibrated_pipeline.price_pipeline`.
 
 A vocabulary the split does not divide: Megatron-LM pads it and the layout path prices
@@ -50,7 +50,6 @@ from pase.errors import NoPlanFormError
 from pase.ir import Graph, Op
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
-from pase.space import PADDED_ROLES
 from pase.work.variants import owned_weight_indices
 
 NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
@@ -164,46 +163,3 @@ def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
         if zero or again:
             out[op.name] = {"zero": zero, "recompute": again}
     return out
-
-
-def layout_pipeline(graph: Graph, lay: Layout, model: str,
-                    model_options: dict | None = None, cost_options: dict | None = None):
-    """A pipeline layout (pp > 1) as a pipeline plan (:class:`pase.pipeline.PipelinePlan`,
-    the format ``pase solve --pipeline`` writes): ``pp`` stages of ``tp x cp x dp`` devices
-    each, stage ``s`` on ranks ``s d .. (s + 1) d - 1`` (Megatron-LM's rank order puts the
-    pipeline outermost), each holding the ops :func:`pase.perf.pipeline.placement` gives
-    it with the splits of :func:`layout_configs` on its own mesh; ``graph`` is built at
-    ``micro_batch x dp`` (one micro-batch of every data-parallel rank), the plan's batch
-    is the global batch in ``lay.microbatches`` micro-batches. The stage times and memory
-    are left 0 until the plan is priced (:func:`pase.cost_models.calibrated_pipeline.
-    price_pipeline`). Under ``interleaved:V`` a stage holds ``V`` chunks (chunk ``c`` on
-    stage ``c mod pp``), written as its ``chunks``."""
-    from pase.errors import OptionError
-    from pase.perf.pipeline import in_flight, placement
-    from pase.pipeline.plan import PipelinePlan, PipelineStage
-
-    stages, _, chunk_of = placement(graph, lay)
-    cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
-                    if k != "microbatches"}  # the plan's own count
-    configs = layout_configs(graph, lay, padded_roles=PADDED_ROLES)  # calibrated's plan
-    variants = layout_variants(graph, lay)
-    names = [op.name for op in graph.ops]
-    d = lay.devices // lay.pp
-    out = []
-    for s in range(lay.pp):
-        ranges = []
-        for c in range(s, lay.pp * lay.virtual, lay.pp):
-            idx = [i for i, ch in enumerate(chunk_of) if ch == c]
-            if not idx or idx != list(range(idx[0], idx[-1] + 1)):
-                raise OptionError(f"chunk {c} of the layout is not one range of ops")
-            ranges.append((idx[0], idx[-1] + 1))
-        ops = [names[i] for first, end in ranges for i in range(first, end)]
-        out.append(PipelineStage((names[ranges[0][0]], names[ranges[0][1] - 1]), ranges[0],
-                                 (s * d, (s + 1) * d), int(in_flight(lay, s)), 0.0, 0.0,
-                                 {op: configs[op] for op in ops if configs[op]},
-                                 {op: variants[op] for op in ops if op in variants},
-                                 ranges if lay.virtual > 1 else []))
-    schedule = lay.schedule if lay.virtual == 1 else f"{lay.schedule}:{lay.virtual}"
-    return PipelinePlan(model, lay.devices, lay.global_batch, lay.microbatches, schedule, out,
-                        [0.0] * (lay.pp * lay.virtual - 1), 0.0, "layout", dict(model_options or {}),
-                        dict(cost_options or {}), None, {}, "calibrated")

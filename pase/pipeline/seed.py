@@ -3,9 +3,9 @@
 `pase solve MODEL -p N --cluster C --global-batch B` first runs the layout family's search
 (:func:`pase.perf.search.search_layouts`, seconds at 1,024 devices) over the schedules a
 pipeline plan can run (1F1B and interleaving with any ``V``), writes its best fitting
-layouts as pipeline plans (:func:`pase.perf.plan.layout_pipeline`) and prices them at the
-one price. The cheapest is the op-level search's incumbent from its first stage solve:
-a stage whose least time already reaches it is never solved, and the answer is never
+layouts as pipeline plans (:mod:`pase.pipeline.layout_plan`) and prices them at the one
+price, best first, until one fits. That plan is the op-level search's incumbent from its
+first stage solve: a stage that cannot beat it is never solved, and the answer is never
 slower than it. The search then has a plan to give at any time limit.
 
 Layouts with no plan form (:class:`~pase.errors.NoPlanFormError`) and zero-bubble
@@ -22,7 +22,7 @@ from pase.errors import OptionError, TimeLimitError
 from pase.ir import Graph
 from pase.pipeline.plan import PipelinePlan
 
-# Layouts written and priced as plans, best first, until one fits at the one price.
+# The most layouts written and priced as plans, best first, until one fits at the one price.
 TRIES = 3
 # The layout family's options the pipeline search's cost options carry over.
 CARRIED = ("precision", "attention")
@@ -52,13 +52,13 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
                      cluster: Any, given: Mapping[str, Any], cap: float | None,
                      model_options: Mapping[str, Any], deadline: Deadline | None = None,
                      progress: Callable[[str], None] | None = None) -> Seed | None:
-    """The cheapest of the layout family's best :data:`TRIES` plans that fit ``cap`` at the
-    one price, or None (no layout fits, or none has a plan form). ``given``: the pipeline
+    """The layout family's best plan that fits ``cap`` at the one price (of its first
+    :data:`TRIES` with a plan form, best first), or None. ``given``: the pipeline
     plan's cost options (the seed records the same, so both answers read alike); ``load``:
     the model at a micro-batch size. Past ``deadline`` (the command's) the layout search
     gives what it priced so far, and pricing its plans stops."""
-    from pase.perf.plan import layout_pipeline
     from pase.perf.search import search_layouts
+    from pase.pipeline.layout_plan import layout_pipeline
 
     options = {k: given[k] for k in CARRIED if k in given}
     try:
@@ -93,10 +93,9 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
                 price = model_cost.price_pipeline(plan, graph=graph)
         except TimeLimitError:
             break
-        if not price["fits_memory"]:
-            continue
-        if best is None or price["step_seconds"] < best.step:
+        if price["fits_memory"]:
             best = Seed(plan, price, lay)
+            break
     if best is not None and progress:
         lay = best.layout
         progress(f"start: layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} ep{lay.ep} "

@@ -1,0 +1,73 @@
+"""How fast is a pipeline plan priced on a space of its own configs, against the whole space?
+
+    python benchmarks/plan_pricing.py [--devices 1024] [--layout tp=8,pp=2,dp=64]
+
+The one price of a pipeline plan (`pase evaluate --strategy`, the whole-plan search's final
+price and its start from the layout family) prices each stage on a Problem. Before, that
+Problem held every candidate config of every op on the stage's devices; now it holds
+only the plan's own (`cost_models.calibrated_pipeline.one_plan_problem`). This script
+writes GPT-3 175B's layout as a plan (the layout family's best on 1,024 H100s at global
+batch 1,536 by default: tp 8, pp 2, dp 64, interleaved with V = 11, ZeRO-2), prices it
+both ways in this process, the whole space first, and prints the CPU seconds, their
+ratio, and both steps and memories (they must be equal).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from provenance import stamp
+
+from pase import api
+from pase.cost_models import calibrated_pipeline
+from pase.perf import make_layout
+from pase.pipeline.layout_plan import layout_pipeline
+
+
+def whole_space(graph, devices, model, configs, variants):
+    """The Problem of every candidate (what priced a stage before), at the plan's choice."""
+    built = api.build_problem(graph, devices, model, variants=variants or None)
+    return built.cost_model, built.problem, np.asarray(api.choice_of(built, configs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="gpt3-175b")
+    parser.add_argument("--devices", type=int, default=1024)
+    parser.add_argument("--layout", default="tp=8,pp=2,dp=64")
+    parser.add_argument("--micro-batch", type=int, default=6)
+    parser.add_argument("--global-batch", type=int, default=1536)
+    parser.add_argument("--schedule", default="interleaved")
+    parser.add_argument("--virtual", type=int, default=11)
+    args = parser.parse_args()
+    print(stamp())
+    lay = make_layout(args.layout, devices=args.devices, micro_batch=args.micro_batch,
+                      global_batch=args.global_batch, schedule=args.schedule,
+                      virtual=args.virtual, zero=2, recompute="none", sequence_parallel=True)
+    graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp)
+    plan = layout_pipeline(graph, lay, args.model, {}, {"cluster": "h100-sxm"})
+    model = api.make_cost_model("calibrated", cluster="h100-sxm")
+    prices = {}
+    own = calibrated_pipeline.one_plan_problem
+    for name, build in (("whole space", whole_space), ("the plan's configs", own)):
+        calibrated_pipeline.one_plan_problem = build
+        start = time.process_time()
+        prices[name] = model.price_pipeline(plan, graph=graph)
+        prices[name]["cpu"] = time.process_time() - start
+    calibrated_pipeline.one_plan_problem = own
+    print(f"{args.model} on {args.devices} devices, {args.layout} mb{args.micro_batch} "
+          f"{args.schedule}:{args.virtual}, {len(plan.stages)} stages\n")
+    print("| priced on | CPU s | ratio | step s | memory bytes |")
+    print("|---|---|---|---|---|")
+    base = prices["whole space"]["cpu"]
+    for name, p in prices.items():
+        print(f"| {name} | {p['cpu']:.1f} | {p['cpu'] / base:.3f} | {p['step_seconds']!r} | "
+              f"{p['memory_bytes']!r} |")
+    same = all(prices["whole space"][k] == prices["the plan's configs"][k]
+               for k in ("step_seconds", "memory_bytes", "stage_seconds", "stage_memory_bytes"))
+    print(f"\nsame step, memory and stage figures: {same}")
+
+
+if __name__ == "__main__":
+    main()
