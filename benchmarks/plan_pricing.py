@@ -38,13 +38,11 @@ def main() -> None:
     parser.add_argument("--layout", default="tp=8,pp=2,dp=64")
     parser.add_argument("--micro-batch", type=int, default=6)
     parser.add_argument("--global-batch", type=int, default=1536)
-    parser.add_argument("--schedule", default="interleaved")
-    parser.add_argument("--virtual", type=int, default=11)
+    parser.add_argument("--schedule", default="interleaved:11")
     args = parser.parse_args()
     print(stamp())
     lay = make_layout(args.layout, devices=args.devices, micro_batch=args.micro_batch,
-                      global_batch=args.global_batch, schedule=args.schedule,
-                      virtual=args.virtual, zero=2, recompute="none", sequence_parallel=True)
+                      global_batch=args.global_batch, schedule=args.schedule, zero=2, recompute="none", sequence_parallel=True)
     graph = api.load_graph(args.model, batch=lay.micro_batch * lay.dp)
     plan = layout_pipeline(graph, lay, args.model, {}, {"cluster": "h100-sxm"})
     model = api.make_cost_model("calibrated", cluster="h100-sxm")
@@ -57,7 +55,7 @@ def main() -> None:
         prices[name]["cpu"] = time.process_time() - start
     calibrated_pipeline.one_plan_problem = own
     print(f"{args.model} on {args.devices} devices, {args.layout} mb{args.micro_batch} "
-          f"{args.schedule}:{args.virtual}, {len(plan.stages)} stages\n")
+          f"{args.schedule}, {len(plan.stages)} stages\n")
     print("| priced on | CPU s | ratio | step s | memory bytes |")
     print("|---|---|---|---|---|")
     base = prices["whole space"]["cpu"]
