@@ -157,17 +157,12 @@ def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants:
     from pase.space import ConfigSpace
 
     space = ConfigSpace(graph, devices, padded_roles=model.padded_roles)
-    for op in configs:
-        space.index_of(op, configs[op])  # raises StrategyError on unknown ops, dims, configs
-    choice = [space.index_of(op.name, configs.get(op.name, {})) for op in graph.ops]
+    choice = space.choice_of(configs)
     # each op at its variant, an op the plan does not name at ZeRO 0 without recomputation
-    # (the variant a whole-space Problem puts at the config's own index)
+    # (the variant a whole-space Problem puts at the config's own index): one candidate each
     model = model.with_variants(variants or {})
-    problem = model.problem(graph, space.restricted(choice))
-    if any(len(v) != 1 for v in problem.vertex_costs):  # variants searched, not fixed
-        raise OptionError(f"the plan's cost options search variants "
-                          f"(zero {getattr(model, 'zero', '?')!r}) that its ops do not fix")
-    return model, problem, np.zeros(len(graph.ops), dtype=np.int64)
+    return model, model.problem(graph, space.restricted(choice)), \
+        np.zeros(len(graph.ops), dtype=np.int64)
 
 
 def _kept_across(graph: Graph, plan, priced: list, activations: list[float]) -> None:

@@ -444,9 +444,7 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
 
 def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:
     """Candidate indices for a ``{op: {dim: factor}}`` mapping (unnamed ops unsplit)."""
-    for op in configs:
-        built.space.index_of(op, configs[op])  # raises StrategyError on unknown ops/dims
-    return tuple(built.space.index_of(op.name, configs.get(op.name, {})) for op in built.graph.ops)
+    return built.space.choice_of(configs)
 
 
 def dry_run(model: str | Path | Graph, devices: int = 8, *, memory_budget: float | str | None = None,

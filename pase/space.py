@@ -284,6 +284,13 @@ class ConfigSpace:
             self.configs.append(enumerated.setdefault(key, configs))
         self._lookup: list[dict[tuple[int, ...], int]] | None = None
 
+    def choice_of(self, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:
+        """Candidate indices for a ``{op: {dim: factor}}`` mapping (unnamed ops unsplit);
+        a StrategyError names an unknown op, dim or config."""
+        for op in configs:
+            self.index_of(op, configs[op])
+        return tuple(self.index_of(op.name, configs.get(op.name, {})) for op in self.graph.ops)
+
     def restricted(self, choice: Sequence[int]) -> "ConfigSpace":
         """This space with op ``i``'s one candidate ``choice[i]``: a Problem built on it
         prices one plan at what a Problem of the whole space charges that plan (a price
@@ -327,9 +334,10 @@ class ConfigSpace:
         key = tuple(int(factors.get(n, 1)) for n in op.dim_names)
         if self._lookup is None:  # one table per shared configs array
             tables: dict[int, dict[tuple[int, ...], int]] = {}
-            self._lookup = [tables[id(c)] if id(c) in tables else tables.setdefault(
-                id(c), {tuple(int(x) for x in row): j for j, row in enumerate(c)})
-                for c in self.configs]
+            for c in self.configs:
+                if id(c) not in tables:
+                    tables[id(c)] = {tuple(int(x) for x in row): j for j, row in enumerate(c)}
+            self._lookup = [tables[id(c)] for c in self.configs]
         if key in self._lookup[i]:
             return self._lookup[i][key]
         product = math.prod(key)

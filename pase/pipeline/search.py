@@ -105,8 +105,8 @@ class Space:
 class Found:
     """The best plan: its device groups (each one op range, or an interleaved group's
     chunks), their results, m, the schedule, the links (per cut, per direction; under the
-    calibrated model the sends, already in the stage times), its charged step ``cost`` and
-    ``bound``, the least charged step of any plan of the space (None: not proven)."""
+    calibrated model the sends, already in the stage times) and its charged step ``cost``
+    (:func:`search` returns the bound beside it)."""
 
     cost: float
     microbatches: int
@@ -118,7 +118,6 @@ class Found:
     stats: dict[str, Any] = field(default_factory=dict)
     prices: list[Any] = field(default_factory=list)  # each group's own price (solve.certified)
     step: float = 0.0  # the plan's own step (its groups' own prices)
-    bound: float | None = None
     folded: bool = False  # the links are in the stage times (the calibrated model)
     stopped: bool = False  # the time limit cut the search: the best of what it visited
 
@@ -181,13 +180,17 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
     bound = incumbent
     folded = oracle.tails
     m = space.microbatches[0]
+
+    def limit() -> float:
+        """What a plan must beat: the incumbent, or the best plan so far if cheaper."""
+        return incumbent if best is None else min(incumbent, best.cost)
+
     try:
         for m in space.microbatches:
             counts = range(1, space.stage_limit + 1)
             for name, virtual in space.schedules:
                 if name == "interleaved":
-                    limit = incumbent if best is None else min(incumbent, best.cost)
-                    for found, low in _interleaved(space, oracle, links, m, virtual, limit):
+                    for found, low in _interleaved(space, oracle, links, m, virtual, limit()):
                         bound = min(bound, low)
                         if found is not None and (best is None
                                                   or found.cost < best.cost * (1 - 1e-12)):
@@ -197,17 +200,15 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                     oracle.check("searching pipeline plans")
                     # an incumbent first (equal unit counts), so the fronts skip the stages
                     # no plan better than it can hold (_Front.limit)
-                    limit = incumbent if best is None else min(incumbent, best.cost)
                     for cost, plan in _costed(_Front(_balanced(space, s), oracle, links, m,
-                                                     sizes, name, False, limit), s, name, m):
+                                                     sizes, name, False, limit()), s, name, m):
                         if best is None or cost < best.cost * (1 - 1e-12):
                             best = _found(oracle, links, m, plan, cost, name, folded)
-                    limit = incumbent if best is None else min(incumbent, best.cost)
                     for cost, _ in _costed(_Front(space, oracle, links, m, sizes, name, True,
-                                                  limit), s, name, m):
+                                                  limit()), s, name, m):
                         bound = min(bound, cost)
                     for cost, plan in _costed(_Front(space, oracle, links, m, sizes, name,
-                                                     False, limit), s, name, m):
+                                                     False, limit()), s, name, m):
                         if best is None or cost < best.cost * (1 - 1e-12):
                             best = _found(oracle, links, m, plan, cost, name, folded)
             if progress:
@@ -220,14 +221,13 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
             progress(f"time limit: the search stopped at m={m} ({exc}); "
                      f"best so far {best.cost:.6g} s")
         best.stopped = True
-    proven = oracle.all_optimal and not (best is not None and best.stopped)
-    if best is not None:
-        best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
-        if best.stopped:
-            best.stats["stopped"] = "time limit"
-        # a cut search bounds only the plans it visited: no bound
-        best.bound = min(bound, best.cost) if proven else None
-    return best, (min(bound, best.cost) if best is not None else bound) if proven else None
+    if best is None:
+        return None, bound if oracle.all_optimal else None
+    best.stats.update(stage_solves=oracle.solves, search_seconds=time.perf_counter() - start)
+    if best.stopped:
+        best.stats["stopped"] = "time limit"
+    # a cut search bounds only the plans it visited: no bound
+    return best, min(bound, best.cost) if oracle.all_optimal and not best.stopped else None
 
 
 def _costed(front: "_Front", stages: int, name: str, m: int):

@@ -73,7 +73,6 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
         return None
     costs = {**dict(given), "cluster": cluster}
     model_cost = api.make_cost_model("calibrated", **costs)
-    best: Seed | None = None
     tried = 0
     for estimate in family.ranked:
         if tried == TRIES:
@@ -92,17 +91,15 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
             with active(deadline):
                 price = model_cost.price_pipeline(plan, graph=graph)
         except TimeLimitError:
-            break
+            return None
         if price["fits_memory"]:
-            best = Seed(plan, price, lay)
-            break
-    if best is not None and progress:
-        lay = best.layout
-        progress(f"start: layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} ep{lay.ep} "
-                 f"mb{lay.micro_batch} {lay.schedule}"
-                 f"{f':{lay.virtual}' if lay.virtual > 1 else ''} zero {lay.zero} "
-                 f"{lay.recompute} as a plan: {best.step:.6g} s")
-    return best
+            seed = Seed(plan, price, lay)
+            if progress:
+                progress(f"start: layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} "
+                         f"ep{lay.ep} mb{lay.micro_batch} {plan.schedule} zero {lay.zero} "
+                         f"{lay.recompute} as a plan: {seed.step:.6g} s")
+            return seed
+    return None
 
 
 def seed_answer(seed: Seed, bound: float | None, info: Mapping[str, Any],
