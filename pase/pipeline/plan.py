@@ -10,7 +10,8 @@ reads it back) is one object:
   cluster, efficiency, ...);
 - ``step_time`` (seconds, the plan's one price, ``pase evaluate --strategy``'s:
   :mod:`pase.pipeline.reprice`), ``bubble``
-  (the idle fraction ``1 - sum_i t_i * m / (s * step)`` of the step), ``status``
+  (the idle fraction ``1 - sum_i (m t_i + o_i) / (s * step)`` of the step, ``o_i`` the
+  stage's tail below), ``status``
   (``optimal`` over the declared space when the step meets the lower bound, else
   ``feasible``), ``lower_bound`` (seconds no plan of the space beats; null when a stage's
   solver proved none), ``gap`` (``(step - lower_bound) / step``), ``memory_cap_bytes``;
@@ -117,8 +118,10 @@ class PipelinePlan:
 
     @property
     def bubble(self) -> float:
-        """Idle fraction of the priced step: ``1 - (sum_i m t_i) / (s * step)``."""
-        busy = sum(st.seconds_per_microbatch for st in self.stages) * self.microbatches
+        """Idle fraction of the priced step: ``1 - sum_i (m t_i + o_i) / (s * step)``, with
+        ``o_i`` stage ``i``'s tail (its gradient sync and optimizer step are work, not idle)."""
+        busy = sum(st.seconds_per_microbatch * self.microbatches + st.tail_seconds
+                   for st in self.stages)
         return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
 
     def one_line(self) -> str:

@@ -66,8 +66,9 @@ class PipelineSimResult:
 
     @property
     def bubble(self) -> float:
-        """Idle fraction of the stages' time: ``1 - sum_i m (F_i + B_i) / (s * step)``."""
-        busy = sum(t.forward + t.backward for t in self.stages) * self.microbatches
+        """Idle fraction of the stages' time: ``1 - sum_i (m (F_i + B_i) + G_i) / (s * step)``
+        (a stage syncing its gradients is busy)."""
+        busy = sum((t.forward + t.backward) * self.microbatches + t.gradient for t in self.stages)
         return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
 
     def summary(self) -> str:
