@@ -19,6 +19,7 @@ from typing import Any, Hashable, Mapping
 import numpy as np
 
 from pase.costing import variants as vb
+from pase.costing.edge_sums import edge_sums
 from pase.costing.shape import (
     Connection,
     ProblemShape,
@@ -181,18 +182,21 @@ class CostModel(abc.ABC):
                        plan: list[list[Connection]], maps: list[VariantMap] | None) -> list[np.ndarray]:
         """Each edge's matrix: computed once per sharing key, then (with variants) its rows
         and columns repeated for each candidate's config."""
-        base: dict[int, np.ndarray] = {}
+        keys = [shape.base_shared_with[e] if shape.base_shared_with else e
+                for e in range(len(plan))]
+        todo: dict[int, tuple[int, tuple[int, int]]] = {}
+        for e, (u, v) in enumerate(shape.edges):
+            if shape.shared_with[e] == e and keys[e] not in todo:
+                todo[keys[e]] = (e, (len(space.configs[u]), len(space.configs[v])))
+        base = edge_sums(todo, lambda key: self._edge_sum(graph, space, plan[todo[key][0]]),
+                         len(plan))
         matrices: list[np.ndarray] = []
-        for e, conns in enumerate(plan):
+        for e in range(len(plan)):
             first = shape.shared_with[e]
             if first != e:
                 matrices.append(matrices[first])
                 continue
-            key = shape.base_shared_with[e] if shape.base_shared_with else e
-            if key not in base:
-                check_deadline(f"costing edge {e + 1} of {len(plan)}")
-                base[key] = self._edge_sum(graph, space, conns)
-            m = base[key]
+            m = base[keys[e]]
             if maps is not None:
                 u, v = shape.edges[e]
                 m = vb.expand_matrix(m, maps[u].config, maps[v].config)
