@@ -49,7 +49,8 @@ def edge_sums(todo: Todo, price: Callable[[Hashable], np.ndarray],
     except BaseException:
         beside.cancel()
         raise
-    out.update((k, np.array(shared[k])) for k in theirs)  # off the shared pages
+    for k in theirs:  # off the shared pages, one at a time: a build's peak grows by one matrix
+        out[k] = np.array(shared.pop(k))
     return {k: out[k] for k in todo}
 
 
