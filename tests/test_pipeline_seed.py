@@ -5,6 +5,8 @@ a plan (the layout's, with no claim), and a plan the layout family wrote re-pric
 step the search reported. The deadlines here count checks instead of reading a clock."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pase import api
@@ -39,9 +41,20 @@ def _family_best(devices: int = 8) -> float:
     return family.ranked[0].step_seconds
 
 
+PROGRESS: list[str] = []  # the seeded search's progress lines
+
+
 @pytest.fixture(scope="module")
 def seeded() -> PipelinePlan:
-    return solve_pipeline("gpt2", 8, start_from_layouts=True, **NARROW)
+    return solve_pipeline("gpt2", 8, start_from_layouts=True, progress=PROGRESS.append, **NARROW)
+
+
+def test_progress_never_reports_a_best_worse_than_the_start(seeded):
+    # the start is a plan the search holds: "best so far" is at most its step, never inf
+    start = seeded.search["start"]["step_seconds"]
+    so_far = [re.search(r"best so far (\S+)", line).group(1) for line in PROGRESS
+              if "best so far" in line]
+    assert so_far and all(float(x) <= start * (1 + 1e-12) for x in so_far), so_far
 
 
 def test_a_narrower_space_answers_with_the_layout_plan_and_proves_it(seeded):

@@ -212,7 +212,9 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                         if best is None or cost < best.cost * (1 - 1e-12):
                             best = _found(oracle, links, m, plan, cost, name, folded)
             if progress:
-                progress(f"m={m}: best so far {best.cost if best else float('inf'):.6g} s, "
+                so_far = limit()  # the start's step counts: it is a plan too
+                progress(f"m={m}: best so far "
+                         f"{f'{so_far:.6g} s' if so_far < math.inf else 'none'}, "
                          f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
     except TimeLimitError as exc:
         if best is None:
