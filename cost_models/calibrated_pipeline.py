@@ -67,13 +67,17 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     lay = Layout(pp=len(plan.stages), micro_batch=1, global_batch=m, schedule=name,
                  virtual=int(virtual or 1))
     times, once, sends_by_stage, tallies, priced = [], [], [], [], []
+    into: dict[int, float] = {}  # a chunk's first op -> the seconds sent into it, one way
     bound = None
     for st in plan.stages:
         work, tail, t, (bound, problem, c) = stage_terms(
             graph, st.ranges, st.devices, st.configs, st.variants, m, {**costs, "cluster": cluster})
-        sends = [x for first, end in st.ranges
-                 for x in received(graph, first, end, st.devices, whole,
-                                   bound.bytes_per_element, bound.hw)]
+        sends = []
+        for first, end in st.ranges:
+            chunk = received(graph, first, end, st.devices, whole, bound.bytes_per_element,
+                             bound.hw)
+            into[first] = sum(chunk)
+            sends += chunk
         times.append(work + 2 * sum(sends))
         sends_by_stage.append(sends)
         once.append(tail)
@@ -100,6 +104,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
             "stage_seconds": times, "stage_tail_seconds": [sum(o) for o in once],
             "stage_memory_bytes": memory, "recorded_step": plan.step_time,
             "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
+            # per boundary in model order, one way: the plan's links
+            "link_seconds": [into[first] for first in sorted(into)[1:]],
             "microbatches": m, "cluster": whole.name, "devices": plan.devices}
 
 

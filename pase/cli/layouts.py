@@ -9,7 +9,9 @@ from pase import api
 from pase.cli import checks
 from pase.cli.args import key_values
 from pase.cli.output import emit
+from pase.cluster import get_cluster
 from pase.errors import OptionError
+from pase.options import parse_bytes
 from pase.perf import Estimate
 from pase.text import table
 
@@ -57,7 +59,6 @@ def cmd_evaluate_layout(args: argparse.Namespace) -> None:
     data["devices"] = args.devices
     data.update(layout_plan(args, estimate))
     if args.memory_cap is not None and str(args.memory_cap).lower() != "none":
-        from pase.options import parse_bytes
         data["memory_cap_bytes"] = parse_bytes(args.memory_cap)
         data["fits_memory"] = estimate.memory_bytes <= data["memory_cap_bytes"]
     emit(data, describe(data), args.output, args.format)
@@ -87,7 +88,14 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
                                    {"cluster": args.cluster, **costs})
         except Refused:
             return {"plan": None}
-        return {"pipeline": plan.to_dict(), "plan": None}
+        # the plan's own figures: its one price, what `evaluate --strategy` of it gives
+        if args.memory_cap is None:
+            plan.memory_cap_bytes = float(get_cluster(args.cluster, args.devices)
+                                          .device.memory_bytes)
+        elif str(args.memory_cap).lower() != "none":
+            plan.memory_cap_bytes = float(parse_bytes(args.memory_cap))
+        price = api.make_cost_model("calibrated").price_pipeline(plan, graph=graph)
+        return {"pipeline": plan.take_price(price).to_dict(), "plan": None}
     from pase.space import PADDED_ROLES  # the calibrated model's plan: a vocabulary pads
 
     try:

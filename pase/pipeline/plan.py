@@ -95,6 +95,20 @@ class PipelinePlan:
     # communication, bubble, optimizer), where the calibrated model priced the plan
     breakdown: dict[str, float] | None = None
 
+    def take_price(self, price: Mapping[str, Any]) -> "PipelinePlan":
+        """This plan with the figures of its one price (the calibrated model's
+        ``price_pipeline``): its step, each stage's seconds per micro-batch, tail and
+        memory, its links and the breakdown; its status and bound are the caller's."""
+        self.step_time = float(price["step_seconds"])
+        for stage, seconds, tail, memory in zip(self.stages, price["stage_seconds"],
+                                                price["stage_tail_seconds"],
+                                                price["stage_memory_bytes"]):
+            stage.seconds_per_microbatch, stage.tail_seconds = float(seconds), float(tail)
+            stage.memory_bytes = float(memory)
+        self.links = [float(x) for x in price["link_seconds"]]
+        self.breakdown = dict(price["breakdown"])
+        return self
+
     @property
     def gap(self) -> float | None:
         """``(step - lower_bound) / step``: how far the step can be from the best."""

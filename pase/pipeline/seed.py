@@ -107,14 +107,7 @@ def seed_answer(seed: Seed, bound: float | None, info: Mapping[str, Any],
     """The seed as the whole-plan search's answer: its plan at its one price, ``optimal``
     when ``bound`` (the least charge of the search's plans, at most the seed's price) meets
     it and the search was not cut, else ``feasible`` with that bound (None: unknown)."""
-    plan, price = seed.plan, seed.price
-    plan.step_time = seed.step
-    for stage, seconds, tail, memory in zip(plan.stages, price["stage_seconds"],
-                                            price["stage_tail_seconds"],
-                                            price["stage_memory_bytes"]):
-        stage.seconds_per_microbatch, stage.tail_seconds = float(seconds), float(tail)
-        stage.memory_bytes = float(memory)
-    plan.breakdown = dict(price["breakdown"])
+    plan = seed.plan.take_price(seed.price)
     plan.search = {**dict(info), "start": seed.summary(), "answer": "start"}
     stopped = "stopped" in info
     plan.lower_bound = None if bound is None or stopped else min(bound, seed.step)
