@@ -86,16 +86,3 @@ def flag_name(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def pipeline_plan(args: Any) -> Any:
-    """``args.strategy`` read as a pipeline plan, refused unless it is for ``args.model``
-    on ``args.devices`` devices."""
-    from pase.pipeline.plan import read_pipeline_plan
-
-    plan = read_pipeline_plan(args.strategy)
-    if args.devices != plan.devices:
-        raise OptionError(f"-p {args.devices}: the pipeline plan {args.strategy} is for "
-                          f"{plan.devices} devices")
-    if args.model != plan.model:
-        raise OptionError(f"model {args.model!r}: the pipeline plan {args.strategy} is for "
-                          f"{plan.model!r}")
-    return plan

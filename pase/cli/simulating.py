@@ -31,10 +31,9 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
     _check_simulate(args)
     if args.strategy:
-        from pase.pipeline.plan import is_pipeline_file
-
-        if is_pipeline_file(args.strategy):  # a `pase solve --pipeline` plan
-            return _simulate_pipeline(args)
+        plan = pipeline_plan_of(args)
+        if plan is not None:
+            return _simulate_pipeline(args, plan)
     graph_kwargs = space_kwargs(args)
     if args.strategy:
         data = read_strategy_json(args.strategy)
@@ -62,13 +61,41 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     print(f"{result.summary()}\nstrategy: {source}")
 
 
-def _simulate_pipeline(args: argparse.Namespace) -> None:
+def pipeline_plan_of(args: argparse.Namespace) -> Any:
+    """``--strategy`` as a pipeline plan, found as ``pase evaluate --strategy`` finds one: a
+    ``pase solve --pipeline`` plan or the ``pipeline`` of a pipeline layout's ``pase evaluate
+    --layout`` output (priced, as evaluate prices it); None for a per-op strategy. Refused
+    unless for ``args.model`` on ``args.devices`` devices."""
+    from pase.cli.layouts import pipeline_of
+    from pase.pipeline.plan import PipelinePlan
+
+    data = read_strategy_json(args.strategy)
+    inner = pipeline_of(data)
+    if inner is None and isinstance(data, dict) and data.get("kind") == "pipeline":
+        inner = data
+    if inner is None:
+        return None
+    plan = PipelinePlan.from_dict(inner)
+    what = "pipeline plan" if inner is data else "pipeline layout's plan"
+    if not plan.step_time > 0:  # a layout's plan records no price (nor its sends' seconds)
+        from pase.pipeline.reprice import reprice
+
+        plan = plan.take_price(reprice(plan))  # its one price, as `pase evaluate` gives it
+    if args.devices != plan.devices:
+        raise OptionError(f"-p {args.devices}: the {what} {args.strategy} is for "
+                          f"{plan.devices} devices")
+    if args.model != plan.model:
+        raise OptionError(f"model {args.model!r}: the {what} {args.strategy} is for "
+                          f"{plan.model!r}")
+    return plan
+
+
+def _simulate_pipeline(args: argparse.Namespace, plan: Any) -> None:
     """Run a pipeline plan micro-batch by micro-batch (:mod:`pase.sim.pipeline`)."""
     from pase.sim.pipeline import simulate_pipeline
 
     checks.refuse(args, ("batch", "model_option", "mesh"), "comes from the pipeline plan; "
                                                          "drop it")
-    plan = checks.pipeline_plan(args)
     result = simulate_pipeline(plan, args.cluster, timeline=bool(args.plot or args.timeline))
     if args.plot:
         from pase.sim.plot import plot_pipeline
@@ -95,6 +122,8 @@ def _check_simulate(args: argparse.Namespace) -> None:
 
 def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     """The --solver's strategy under --cost-model (calibrated on --cluster by default)."""
+    from pase.sim.pipeline import simulator_options
+
     solver = "auto" if args.solver is None else args.solver  # "" is an unknown name, not auto
     costs = cost_kwargs(args, default="alpha-beta")
     built = api.build_problem(args.model, args.devices, **space_kwargs(args), **costs)
@@ -105,9 +134,7 @@ def _solve_for(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
         raise OptionError(f"solver {solver!r} found no strategy ({status}) to simulate")
     # the simulator runs the kernels as the model priced them: the calibrated model's own
     # roofline, precision and element size; alpha-beta's options where they were given
-    own = hasattr(built.cost_model, "price_plan")
-    shared = {k: v for k, v in built.cost_model.__dict__.items() if k in _SHARED_OPTIONS
-              and (k in costs["cost_options"] or (own and k != "split"))}
+    shared = simulator_options(built.cost_model, costs["cost_options"], _SHARED_OPTIONS)
     source = f"solver {solver} ({built.cost_model.name} cost model)"
     if is_timed(strategy.op_prices):  # the plan's own seconds (calibrated): replayed at them
         return strategy, source, {}

@@ -55,10 +55,11 @@ def cmd_view(args: argparse.Namespace) -> None:
     if args.layout is None:
         checks.refuse(args, ("micro_batch",), "applies only with --layout")
     if args.strategy is not None:
-        from pase.pipeline.plan import is_pipeline_file
+        from pase.cli.simulating import pipeline_plan_of
 
-        if is_pipeline_file(args.strategy):
-            return _pipeline(args, write_html)
+        plan = pipeline_plan_of(args)  # a pipeline plan, or a pipeline layout's
+        if plan is not None:
+            return _pipeline(args, write_html, plan)
     from pase.viewer.build import page_model
 
     first = _planned(args)
@@ -232,14 +233,13 @@ def _dp(layout: str) -> int:
     return parse_degrees(layout).get("dp", 1)
 
 
-def _pipeline(args: argparse.Namespace, write_html: Any) -> None:
+def _pipeline(args: argparse.Namespace, write_html: Any, plan: Any) -> None:
     from pase.viewer.pipeline import pipeline_model
 
     if args.compare is not None:
         raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
                           "strategy per stage, so it is not compared")
     checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
-    plan = checks.pipeline_plan(args)
     data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline,
                           command=_command(args))
     _write(write_html, data, args.output)

@@ -25,19 +25,28 @@ the peak, as many micro-batches' activations as the schedule holds at once
 The first op of a stage gets its input from another stage, so in the stage's
 subgraph it has no producer and computes no input gradient: the simulated
 backward leaves out that one gradient product (the alpha-beta price includes it).
+
+The stages run at the plan's cost model's own simulator options (:func:`simulator_options`:
+the calibrated model's roofline kernels, precision and element size, 2 bytes below fp32).
+The simulator keeps every op's whole output for the backward pass (attention's scores and
+probabilities too, where the calibrated model prices one fused kernel that keeps neither),
+so its peak memory may exceed the priced one: ``fits_memory`` and ``memory_note`` say when
+it passes the device memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
-from pase.errors import StrategyError
+from pase.cluster import get_cluster
+from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
+from pase.perf.ops import fused_attention
 from pase.perf.schedule import Work, build, replay
 from pase.sim.result import Event
 from pase.work import op_work
 
-# Simulator options a plan's cost options may set (same meaning in both).
+# Simulator options a cost model also has (same meaning in both).
 _SHARED = ("efficiency", "bytes_per_element", "optimizer", "compute", "precision")
 
 
@@ -63,6 +72,26 @@ class PipelineSimResult:
     peak_in_flight: list[int]
     peak_memory: list[float]
     timeline: list[Event] = field(repr=False, default_factory=list)
+    memory_cap: float | None = None  # the plan's memory cap, else the device's memory
+    priced_memory: float | None = None  # the plan's own peak per device (bytes)
+    fused_attention: bool = False  # the plan is priced with fused attention kernels
+
+    @property
+    def fits_memory(self) -> bool | None:
+        """Whether the simulated peak stays within ``memory_cap`` (None: no cap known)."""
+        return None if self.memory_cap is None else max(self.peak_memory) <= self.memory_cap
+
+    @property
+    def memory_note(self) -> str | None:
+        """Why the simulated peak passes the cap the plan fits (None when it fits)."""
+        if self.fits_memory is not False:
+            return None
+        priced = "" if self.priced_memory is None else \
+            f"the plan is priced at {self.priced_memory / 2**30:.3g} GiB; "
+        kept = ", attention scores and probabilities too, which the plan's fused attention " \
+               "does not" if self.fused_attention else ""
+        return (f"over the {self.memory_cap / 2**30:.3g} GiB memory cap ({priced}the simulator "
+                f"keeps every op's whole output for the backward pass{kept})")
 
     @property
     def bubble(self) -> float:
@@ -74,13 +103,17 @@ class PipelineSimResult:
     def summary(self) -> str:
         return (f"{self.model}: {len(self.stages)} stages, m = {self.microbatches} "
                 f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, bubble {self.bubble:.1%}, "
-                f"peak memory max {max(self.peak_memory) / 2**30:.3g} GiB per device")
+                f"peak memory max {max(self.peak_memory) / 2**30:.3g} GiB per device"
+                + ("" if self.memory_note is None else f": {self.memory_note}"))
 
     def to_dict(self, timeline: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "kind": "pipeline", "model": self.model, "devices": self.devices,
             "microbatches": self.microbatches, "schedule": self.schedule,
             "step_time": self.step_time, "bubble": self.bubble,
+            "peak_memory": max(self.peak_memory), "memory_cap_bytes": self.memory_cap,
+            "fits_memory": self.fits_memory, "priced_memory_bytes": self.priced_memory,
+            "memory_note": self.memory_note,
             "stages": [{"forward": t.forward, "backward": t.backward, "gradient": t.gradient,
                         "peak_in_flight": k, "peak_memory": mem}
                        for t, k, mem in zip(self.stages, self.peak_in_flight, self.peak_memory)]}
@@ -169,8 +202,8 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
         raise StrategyError(f"pase simulate runs 1F1B and GPipe plans; this one is "
                             f"{plan.schedule} (price it with `pase evaluate --strategy`)")
     cluster = plan.cost_options.get("cluster", "dgx-a100") if cluster is None else cluster
-    options = {k: _number(v) if k != "optimizer" else v
-               for k, v in plan.cost_options.items() if k in _SHARED}
+    model = _plan_model(plan, cluster)
+    options = simulator_options(model, plan.cost_options)
     if _registered(plan.model):
         graph = api.load_graph(plan.model, batch=plan.microbatch_size, **plan.model_options)
     else:
@@ -190,8 +223,40 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
         acts.append(act)
     step, events, held = run_schedule(times, plan.links, plan.microbatches, plan.schedule)
     memory = [state + k * act for state, k, act in zip(peaks_state, held, acts)]
+    cap = plan.memory_cap_bytes
+    if cap is None:
+        cap = getattr(getattr(get_cluster(cluster, plan.devices), "device", None),
+                      "memory_bytes", None)
+    fused = getattr(model, "attention", None) == "fused" and bool(fused_attention(graph))
     return PipelineSimResult(plan.model, plan.devices, plan.microbatches, plan.schedule, step,
-                             times, held, memory, events if timeline else [])
+                             times, held, memory, events if timeline else [], memory_cap=cap,
+                             priced_memory=plan.memory_bytes or None,  # 0: unpriced
+                             fused_attention=fused)
+
+
+def simulator_options(model: Any, given: Mapping[str, Any],
+                      keys: Sequence[str] = _SHARED) -> dict[str, Any]:
+    """The simulator's options (``keys``) as cost model ``model`` priced with them: a model
+    that prices its own kernels (the calibrated one: roofline, its precision, its element
+    size) gives them all, any other those its options ``given`` set (its defaults are the
+    simulator's)."""
+    own = hasattr(model, "price_plan")
+    return {k: getattr(model, k) for k in keys
+            if hasattr(model, k) and (k in given or (own and k != "split"))}
+
+
+def _plan_model(plan: Any, cluster: Any) -> Any:
+    """The plan's cost model, from its own options on ``cluster``; an option it cannot take
+    (a precision the device lacks) refused naming the option."""
+    from pase import api
+
+    options = {k: v for k, v in plan.cost_options.items() if k != "cluster"}
+    try:
+        return api.make_cost_model(plan.cost_model, cluster=cluster, **options)
+    except OptionError as exc:
+        shown = ", ".join(f"{k}={v}" for k, v in options.items())
+        raise OptionError(f"cannot simulate the plan's {plan.cost_model} cost options "
+                          f"({shown}) on {getattr(cluster, 'name', cluster)}: {exc}") from None
 
 
 def _stage_key(graph: Graph, stage: Any) -> tuple:
@@ -212,7 +277,3 @@ def _registered(name: str) -> bool:
     from pase.registry import MODELS
 
     return name in MODELS
-
-
-def _number(value: Any) -> float:
-    return float(value)

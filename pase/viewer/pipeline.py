@@ -68,7 +68,7 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
         placed["op_tile"] += [None if t is None else t + base for t in d["op_tile"]]
         placed["edges"] += [[[e[0] + first] + e[1:] for e in edges] for edges in d["edges"]]
         placed["per_node"] = d["per_node"]
-    events = None
+    events = sim = None
     if simulate:
         from pase.sim.pipeline import simulate_pipeline
 
@@ -76,7 +76,7 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
         events = timeline.pack(sim.timeline, sim.step_time,
                                [f"stage{i}" for i in range(len(plan_.stages))])
     producers = [[e[0] for e in edges] for edges in placed["edges"]]
-    return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages),
+    return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages, sim),
             "roles": list(plan.ROLE_GROUPS), "ops": rows, "folds": build.folds(rows, producers),
             "devices": placed, "timeline": events, "compare": None,
             "layout": pipeline_line(stages),
@@ -90,7 +90,8 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
                                      "memory_bytes": st.memory_bytes} for st in plan_.stages]}}
 
 
-def _summary(plan_: PipelinePlan, stages: list[Planned]) -> dict[str, Any]:
+def _summary(plan_: PipelinePlan, stages: list[Planned], sim: Any = None) -> dict[str, Any]:
+    """The page's header; ``sim``: the plan's simulation (the Time tab's), None if skipped."""
     cluster = stages[0].cluster
     memory = max(st.memory_bytes for st in plan_.stages)
     cap = plan_.memory_cap_bytes
@@ -102,5 +103,7 @@ def _summary(plan_: PipelinePlan, stages: list[Planned]) -> dict[str, Any]:
             "method": f"{len(plan_.stages)} stages", "status": plan_.status, "gap": None,
             "total": plan_.step_time, "compute": None, "communication": None,
             "memory": memory, "memory_cap": cap, "fits": None if cap is None else memory <= cap,
-            "step": plan_.step_time, "simulated_step": None, "simulated_memory": None, "mfu": None,
+            "step": plan_.step_time, "mfu": None,
+            "simulated_step": None if sim is None else sim.step_time,
+            "simulated_memory": None if sim is None else max(sim.peak_memory),
             "breakdown": None, "dims": summary.dim_key(*(p.graph for p in stages))}
