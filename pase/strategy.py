@@ -318,6 +318,36 @@ def _is_solve_output(data: Mapping[str, Any]) -> bool:
     return isinstance(inner, Mapping) and all(isinstance(v, Mapping) for v in inner.values())
 
 
+def recorded_build(data: Any, what: str = "strategy") -> tuple[dict[str, Any] | None, int | None]:
+    """The model options and batch a plan file records it was solved or priced for: a
+    solve's (or per-op evaluate's) ``"model_options"`` and ``"batch"``, else an ``evaluate
+    --layout`` output's ``"plan"`` block; None for what it does not record (a plain
+    mapping, a file older than these keys)."""
+    if not (isinstance(data, Mapping) and _is_solve_output(data)):
+        return None, None
+    plan = data.get("plan")
+    if "model_options" not in data and "batch" not in data and isinstance(plan, Mapping):
+        data = plan
+    options, batch = data.get("model_options"), data.get("batch")
+    if options is not None and not isinstance(options, Mapping):
+        raise StrategyError(f"{what}: \"model_options\" must be an object such as "
+                            f"{{\"layers\": 2}}, got {type(options).__name__}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise StrategyError(f"{what}: \"batch\" must be an integer >= 1, got {batch!r}")
+    return (None if options is None else {str(k): v for k, v in options.items()}), batch
+
+
+def names_every_op(data: Any) -> bool:
+    """Whether a strategy must name every op of its model: a solve's output (or an evaluate's)
+    does, so an op it lacks means another model; a plain mapping may leave ops unsplit."""
+    return isinstance(data, Strategy) or (isinstance(data, Mapping) and _is_solve_output(data))
+
+
+def unnamed_ops(graph: Graph, configs: Mapping[str, Any]) -> list[str]:
+    """The ops of ``graph`` that ``configs`` does not name, in build order."""
+    return [op.name for op in graph.ops if op.name not in configs]
+
+
 def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]:
     """``{dim: factor}`` for every dim of ``op`` (unnamed dims 1), checked: known dims,
     factors dividing their dim (a vocabulary may split with padding, as Megatron-LM pads

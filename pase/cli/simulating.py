@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from pase import api
-from pase.cli import checks
+from pase.cli import checks, recorded
 from pase.cli.args import cost_kwargs, space_kwargs
 from pase.cli.output import print_json, wrote
 from pase.errors import OptionError
@@ -37,6 +37,9 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     graph_kwargs = space_kwargs(args)
     if args.strategy:
         data = read_strategy_json(args.strategy)
+        # the graph the file was planned for (its model options and batch), as evaluate has it
+        recorded.apply_recorded(args.strategy, data, args.model, graph_kwargs)
+        recorded.plan_graph(args.strategy, data, args.model, graph_kwargs)
         configs: Any = strategy_mapping(data)
         source = f"strategy file {args.strategy}"
         sim_options: dict[str, Any] = {"variants": strategy_variants(data)}  # ZeRO/recompute

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from pase import api
-from pase.cli import checks, explaining, layouts
+from pase.cli import checks, explaining, layouts, recorded
 from pase.cli.args import cost_kwargs, key_values, solver_options, space_kwargs
 from pase.cli.output import describe, emit, print_json
 from pase.cli.pipelining import evaluate_pipeline_command, solve_pipeline_result
@@ -87,11 +87,13 @@ def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
     options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
     # --time-limit covers the whole command: the build, then the solver with what is left.
+    space = space_kwargs(args)
     with active(deadline):
-        built = api.build_problem(args.model, args.devices, **space_kwargs(args),
-                                  **cost_kwargs(args))
+        built = api.build_problem(args.model, args.devices, **space, **cost_kwargs(args))
         strategy = api.solve_built(built, solver, time_limit=args.time_limit, seed=args.seed,
                                    **options)
+    # the plan records the graph it was solved for, which `evaluate --strategy` rebuilds
+    strategy.meta.update(recorded.build_record(args.model, space))
     return strategy.to_dict(), describe(strategy)
 
 
@@ -179,22 +181,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)
-    _plan_settings(data, args, space, costs)
-    strategy = api.evaluate(args.model, data, args.devices, **space, **costs)
+    recorded.apply_recorded(args.strategy, data, args.model, space)
+    _plan_settings(data, args, costs)
+    graph, missing = recorded.plan_graph(args.strategy, data, args.model, space)
+    record = recorded.build_record(args.model, space)
+    space.update(batch=None, model_options=None)  # the graph is built: price that one
+    strategy = api.evaluate(graph, data, args.devices, **space, **costs)
+    strategy.meta.update(record)
+    if missing:  # a plain mapping may leave ops unsplit; the output says which
+        strategy.meta["unnamed_ops"] = missing
     _emit(strategy, args)
 
 
-def _plan_settings(data: object, args: argparse.Namespace, space: dict, costs: dict) -> None:
+def _plan_settings(data: object, args: argparse.Namespace, costs: dict) -> None:
     """A plan written by ``evaluate --layout`` records what it was priced at (its ``plan``
-    block: the batch, the cost model and its options, the model options); they apply
-    where the command line does not set them."""
+    block: the batch, the cost model and its options, the model options); the cost model
+    and options apply where the command line does not set them (the batch and model
+    options: :func:`pase.cli.recorded.apply_recorded`)."""
     plan = data.get("plan") if isinstance(data, dict) else None
     if not isinstance(plan, dict):
         return
-    if space["batch"] is None and plan.get("batch") is not None:
-        space["batch"] = plan["batch"]
-    if not space["model_options"]:
-        space["model_options"] = dict(plan.get("model_options") or {})
     if args.cost_model is None and plan.get("cost_model") and getattr(args, "cluster", None):
         costs["cost_model"] = plan["cost_model"]
     if costs["cost_model"] == plan.get("cost_model"):
@@ -216,4 +222,10 @@ def _check_plan(path: str, data: object, cost_options: dict) -> None:
 
 
 def _emit(strategy: Strategy, args: argparse.Namespace) -> None:
-    emit(strategy.to_dict(), describe(strategy), args.output, args.format)
+    text = describe(strategy)
+    missing = strategy.meta.get("unnamed_ops")
+    if missing:
+        more = ", ..." if len(missing) > recorded.OPS_SHOWN else ""
+        text += (f"\n{len(missing)} ops the strategy does not name are unsplit: "
+                 f"{', '.join(missing[:recorded.OPS_SHOWN])}{more}")
+    emit(strategy.to_dict(), text, args.output, args.format)

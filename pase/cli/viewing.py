@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from pase import api
-from pase.cli import checks
+from pase.cli import checks, recorded
 from pase.cli.args import cost_kwargs, positive_int, seconds, seed, solver_options, space_kwargs
 from pase.cli.output import wrote
 from pase.errors import OptionError
@@ -100,8 +100,8 @@ def _planned(args: argparse.Namespace) -> Any:
 
 
 def _build(args: argparse.Namespace, variants: Any = None, batch: int | None = None,
-           cutoff: int | None = None) -> Any:
-    kwargs = space_kwargs(args)
+           cutoff: int | None = None, space: dict | None = None) -> Any:
+    kwargs = space_kwargs(args) if space is None else dict(space)
     if batch is not None:
         kwargs["batch"] = batch
     if cutoff is not None and kwargs.get("cutoff") is None:
@@ -118,14 +118,17 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
         raise OptionError(f"--compare {path} is a pipeline plan; only per-op strategies are compared")
     data = read_strategy_json(path)
     configs = strategy_mapping(data)
-    own = _as_priced(args, data, path)
+    space = space_kwargs(args)  # with the model options and batch the file was planned for
+    recorded.apply_recorded(path, data, args.model, space)
+    recorded.plan_graph(path, data, args.model, space)
+    own = _as_priced(args, data, path, space)
     if own is not None:
         return own
-    built = _build(args, strategy_variants(data))
+    built = _build(args, strategy_variants(data), space=space)
     return _priced(built, configs)
 
 
-def _as_priced(args: argparse.Namespace, data: Any, path: str) -> Any:
+def _as_priced(args: argparse.Namespace, data: Any, path: str, kwargs: dict) -> Any:
     """The file's strategy drawn with the prices it carries (no Problem built), when it
     carries them and the command asks for the same pricing: its device count, its cost
     model on its cluster, no cost option or cap of its own; else None (priced again)."""
@@ -146,7 +149,6 @@ def _as_priced(args: argparse.Namespace, data: Any, path: str) -> Any:
 
         if get_cluster(args.cluster, args.devices).name != strategy.meta.get("cluster"):
             return None
-    kwargs = space_kwargs(args)
     options = dict(kwargs["model_options"])
     if kwargs["batch"] is not None:
         options["batch"] = kwargs["batch"]

@@ -1,0 +1,125 @@
+"""The model options and batch a per-op plan file records: written by ``pase solve``, and
+checked by ``pase evaluate --strategy`` against its flags.
+
+A strategy's splits were chosen for one graph; priced on another (other layers, another
+batch) it gives a wrong answer without a word, so the file's settings apply where the
+command gives none, and different ones are refused."""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from pase import api
+from pase.errors import OptionError, StrategyError
+from pase.options import coerce_options
+from pase.strategy import names_every_op, recorded_build, strategy_mapping, unnamed_ops
+
+# How many of the ops a strategy leaves unnamed a message lists.
+OPS_SHOWN = 5
+_UNSET = object()
+
+
+def build_record(model: str, space: dict[str, Any]) -> dict[str, Any]:
+    """``{"model_options", "batch"}`` to record in a per-op plan of ``model`` built with
+    ``space`` (:func:`pase.cli.args.space_kwargs`); the batch is the model's default where
+    none is given, None for a model without one (a graph file)."""
+    options = dict(space["model_options"])
+    batch = space["batch"] if space["batch"] is not None else options.pop("batch", None)
+    options.pop("batch", None)
+    if batch is None:
+        batch = _default(api.model_function(model), "batch")
+    return {"model_options": options,
+            "batch": None if batch is None or batch is _UNSET else int(batch)}
+
+
+def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any]) -> None:
+    """Set ``space``'s batch and model options from what ``data`` records where the command
+    gives none; refuse a command whose ones differ (one line naming the option)."""
+    options, batch = recorded_build(data, f"--strategy {path}")
+    given = dict(space["model_options"])
+    flag = "--batch " if space["batch"] is not None else "--model-option batch="
+    given_batch = space["batch"] if space["batch"] is not None else given.pop("batch", None)
+    given.pop("batch", None)
+    if batch is not None:
+        if given_batch is None:
+            space["batch"] = batch
+        elif _batch(model, given_batch) != batch:
+            raise OptionError(f"{flag}{given_batch}: --strategy {path} records batch {batch}, "
+                              f"the batch it was planned at; drop the flag to price it there")
+    if options is None:
+        return
+    if not given:
+        space["model_options"] = {**space["model_options"], **options}
+        return
+    recorded, now = _resolved(model, options), _resolved(model, given)
+    for key in sorted(set(recorded) | set(now)):
+        if recorded[key] != now[key]:
+            was = f"the default {key}" if key not in options else f"{key}={options[key]}"
+            gives = f"the default {key}={now[key]}" if key not in given else f"{key}={given[key]}"
+            raise OptionError(f"--model-option {key}: --strategy {path} records {was}, "
+                              f"the command gives {gives}; drop --model-option to price it at "
+                              f"the file's model options")
+
+
+def plan_graph(path: str, data: Any, model: str, space: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The graph ``space`` builds and the ops of it ``data`` does not name; a solve's plan
+    names every op, so one that leaves any is another model's and is refused."""
+    options = dict(space["model_options"])
+    if space["batch"] is not None:
+        options["batch"] = space["batch"]
+    graph = api.load_graph(model, **options)
+    mapping = strategy_mapping(data)
+    missing = unnamed_ops(graph, mapping)
+    # an op the graph lacks gets its own, sharper refusal where the splits are read
+    names = {op.name for op in graph.ops}
+    foreign = any(name not in names for name in mapping)
+    if missing and names_every_op(data) and not foreign:
+        more = ", ..." if len(missing) > OPS_SHOWN else ""
+        raise StrategyError(f"--strategy {path} does not name {len(missing)} of the "
+                            f"{len(graph.ops)} ops of {graph.name!r} ({', '.join(missing[:OPS_SHOWN])}"
+                            f"{more}): it was solved for another model or other model options; "
+                            f"give those (--model-option)")
+    return graph, missing
+
+
+def _resolved(model: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` coerced to the model's types, with its defaults for those not given."""
+    builder = api.model_function(model)
+    out = _coerced(model, options)
+    keys = set(out) | {n for n, p in _parameters(builder).items()
+                       if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {k: out[k] if k in out else _default(builder, k) for k in keys if k != "batch"}
+
+
+def _batch(model: str, value: Any) -> Any:
+    """A given batch (an integer, or a --model-option's text) as an integer where it is one."""
+    try:
+        value = _coerced(model, {"batch": value})["batch"]
+    except OptionError:  # a bad value: the model's build says why
+        pass
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _coerced(model: str, options: dict[str, Any]) -> dict[str, Any]:
+    builder = api.model_function(model)
+    return dict(options) if builder is None else coerce_options(builder, options,
+                                                                f"model {model!r}")
+
+
+def _parameters(builder: Any) -> dict[str, inspect.Parameter]:
+    if builder is None:
+        return {}
+    try:
+        return dict(inspect.signature(builder).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _default(builder: Any, key: str) -> Any:
+    param = _parameters(builder).get(key)
+    if param is None or param.default is inspect.Parameter.empty:
+        return _UNSET
+    return param.default
