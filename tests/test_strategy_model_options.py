@@ -142,3 +142,25 @@ def test_simulate_and_view_run_the_recorded_graph(solved, capsys, tmp_path):
     assert "fc2" not in page.read_text() and "fc1" in page.read_text()
     code, _, err = run(capsys, "view", *MLP, "--strategy", path, "--batch", "32", "-o", page)
     assert code == 2 and "--batch 32" in err
+
+
+def test_a_solve_records_its_cost_options_and_evaluate_prices_at_them(tmp_path, capsys):
+    """A plan solved at fp8 is priced at fp8 again (before: at the bf16 default, silently);
+    a cost flag given to evaluate still sets its own what-if price."""
+    path = tmp_path / "fp8.json"
+    common = ["gpt2", "-p", "8", "--cluster", "h100-sxm", "--model-option", "layers=1"]
+    code, _, err = run(capsys, "solve", *common, "--cost-option", "precision=fp8",
+                       "--format", "json", "--output", path)
+    assert code == 0, err
+    solved = json.loads(path.read_text())
+    assert solved["cost_options"] == {"precision": "fp8"}
+    code, out, err = run(capsys, "evaluate", *common[:5], "--strategy", path, "--format", "json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["total_cost"] == pytest.approx(solved["total_cost"], rel=1e-9)
+    assert again["cost_options"] == {"precision": "fp8"}
+    code, out, err = run(capsys, "evaluate", *common[:5], "--strategy", path,
+                         "--cost-option", "precision=bf16", "--format", "json")
+    assert code == 0, err
+    bf16 = json.loads(out)["total_cost"]
+    assert bf16 > solved["total_cost"] * 1.01  # fp8 kernels run faster on an H100

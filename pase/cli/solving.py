@@ -87,13 +87,14 @@ def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
     options = solver_options(args.option)
     SOLVERS.entry(solver)  # an unknown or broken solver fails before the build
     # --time-limit covers the whole command: the build, then the solver with what is left.
-    space = space_kwargs(args)
+    space, costs = space_kwargs(args), cost_kwargs(args)
     with active(deadline):
-        built = api.build_problem(args.model, args.devices, **space, **cost_kwargs(args))
+        built = api.build_problem(args.model, args.devices, **space, **costs)
         strategy = api.solve_built(built, solver, time_limit=args.time_limit, seed=args.seed,
                                    **options)
-    # the plan records the graph it was solved for, which `evaluate --strategy` rebuilds
-    strategy.meta.update(recorded.build_record(args.model, space))
+    # the plan records the graph it was solved for, which `evaluate --strategy` rebuilds,
+    # and the cost options it was priced at, which it prices at unless told otherwise
+    strategy.meta.update(recorded.build_record(args.model, space), **_cost_record(costs))
     return strategy.to_dict(), describe(strategy)
 
 
@@ -184,7 +185,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     recorded.apply_recorded(args.strategy, data, args.model, space)
     _plan_settings(data, args, costs)
     graph, missing = recorded.plan_graph(args.strategy, data, args.model, space)
-    record = recorded.build_record(args.model, space)
+    record = {**recorded.build_record(args.model, space), **_cost_record(costs)}
     space.update(batch=None, model_options=None)  # the graph is built: price that one
     strategy = api.evaluate(graph, data, args.devices, **space, **costs)
     strategy.meta.update(record)
@@ -193,12 +194,21 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     _emit(strategy, args)
 
 
+def _cost_record(costs: dict) -> dict:
+    """What a per-op plan records of its pricing: the cost options given (the cluster is
+    recorded on its own), so that evaluating the file again prices it the same way."""
+    return {"cost_options": {k: v for k, v in costs["cost_options"].items() if k != "cluster"}}
+
+
 def _plan_settings(data: object, args: argparse.Namespace, costs: dict) -> None:
-    """A plan written by ``evaluate --layout`` records what it was priced at (its ``plan``
-    block: the batch, the cost model and its options, the model options); the cost model
-    and options apply where the command line does not set them (the batch and model
+    """A plan written by ``evaluate --layout`` (its ``plan`` block) or by a solve or evaluate
+    (its ``cost_model`` and ``cost_options``) records what it was priced at; the cost model
+    and each option apply where the command line does not set them (the batch and model
     options: :func:`pase.cli.recorded.apply_recorded`)."""
     plan = data.get("plan") if isinstance(data, dict) else None
+    if not isinstance(plan, dict):
+        recorded_options = isinstance(data, dict) and isinstance(data.get("cost_options"), dict)
+        plan = data if recorded_options else None
     if not isinstance(plan, dict):
         return
     if args.cost_model is None and plan.get("cost_model") and getattr(args, "cluster", None):
