@@ -343,11 +343,6 @@ def names_every_op(data: Any) -> bool:
     return isinstance(data, Strategy) or (isinstance(data, Mapping) and _is_solve_output(data))
 
 
-def unnamed_ops(graph: Graph, configs: Mapping[str, Any]) -> list[str]:
-    """The ops of ``graph`` that ``configs`` does not name, in build order."""
-    return [op.name for op in graph.ops if op.name not in configs]
-
-
 def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]:
     """``{dim: factor}`` for every dim of ``op`` (unnamed dims 1), checked: known dims,
     factors dividing their dim (a vocabulary may split with padding, as Megatron-LM pads

@@ -77,6 +77,7 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
     from pase.errors import OptionError as Refused
     from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
     from pase.pipeline.layout_plan import layout_pipeline
+    from pase.pipeline.solve import memory_cap_of
 
     lay = estimate.layout
     options = key_values(args.model_option, "--model-option")
@@ -89,11 +90,8 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
         except Refused:
             return {"plan": None}
         # the plan's own figures: its one price, what `evaluate --strategy` of it gives
-        if args.memory_cap is None:
-            plan.memory_cap_bytes = float(get_cluster(args.cluster, args.devices)
-                                          .device.memory_bytes)
-        elif str(args.memory_cap).lower() != "none":
-            plan.memory_cap_bytes = float(parse_bytes(args.memory_cap))
+        plan.memory_cap_bytes = memory_cap_of(args.memory_cap,
+                                              get_cluster(args.cluster, args.devices))
         price = api.make_cost_model("calibrated").price_pipeline(plan, graph=graph)
         return {"pipeline": plan.take_price(price).to_dict(), "plan": None}
     from pase.space import PADDED_ROLES  # the calibrated model's plan: a vocabulary pads
@@ -109,10 +107,13 @@ def layout_plan(args: argparse.Namespace, estimate: Estimate) -> dict:
 
 
 def pipeline_of(data: object) -> dict | None:
-    """The pipeline plan a `pase evaluate --layout` output of a pipeline layout holds (its
-    ``pipeline``), None otherwise (a `pase solve --pipeline` plan is one at the top)."""
-    if not isinstance(data, dict) or data.get("kind") == "pipeline":
+    """The pipeline plan in a plan file: a `pase solve --pipeline` plan itself, or the
+    ``pipeline`` a `pase evaluate --layout` output of a pipeline layout holds; None for a
+    per-op plan."""
+    if not isinstance(data, dict):
         return None
+    if data.get("kind") == "pipeline":
+        return data
     inner = data.get("pipeline")
     return inner if isinstance(inner, dict) and inner.get("kind") == "pipeline" else None
 

@@ -12,7 +12,7 @@ from typing import Any
 from pase import api
 from pase.errors import OptionError, StrategyError
 from pase.options import coerce_options
-from pase.strategy import names_every_op, recorded_build, strategy_mapping, unnamed_ops
+from pase.strategy import names_every_op, recorded_build, strategy_mapping
 
 # How many of the ops a strategy leaves unnamed a message lists.
 OPS_SHOWN = 5
@@ -69,7 +69,7 @@ def plan_graph(path: str, data: Any, model: str, space: dict[str, Any]) -> tuple
         options["batch"] = space["batch"]
     graph = api.load_graph(model, **options)
     mapping = strategy_mapping(data)
-    missing = unnamed_ops(graph, mapping)
+    missing = [op.name for op in graph.ops if op.name not in mapping]
     # an op the graph lacks gets its own, sharper refusal where the splits are read
     names = {op.name for op in graph.ops}
     foreign = any(name not in names for name in mapping)

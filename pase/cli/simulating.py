@@ -74,8 +74,6 @@ def pipeline_plan_of(args: argparse.Namespace) -> Any:
 
     data = read_strategy_json(args.strategy)
     inner = pipeline_of(data)
-    if inner is None and isinstance(data, dict) and data.get("kind") == "pipeline":
-        inner = data
     if inner is None:
         return None
     plan = PipelinePlan.from_dict(inner)

@@ -175,8 +175,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     layouts.check_strategy_flags(args)
     data = read_strategy_json(args.strategy)  # mapping or solve output: its variants count too
     pipeline = layouts.pipeline_of(data)  # a pipeline layout's plan, or the search's
-    if pipeline is None and isinstance(data, dict) and data.get("kind") == "pipeline":
-        pipeline = data
     if pipeline is not None:  # one price for both (pase.pipeline.reprice)
         return evaluate_pipeline_command(args, pipeline)
     costs = cost_kwargs(args)

@@ -99,7 +99,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
         raise OptionError("cluster given twice: as an argument and as a cost option")
     costs["cluster"] = cluster
     cl = get_cluster(cluster, devices)
-    cap = _cap(memory_cap, cl)
+    cap = memory_cap_of(memory_cap, cl)
     given = dict(costs)  # what the plan records; the defaults below follow from it
     costs = with_defaults(costs, cost_model, cl)
     space_options = {"cutoff": cutoff, "powers_of_two": powers_of_two}
@@ -363,7 +363,9 @@ def _sizes(stage_sizes: str | Sequence[int], devices: int) -> tuple[int, ...]:
     return sizes
 
 
-def _cap(memory_cap: float | str | None, cluster: Any) -> float | None:
+def memory_cap_of(memory_cap: float | str | None, cluster: Any) -> float | None:
+    """A pipeline plan's cap in bytes: the device's memory when none is given, None for
+    ``"none"``, else the bytes given (a number, or text such as ``"80GiB"``)."""
     if memory_cap is None:
         return float(cluster.device.memory_bytes)
     if isinstance(memory_cap, str) and memory_cap.strip().lower() == "none":
