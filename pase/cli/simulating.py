@@ -39,7 +39,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         data = read_strategy_json(args.strategy)
         # the graph the file was planned for (its model options and batch), as evaluate has it
         recorded.apply_recorded(args.strategy, data, args.model, graph_kwargs)
-        recorded.plan_graph(args.strategy, data, args.model, graph_kwargs)
+        model, _ = recorded.plan_graph(args.strategy, data, args.model, graph_kwargs)
         configs: Any = strategy_mapping(data)
         source = f"strategy file {args.strategy}"
         sim_options: dict[str, Any] = {"variants": strategy_variants(data)}  # ZeRO/recompute
@@ -49,7 +49,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             sim_options = {}
     else:
         configs, source, sim_options = _solve_for(args)
-    model = api.load_graph(args.model, **_model_options(graph_kwargs))
+        model = api.load_graph(args.model, **_model_options(graph_kwargs))
     result = simulate(model, configs, args.cluster, args.devices,
                       timeline=bool(args.plot or args.timeline), **sim_options)
     if args.plot:

@@ -120,15 +120,15 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
     configs = strategy_mapping(data)
     space = space_kwargs(args)  # with the model options and batch the file was planned for
     recorded.apply_recorded(path, data, args.model, space)
-    recorded.plan_graph(path, data, args.model, space)
-    own = _as_priced(args, data, path, space)
+    graph, _ = recorded.plan_graph(path, data, args.model, space)
+    own = _as_priced(args, data, path, graph)
     if own is not None:
         return own
     built = _build(args, strategy_variants(data), space=space)
     return _priced(built, configs)
 
 
-def _as_priced(args: argparse.Namespace, data: Any, path: str, kwargs: dict) -> Any:
+def _as_priced(args: argparse.Namespace, data: Any, path: str, graph: Any) -> Any:
     """The file's strategy drawn with the prices it carries (no Problem built), when it
     carries them and the command asks for the same pricing: its device count, its cost
     model on its cluster, no cost option or cap of its own; else None (priced again)."""
@@ -149,10 +149,6 @@ def _as_priced(args: argparse.Namespace, data: Any, path: str, kwargs: dict) -> 
 
         if get_cluster(args.cluster, args.devices).name != strategy.meta.get("cluster"):
             return None
-    options = dict(kwargs["model_options"])
-    if kwargs["batch"] is not None:
-        options["batch"] = kwargs["batch"]
-    graph = api.load_graph(args.model, **options)
     check_graph(graph, strategy.configs)
     return planned_of(strategy, graph)
 
