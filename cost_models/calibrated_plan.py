@@ -21,7 +21,7 @@ sum over ops (:mod:`pase.cost_models.calibrated`):
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Hashable, NamedTuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from pase.cost_models.calibrated_rules import (
     recomputes,
 )
 from pase.costing import connection_ports, tied_connections
-from pase.ir import Graph
+from pase.ir import Graph, Op
 from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
@@ -113,41 +113,40 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
     hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
     maps = problem.variants
+    seen: dict = {}  # an op of another layer in the same config and variant: the same terms
     for i in indices:
         op = graph.ops[i]
         cand = int(c[i])
-        zero, recompute = (0, False) if maps is None else maps[i].variant(cand)
+        variant = (0, False) if maps is None else maps[i].variant(cand)
         configs = np.asarray(problem.candidates[i].configs[cand:cand + 1])
-        base = bound.work(op, configs)
-        work = apply_variant(base, zero, recompute)
-        assert isinstance(work, PricedWork)
-        f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-        again = f if bool(recomputes(work)[0]) else 0.0
-        compute += f + b + again
-        rebuilt += again
+        key = terms_key(bound, op, configs, variant)
+        if key not in seen:
+            seen[key] = _op_terms(bound, op, configs, *variant)
+        o = seen[key]
         ctx = bound.context(op)
-        window += b + again  # the last micro-batch's backward hides the syncs
-        forward_window += f  # the next step's first forward hides the refresh
-        parts = _collectives(bound, work)
+        compute += o.f + o.b + o.again
+        rebuilt += o.again
+        window += o.b + o.again  # the last micro-batch's backward hides the syncs
+        forward_window += o.f  # the next step's first forward hides the refresh
+        parts = o.parts
         critical += parts["critical"]
         sync += parts["sync"]
         refresh += parts["refresh"]
-        elements = parameter_elements(op)
-        bucket += elements * np.array((parts["sync_hops"], parts["refresh_hops"]))
-        synced += elements
+        bucket += o.elements * np.array((parts["sync_hops"], parts["refresh_hops"]))
+        synced += o.elements
         first = first or op.name == bound.launch_op
         gathers += parts["gathers"]
-        optimizer += float(bound.optimizer_seconds(work)[0])
-        states += float(work.state_bytes[0])
-        activations += float(bound.kept_activation_bytes(work)[0])
+        optimizer += o.optimizer
+        states += o.states
+        activations += o.activations
         fsdp = by_unit.setdefault(ctx.unit, np.zeros(5))
-        fsdp += (f, b + again, parts["gather_forward"], parts["gather_backward"], parts["scatter"])
+        fsdp += (o.f, o.b + o.again, parts["gather_forward"], parts["gather_backward"],
+                 parts["scatter"])
         hops = hops_by_unit.setdefault(ctx.unit, np.zeros(3))
-        hops[:] = np.maximum(hops, _bucket_hops(bound, work))
-        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + \
-            float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0)
+        hops[:] = np.maximum(hops, o.hops)
+        params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + o.gathered_bytes
         if ctx.unit not in ("pre", "post"):
-            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + float(base.activation_bytes[0])
+            acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + o.activation_bytes
     sync += extra_sync
     if not first:
         optimizer += bound.optimizer_fixed()
@@ -167,6 +166,43 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             "working": max(acts_by_unit.values(), default=0.0)
             if bound.recompute_mode == "full" else 0.0,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
+
+
+def terms_key(bound: CalibratedRules, op: Op, configs: np.ndarray,
+              variant: tuple[int, bool]) -> Hashable:
+    """Equal for two ops only where their :func:`_op_terms` are: the cost model's own
+    :meth:`~pase.costing.CostModel.vertex_key` (equal ops share their cost vectors by it)
+    and the variant."""
+    return (bound.vertex_key(op, configs), variant)
+
+
+class _OpTerms(NamedTuple):
+    """One op's terms in one config and variant (:func:`tally` sums them)."""
+    f: float
+    b: float
+    again: float  # the forward run again under recomputation
+    parts: dict[str, float]  # :func:`_collectives`
+    elements: float  # parameter elements
+    optimizer: float
+    states: float
+    activations: float  # kept for the backward pass
+    hops: np.ndarray  # :func:`_bucket_hops`
+    gathered_bytes: float  # ZeRO-3's parameter bytes gathered
+    activation_bytes: float  # all of the op's activations (full recomputation's working set)
+
+
+def _op_terms(bound: CalibratedRules, op: Op, configs: np.ndarray, zero: int,
+              recompute: bool) -> _OpTerms:
+    base = bound.work(op, configs)
+    work = apply_variant(base, zero, recompute)
+    assert isinstance(work, PricedWork)
+    f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
+    return _OpTerms(f, b, f if bool(recomputes(work)[0]) else 0.0, _collectives(bound, work),
+                    parameter_elements(op), float(bound.optimizer_seconds(work)[0]),
+                    float(work.state_bytes[0]), float(bound.kept_activation_bytes(work)[0]),
+                    _bucket_hops(bound, work),
+                    float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0),
+                    float(base.activation_bytes[0]))
 
 
 def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
