@@ -36,6 +36,7 @@ from pase.errors import (
 from pase.files import regular_file
 from pase.ir import Graph, read_graph_file
 from pase.options import check_seed, check_time_limit, coerce_options, parse_bytes
+from pase.plan_record import build_record, cost_record
 from pase.problem import Problem, Solution, Status, check_problem
 from pase.registry import COST_MODELS, MODELS, SOLVERS
 from pase.sizes import check_model_size
@@ -306,7 +307,8 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "auto",
                               powers_of_two=powers_of_two, mesh=mesh, cluster=cluster,
                               memory_cap=memory_cap, model_options=model_options,
                               cost_options=cost_options, build_budget=build_budget)
-        return solve_built(built, solver, time_limit=time_limit, seed=seed, **solver_options)
+        strategy = solve_built(built, solver, time_limit=time_limit, seed=seed, **solver_options)
+    return _recorded(strategy, model, batch, model_options, cost_options)
 
 
 def solve_built(built: Built, solver: str, *, time_limit: float | None = None,
@@ -437,9 +439,22 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
                           variants=strategy_variants(strategy))
     choice = choice_of(built, configs)
     meta = priced_report(built, choice)
-    return Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                priced_by=built.cost_model, cost_model=built.cost_model.name,
-                                build_seconds=built.seconds, meta=meta)
+    strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                    priced_by=built.cost_model, cost_model=built.cost_model.name,
+                                    build_seconds=built.seconds, meta=meta)
+    return _recorded(strategy, model, batch, model_options, cost_options)
+
+
+def _recorded(strategy: Strategy, model: Any, batch: int | None,
+              model_options: Mapping[str, Any] | None,
+              cost_options: Mapping[str, Any] | None) -> Strategy:
+    """``strategy`` recording the model options, batch and cost options it was built and
+    priced at (:mod:`pase.plan_record`), so that its file is priced again the same way;
+    a Graph given as the model records nothing of how it was built."""
+    if isinstance(model, (str, Path)):
+        strategy.meta.update(build_record(model_function(str(model)), batch, model_options),
+                             **cost_record(cost_options))
+    return strategy
 
 
 def choice_of(built: Built, configs: Mapping[str, Mapping[str, int]]) -> tuple[int, ...]:

@@ -164,3 +164,25 @@ def test_a_solve_records_its_cost_options_and_evaluate_prices_at_them(tmp_path, 
     assert code == 0, err
     bf16 = json.loads(out)["total_cost"]
     assert bf16 > solved["total_cost"] * 1.01  # fp8 kernels run faster on an H100
+
+
+def test_a_plan_saved_from_python_is_priced_at_its_own_options(tmp_path, capsys):
+    """``pase.solve(...).to_json()`` records what the CLI's solve records: evaluated from
+    the command line without flags, the file is priced on its 2-layer graph at fp8, as
+    solved, not on the default 12 layers at bf16."""
+    import pase
+
+    solved = pase.solve("gpt2", 8, cluster="h100-sxm", layers=2, batch=8,
+                        cost_options={"precision": "fp8"})
+    path = tmp_path / "python.json"
+    solved.to_json(path)
+    data = json.loads(path.read_text())
+    assert (data["model_options"], data["batch"]) == ({"layers": 2}, 8)
+    assert data["cost_options"] == {"precision": "fp8"}
+    code, out, err = run(capsys, "evaluate", "gpt2", "-p", "8", "--cluster", "h100-sxm",
+                         "--strategy", path, "--format", "json")
+    assert code == 0, err
+    assert out and json.loads(out)["step_seconds"] == pytest.approx(data["step_seconds"])
+    plain = pase.evaluate("gpt2", data, 8, cluster="h100-sxm", model_options={"layers": 2},
+                          batch=8)
+    assert plain.meta["step_seconds"] > data["step_seconds"]  # the same plan at bf16 is slower

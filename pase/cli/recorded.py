@@ -6,30 +6,16 @@ batch) it gives a wrong answer without a word, so the file's settings apply wher
 command gives none, and different ones are refused."""
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from pase import api
 from pase.errors import OptionError, StrategyError
 from pase.options import coerce_options
+from pase.plan_record import default_of, parameters
 from pase.strategy import names_every_op, recorded_build, strategy_mapping
 
 # How many of the ops a strategy leaves unnamed a message lists.
 OPS_SHOWN = 5
-_UNSET = object()
-
-
-def build_record(model: str, space: dict[str, Any]) -> dict[str, Any]:
-    """``{"model_options", "batch"}`` to record in a per-op plan of ``model`` built with
-    ``space`` (:func:`pase.cli.args.space_kwargs`); the batch is the model's default where
-    none is given, None for a model without one (a graph file)."""
-    options = dict(space["model_options"])
-    batch = space["batch"] if space["batch"] is not None else options.pop("batch", None)
-    options.pop("batch", None)
-    if batch is None:
-        batch = _default(api.model_function(model), "batch")
-    return {"model_options": options,
-            "batch": None if batch is None or batch is _UNSET else int(batch)}
 
 
 def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any]) -> None:
@@ -86,9 +72,9 @@ def _resolved(model: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` coerced to the model's types, with its defaults for those not given."""
     builder = api.model_function(model)
     out = _coerced(model, options)
-    keys = set(out) | {n for n, p in _parameters(builder).items()
+    keys = set(out) | {n for n, p in parameters(builder).items()
                        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    return {k: out[k] if k in out else _default(builder, k) for k in keys if k != "batch"}
+    return {k: out[k] if k in out else default_of(builder, k) for k in keys if k != "batch"}
 
 
 def _batch(model: str, value: Any) -> Any:
@@ -107,19 +93,3 @@ def _coerced(model: str, options: dict[str, Any]) -> dict[str, Any]:
     builder = api.model_function(model)
     return dict(options) if builder is None else coerce_options(builder, options,
                                                                 f"model {model!r}")
-
-
-def _parameters(builder: Any) -> dict[str, inspect.Parameter]:
-    if builder is None:
-        return {}
-    try:
-        return dict(inspect.signature(builder).parameters)
-    except (TypeError, ValueError):
-        return {}
-
-
-def _default(builder: Any, key: str) -> Any:
-    param = _parameters(builder).get(key)
-    if param is None or param.default is inspect.Parameter.empty:
-        return _UNSET
-    return param.default

@@ -11,6 +11,7 @@ from pase.cli.pipelining import evaluate_pipeline_command, solve_pipeline_result
 from pase.counts import counts
 from pase.deadline import Deadline, active
 from pase.errors import OptionError
+from pase.plan_record import build_record, cost_record
 from pase.registry import SOLVERS
 from pase.strategy import OUTPUT_VERSION, Strategy, read_strategy_json
 from pase.text import table
@@ -94,7 +95,7 @@ def _solved(args: argparse.Namespace, deadline: Deadline) -> tuple[dict, str]:
                                    **options)
     # the plan records the graph it was solved for, which `evaluate --strategy` rebuilds,
     # and the cost options it was priced at, which it prices at unless told otherwise
-    strategy.meta.update(recorded.build_record(args.model, space), **_cost_record(costs))
+    strategy.meta.update(_record(args.model, space, costs))
     return strategy.to_dict(), describe(strategy)
 
 
@@ -183,7 +184,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     recorded.apply_recorded(args.strategy, data, args.model, space)
     _plan_settings(data, args, costs)
     graph, missing = recorded.plan_graph(args.strategy, data, args.model, space)
-    record = {**recorded.build_record(args.model, space), **_cost_record(costs)}
+    record = _record(args.model, space, costs)
     space.update(batch=None, model_options=None)  # the graph is built: price that one
     strategy = api.evaluate(graph, data, args.devices, **space, **costs)
     strategy.meta.update(record)
@@ -192,10 +193,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     _emit(strategy, args)
 
 
-def _cost_record(costs: dict) -> dict:
-    """What a per-op plan records of its pricing: the cost options given (the cluster is
-    recorded on its own), so that evaluating the file again prices it the same way."""
-    return {"cost_options": {k: v for k, v in costs["cost_options"].items() if k != "cluster"}}
+def _record(model: str, space: dict, costs: dict) -> dict:
+    """What a per-op plan records of its graph and its pricing (:mod:`pase.plan_record`)."""
+    return {**build_record(api.model_function(model), space["batch"], space["model_options"]),
+            **cost_record(costs["cost_options"])}
 
 
 def _plan_settings(data: object, args: argparse.Namespace, costs: dict) -> None:
