@@ -47,7 +47,8 @@ def grade(monkeypatch):
         # A grader module imported by an earlier run would keep its first submission.
         sys.modules.pop(f"test_grade_{folder}", None)
         outcomes = Outcomes()
-        code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+        # -n 0: in this process (pyproject's addopts start workers), where the plugin sees it
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", "--rootdir", str(ROOT),
                             str(ROOT / "teaching" / folder), *extra], plugins=[outcomes])
         return code, outcomes
 
