@@ -124,6 +124,9 @@ def _run(argv: Sequence[str] | None) -> int:
                          "sweep, report, replan, view")
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line
         return EXIT_OK if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    from pase.cli.checks import outputs_spare_inputs
+
+    outputs_spare_inputs(args)
     from pase.frontends import cache  # FILE.py:FUNCTION models: graphs kept on disk
     from pase.frontends.torch_logs import quiet_logs
 

@@ -30,6 +30,29 @@ def output_file(path: str | None, flag: str, *, stdout: bool = False) -> None:
     check_output(path, flag, stdout=stdout)
 
 
+# Output flags and the inputs they must not name (argparse dests -> the flag to name).
+_OUTPUTS = {"output": "--output", "plot": "--plot", "db": "--db"}
+_INPUTS = {"model": "the model", "strategy": "--strategy", "from_": "--from",
+           "from_config": "--from", "cluster": "--cluster", "from_cluster": "--from-cluster",
+           "compare": "--compare", "spec": "the spec"}
+
+
+def outputs_spare_inputs(args: object) -> None:
+    """Refuse an output file that is one of the command's input files: writing it would
+    replace what the command reads (``pase view --strategy p.json -o p.json`` left HTML
+    where the plan was)."""
+    for out_dest, out_flag in _OUTPUTS.items():
+        out = getattr(args, out_dest, None)
+        if not isinstance(out, str) or out == STDOUT or not os.path.exists(out):
+            continue
+        for in_dest, in_flag in _INPUTS.items():
+            given = getattr(args, in_dest, None)
+            for path in given if isinstance(given, (list, tuple)) else (given,):
+                if isinstance(path, str) and os.path.exists(path) and os.path.samefile(out, path):
+                    raise OptionError(f"{out_flag} {out} is the file {in_flag} reads ({path}); "
+                                      f"writing it would replace that input: give another file")
+
+
 def output_folder(path: str | Path, flag: str) -> None:
     """Refuse an output folder that is a file, or that could not be created or written."""
     p = Path(path)
