@@ -201,3 +201,37 @@ def test_the_optimizer_share_is_never_negative():
     b = s.meta["breakdown"]
     assert all(v >= 0 and math.isfinite(v) for v in b.values()), b
     assert math.isclose(sum(b.values()), s.meta["step_seconds"], rel_tol=1e-9)
+
+
+# -- found by the smoke test of stop 49 ----------------------------------------------------
+
+LLAMA_PP2 = ["evaluate", "llama3-8b", "-p", "16", "--model-option", "layers=4", "--cluster",
+             "h100-sxm", "--layout", "tp=2,pp=2,dp=4", "--micro-batch", "1", "--global-batch",
+             "32", "--format", "json"]
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "dualpipe", "ZB-H1"])
+def test_a_layout_under_a_split_backward_schedule_is_priced(capsys, schedule):
+    """`--schedule zb-h1` and `dualpipe`, which `evaluate -h` offers, failed for pp > 1 with
+    "unknown schedule" (the pipeline plan written beside the price has no such schedule);
+    the layout is priced, and no pipeline plan is written."""
+    code, out, err = _run(capsys, [*LLAMA_PP2, "--schedule", schedule])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["layout"]["schedule"] == schedule.lower() and data["step_seconds"] > 0
+    assert data["plan"] is None and "pipeline" not in data
+    code, out, _ = _run(capsys, [*LLAMA_PP2, "--schedule", "1f1b"])
+    assert code == 0 and json.loads(out)["pipeline"]["schedule"] == "1f1b"
+
+
+def test_a_moe_layouts_header_names_its_etp(capsys):
+    """etp = 1 and the default etp = tp printed the same header beside different steps."""
+    heads = []
+    for extra in (",etp=1", ""):
+        code, out, err = _run(capsys, ["evaluate", "mixtral-8x7b", "-p", "16", "--model-option",
+                                       "layers=2", "--cluster", "h100-sxm", "--layout",
+                                       f"tp=2,ep=4{extra},dp=8", "--micro-batch", "1",
+                                       "--global-batch", "32"])
+        assert code == 0, err
+        heads.append(out.splitlines()[0])
+    assert "ep=4 etp=1" in heads[0] and "ep=4 etp=2" in heads[1]

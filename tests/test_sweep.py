@@ -293,3 +293,14 @@ def test_a_script_without_a_main_guard_gets_the_fix_in_one_line(tmp_path):
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("pase.errors.OptionError") and "__name__" in last, last
+
+
+def test_a_cluster_without_a_memory_cap_takes_the_devices_own():
+    """``memory_cap`` is optional: a spec that gives a cluster and no cap got a KeyError
+    (smoke test, stop 49); each point's cap is then None, the cluster's device memory."""
+    spec = load_spec({"grid": {"model": ["gpt2"], "devices": [8], "solver": ["dp", "greedy"],
+                               "cost_model": ["calibrated"], "cluster": ["dgx-a100"],
+                               "model_options": {"gpt2": {"layers": [2]}}}})
+    points = spec.points()
+    assert [(p["solver"], p["cluster"], p["memory_cap"]) for p in points] == \
+        [("dp", "dgx-a100", None), ("greedy", "dgx-a100", None)]

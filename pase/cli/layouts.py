@@ -121,7 +121,8 @@ def pipeline_of(data: object) -> dict | None:
 def describe(d: dict) -> str:
     """The table form: the step, its breakdown, and memory per device."""
     lay = d["layout"]
-    degrees = " ".join(f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if lay[k] > 1 or k in ("tp", "pp", "dp"))
+    shown = ("tp", "pp", "dp", "cp", "ep") + (("etp",) if lay["ep"] > 1 else ())
+    degrees = " ".join(f"{k}={lay[k]}" for k in shown if lay[k] > 1 or k in ("tp", "pp", "dp", "etp"))
     head = (f"{d['model']} on {d['devices']} devices ({d['cluster']}), {degrees}: {lay['microbatches']} "
             f"micro-batch{'es' if lay['microbatches'] > 1 else ''} of {lay['micro_batch']}, "
             f"{lay['schedule']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}"

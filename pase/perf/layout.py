@@ -130,7 +130,7 @@ def _shown(value: object) -> str:
 def parse_schedule(text: str) -> tuple[str, int]:
     """``1f1b``, ``gpipe``, ``interleaved:V``, ``zb-h1`` or ``dualpipe`` as (name, virtual
     stages per device)."""
-    text = str(text)
+    text = str(text).strip().lower()
     if text in ("1f1b", "gpipe", "zb-h1", "dualpipe"):
         return text, 1
     match = re.fullmatch(r"interleaved:([1-9]\d*)", text)

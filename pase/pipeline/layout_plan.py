@@ -10,6 +10,10 @@ from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.space import PADDED_ROLES
 
+# The schedules a pipeline plan runs (pase.pipeline.schedules); zb-h1 and dualpipe split
+# each backward pass in two, which the per-op stages do not price yet.
+WRITTEN = ("1f1b", "gpipe", "interleaved")
+
 
 def layout_pipeline(graph: Graph, lay: Layout, model: str,
                     model_options: dict | None = None, cost_options: dict | None = None):
@@ -23,6 +27,9 @@ def layout_pipeline(graph: Graph, lay: Layout, model: str,
     are left 0 until the plan is priced (:func:`pase.cost_models.calibrated_pipeline.
     price_pipeline`). Under ``interleaved:V`` a stage holds ``V`` chunks (chunk ``c`` on
     stage ``c mod pp``), written as its ``chunks``."""
+    if lay.schedule not in WRITTEN:
+        raise OptionError(f"schedule {lay.schedule}: a pipeline plan holds "
+                          f"{', '.join(WRITTEN)} schedules; this layout has no plan form yet")
     stages, _, chunk_of = placement(graph, lay)
     cost_options = {k: v for k, v in (cost_options or plan_cost_options(lay)).items()
                     if k != "microbatches"}  # the plan's own count

@@ -109,8 +109,8 @@ class Spec:
         for model, devices, solver, cost_model in itertools.product(
                 g["model"], g["devices"], g["solver"], g["cost_model"]):
             takes = _cost_takes(cost_model)
-            clusters = g["cluster"] if "cluster" in takes else (None,)
-            caps = g["memory_cap"] if "memory_cap" in takes else (None,)
+            clusters = g.get("cluster", (None,)) if "cluster" in takes else (None,)
+            caps = g.get("memory_cap", (None,)) if "memory_cap" in takes else (None,)
             for cluster, cap, batch in itertools.product(clusters, caps, g["batch"]):
                 for mo, so, co in itertools.product(
                         _option_points(g["model_options"].get(model, {})),
