@@ -235,3 +235,35 @@ def test_a_moe_layouts_header_names_its_etp(capsys):
         assert code == 0, err
         heads.append(out.splitlines()[0])
     assert "ep=4 etp=1" in heads[0] and "ep=4 etp=2" in heads[1]
+
+
+def test_layouts_of_one_step_rank_the_smaller_memory_first():
+    """ZeRO-1 and ZeRO-2 can price the same step; the one holding 2.6 GiB more ranked
+    first (Llama 3 8B, 2 layers, on 16 A100s in two nodes)."""
+    result = pase.api.search_layouts("llama3-8b", 16, cluster="dgx-a100x2", global_batch=64,
+                                     model_options={"layers": 2}, keep=10)
+    top = result.ranked
+    ties = [(a, b) for a, b in zip(top, top[1:]) if a.step_seconds == b.step_seconds]
+    assert ties, "the case must hold layouts of one step"
+    assert all(a.memory_bytes <= b.memory_bytes for a, b in ties)
+    assert result.best is top[0]
+
+
+def test_layouts_on_a_mixed_cluster_are_refused_before_the_search(capsys):
+    code, out, err = _run(capsys, ["solve", "gpt2", "-p", "32", "--model-option", "layers=2",
+                                   "--cluster", "dgx-a100x2+dgx1-v100x2", "--layouts",
+                                   "--global-batch", "64"])
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("pase: error: the layout family (--layouts) is priced on one "
+                             "device type; dgx-a100x2+dgx1-v100x2 mixes device types")
+
+
+def test_an_exported_file_names_the_command_that_made_it(capsys):
+    """Its first line dropped --model-option and the layout's batch flags, so running it
+    again made another model's file."""
+    argv = ["export", "gpt2", "-p", "16", "--model-option", "layers=2", "--layout",
+            "tp=2,pp=2,dp=4", "--micro-batch", "2", "--global-batch", "64", "--engine",
+            "megatron"]
+    code, out, err = _run(capsys, argv)
+    assert code == 0, err
+    assert out.splitlines()[0] == "# pase " + " ".join(argv)

@@ -5,6 +5,7 @@ XLA's compiled collectives)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Callable
 
 from pase.cli import checks
@@ -169,19 +170,31 @@ def _export_launch(args: argparse.Namespace) -> None:
                 raise OptionError(f"--layout needs --{flag.replace('_', '-')}")
         lay = make_layout(args.layout, devices=args.devices, micro_batch=args.micro_batch,
                           global_batch=args.global_batch, **_layout_options(args))
-        source = f"--layout {args.layout}"
     else:
         lay = _plan_layout(args, options)
-        source = f"--strategy {args.strategy}"
     _check_graph(args.model, lay, options)
-    header = [f"pase export {args.model} -p {args.devices} {source} --engine {args.engine}",
-              describe(lay)]
+    # the command as given (where it was written aside), so the file says how to make it
+    # again, its model options too
+    header = [shlex.join(["pase", *_without_output(args.argv)]), describe(lay)]
     if args.cluster is not None:
         header.append(_priced(args, lay, options))
     write = to_megatron if args.engine == "megatron" else to_torchtitan
     text = write(args.model, lay, options, header=header)
     if write_text_atomic(args.output or STDOUT, text, what="-o/--output", stdout=True):
         wrote(args.output, data_on_stdout=False)
+
+
+def _without_output(argv: list[str]) -> list[str]:
+    """``argv`` less its ``-o``/``--output`` and the file named."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("-o", "--output"):
+            skip = True
+        elif not (arg.startswith("--output=") or arg.startswith("-o") and arg[:2] != "--"):
+            out.append(arg)  # (--output=FILE and -oFILE name the file too)
+    return out
 
 
 def _plan_layout(args: argparse.Namespace, options: dict):

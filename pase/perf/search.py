@@ -132,6 +132,9 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
         raise OptionError(f"search_layouts: unknown schedule {unknown[0] if unknown else 'none'!r};"
                           f" allowed: {', '.join(SCHEDULE_KINDS)}")
     cl = get_cluster(cluster, devices)
+    if cl.groups:
+        raise OptionError(f"the layout family (--layouts) is priced on one device type; "
+                          f"{cl.name} mixes device types: search per-op plans without --layouts")
     hw = achieved(cl.device)
     pricer = make_pricer(cl.device, hw, precision)
     graph1 = build(1)
@@ -161,7 +164,8 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
             run.price(graph, cl, ops, cache, make_layout(
                 degrees, devices=devices, micro_batch=micro, global_batch=global_batch,
                 schedule=schedule, zero=zero, sequence_parallel=degrees["tp"] > 1, **options))
-    found = sorted(run.found, key=lambda e: (e.step_seconds, _key(e)))
+    # equal steps: the one that holds less memory first (ZeRO-2 over ZeRO-1 at one price)
+    found = sorted(run.found, key=lambda e: (e.step_seconds, e.memory_bytes, _key(e)))
     return SearchResult(found[0] if found else None, run.priced, run.fitting,
                         time.process_time() - start, tuple(found[:keep]), size, not run.stopped,
                         run.pruned)
