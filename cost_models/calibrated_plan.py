@@ -172,8 +172,9 @@ def terms_key(bound: CalibratedRules, op: Op, configs: np.ndarray,
               variant: tuple[int, bool]) -> Hashable:
     """Equal for two ops only where their :func:`_op_terms` are: the cost model's own
     :meth:`~pase.costing.CostModel.vertex_key` (equal ops share their cost vectors by it)
-    and the variant."""
-    return (bound.vertex_key(op, configs), variant)
+    and the variant; a model without keys (None) shares nothing."""
+    key = bound.vertex_key(op, configs)
+    return (object() if key is None else key, variant)
 
 
 class _OpTerms(NamedTuple):

@@ -308,7 +308,7 @@ def solve(model: str | Path | Graph, devices: int = 8, solver: str = "auto",
                               memory_cap=memory_cap, model_options=model_options,
                               cost_options=cost_options, build_budget=build_budget)
         strategy = solve_built(built, solver, time_limit=time_limit, seed=seed, **solver_options)
-    return _recorded(strategy, model, batch, model_options, cost_options)
+    return _recorded(strategy, model, batch, model_options, cost_model, cost_options)
 
 
 def solve_built(built: Built, solver: str, *, time_limit: float | None = None,
@@ -442,18 +442,20 @@ def evaluate(model: str | Path | Graph, strategy: Any, devices: int = 8,
     strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                     priced_by=built.cost_model, cost_model=built.cost_model.name,
                                     build_seconds=built.seconds, meta=meta)
-    return _recorded(strategy, model, batch, model_options, cost_options)
+    return _recorded(strategy, model, batch, model_options, cost_model, cost_options)
 
 
 def _recorded(strategy: Strategy, model: Any, batch: int | None,
-              model_options: Mapping[str, Any] | None,
+              model_options: Mapping[str, Any] | None, cost_model: Any,
               cost_options: Mapping[str, Any] | None) -> Strategy:
     """``strategy`` recording the model options, batch and cost options it was built and
     priced at (:mod:`pase.plan_record`), so that its file is priced again the same way;
-    a Graph given as the model records nothing of how it was built."""
+    a Graph given as the model records nothing of how it was built, a CostModel object
+    none of its options (they are the object's own)."""
     if isinstance(model, (str, Path)):
-        strategy.meta.update(build_record(model_function(str(model)), batch, model_options),
-                             **cost_record(cost_options))
+        strategy.meta.update(build_record(model_function(str(model)), batch, model_options))
+    if cost_model is None or isinstance(cost_model, str):  # an object's options are its own
+        strategy.meta.update(cost_record(cost_options))
     return strategy
 
 

@@ -137,21 +137,34 @@ def test_greedy_improvement_sweeps_stop_at_the_limit():
 
 # -- end to end ---------------------------------------------------------------------------
 
-def _one_cpu() -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+def _cpu() -> int:
+    """The CPU this test process holds its commands to: xdist's workers each another."""
+    cpus = sorted(os.sched_getaffinity(0))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    return cpus[(int(worker) if worker.isdigit() else 0) % len(cpus)]
 
 
 def _run(*args: str, timeout: float,
          one_cpu: bool = True) -> tuple[subprocess.CompletedProcess, float, float]:
     """``pase ARGS``: the result, its wall seconds and its CPU seconds (user + system, its
     forked children's included). Held to one CPU (``one_cpu``), the command works in one
-    process at a time, so its CPU seconds bound its wall seconds on an idle machine; on
-    two CPUs a large build prices half its re-layouts in a forked child (up to twice)."""
+    process at a time, so its CPU seconds are the wall seconds it takes on an idle machine,
+    whatever else runs; on two CPUs a large build prices half its re-layouts in a forked
+    child, and its CPU seconds may reach twice its wall seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pase", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-                          preexec_fn=_one_cpu if one_cpu else None)
+    proc = subprocess.Popen([sys.executable, "-m", "pase", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if one_cpu:  # set at once: the command forks its children seconds later, on this CPU
+        os.sched_setaffinity(proc.pid, {_cpu()})
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -267,3 +267,26 @@ def test_an_exported_file_names_the_command_that_made_it(capsys):
     code, out, err = _run(capsys, argv)
     assert code == 0, err
     assert out.splitlines()[0] == "# pase " + " ".join(argv)
+
+
+@pytest.mark.parametrize("spelling", [["-o", "{f}"], ["-o{f}"], ["--output", "{f}"],
+                                      ["--output={f}"], ["--out", "{f}"]],
+                         ids=["-o F", "-oF", "--output F", "--output=F", "--out F"])
+def test_an_exported_files_command_leaves_out_where_it_was_written(capsys, tmp_path, spelling):
+    path = tmp_path / "m.txt"
+    argv = ["export", "gpt2", "-p", "16", "--model-option", "layers=2", "--layout",
+            "tp=2,pp=2,dp=4", "--micro-batch", "2", "--global-batch", "64", "--engine",
+            "megatron"]
+    code, _, err = _run(capsys, [*argv, *(s.format(f=path) for s in spelling)])
+    assert code == 0, err
+    assert path.read_text().splitlines()[0] == "# pase " + " ".join(argv)
+
+
+def test_a_cost_model_object_records_no_cost_options():
+    """A CostModel object carries its own options (fp8 here); recording the empty keyword
+    would tell evaluate to price the file at the defaults."""
+    model = pase.api.make_cost_model("calibrated", cluster="h100-sxm", precision="fp8")
+    solved = pase.solve("mlp", 4, cost_model=model)
+    assert "cost_options" not in solved.meta and solved.meta["batch"] == 64
+    named = pase.solve("mlp", 4, cluster="h100-sxm", cost_options={"precision": "fp8"})
+    assert named.meta["cost_options"] == {"precision": "fp8"}

@@ -73,3 +73,36 @@ def test_a_graph_file_model_is_an_input(tmp_path, capsys):
     assert _digest(graph) == before
     code, _, err = run(capsys, "solve", graph, "-p", "4", "--output", tmp_path / "plan.json")
     assert code == 0, err  # another file: written
+
+
+def test_a_reference_models_python_file_is_an_input(tmp_path, capsys, monkeypatch):
+    """``FILE.py:FUNCTION`` reads FILE.py: writing over it would replace the user's source."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "m.py"
+    source.write_text("def build():\n    raise RuntimeError('never built: refused first')\n")
+    before = _digest(source)
+    for argv in (["import", "m.py:build", "-o", "m.py"],
+                 ["solve", "m.py:build", "-p", "4", "--output", "m.py"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "is the file the model reads (m.py)" in err, err
+    assert _digest(source) == before
+
+
+def test_a_registered_name_reads_no_file_of_that_name(tmp_path, capsys, monkeypatch):
+    """`pase solve mlp` builds the registered model, never a file named mlp in the folder:
+    writing the output there replaces nothing the command reads."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlp").write_text("an old output\n")
+    code, _, err = run(capsys, "solve", *MLP, "--format", "json", "--output", "mlp")
+    assert code == 0, err
+    assert (tmp_path / "mlp").read_text().startswith("{")
+
+
+def test_a_hugging_face_folders_config_is_an_input(tmp_path, capsys):
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    config = folder / "config.json"
+    config.write_text('{"model_type": "llama"}\n')
+    code, _, err = run(capsys, "solve", folder, "-p", "4", "--output", config)
+    assert code == 2 and "is the file the model reads" in err, err
+    assert config.read_text() == '{"model_type": "llama"}\n'

@@ -32,7 +32,7 @@ def output_file(path: str | None, flag: str, *, stdout: bool = False) -> None:
 
 # Output flags and the inputs they must not name (argparse dests -> the flag to name).
 _OUTPUTS = {"output": "--output", "plot": "--plot", "db": "--db"}
-_INPUTS = {"model": "the model", "strategy": "--strategy", "from_": "--from",
+_INPUTS = {"model": "the model", "reference": "the model", "strategy": "--strategy", "from_": "--from",
            "from_config": "--from", "cluster": "--cluster", "from_cluster": "--from-cluster",
            "compare": "--compare", "spec": "the spec"}
 
@@ -47,10 +47,29 @@ def outputs_spare_inputs(args: object) -> None:
             continue
         for in_dest, in_flag in _INPUTS.items():
             given = getattr(args, in_dest, None)
-            for path in given if isinstance(given, (list, tuple)) else (given,):
+            paths = given if isinstance(given, (list, tuple)) else (given,)
+            if in_dest in ("model", "reference") and isinstance(given, str):
+                paths = _model_files(given)
+            for path in paths:
                 if isinstance(path, str) and os.path.exists(path) and os.path.samefile(out, path):
                     raise OptionError(f"{out_flag} {out} is the file {in_flag} reads ({path}); "
                                       f"writing it would replace that input: give another file")
+
+
+def _model_files(model: str) -> tuple[str, ...]:
+    """The files a model argument reads, as ``pase.api.load_graph`` finds them: none for a
+    registered name, the Python file of ``FILE.py:FUNCTION``, a Hugging Face folder's
+    ``config.json``, else the path itself."""
+    from pase.registry import MODELS
+
+    if model in MODELS:
+        return ()
+    path, sep, function = model.rpartition(":")
+    if sep and path.endswith(".py"):
+        return (path,)
+    if os.path.isdir(model):
+        return (os.path.join(model, "config.json"),)
+    return (model,)
 
 
 def output_folder(path: str | Path, flag: str) -> None:

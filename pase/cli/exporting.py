@@ -185,15 +185,18 @@ def _export_launch(args: argparse.Namespace) -> None:
 
 
 def _without_output(argv: list[str]) -> list[str]:
-    """``argv`` less its ``-o``/``--output`` and the file named."""
+    """``argv`` less its output flag and the file named: ``-o F``, ``-oF``, ``--output F``,
+    ``--output=F`` and the prefixes of ``--output`` argparse takes for it (``--out F``)."""
     out, skip = [], False
     for arg in argv:
+        name, eq, _ = arg.partition("=")
+        long = len(name) > 2 and "--output".startswith(name)
         if skip:
             skip = False
-        elif arg in ("-o", "--output"):
-            skip = True
-        elif not (arg.startswith("--output=") or arg.startswith("-o") and arg[:2] != "--"):
-            out.append(arg)  # (--output=FILE and -oFILE name the file too)
+        elif arg == "-o" or long and not eq:
+            skip = True  # the file is the next word
+        elif not (long or arg.startswith("-o")):
+            out.append(arg)
     return out
 
 

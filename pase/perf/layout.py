@@ -130,13 +130,13 @@ def _shown(value: object) -> str:
 def parse_schedule(text: str) -> tuple[str, int]:
     """``1f1b``, ``gpipe``, ``interleaved:V``, ``zb-h1`` or ``dualpipe`` as (name, virtual
     stages per device)."""
-    text = str(text).strip().lower()
+    given, text = text, str(text).strip().lower()
     if text in ("1f1b", "gpipe", "zb-h1", "dualpipe"):
         return text, 1
     match = re.fullmatch(r"interleaved:([1-9]\d*)", text)
     if match:
         return "interleaved", int(match.group(1))
-    raise OptionError(f"unknown schedule {text!r}; allowed: {', '.join(SCHEDULES)}")
+    raise OptionError(f"unknown schedule {given!r}; allowed: {', '.join(SCHEDULES)}")
 
 
 def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,

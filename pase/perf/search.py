@@ -134,7 +134,7 @@ def search_layouts(build: Callable[[int], Graph], devices: int, cluster, global_
     cl = get_cluster(cluster, devices)
     if cl.groups:
         raise OptionError(f"the layout family (--layouts) is priced on one device type; "
-                          f"{cl.name} mixes device types: search per-op plans without --layouts")
+                          f"{cl.name} mixes device types: search per-op plans instead")
     hw = achieved(cl.device)
     pricer = make_pricer(cl.device, hw, precision)
     graph1 = build(1)
