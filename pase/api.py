@@ -75,6 +75,19 @@ def load_graph(model: str | Path | Graph, **model_options: Any) -> Graph:
                            f"known: {', '.join(MODELS.names())}")
 
 
+def model_files(name: str) -> tuple[str, ...]:
+    """The files :func:`load_graph` reads for model ``name``, in its order: the Python file
+    of ``FILE.py:FUNCTION``, none for a registered name, a Hugging Face folder's
+    ``config.json``, else the path itself."""
+    if _is_reference(name):
+        return (name.rpartition(":")[0],)
+    if name in MODELS:
+        return ()
+    if Path(name).is_dir():
+        return (str(Path(name) / "config.json"),)
+    return (name,)
+
+
 def model_function(model: Any) -> Any:
     """The function that builds ``model`` from keyword options: a registered model's, or a
     Hugging Face config's (:mod:`pase.graphs.hf_config`); None for anything else."""

@@ -41,6 +41,8 @@ def outputs_spare_inputs(args: object) -> None:
     """Refuse an output file that is one of the command's input files: writing it would
     replace what the command reads (``pase view --strategy p.json -o p.json`` left HTML
     where the plan was)."""
+    from pase.api import model_files
+
     for out_dest, out_flag in _OUTPUTS.items():
         out = getattr(args, out_dest, None)
         if not isinstance(out, str) or out == STDOUT or not os.path.exists(out):
@@ -49,27 +51,11 @@ def outputs_spare_inputs(args: object) -> None:
             given = getattr(args, in_dest, None)
             paths = given if isinstance(given, (list, tuple)) else (given,)
             if in_dest in ("model", "reference") and isinstance(given, str):
-                paths = _model_files(given)
+                paths = model_files(given)  # as load_graph finds them
             for path in paths:
                 if isinstance(path, str) and os.path.exists(path) and os.path.samefile(out, path):
                     raise OptionError(f"{out_flag} {out} is the file {in_flag} reads ({path}); "
                                       f"writing it would replace that input: give another file")
-
-
-def _model_files(model: str) -> tuple[str, ...]:
-    """The files a model argument reads, as ``pase.api.load_graph`` finds them: none for a
-    registered name, the Python file of ``FILE.py:FUNCTION``, a Hugging Face folder's
-    ``config.json``, else the path itself."""
-    from pase.registry import MODELS
-
-    if model in MODELS:
-        return ()
-    path, sep, function = model.rpartition(":")
-    if sep and path.endswith(".py"):
-        return (path,)
-    if os.path.isdir(model):
-        return (os.path.join(model, "config.json"),)
-    return (model,)
 
 
 def output_folder(path: str | Path, flag: str) -> None:
