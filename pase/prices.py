@@ -24,7 +24,7 @@ re-derives a price.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -40,17 +40,24 @@ TIMED = ("forward", "backward", "optimizer", "collectives")
 def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) -> dict[str, dict]:
     """``{op: {key: value}}`` at ``choice`` (candidate indices of ``problem``, which ``model``
     built for ``graph``); ``{}`` when the model says nothing of any op."""
-    c = [int(k) for k in choice]
-    out: dict[str, dict[str, Any]] = {op.name: {} for op in graph.ops}
-    if problem.memory is not None:
-        for v, op in enumerate(graph.ops):
-            out[op.name]["memory"] = float(problem.memory[v][c[v]])
     if model is None or not timed(model):
+        out = _memory(graph, problem, [int(k) for k in choice], range(len(graph.ops)))
         return out if any(out.values()) else {}
-    bound = model.bind(graph, problem.devices)
+    return bound_prices(graph, problem, choice, model.bind(graph, problem.devices))
+
+
+def bound_prices(graph: Graph, problem: Problem, choice: Any, bound: Any,
+                 ops: Sequence[int] | None = None) -> dict[str, dict]:
+    """:func:`op_prices` of the ops ``ops`` (indices; default all) by a timed model already
+    bound to ``graph`` (a pipeline stage's ops: :mod:`pase.pipeline.stage_prices`); the
+    edges are those between two of them."""
+    c = [int(k) for k in choice]
+    index = range(len(graph.ops)) if ops is None else sorted(set(ops))
+    out = _memory(graph, problem, c, index)
     maps = problem.variants
     seen: dict[tuple, dict[str, Any]] = {}  # layers alike are priced once (the model's key)
-    for v, op in enumerate(graph.ops):
+    for v in index:
+        op = graph.ops[v]
         zero, recompute = (0, False) if maps is None else maps[v].variant(c[v])
         configs = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])
         key = (bound.vertex_key(op, configs), zero, recompute)
@@ -59,6 +66,15 @@ def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) ->
         out[op.name].update(seen[key])
         out[op.name]["edges"] = []
     _edge_prices(graph, problem, c, bound, out)
+    return out
+
+
+def _memory(graph: Graph, problem: Problem, c: list[int], index: Any) -> dict[str, dict]:
+    """``{op: {"memory": bytes}}`` of the ops ``index`` (``{}`` each without memory)."""
+    out: dict[str, dict[str, Any]] = {graph.ops[v].name: {} for v in index}
+    if problem.memory is not None:
+        for v in index:
+            out[graph.ops[v].name]["memory"] = float(problem.memory[v][c[v]])
     return out
 
 
@@ -75,6 +91,8 @@ def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
     seen: dict[Any, float] = {}
     for conn in bound.edges(graph):
         u, o, v, i = conn
+        if graph.ops[u].name not in out or graph.ops[v].name not in out:
+            continue  # an edge into or out of the ops asked for
         pu, port_u, pv, port_v = connection_ports(graph, conn)
         su = np.asarray(problem.candidates[u].configs[c[u]:c[u] + 1])
         sv = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])

@@ -157,3 +157,33 @@ def test_viewer_header_carries_the_simulated_step_and_memory():
     assert summary["simulated_memory"] == pytest.approx(max(sim.peak_memory))
     skipped = pipeline_model(plan, simulate=False)["summary"]
     assert skipped["simulated_step"] is None and skipped["simulated_memory"] is None
+
+
+def test_a_calibrated_stage_replays_the_plans_own_prices():
+    # one device, no collectives, no re-layout: the forward is its ops' priced kernels one
+    # after another, the backward theirs (the first op's input gradient is not computed:
+    # its input comes from outside the stage)
+    from pase.pipeline.recorded import stage_prices
+
+    plan = PipelinePlan.from_dict(_plan())
+    prices = stage_prices(plan)[0]
+    result = simulate_pipeline(plan)
+    assert result.timing == "the plan's own per-op prices (calibrated)"
+    assert result.to_dict()["timing"] == result.timing
+    forward = sum(p["forward"] for p in prices.values())
+    assert result.stages[0].forward == pytest.approx(forward, rel=1e-9)
+    backward = sum(p["backward"] for p in prices.values())
+    assert 0.5 * backward < result.stages[0].backward <= backward * (1 + 1e-9)
+
+
+def test_a_searched_calibrated_plan_simulates_near_its_price():
+    # the two-stage mlp plan simulated at the simulator's own kernels took 39% less than
+    # its price; at the plan's own prices the replay is within a few percent of it
+    from pase.pipeline import solve_pipeline
+
+    plan = solve_pipeline("mlp", 8, batch=256, cluster="h100-sxm", cost_model="calibrated")
+    assert len(plan.stages) == 2
+    result = simulate_pipeline(plan)
+    assert result.step_time == pytest.approx(plan.step_time, rel=0.1)
+    ab = solve_pipeline("mlp", 8, batch=256, cluster="h100-sxm", cost_model="alpha-beta")
+    assert simulate_pipeline(ab).timing == "the simulator's rules"

@@ -19,15 +19,13 @@ from typing import Any
 
 from pase import api
 from pase.cluster import get_cluster
-from pase.errors import StrategyError
 from pase.pipeline.cuts import crossing_elements
 from pase.pipeline.plan import PipelinePlan
 from pase.pipeline.price import stage_price
+from pase.pipeline.recorded import plan_oracle, stage_choice
 from pase.pipeline.schedules import plan_step
 from pase.pipeline.search import LinkPricer
-from pase.pipeline.solve import _loader, with_defaults
-from pase.pipeline.stages import StageOracle, StageResult, stage_memory
-from pase.registry import MODELS
+from pase.pipeline.stages import StageResult, stage_memory
 
 
 def reprice(plan: PipelinePlan) -> dict[str, Any]:
@@ -47,24 +45,14 @@ def reprice(plan: PipelinePlan) -> dict[str, Any]:
 
 def charged(plan: PipelinePlan) -> dict[str, Any]:
     """What the pipeline search charges the plan: its stage seconds, links and memory."""
-    options = dict(plan.model_options)
     costs = dict(plan.cost_options)
     cluster = costs.get("cluster", "dgx-a100")
-    full, load = _loader(plan.model, plan.batch if plan.model in MODELS else None, options)
-    if full != plan.batch:
-        raise StrategyError(f"the plan's batch {plan.batch} is not the model's {full}")
-    priced = with_defaults(costs, plan.cost_model, get_cluster(cluster, plan.devices))
-    oracle = StageOracle(load, full, priced, plan.memory_cap_bytes, {"powers_of_two": True},
-                         cost_model=plan.cost_model, devices=plan.devices)
+    oracle = plan_oracle(plan)
     m = plan.microbatches
-    graph = oracle.graph(m)
-    if graph.name != plan.model:
-        raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
     seconds, tails, memory, passed = [], [], [], []
     for st in plan.stages:
         lay = oracle.layered(st.devices, m)
-        index = [j for first, end in st.ranges for j in range(first, end)]
-        choice = tuple(_candidate(lay, j, st) for j in index)
+        choice = stage_choice(lay, st)
         price = stage_price(oracle, st.ranges, st.devices, m, StageResult(0.0, 0.0, (), True, choice))
         seconds.append(price.seconds)
         tails.append(price.tail)
@@ -97,27 +85,6 @@ def _chunk_out(stage, chunk: int) -> float:
     first, end = st.ranges[chunk]
     offset = sum(b - a for a, b in st.ranges[:chunk])
     return stage_memory(lay, ((first, end),), choice[offset:offset + end - first], 0.0)[1]
-
-
-def _candidate(lay: Any, j: int, stage: Any) -> int:
-    op = lay.graph.ops[j]
-    if op.name not in stage.configs:
-        raise StrategyError(f"stage at ranks {list(stage.device_range)}: op {op.name!r} has no "
-                            f"config in the plan")
-    k = lay.space.index_of(op.name, stage.configs[op.name])
-    maps = getattr(lay.problem, "variants", None)
-    if maps is None:
-        if stage.variants.get(op.name):
-            raise StrategyError(f"op {op.name!r}: the plan records a variant the cost model "
-                                f"options ({stage.variants[op.name]}) do not search")
-        return k
-    vm = maps[j]
-    want = stage.variants.get(op.name, {"zero": 0, "recompute": False})
-    for c in range(len(vm.config)):
-        if int(vm.config[c]) == k and vm.variant(c) == (int(want["zero"]), bool(want["recompute"])):
-            return c
-    raise StrategyError(f"op {op.name!r}: variant {want} is not among its candidates under the "
-                        f"plan's cost options")
 
 
 def _links(plan: PipelinePlan, links: LinkPricer) -> list[float]:

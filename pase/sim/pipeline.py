@@ -26,8 +26,12 @@ The first op of a stage gets its input from another stage, so in the stage's
 subgraph it has no producer and computes no input gradient: the simulated
 backward leaves out that one gradient product (the alpha-beta price includes it).
 
-The stages run at the plan's cost model's own simulator options (:func:`simulator_options`:
-the calibrated model's roofline kernels, precision and element size, 2 bytes below fp32).
+A calibrated plan's stages replay its own per-op prices (:func:`pase.pipeline.recorded.stage_prices`:
+kernels, collectives, optimizer step and re-layouts at one micro-batch on the stage's
+devices), as a per-op plan's simulation does; an alpha-beta plan's run at the simulator's
+rules. Either way the simulator's options are the plan's cost model's own
+(:func:`simulator_options`: the calibrated model's precision and element size, 2 bytes
+below fp32).
 The simulator keeps every op's whole output for the backward pass (attention's scores and
 probabilities too, where the calibrated model prices one fused kernel that keeps neither),
 so its peak memory may exceed the priced one: ``fits_memory`` and ``memory_note`` say when
@@ -43,9 +47,15 @@ from pase.errors import OptionError, StrategyError
 from pase.ir import Graph
 from pase.perf.ops import fused_attention
 from pase.perf.schedule import Work, build, replay
+from pase.pipeline.recorded import stage_prices
+from pase.prices import priced_at, timed
 from pase.sim.result import Event
+from pase.strategy import Strategy
 from pase.work import op_work
 
+# What times a stage's tasks (PipelineSimResult.timing).
+_PRICED = "the plan's own per-op prices (calibrated)"
+_SIM_RULES = "the simulator's rules"
 # Simulator options a cost model also has (same meaning in both).
 _SHARED = ("efficiency", "bytes_per_element", "optimizer", "compute", "precision")
 
@@ -75,6 +85,7 @@ class PipelineSimResult:
     memory_cap: float | None = None  # the plan's memory cap, else the device's memory
     priced_memory: float | None = None  # the plan's own peak per device (bytes)
     fused_attention: bool = False  # the plan is priced with fused attention kernels
+    timing: str = ""  # what timed the stages' tasks (_PRICED or _SIM_RULES)
 
     @property
     def fits_memory(self) -> bool | None:
@@ -113,7 +124,7 @@ class PipelineSimResult:
             "step_time": self.step_time, "bubble": self.bubble,
             "peak_memory": max(self.peak_memory), "memory_cap_bytes": self.memory_cap,
             "fits_memory": self.fits_memory, "priced_memory_bytes": self.priced_memory,
-            "memory_note": self.memory_note,
+            "memory_note": self.memory_note, "timing": self.timing,
             "stages": [{"forward": t.forward, "backward": t.backward, "gradient": t.gradient,
                         "peak_in_flight": k, "peak_memory": mem}
                        for t, k, mem in zip(self.stages, self.peak_in_flight, self.peak_memory)]}
@@ -165,15 +176,23 @@ def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatch
 
 
 def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
-                options: dict[str, Any], variants: dict[str, Any] | None = None
+                options: dict[str, Any], variants: dict[str, Any] | None = None,
+                prices: Mapping[str, dict] | None = None, priced_by: Any = None
                 ) -> tuple[StageTimes, float, float]:
-    """Simulate one micro-batch of a stage; also its state and activation bytes per device."""
+    """Simulate one micro-batch of a stage; also its state and activation bytes per device.
+    ``prices``: its ops' carried prices (:mod:`pase.prices`) by the timed model ``priced_by``,
+    replayed instead of the simulator's kernels."""
     from pase.sim import simulate
     from pase.sim.simulate import config_arrays
     from pase.work.variants import Variant, apply_variant
 
     chosen = {op: Variant(int(v["zero"]), bool(v["recompute"])) for op, v in (variants or {}).items()}
-    result = simulate(graph, configs, cluster, devices, timeline=True, variants=chosen or None,
+    plan: Any = configs
+    if prices is not None:
+        plan = Strategy(graph.name, devices, configs, 0.0, "seconds", {}, [],
+                        cost_model="calibrated", meta=priced_at(priced_by),
+                        op_prices={op.name: prices[op.name] for op in graph.ops})
+    result = simulate(graph, plan, cluster, devices, timeline=True, variants=chosen or None,
                       **options)
     fwd = max((e.end for e in result.timeline if e.kind == "forward"), default=0.0)
     bwd = max((e.end for e in result.timeline if e.kind in ("backward", "communication")),
@@ -212,11 +231,13 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
         raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
     times, peaks_state, acts = [], [], []
     seen: dict[tuple, tuple[StageTimes, float, float]] = {}
-    for st in plan.stages:
+    prices = stage_prices(plan) if timed(model) else None
+    for i, st in enumerate(plan.stages):
         sub = stage_graph(graph, *st.op_range)
         key = _stage_key(sub, st)
         if key not in seen:  # a stage equal to an earlier one but for op names: simulated once
-            seen[key] = stage_times(sub, st.configs, cluster, st.devices, options, st.variants)
+            seen[key] = stage_times(sub, st.configs, cluster, st.devices, options, st.variants,
+                                    None if prices is None else prices[i], model)
         t, state, act = seen[key]
         times.append(t)
         peaks_state.append(state)
@@ -231,7 +252,8 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     return PipelineSimResult(plan.model, plan.devices, plan.microbatches, plan.schedule, step,
                              times, held, memory, events if timeline else [], memory_cap=cap,
                              priced_memory=plan.memory_bytes or None,  # 0: unpriced
-                             fused_attention=fused)
+                             fused_attention=fused,
+                             timing=_SIM_RULES if prices is None else _PRICED)
 
 
 def simulator_options(model: Any, given: Mapping[str, Any],

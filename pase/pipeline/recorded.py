@@ -1,0 +1,97 @@
+"""A written pipeline plan read back into the search's terms.
+
+A plan file records each stage's ops, devices, configs and variants. The search's own
+stage Problems (:class:`~pase.pipeline.stages.StageOracle`, rebuilt from the plan's model,
+batch and cost options) turn them back into candidate choices, from which
+:mod:`pase.pipeline.reprice` charges the plan again and :func:`stage_prices` gives each
+stage's ops their carried prices (:mod:`pase.prices`), which the pipeline simulator
+replays (:mod:`pase.sim.pipeline`).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from pase.cluster import get_cluster
+from pase.errors import StrategyError
+from pase.pipeline.layered import Layered
+from pase.pipeline.plan import PipelinePlan, PipelineStage
+from pase.pipeline.solve import _loader, with_defaults
+from pase.pipeline.stages import StageOracle
+from pase.prices import bound_prices
+from pase.registry import MODELS
+
+
+def plan_oracle(plan: PipelinePlan) -> StageOracle:
+    """The stage Problems the plan's search priced it with (powers-of-two splits)."""
+    options = dict(plan.model_options)
+    costs = dict(plan.cost_options)
+    full, load = _loader(plan.model, plan.batch if plan.model in MODELS else None, options)
+    if full != plan.batch:
+        raise StrategyError(f"the plan's batch {plan.batch} is not the model's {full}")
+    priced = with_defaults(costs, plan.cost_model,
+                           get_cluster(costs.get("cluster", "dgx-a100"), plan.devices))
+    oracle = StageOracle(load, full, priced, plan.memory_cap_bytes, {"powers_of_two": True},
+                         cost_model=plan.cost_model, devices=plan.devices)
+    graph = oracle.graph(plan.microbatches)
+    if graph.name != plan.model:
+        raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
+    return oracle
+
+
+def stage_choice(lay: Layered, stage: PipelineStage) -> tuple[int, ...]:
+    """The stage's candidate of each of its ops (in its ranges' order) on ``lay``."""
+    return tuple(_candidate(lay, j, stage) for first, end in stage.ranges
+                 for j in range(first, end))
+
+
+def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
+    """Per stage, its ops' carried prices at one micro-batch on the stage's devices (its
+    kernels, collectives, optimizer step and the re-layouts between its ops), by the
+    calibrated model's stage rules; None for a plan of a model with no per-op seconds
+    (alpha-beta)."""
+    if plan.cost_model != "calibrated":
+        return None
+    oracle = plan_oracle(plan)
+    out = []
+    for st in plan.stages:
+        lay = oracle.layered(st.devices, plan.microbatches)
+        index = [j for first, end in st.ranges for j in range(first, end)]
+        # an op the plan names no config for runs unsplit, as the simulator runs it
+        unsplit = {lay.graph.ops[j].name: {} for j in index}
+        st = dataclasses.replace(st, configs={**unsplit, **st.configs})
+        choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
+        for j, c in zip(index, stage_choice(lay, st)):
+            choice[j] = c
+        out.append(bound_prices(lay.graph, lay.problem, choice, _synced(lay), index))
+    return out
+
+
+def _synced(lay: Layered) -> Any:
+    """The stage's bound model charging its once-a-step terms in full (the search's keeps
+    them apart, at share 0), as a step's replay runs them once."""
+    bound = copy.copy(lay.bound)
+    bound.once_share = 1.0
+    return bound
+
+
+def _candidate(lay: Layered, j: int, stage: PipelineStage) -> int:
+    op = lay.graph.ops[j]
+    if op.name not in stage.configs:
+        raise StrategyError(f"stage at ranks {list(stage.device_range)}: op {op.name!r} has no "
+                            f"config in the plan")
+    k = lay.space.index_of(op.name, stage.configs[op.name])
+    maps = getattr(lay.problem, "variants", None)
+    if maps is None:
+        if stage.variants.get(op.name):
+            raise StrategyError(f"op {op.name!r}: the plan records a variant the cost model "
+                                f"options ({stage.variants[op.name]}) do not search")
+        return k
+    vm = maps[j]
+    want = stage.variants.get(op.name, {"zero": 0, "recompute": False})
+    for c in range(len(vm.config)):
+        if int(vm.config[c]) == k and vm.variant(c) == (int(want["zero"]), bool(want["recompute"])):
+            return c
+    raise StrategyError(f"op {op.name!r}: variant {want} is not among its candidates under the "
+                        f"plan's cost options")
