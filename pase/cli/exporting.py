@@ -50,8 +50,9 @@ def cmd_export(args: argparse.Namespace) -> None:
         _export_torch(args)
         return
     strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
-    text = to_jax(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
-                  model_options=_options(args), relayout=args.relayout)
+    options, batch = _recorded(args, strategy, _options(args))
+    text = to_jax(args.model, strategy, args.devices, batch=batch, dtype=args.dtype,
+                  model_options=options, relayout=args.relayout)
     if write_text_atomic(args.output or STDOUT, text, what="-o/--output", stdout=True):
         wrote(args.output, data_on_stdout=False)
 
@@ -86,6 +87,23 @@ def _export_torch(args: argparse.Namespace) -> None:
         wrote(args.output, data_on_stdout=False)
 
 
+def _recorded(args: argparse.Namespace, data: object, options: dict) -> tuple[dict, int | None]:
+    """The model options and batch to build the plan's model with: the ones the plan file
+    records where the command gives none, as ``evaluate --strategy`` takes them
+    (:func:`pase.cli.recorded.apply_recorded`), since on another graph (other layers) the
+    plan is written or priced wrong without a word; a --model-option that differs from the
+    file's is refused."""
+    from pase.cli import recorded
+    from pase.cli.layouts import pipeline_of
+
+    pipeline = pipeline_of(data)
+    if pipeline is not None:  # its batch is the step's, not a graph's: only its options
+        data = {"strategy": {}, "model_options": pipeline.get("model_options") or {}}
+    space = {"batch": getattr(args, "batch", None), "model_options": options}
+    recorded.apply_recorded(args.strategy, data, args.model, space)
+    return dict(space["model_options"]), space["batch"]
+
+
 def _is_reference(text: str, split: Callable[[str], object]) -> bool:
     try:
         split(text)
@@ -99,8 +117,9 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
     _engine(args, ("jax",))
     strategy = read_strategy_json(args.strategy)  # the whole file: its variants (ZeRO) too
-    report = verify(args.model, strategy, args.devices, batch=args.batch, dtype=args.dtype,
-                    model_options=_options(args),
+    options, batch = _recorded(args, strategy, _options(args))
+    report = verify(args.model, strategy, args.devices, batch=batch, dtype=args.dtype,
+                    model_options=options,
                     cost_options=key_values(args.cost_option, "--cost-option"), run=args.execute,
                     relayout=args.relayout)
     if args.format == "json":
@@ -171,7 +190,11 @@ def _export_launch(args: argparse.Namespace) -> None:
         lay = make_layout(args.layout, devices=args.devices, micro_batch=args.micro_batch,
                           global_batch=args.global_batch, **_layout_options(args))
     else:
-        lay = _plan_layout(args, options)
+        # the plan's model options, written into the config as if given (torchtitan's
+        # flavors refuse sizes they fix, as they refuse a --model-option)
+        data = read_strategy_json(args.strategy)
+        options, batch = _recorded(args, data, options)
+        lay = _plan_layout(args, data, options, batch)
     _check_graph(args.model, lay, options)
     # the command as given (where it was written aside), so the file says how to make it
     # again, its model options too
@@ -200,8 +223,9 @@ def _without_output(argv: list[str]) -> list[str]:
     return out
 
 
-def _plan_layout(args: argparse.Namespace, options: dict):
-    """The layout a plan file is (:func:`pase.export.plan_layout.plan_layout`)."""
+def _plan_layout(args: argparse.Namespace, data: object, options: dict, batch: int | None):
+    """The layout of the plan file's JSON ``data`` (:func:`pase.export.plan_layout.plan_layout`),
+    its model built with ``options`` at ``batch`` (None: the options' or the model's own)."""
     from pase import api
     from pase.export.plan_layout import NotALayout, plan_layout
 
@@ -209,12 +233,12 @@ def _plan_layout(args: argparse.Namespace, options: dict):
     if given:
         raise OptionError(f"{given[0]} does not apply with --strategy: the plan's batch is the "
                           f"model's (--model-option batch=N) times its micro-batches")
-    data = read_strategy_json(args.strategy)
 
-    def graph_of(batch: int | None):
+    def graph_of(at: int | None):
+        at = batch if at is None else at
         opts = dict(options)
-        if batch is not None:
-            opts["batch"] = batch
+        if at is not None:
+            opts["batch"] = at
         return api.load_graph(args.model, **opts)
 
     if isinstance(data, dict) and isinstance(data.get("layout"), dict):
