@@ -282,9 +282,32 @@ def strategy_mapping(strategy: Any) -> dict[str, dict[str, int]]:
     """``{op: {dim: factor}}`` from a Strategy, a ``pase solve --format json`` object or a mapping."""
     if isinstance(strategy, Strategy):
         return {op: dict(dims) for op, dims in strategy.configs.items()}
-    if isinstance(strategy, Mapping) and _is_solve_output(strategy):
+    if isinstance(strategy, Mapping) and "version" in strategy:  # a file pase wrote
+        not_a_plan(strategy)
+        if "strategy" in strategy:
+            strategy = strategy["strategy"]
+    elif isinstance(strategy, Mapping) and _is_solve_output(strategy):
         strategy = strategy["strategy"]
     return check_strategy_mapping(strategy)
+
+
+def not_a_plan(data: Mapping[str, Any]) -> None:
+    """Refuse, saying what it is, an output of pase that holds no per-op plan: an infeasible
+    solve's, a layout search's ranking, a pipeline plan (its stages are read by the commands
+    that take one, before this)."""
+    if data.get("status") == "infeasible":
+        raise StrategyError("the strategy file records an infeasible solve (status "
+                            "\"infeasible\"): it holds no strategy; solve again with a larger "
+                            "--memory-cap or more devices")
+    if "ranked" in data and "best" in data:
+        raise StrategyError("the strategy file is a `pase solve --layouts` ranking, not a plan: "
+                            "write its best layout as a plan with `pase evaluate MODEL -p N "
+                            "--cluster C --layout L ... --output PLAN`")
+    if data.get("kind") == "pipeline" or isinstance(data.get("pipeline"), Mapping):
+        raise StrategyError("the strategy file is a pipeline plan (stages, each with its own "
+                            "per-op splits), not a per-op plan of the whole model; this command "
+                            "reads per-op plans (`pase solve` without --pipeline or "
+                            "--global-batch, `pase evaluate --layout` with pp=1)")
 
 
 def strategy_variants(strategy: Any) -> dict[str, Variant]:

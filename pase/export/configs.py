@@ -11,7 +11,7 @@ import numpy as np
 
 from pase.errors import StrategyError
 from pase.ir import Graph, Op, Port
-from pase.strategy import Strategy, check_strategy_mapping, op_config, strategy_variants
+from pase.strategy import Strategy, check_strategy_mapping, not_a_plan, op_config, strategy_variants
 from pase.work.variants import Variant, check_op_variant
 
 
@@ -25,6 +25,10 @@ def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dic
         if strategy.graph_name != graph.name:
             raise StrategyError(f"the strategy is for graph {strategy.graph_name!r}, not {graph.name!r}")
         strategy = strategy.configs
+    elif isinstance(strategy, Mapping) and "version" in strategy and "version" not in graph:
+        not_a_plan(strategy)  # a file pase wrote that holds no per-op plan
+        if isinstance(strategy.get("strategy"), Mapping):
+            strategy = strategy["strategy"]
     elif isinstance(strategy, Mapping) and isinstance(strategy.get("strategy"), Mapping) \
             and "strategy" not in graph:
         strategy = strategy["strategy"]
