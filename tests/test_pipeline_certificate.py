@@ -73,3 +73,19 @@ def test_exposed_syncs_give_a_gap_and_the_per_op_searchs_bound():
     plain = solve_pipeline("gpt2", 16, batch=2, microbatches=[1], stage_sizes=[16],
                            **{**opts, "cost_options": {}})
     assert plan.lower_bound <= plain.step_time
+
+
+def test_an_optimal_plan_has_no_gap_even_an_ulp_above_its_bound():
+    # the one price restates the search's sum in another order: a step one ulp above the
+    # bound printed "optimal" with gap 4.2e-16
+    import math
+
+    from pase.pipeline.plan import PipelinePlan
+
+    bound = 0.0031012263243482534
+    step = math.nextafter(bound, 1.0)
+    optimal = PipelinePlan("mlp", 1, 1, 1, "1f1b", [], [], step, "optimal", lower_bound=bound)
+    assert optimal.gap == 0.0  # the JSON and the table read it
+    feasible = PipelinePlan("mlp", 1, 1, 1, "1f1b", [], [], 2 * bound, "feasible",
+                            lower_bound=bound)
+    assert feasible.gap == pytest.approx(0.5)

@@ -111,9 +111,13 @@ class PipelinePlan:
 
     @property
     def gap(self) -> float | None:
-        """``(step - lower_bound) / step``: how far the step can be from the best."""
+        """``(step - lower_bound) / step``: how far the step can be from the best; 0 for an
+        ``optimal`` plan, whose step meets its bound within rounding (the one price and the
+        search's restate one sum in another order)."""
         if self.lower_bound is None:
             return None
+        if self.status == "optimal":
+            return 0.0
         return max(0.0, (self.step_time - self.lower_bound) / self.step_time) \
             if self.step_time > 0 else 0.0
 
