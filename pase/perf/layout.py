@@ -133,10 +133,14 @@ def parse_schedule(text: str) -> tuple[str, int]:
     given, text = text, str(text).strip().lower()
     if text in ("1f1b", "gpipe", "zb-h1", "dualpipe"):
         return text, 1
-    match = re.fullmatch(r"interleaved:([1-9]\d*)", text)
-    if match:
+    match = re.fullmatch(r"interleaved:(\d+)", text)
+    if match and int(match.group(1)) >= 2:
         return "interleaved", int(match.group(1))
-    raise OptionError(f"unknown schedule {given!r}; allowed: {', '.join(SCHEDULES)}")
+    if match:  # one chunk a device is 1F1B; the pipeline search refuses it alike
+        raise OptionError(f"schedule {given!r}: interleaved:V needs V >= 2 virtual stages a "
+                          f"device (V = 1 is 1f1b); allowed: {', '.join(SCHEDULES)}")
+    raise OptionError(f"unknown schedule {given!r}; allowed: {', '.join(SCHEDULES)} "
+                      f"(V an integer >= 2)")
 
 
 def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,

@@ -33,6 +33,9 @@ def test_bad_degrees(text, message):
     (dict(micro_batch=3, global_batch=4), "must be a multiple of micro-batch x dp"),
     (dict(schedule="zigzag"), "unknown schedule 'zigzag'"),
     (dict(schedule="interleaved:2"), "needs pp > 1"),
+    # V = 1 was taken, then broke later ("names 3 schedules") or was exported as is
+    (dict(schedule="interleaved:1"), r"interleaved:V needs V >= 2 .*\(V = 1 is 1f1b\)"),
+    (dict(schedule="interleaved:0"), "interleaved:V needs V >= 2"),
     (dict(recompute="half"), "unknown recompute 'half'"),
     (dict(zero=4), "unknown zero 4"),
     (dict(attention="sparse"), "unknown attention 'sparse'"),
