@@ -186,3 +186,17 @@ def test_a_plan_saved_from_python_is_priced_at_its_own_options(tmp_path, capsys)
     plain = pase.evaluate("gpt2", data, 8, cluster="h100-sxm", model_options={"layers": 2},
                           batch=8)
     assert plain.meta["step_seconds"] > data["step_seconds"]  # the same plan at bf16 is slower
+
+
+def test_a_plan_of_another_model_is_refused_as_such_first(tmp_path, capsys):
+    # an mlp plan given to gpt2 with --model-option was refused for its layers ("records
+    # the default layers"); dropping the option then said "unknown op 'fc1'"
+    path = str(tmp_path / "mlp.json")
+    assert main(["solve", "mlp", "-p", "8", "--cluster", "h100-sxm", "--output", path]) == 0
+    capsys.readouterr()
+    for extra in (["--model-option", "layers=2"], []):
+        for command in ("evaluate", "export"):
+            tail = ["--engine", "jax"] if command == "export" else ["--cluster", "h100-sxm"]
+            assert main([command, "gpt2", "-p", "8", "--strategy", path, *tail, *extra]) == 2
+            err = capsys.readouterr().err
+            assert "is a plan for model 'mlp', not 'gpt2'" in err, err

@@ -12,6 +12,7 @@ from pase import api
 from pase.errors import OptionError, StrategyError
 from pase.options import coerce_options
 from pase.plan_record import default_of, parameters
+from pase.registry import MODELS
 from pase.strategy import names_every_op, recorded_build, strategy_mapping
 
 # How many of the ops a strategy leaves unnamed a message lists.
@@ -20,7 +21,11 @@ OPS_SHOWN = 5
 
 def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any]) -> None:
     """Set ``space``'s batch and model options from what ``data`` records where the command
-    gives none; refuse a command whose ones differ (one line naming the option)."""
+    gives none; refuse a command whose ones differ (one line naming the option), and
+    first a plan of another registered model (its options would be the wrong complaint)."""
+    planned = data.get("model") if isinstance(data, dict) else None
+    if planned in MODELS and model in MODELS and planned != model:
+        raise StrategyError(f"--strategy {path} is a plan for model {planned!r}, not {model!r}")
     options, batch = recorded_build(data, f"--strategy {path}")
     given = dict(space["model_options"])
     flag = "--batch " if space["batch"] is not None else "--model-option batch="
