@@ -12,9 +12,16 @@ pruning tolerance and its reduced-cost tolerance per vertex and edge, is mapped
 back to the Problem's scale.
 
 HiGHS looks at neither its time limit nor an interrupt request while it
-presolves a large model, so ``run()`` goes through ``limits.run_stoppable``:
-Ctrl-C and the deadline reach the caller at once, and HiGHS is asked to stop
-(``cancelSolve``, through highspy's user-interrupt callbacks).
+presolves a large model (after ``cancelSolve`` it went on for 5-7 s on the
+Transformer at p = 8 with a warm start and no time limit), so the search runs in
+a forked child process (``limits.run_forked``), under ``limits.run_stoppable``
+there: past the deadline HiGHS is asked to stop (``cancelSolve``, through
+highspy's user-interrupt callbacks) and is given up on a second later, the child
+sending back what it has; Ctrl-C kills the child at once. HiGHS must not be left
+running in a thread of this process: coming back into Python while the
+interpreter shut down, it made the C++ runtime abort the process after the
+answer was printed ("terminate called without an active exception", exit 134).
+Where ``os.fork`` is missing, HiGHS runs in a thread of this process.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 
@@ -42,7 +49,7 @@ from pase.solvers.ilp.driver import (
     unavailable,
 )
 from pase.solvers.ilp.formulation import Formulation
-from pase.solvers.ilp.limits import Deadline, run_stoppable
+from pase.solvers.ilp.limits import Deadline, can_fork, run_forked, run_stoppable
 from pase.solvers.ilp.scaling import FloatModel, float_model, true_bound
 
 NAME = "ilp-highs"
@@ -226,7 +233,35 @@ def _stopper(h):
 
 def _solve(h, highspy: ModuleType, form: Formulation, start: np.ndarray | None,
            deadline: Deadline, stop):
-    """Run HiGHS under the watchdog: (model status, info, x or None), or None if abandoned."""
+    """Run HiGHS under the watchdog: (model status, info, x or None), or None if abandoned.
+
+    In a forked child where the platform can fork, so that HiGHS never runs in a
+    thread of this process; ``h`` here is left as it was.
+    """
+    if not can_fork():
+        return _solve_here(h, highspy, start, deadline, stop)
+
+    def in_child():
+        outcome = _solve_here(h, highspy, start, deadline, stop)
+        if outcome is None:
+            return None
+        status, info, x = outcome  # the HighsInfo does not pickle: what is used of it
+        return int(status), SimpleNamespace(**{k: getattr(info, k) for k in _INFO}), x
+
+    outcome, gave_up = run_forked(in_child, deadline)
+    if gave_up or outcome is None:
+        return None
+    status, info, x = outcome
+    return highspy.HighsModelStatus(status), info, x
+
+
+# The HighsInfo fields read after a solve.
+_INFO = ("primal_solution_status", "mip_node_count", "mip_dual_bound",
+         "objective_function_value")
+
+
+def _solve_here(h, highspy: ModuleType, start: np.ndarray | None, deadline: Deadline, stop):
+    """:func:`_solve` in this process (HiGHS in a worker thread)."""
     remaining = deadline.remaining()
     if remaining is not None:
         h.setOptionValue("time_limit", remaining)
