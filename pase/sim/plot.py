@@ -34,8 +34,9 @@ def _save(plt, fig, ax, kinds: list[str], path: str | Path) -> Path:
     """Add the legend of bar ``kinds``, write the figure to ``path`` and close it."""
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right",
-              fontsize=7)
+    # beside the axes: inside, it hid the step's last bars (a stage's gradient sync)
+    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)
     fig.tight_layout()
     try:
         return save_figure(fig, path, what="plot", dpi=120)
