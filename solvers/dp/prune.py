@@ -56,6 +56,7 @@ DEFAULT_WORK_LIMIT = 4 * 10**8
 DEFAULT_MAX_PASSES = 1
 _CHUNK_ELEMENTS = 2**22  # booleans per comparison chunk
 _SCREEN_COLUMNS = 32
+_PAIR_COLUMNS = 32  # columns compared at a time, pair by pair
 
 
 @dataclass
@@ -212,7 +213,8 @@ def _row_classes(m: np.ndarray, transposed: bool, work_limit: int
                               return_inverse=True)
         if uniq.shape[0] ** 2 * min(uniq.shape[1], _SCREEN_COLUMNS) > work_limit:
             return None
-        return cls.reshape(-1), _row_le(uniq)
+        le = _row_le(uniq, work_limit)
+        return None if le is None else (cls.reshape(-1), le)
 
     return kept(_TABLES, m, (transposed, work_limit), derive)
 
@@ -221,29 +223,47 @@ def _row_classes(m: np.ndarray, transposed: bool, work_limit: int
 _TABLES: dict = {}
 
 
-def _row_le(rows: np.ndarray) -> np.ndarray:
-    """``le[a, b]``: row ``a`` <= row ``b`` everywhere. Two screens first, only the
-    pairs passing both compared in full (few do): sums over ``_SCREEN_COLUMNS``
-    interleaved groups of columns (rounding is monotone, so ``a <= b`` implies each
-    group's ``sum a <= sum b``), and, per row ``b``, the columns where ``b`` is
-    smallest, where ``a`` must be as small."""
+def _row_le(rows: np.ndarray, work_limit: float = np.inf) -> np.ndarray | None:
+    """``le[a, b]``: row ``a`` <= row ``b`` everywhere; None once the comparisons pass
+    ``work_limit`` (a table too costly to be worth its pruning: on GPT-3 at p = 1,024 a
+    stage's tables of 2,855 classes took 5-12 s each and their extra drops saved the dp
+    nothing). A screen first: sums over ``_SCREEN_COLUMNS`` interleaved groups of columns
+    (rounding is monotone, so ``a <= b`` implies each group's ``sum a <= sum b``); then
+    the pairs left are compared ``_PAIR_COLUMNS`` columns at a time, on each column's
+    dense ranks (equal order, a quarter of the bytes), dropping a pair at its first
+    column where ``a > b``."""
     s, cols = rows.shape
     g = min(cols, _SCREEN_COLUMNS)
     parts = np.pad(rows, ((0, 0), (0, -cols % g))).reshape(s, -1, g).sum(axis=1)
-    low = np.argpartition(rows, g - 1, axis=1)[:, :g] if g < cols else np.tile(np.arange(cols), (s, 1))
-    at = np.take_along_axis(rows, low, axis=1)  # (s, g): b's own values at its columns
     maybe = np.empty((s, s), dtype=bool)
     step = max(1, _CHUNK_ELEMENTS // max(1, s * g))
     for b in range(0, s, step):
         maybe[:, b:b + step] = (parts[:, None, :] <= parts[None, b:b + step, :]).all(axis=2)
+    work = s * s * g
     i, j = np.nonzero(maybe)
-    maybe[i, j] = (rows[i[:, None], low[j]] <= at[j]).all(axis=1)
-    i, j = np.nonzero(maybe)
-    pairs = max(1, _CHUNK_ELEMENTS // cols)
-    for c in range(0, i.size, pairs):
-        ii, jj = i[c:c + pairs], j[c:c + pairs]
-        maybe[ii, jj] = (rows[ii] <= rows[jj]).all(axis=1)
-    return maybe
+    for c in range(0, cols, _PAIR_COLUMNS):
+        work += i.size * min(_PAIR_COLUMNS, cols - c)
+        if work > work_limit:
+            return None
+        block = np.ascontiguousarray(_dense_ranks(rows[:, c:c + _PAIR_COLUMNS]).T)
+        ok = (block[:, i] <= block[:, j]).all(axis=0)
+        i, j = i[ok], j[ok]
+    le = np.zeros((s, s), dtype=bool)
+    le[i, j] = True
+    return le
+
+
+def _dense_ranks(rows: np.ndarray) -> np.ndarray:
+    """Each entry's rank among its column's distinct values (0 the least; equal values,
+    equal ranks), so ranks compare as the values do."""
+    order = np.argsort(rows, axis=0, kind="stable")
+    ordered = np.take_along_axis(rows, order, axis=0)
+    dtype = np.uint16 if rows.shape[0] <= 2**16 else np.uint32
+    step = np.zeros(rows.shape, dtype=dtype)
+    np.cumsum(ordered[1:] != ordered[:-1], axis=0, out=step[1:])
+    ranks = np.empty_like(step)
+    np.put_along_axis(ranks, order, step, axis=0)
+    return ranks
 
 
 def _distinct_columns(m: np.ndarray) -> np.ndarray:

@@ -161,6 +161,21 @@ def test_row_table_equals_the_full_comparison():
         assert np.array_equal(_row_le(rows), (rows[:, None, :] <= rows[None, :, :]).all(axis=2))
 
 
+def test_row_table_stops_at_its_work_limit_and_is_exact_below_it():
+    # rows alike but for noise in a few columns: the screen passes most pairs, so the
+    # pairwise comparisons are most of the work; past the limit the table is abandoned
+    # (its vertex keeps every config), below it every pair is right
+    rng = np.random.default_rng(5)
+    rows = np.tile(rng.integers(0, 3, size=200).astype(float), (80, 1))
+    rows[:, :8] += rng.integers(0, 2, size=(80, 8))
+    rows = np.unique(rows, axis=0)
+    s, cols = rows.shape
+    want = (rows[:, None, :] <= rows[None, :, :]).all(axis=2)
+    screen = s * s * min(cols, 32)
+    assert _row_le(rows, work_limit=screen) is None  # no room left for a single pair
+    assert np.array_equal(_row_le(rows, work_limit=screen + s * s * cols), want)
+
+
 def test_row_table_when_the_screens_pass_but_a_column_disagrees():
     # a equals b but for two columns of one screening group (j and j + 32), one higher and
     # one lower: the group sums tie and b's smallest columns (its zeros) agree, yet a is
