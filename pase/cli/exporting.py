@@ -100,7 +100,7 @@ def _recorded(args: argparse.Namespace, data: object, options: dict) -> tuple[di
     if pipeline is not None:  # its batch is the step's, not a graph's: only its options
         data = {"strategy": {}, "model_options": pipeline.get("model_options") or {}}
     space = {"batch": getattr(args, "batch", None), "model_options": options}
-    recorded.apply_recorded(args.strategy, data, args.model, space)
+    recorded.apply_recorded(args.strategy, data, args.model, space, args.devices)
     return dict(space["model_options"]), space["batch"]
 
 

@@ -19,13 +19,21 @@ from pase.strategy import names_every_op, recorded_build, strategy_mapping
 OPS_SHOWN = 5
 
 
-def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any]) -> None:
+def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
+                   devices: int | None = None) -> None:
     """Set ``space``'s batch and model options from what ``data`` records where the command
     gives none; refuse a command whose ones differ (one line naming the option), and
-    first a plan of another registered model (its options would be the wrong complaint)."""
+    first a plan of another registered model (its options would be the wrong complaint)
+    or, given ``devices``, of another device count (its splits were chosen for that mesh:
+    simulate fell back to its own rules while evaluate priced it)."""
     planned = data.get("model") if isinstance(data, dict) else None
     if planned in MODELS and model in MODELS and planned != model:
         raise StrategyError(f"--strategy {path} is a plan for model {planned!r}, not {model!r}")
+    on = data.get("devices") if isinstance(data, dict) else None
+    if devices is not None and isinstance(on, int) and not isinstance(on, bool) and on != devices:
+        raise OptionError(f"-p {devices}: --strategy {path} was planned for {on} devices; give "
+                          f"-p {on}, or move it with `pase replan {model} --from {path} "
+                          f"-p {devices}`")
     options, batch = recorded_build(data, f"--strategy {path}")
     given = dict(space["model_options"])
     flag = "--batch " if space["batch"] is not None else "--model-option batch="

@@ -38,7 +38,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     if args.strategy:
         data = read_strategy_json(args.strategy)
         # the graph the file was planned for (its model options and batch), as evaluate has it
-        recorded.apply_recorded(args.strategy, data, args.model, graph_kwargs)
+        recorded.apply_recorded(args.strategy, data, args.model, graph_kwargs, args.devices)
         model, _ = recorded.plan_graph(args.strategy, data, args.model, graph_kwargs)
         configs: Any = strategy_mapping(data)
         source = f"strategy file {args.strategy}"
@@ -78,17 +78,17 @@ def pipeline_plan_of(args: argparse.Namespace) -> Any:
         return None
     plan = PipelinePlan.from_dict(inner)
     what = "pipeline plan" if inner is data else "pipeline layout's plan"
-    if not plan.step_time > 0:  # a layout's plan records no price (nor its sends' seconds)
-        from pase.pipeline.reprice import reprice
-
-        plan = plan.take_price(reprice(plan))  # its one price, as `pase evaluate` gives it
     if args.devices != plan.devices:
         raise OptionError(f"-p {args.devices}: the {what} {args.strategy} is for "
                           f"{plan.devices} devices")
     if args.model != plan.model:
         raise OptionError(f"model {args.model!r}: the {what} {args.strategy} is for "
                           f"{plan.model!r}")
-    return plan
+    from pase.pipeline.reprice import reprice
+
+    # its one price, as `pase evaluate` gives it: a layout's plan records none, and a
+    # recorded one may have been edited
+    return plan.take_price(reprice(plan))
 
 
 def _simulate_pipeline(args: argparse.Namespace, plan: Any) -> None:

@@ -181,7 +181,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     costs = cost_kwargs(args)
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)
-    recorded.apply_recorded(args.strategy, data, args.model, space)
+    recorded.apply_recorded(args.strategy, data, args.model, space, args.devices)
     _plan_settings(data, args, costs)
     graph, missing = recorded.plan_graph(args.strategy, data, args.model, space)
     record = _record(args.model, space, costs)

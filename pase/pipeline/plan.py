@@ -238,6 +238,11 @@ class PipelinePlan:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StrategyError(f"malformed pipeline plan: {exc!r}") from None
         _check(plan)
+        size = data.get("microbatch_size")  # written beside them: an edit of one shows
+        if size is not None and size != plan.microbatch_size:
+            raise StrategyError(f"the plan's microbatch_size {size!r} is not its batch "
+                                f"{plan.batch} over its microbatches {plan.microbatches}; "
+                                f"edit them together")
         return plan
 
 

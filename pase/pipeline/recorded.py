@@ -41,9 +41,12 @@ def plan_oracle(plan: PipelinePlan) -> StageOracle:
 
 
 def stage_choice(lay: Layered, stage: PipelineStage) -> tuple[int, ...]:
-    """The stage's candidate of each of its ops (in its ranges' order) on ``lay``."""
-    return tuple(_candidate(lay, j, stage) for first, end in stage.ranges
-                 for j in range(first, end))
+    """The stage's candidate of each of its ops (in its ranges' order) on ``lay``; an op
+    the plan names no config for runs unsplit, as the simulator runs it."""
+    index = [j for first, end in stage.ranges for j in range(first, end)]
+    unsplit = {lay.graph.ops[j].name: {} for j in index}
+    stage = dataclasses.replace(stage, configs={**unsplit, **stage.configs})
+    return tuple(_candidate(lay, j, stage) for j in index)
 
 
 def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
@@ -58,9 +61,6 @@ def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
     for st in plan.stages:
         lay = oracle.layered(st.devices, plan.microbatches)
         index = [j for first, end in st.ranges for j in range(first, end)]
-        # an op the plan names no config for runs unsplit, as the simulator runs it
-        unsplit = {lay.graph.ops[j].name: {} for j in index}
-        st = dataclasses.replace(st, configs={**unsplit, **st.configs})
         choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
         for j, c in zip(index, stage_choice(lay, st)):
             choice[j] = c
@@ -78,9 +78,6 @@ def _synced(lay: Layered) -> Any:
 
 def _candidate(lay: Layered, j: int, stage: PipelineStage) -> int:
     op = lay.graph.ops[j]
-    if op.name not in stage.configs:
-        raise StrategyError(f"stage at ranks {list(stage.device_range)}: op {op.name!r} has no "
-                            f"config in the plan")
     k = lay.space.index_of(op.name, stage.configs[op.name])
     maps = getattr(lay.problem, "variants", None)
     if maps is None:
