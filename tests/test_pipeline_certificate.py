@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pase import api
-from pase.errors import OptionError, StrategyError
+from pase.errors import OptionError
 from pase.pipeline import PipelinePlan, solve_pipeline
 from pase.pipeline.reprice import reprice
 from pase.sim.pipeline import simulate_pipeline
@@ -36,8 +36,19 @@ def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
     assert plan.step_time == pytest.approx(price["step_seconds"], rel=1e-12)
     assert price["step_seconds"] == pytest.approx(want, rel=1e-12)
     assert plan.lower_bound is not None and plan.lower_bound <= plan.step_time
-    with pytest.raises(StrategyError, match="runs 1F1B and GPipe plans; this one is interleaved:2"):
-        simulate_pipeline(plan)  # its event program is not written yet: no silent 1F1B
+    simulated = simulate_pipeline(plan)  # interleaved 1F1B's own event program, chunk by chunk
+    assert simulated.schedule == "interleaved:2" and len(simulated.stages) == s
+    assert simulated.step_time == pytest.approx(plan.step_time, rel=0.1)
+    # the page: every op once, in op order, each row on its chunk's stage (it refused:
+    # "variants name unknown op", the second chunk's ops in the first's graph)
+    from pase.viewer.pipeline import pipeline_model
+
+    rows = pipeline_model(plan, simulate=False)["ops"]
+    graph = api.load_graph("gpt2", batch=2, layers=4)
+    assert [r["n"] for r in rows] == [op.name for op in graph.ops]
+    stage_of = {j: i for i, st in enumerate(plan.stages) for a, b in st.chunks
+                for j in range(a, b)}
+    assert [r["s"] for r in rows] == [stage_of[j] for j in range(len(graph.ops))]
 
 
 def test_auto_takes_the_faster_of_1f1b_and_the_interleavings():

@@ -69,6 +69,24 @@ def test_simulated_uniform_pipeline_matches_the_bubble_formula(schedule):
     assert plan.step_time == pytest.approx(result.step_time, rel=0.02)
 
 
+def test_simulated_interleaved_pipeline_matches_its_bubble_formula():
+    """Four equal stages of two chunks each (8 FC layers cut in 8 chunks of 4): interleaved
+    1F1B runs m V chunk slots plus s - 1 of bubble, a period of one chunk (Narayanan et al.),
+    and holds 2 (s - i - 1) + (V - 1) s + 1 chunks on stage i at its peak."""
+    opts = {"length": 32, "width": 16384}
+    plan = solve_pipeline("chain", 4, batch=256, microbatches=16, stage_sizes=[1],
+                          schedule="interleaved:2", model_options=opts, memory_cap="none",
+                          cost_model="alpha-beta")
+    s, m, v = len(plan.stages), plan.microbatches, 2
+    assert [len(st.ranges) for st in plan.stages] == [v] * s
+    result = simulate_pipeline(plan)
+    per_chunk = max(t.forward + t.backward for t in result.stages) / v
+    assert result.step_time / (m * v * per_chunk) == pytest.approx((m * v + s - 1) / (m * v),
+                                                                   rel=0.02)
+    assert result.peak_in_flight == [2 * (s - i - 1) + (v - 1) * s + 1 for i in range(s)]
+    assert plan.step_time == pytest.approx(result.step_time, rel=0.02)
+
+
 def test_plan_json_round_trip(tmp_path):
     plan = solve_pipeline("chain", 4, batch=8, microbatches=2, memory_cap="none")
     path = tmp_path / "plan.json"

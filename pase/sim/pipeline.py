@@ -9,8 +9,9 @@ Two levels:
    backward time ``B`` (to the last backward compute or in-layer collective)
    and the tail of its parameter-gradient syncs ``G`` (what remains of the
    step after that).
-2. The schedule runs as a discrete-event program (:func:`run_schedule`, the replay
-   of :mod:`pase.perf.schedule`): each stage executes its forwards and backwards
+2. The schedule (1F1B, GPipe or interleaved 1F1B, whose stage runs its ``V`` chunks,
+   each simulated as above) runs as a discrete-event program (:func:`run_schedule`, the
+   replay of :mod:`pase.perf.schedule`): each stage executes its forwards and backwards
    in the schedule's order; a forward of micro-batch ``j`` waits for stage
    ``i - 1``'s forward of ``j`` and its transfer, a backward for stage ``i + 1``'s
    backward of ``j`` and its transfer. Each direction of each boundary link
@@ -48,6 +49,7 @@ from pase.ir import Graph
 from pase.perf.ops import fused_attention
 from pase.perf.schedule import Work, build, replay
 from pase.pipeline.recorded import stage_prices
+from pase.pipeline.schedules import unlabel
 from pase.prices import priced_at, timed
 from pase.sim.result import Event
 from pase.strategy import Strategy
@@ -153,11 +155,16 @@ def program(schedule: str, stages: int, index: int, microbatches: int) -> list[t
 def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatches: int,
                  schedule: str) -> tuple[float, list[Event], list[int]]:
     """The step time, the timeline and each stage's most micro-batches in flight
-    (the event replay of :mod:`pase.perf.schedule`, then each stage's gradient tail)."""
-    s = len(times)
-    if len(links) != s - 1:
-        raise StrategyError(f"{s} stages need {s - 1} link times, got {len(links)}")
-    pipe = build(schedule, s, microbatches)
+    (the event replay of :mod:`pase.perf.schedule`, then each stage's gradient tail).
+    ``times``: per chunk (``interleaved:V``: chunk ``c`` on stage ``c mod s``; else one
+    per stage); ``links``: per boundary between chunks."""
+    name, virtual = unlabel(schedule)
+    chunks = len(times)
+    s = chunks // virtual
+    if s * virtual != chunks or len(links) != chunks - 1:
+        raise StrategyError(f"{schedule} over {chunks} chunks needs a multiple of {virtual} "
+                            f"chunks and {chunks - 1} link times, got {len(links)}")
+    pipe = build(name, s, microbatches, virtual)
     ran = replay(pipe, [Work(t.forward, t.backward) for t in times], [0.0, *links])
     events = [Event(f"stage{r.where}", r.start, r.end, f"{t.kind}{t.micro}",
                     "forward" if t.kind == "F" else "backward")
@@ -167,9 +174,10 @@ def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatch
         events.append(Event(f"link{min(a, b)}.{'fwd' if b > a else 'bwd'}", r.start, r.end,
                             f"{t.kind}{t.micro}", "communication"))
     step = 0.0
-    for i in range(s):
-        end = ran.ends[i] + times[i].gradient
-        if times[i].gradient > 0:
+    for i in range(s):  # a stage's chunks sync their gradients one after another
+        tail = sum(times[c].gradient for c in range(i, chunks, s))
+        end = ran.ends[i] + tail
+        if tail > 0:
             events.append(Event(f"stage{i}", ran.ends[i], end, "grad sync", "gradient-sync"))
         step = max(step, end)
     return step, sorted(events, key=lambda e: (e.resource, e.start)), ran.peak
@@ -217,9 +225,6 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
 
     if not isinstance(plan, PipelinePlan):
         plan = PipelinePlan.from_dict(plan)
-    if plan.schedule not in ("1f1b", "gpipe"):
-        raise StrategyError(f"pase simulate runs 1F1B and GPipe plans; this one is "
-                            f"{plan.schedule} (price it with `pase evaluate --strategy`)")
     cluster = plan.cost_options.get("cluster", "dgx-a100") if cluster is None else cluster
     model = _plan_model(plan, cluster)
     options = simulator_options(model, plan.cost_options)
@@ -229,21 +234,30 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
         graph = api.load_graph(plan.model)
     if graph.name != plan.model:
         raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
-    times, peaks_state, acts = [], [], []
+    s = len(plan.stages)
+    chunks = [(i % s, plan.stages[i % s].ranges[i // s])  # interleaved: chunk i on stage i mod s
+              for i in range(s * len(plan.stages[0].ranges))]
+    times, states, acts = [], [0.0] * s, [0.0] * s
     seen: dict[tuple, tuple[StageTimes, float, float]] = {}
     prices = stage_prices(plan) if timed(model) else None
-    for i, st in enumerate(plan.stages):
-        sub = stage_graph(graph, *st.op_range)
+    for i, (first, end) in chunks:
+        st = plan.stages[i]
+        sub = stage_graph(graph, first, end)
+        names = {op.name for op in sub.ops}
+        configs = {op: c for op, c in st.configs.items() if op in names}
+        variants = {op: v for op, v in st.variants.items() if op in names}
         key = _stage_key(sub, st)
-        if key not in seen:  # a stage equal to an earlier one but for op names: simulated once
-            seen[key] = stage_times(sub, st.configs, cluster, st.devices, options, st.variants,
+        if key not in seen:  # a chunk equal to an earlier one but for op names: simulated once
+            seen[key] = stage_times(sub, configs, cluster, st.devices, options, variants,
                                     None if prices is None else prices[i], model)
         t, state, act = seen[key]
         times.append(t)
-        peaks_state.append(state)
-        acts.append(act)
+        states[i] += state
+        acts[i] = max(acts[i], act)  # a held micro-batch: at most its largest chunk's
     step, events, held = run_schedule(times, plan.links, plan.microbatches, plan.schedule)
-    memory = [state + k * act for state, k, act in zip(peaks_state, held, acts)]
+    memory = [state + k * act for state, k, act in zip(states, held, acts)]
+    times = [StageTimes(*(sum(getattr(times[c], f) for c in range(i, len(times), s))
+                          for f in StageTimes._fields)) for i in range(s)]
     cap = plan.memory_cap_bytes
     if cap is None:
         cap = getattr(getattr(get_cluster(cluster, plan.devices), "device", None),

@@ -23,8 +23,9 @@ from pase.viewer.layout import pipeline_line
 from pase.viewer.planned import Planned, planned_from
 
 
-def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
-    """Each stage re-priced on its subgraph: its own :class:`Planned`."""
+def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[list[Planned]]:
+    """Each stage's chunks (its one op range, or an interleaved stage's ``V``) re-priced on
+    their subgraphs: each its own :class:`Planned`."""
     from pase import api
     from pase.registry import MODELS
     from pase.sim.pipeline import stage_graph
@@ -38,25 +39,32 @@ def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[Planned]:
     options.pop("cluster", None)
     out = []
     for st in plan_.stages:
-        sub = stage_graph(graph, *st.op_range)
-        built = api.build_problem(sub, st.devices, plan_.cost_model, cluster=cluster,
-                                  cost_options=options, variants=st.variants or None)
-        choice = api.choice_of(built, st.configs)
-        strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
-                                        priced_by=built.cost_model,
-                                        cost_model=built.cost_model.name,
-                                        meta=api.memory_report(built.problem, choice))
-        out.append(planned_from(built, strategy))
+        chunks = []
+        for first, end in st.ranges:
+            sub = stage_graph(graph, first, end)
+            names = {op.name for op in sub.ops}
+            variants = {op: v for op, v in st.variants.items() if op in names}
+            built = api.build_problem(sub, st.devices, plan_.cost_model, cluster=cluster,
+                                      cost_options=options, variants=variants or None)
+            choice = api.choice_of(built, {op: c for op, c in st.configs.items() if op in names})
+            strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
+                                            priced_by=built.cost_model,
+                                            cost_model=built.cost_model.name,
+                                            meta=api.memory_report(built.problem, choice))
+            chunks.append(planned_from(built, strategy))
+        out.append(chunks)
     return out
 
 
 def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool = True,
                    command: str | None = None) -> dict[str, Any]:
-    stages = stage_planned(plan_, cluster)
+    chunks = stage_planned(plan_, cluster)
     rows: list[dict[str, Any]] = []
     placed: dict[str, Any] = {"tiles": [], "op_tile": [], "edges": [], "per_node": None}
-    for i, (st, p) in enumerate(zip(plan_.stages, stages)):
-        first = st.op_range[0]
+    # every chunk in op order (an interleaved stage's come apart), so a row's index is its op's
+    order = sorted((first, i, p) for i, st in enumerate(plan_.stages)
+                   for (first, _), p in zip(st.ranges, chunks[i]))
+    for first, i, p in order:
         d = devices.placements(p)
         names = [op.name for op in p.graph.ops]
         parts = comms.from_prices(names, p.strategy.op_prices, d["edges"]) or [{}] * len(names)
@@ -64,10 +72,11 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
             r.update(part, s=i)
             rows.append(r)
         base = len(placed["tiles"])
-        placed["tiles"] += [dict(t, o=st.device_range[0]) for t in d["tiles"]]
+        placed["tiles"] += [dict(t, o=plan_.stages[i].device_range[0]) for t in d["tiles"]]
         placed["op_tile"] += [None if t is None else t + base for t in d["op_tile"]]
         placed["edges"] += [[[e[0] + first] + e[1:] for e in edges] for edges in d["edges"]]
         placed["per_node"] = d["per_node"]
+    stages = [c[0] for c in chunks]  # the layout line reads one chunk a stage
     events = sim = None
     if simulate:
         from pase.sim.pipeline import simulate_pipeline
@@ -76,7 +85,8 @@ def pipeline_model(plan_: PipelinePlan, *, cluster: Any = None, simulate: bool =
         events = timeline.pack(sim.timeline, sim.step_time,
                                [f"stage{i}" for i in range(len(plan_.stages))])
     producers = [[e[0] for e in edges] for edges in placed["edges"]]
-    return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, stages, sim),
+    every = [p for c in chunks for p in c]
+    return {"version": VERSION, "kind": "pipeline", "summary": _summary(plan_, every, sim),
             "roles": list(plan.ROLE_GROUPS), "ops": rows, "folds": build.folds(rows, producers),
             "devices": placed, "timeline": events, "compare": None,
             "layout": pipeline_line(stages),

@@ -163,6 +163,24 @@ def test_pipeline_page_draws_stages_by_microbatch(open_page, tmp_path):
     only_own_file(o, path)
 
 
+def test_interleaved_pipeline_page_draws_every_chunk(open_page, tmp_path):
+    # the page refused interleaved plans ("variants name unknown op": each stage was drawn
+    # from its first chunk's ops with every chunk's settings)
+    from pase.pipeline import solve_pipeline
+
+    plan = solve_pipeline("chain", 4, batch=256, microbatches=16, stage_sizes=[1],
+                          schedule="interleaved:2", model_options={"length": 16})
+    assert [len(st.ranges) for st in plan.stages] == [2] * 4
+    path = pase.view(plan, tmp_path / "interleaved.html")
+    o = open_page(path)
+    page = o.page
+    page.click("button[data-tab=time]")
+    assert page.locator("#stages tbody tr").count() == len(plan.stages)
+    assert page.locator("#timeline").is_visible()
+    o.screenshot("view_interleaved_time.png")
+    only_own_file(o, path)
+
+
 def test_gpt2_tp_block_shows_its_tensor_splits_and_the_page_its_truth(open_page, gpt2_tp_page):
     """The new user's example: the folded `h0 .. h1 x2` row shows b=4 and the heads' and
     the MLP's tp=2 splits; the plan line says the layout; one step time with the simulated
