@@ -200,6 +200,7 @@ def test_the_whole_plan_search_takes_the_global_batch(capsys):
         assert key in whole
 
 
+@pytest.mark.slow  # 20 s; CI runs it (the fast suite stays under 10 minutes on 2 cores)
 def test_a_pipeline_with_exposed_syncs_claims_no_proof(capsys, tmp_path):
     """64 devices, a batch of 16, a slow network between nodes: the gradient syncs outlast
     the backward pass, which the stages' price assumes hides them: the plan's own price is

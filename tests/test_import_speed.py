@@ -65,6 +65,7 @@ def test_commands_without_pytorch_import_no_heavy_package():
 MLP = ROOT / "tests" / "torch_models" / "mlp.py"
 
 
+@pytest.mark.slow  # 20 s; CI runs it (the fast suite stays under 10 minutes on 2 cores)
 def test_a_cached_reference_solves_alike_without_importing_torch(tmp_path):
     """The first solve of a FILE.py:FUNCTION imports torch; the second reads the cache and
     prints the same result without torch; --no-cache imports again."""

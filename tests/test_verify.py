@@ -473,6 +473,7 @@ TRANSFORMER_AT_8 = {
     'projection': {'b': 2, 'l': 2, 'v': 2}}
 
 
+@pytest.mark.slow  # 19 s; CI runs it (the fast suite stays under 10 minutes on 2 cores)
 def test_xla_left_to_itself_gathers_a_tensor_the_written_out_re_layout_moves_in_part():
     """The transformer layer's dp optimum at p = 8: the embedding's output (8 x 8 x 32 f32,
     8 KiB, split 8 ways on its width: 1 KiB tiles) re-laid for the positional add (batch

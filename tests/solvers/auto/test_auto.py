@@ -72,6 +72,7 @@ def test_decomposition_agrees_with_the_ilps(seed):
         _check_against(answer, problem, ilp.cost)
 
 
+@pytest.mark.slow  # 13 s; CI runs it (the fast suite stays under 10 minutes on 2 cores)
 def test_densenet_refused_by_the_dp_is_solved_with_a_proof():
     built = pase.build_problem("densenet121", 8)
     with pytest.raises(TooLargeError, match="GiB"):
