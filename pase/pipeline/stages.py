@@ -333,16 +333,19 @@ class StageOracle:
         cap = self.memory_cap
         found = self._free(ranges, devices, microbatches, w)
         room = None if cap is None else cap - in_flight * incoming
+        capped = False  # the free plan's overshoot says nothing of a capped plan's
         for _ in range(REFITS + 1):
             if found is None:
                 return None
             memory, out = stage_memory(lay, ranges, found.choice, in_flight, incoming)
             if cap is None or memory <= cap:
                 return replace(found, memory=memory, out=out)
-            room -= max(memory - cap, 1e-9 * cap)
+            if capped:  # its working set or gathered weights put it over: less room
+                room -= max(memory - cap, 1e-9 * cap)
             if room <= 0:
                 return None
             found = self._capped(ranges, devices, microbatches, in_flight, w, room)
+            capped = True
         return None
 
     def _solve(self, lay: Layered, ranges: tuple[tuple[int, int], ...], w: float,
