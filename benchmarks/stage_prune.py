@@ -74,7 +74,7 @@ def main() -> None:
         oracle._stages.clear()
         dropped = []
 
-        def counted(problem, **kw):
+        def counted(problem, dropped=dropped, **kw):
             out = pruned(problem, **kw)
             dropped.append(out.dropped)
             return out
