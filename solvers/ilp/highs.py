@@ -235,10 +235,12 @@ def _solve(h, highspy: ModuleType, form: Formulation, start: np.ndarray | None,
            deadline: Deadline, stop):
     """Run HiGHS under the watchdog: (model status, info, x or None), or None if abandoned.
 
-    In a forked child where the platform can fork, so that HiGHS never runs in a
-    thread of this process; ``h`` here is left as it was.
+    In a forked child where the platform can fork and the model is large enough to
+    outlast the watchdog (:data:`FORK_COLUMNS`), so that such a HiGHS never runs in a
+    thread of this process; ``h`` here is left as it was. A smaller model stops well
+    within the second the watchdog waits, and a fork would cost it 30-40 ms.
     """
-    if not can_fork():
+    if not can_fork() or form.num_cols < FORK_COLUMNS:
         return _solve_here(h, highspy, start, deadline, stop)
 
     def in_child():
@@ -254,6 +256,12 @@ def _solve(h, highspy: ModuleType, form: Formulation, start: np.ndarray | None,
     status, info, x = outcome
     return highspy.HighsModelStatus(status), info, x
 
+
+# Columns from which HiGHS searches in a child process: the Transformer at p = 8 (350,053
+# columns) presolved for about 0.3 s without looking at its interrupt flag, and was
+# abandoned in the tests that made the abort certain; a tiny Problem (a few thousand
+# columns) answers in milliseconds.
+FORK_COLUMNS = 100_000
 
 # The HighsInfo fields read after a solve.
 _INFO = ("primal_solution_status", "mip_node_count", "mip_dual_bound",
