@@ -88,7 +88,7 @@ def pipeline_plan_of(args: argparse.Namespace) -> Any:
 
     # its one price, as `pase evaluate` gives it: a layout's plan records none, and a
     # recorded one may have been edited
-    return plan.take_price(reprice(plan))
+    return plan.take_price(reprice(plan, search=False))
 
 
 def _simulate_pipeline(args: argparse.Namespace, plan: Any) -> None:

@@ -28,15 +28,16 @@ from pase.pipeline.search import LinkPricer
 from pase.pipeline.stages import StageResult, stage_memory
 
 
-def reprice(plan: PipelinePlan) -> dict[str, Any]:
-    """The plan's one price (module docstring), from scratch."""
+def reprice(plan: PipelinePlan, search: bool = True) -> dict[str, Any]:
+    """The plan's one price (module docstring), from scratch; ``search`` False: without
+    the search's own charge again (its stage Problems rebuilt: the costly part)."""
     model = api.make_cost_model(plan.cost_model, **dict(plan.cost_options))
     if not hasattr(model, "price_pipeline"):
         return charged(plan)
     price = model.price_pipeline(plan)
     # the search's own plan: what it charged, again (a layout's plan, even one the search
     # answered with (pase.pipeline.seed), was never charged by the search)
-    if plan.status != "layout" and plan.search.get("answer") != "start":
+    if search and plan.status != "layout" and plan.search.get("answer") != "start":
         again = charged(plan)
         price["search_step_seconds"] = again["step_seconds"]
         price["search_memory_bytes"] = again["memory_bytes"]
