@@ -23,13 +23,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
-from pase.solvers.ilp import highs
-
-pytestmark = [pytest.mark.skipif(not highs.available(), reason="ilp-highs backend not installed"),
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
-
 ABORT = "terminate called"
 
 # Solves the Transformer at p = 8 (HiGHS presolves it for about 0.3 s without looking at

@@ -25,13 +25,11 @@ def strategy_configs(graph: Graph, strategy: Any, devices: int) -> dict[str, dic
         if strategy.graph_name != graph.name:
             raise StrategyError(f"the strategy is for graph {strategy.graph_name!r}, not {graph.name!r}")
         strategy = strategy.configs
-    elif isinstance(strategy, Mapping) and "version" in strategy and "version" not in graph:
-        not_a_plan(strategy)  # a file pase wrote that holds no per-op plan
-        if isinstance(strategy.get("strategy"), Mapping):
+    elif isinstance(strategy, Mapping):
+        if "version" in strategy and "version" not in graph:
+            not_a_plan(strategy)  # a file pase wrote that holds no per-op plan
+        if isinstance(strategy.get("strategy"), Mapping) and "strategy" not in graph:
             strategy = strategy["strategy"]
-    elif isinstance(strategy, Mapping) and isinstance(strategy.get("strategy"), Mapping) \
-            and "strategy" not in graph:
-        strategy = strategy["strategy"]
     if isinstance(strategy, Mapping):
         strategy = {op: {d: int(f) if isinstance(f, np.integer) else f for d, f in dims.items()}
                     if isinstance(dims, Mapping) else dims for op, dims in strategy.items()}

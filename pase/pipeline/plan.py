@@ -110,6 +110,14 @@ class PipelinePlan:
         return self
 
     @property
+    def chunks(self) -> list[tuple[int, tuple[int, int]]]:
+        """``(stage index, op range)`` of each chunk in pipeline order: one a stage, or under
+        ``interleaved:V`` chunk ``c`` of the model on stage ``c mod s``."""
+        s = len(self.stages)
+        return [(c % s, self.stages[c % s].ranges[c // s])
+                for c in range(s * len(self.stages[0].ranges))]
+
+    @property
     def gap(self) -> float | None:
         """``(step - lower_bound) / step``: how far the step can be from the best; 0 for an
         ``optimal`` plan, whose step meets its bound within rounding (the one price and the

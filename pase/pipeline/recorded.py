@@ -18,6 +18,7 @@ from pase.errors import StrategyError
 from pase.pipeline.layered import Layered
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.solve import _loader, with_defaults
+from pase.pipeline.stage_result import _indices
 from pase.pipeline.stages import StageOracle
 from pase.prices import bound_prices
 from pase.registry import MODELS
@@ -43,7 +44,7 @@ def plan_oracle(plan: PipelinePlan) -> StageOracle:
 def stage_choice(lay: Layered, stage: PipelineStage) -> tuple[int, ...]:
     """The stage's candidate of each of its ops (in its ranges' order) on ``lay``; an op
     the plan names no config for runs unsplit, as the simulator runs it."""
-    index = [j for first, end in stage.ranges for j in range(first, end)]
+    index = _indices(stage.ranges)
     unsplit = {lay.graph.ops[j].name: {} for j in index}
     stage = dataclasses.replace(stage, configs={**unsplit, **stage.configs})
     return tuple(_candidate(lay, j, stage) for j in index)
@@ -60,7 +61,7 @@ def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
     out = []
     for st in plan.stages:
         lay = oracle.layered(st.devices, plan.microbatches)
-        index = [j for first, end in st.ranges for j in range(first, end)]
+        index = _indices(st.ranges)
         choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
         for j, c in zip(index, stage_choice(lay, st)):
             choice[j] = c

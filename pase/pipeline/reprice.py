@@ -90,9 +90,7 @@ def _chunk_out(stage, chunk: int) -> float:
 
 def _links(plan: PipelinePlan, links: LinkPricer) -> list[float]:
     """Per cut, in op order, the transfer between the stages on either side."""
-    s = len(plan.stages)
-    chunks = [(st, r) for c in range(s * len(plan.stages[0].ranges))
-              for st, r in [(plan.stages[c % s], plan.stages[c % s].ranges[c // s])]]
+    chunks = [(plan.stages[i], r) for i, r in plan.chunks]
     out = []
     for (src, _), (dst, (first, _)) in zip(chunks, chunks[1:]):
         out.append(links.between(first, plan.microbatches, src.device_range[0], src.devices,

@@ -146,6 +146,13 @@ def stage_graph(graph: Graph, first: int, end: int) -> Graph:
     return Graph(f"{graph.name}[{first}:{end}]", ops, graph.attrs, check_ops=False)
 
 
+def chunk_settings(stage: Any, graph: Graph) -> tuple[dict, dict]:
+    """The stage's configs and variants of the ops of ``graph`` (one of its chunks)."""
+    names = {op.name for op in graph.ops}
+    return ({op: c for op, c in stage.configs.items() if op in names},
+            {op: v for op, v in stage.variants.items() if op in names})
+
+
 def program(schedule: str, stages: int, index: int, microbatches: int) -> list[tuple[str, int]]:
     """Stage ``index``'s order of ``("F", j)`` and ``("B", j)`` (:mod:`pase.perf.schedule`)."""
     pipe = build(schedule, stages, microbatches)
@@ -235,17 +242,13 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     if graph.name != plan.model:
         raise StrategyError(f"the plan is for graph {plan.model!r}, not {graph.name!r}")
     s = len(plan.stages)
-    chunks = [(i % s, plan.stages[i % s].ranges[i // s])  # interleaved: chunk i on stage i mod s
-              for i in range(s * len(plan.stages[0].ranges))]
     times, states, acts = [], [0.0] * s, [0.0] * s
     seen: dict[tuple, tuple[StageTimes, float, float]] = {}
     prices = stage_prices(plan) if timed(model) else None
-    for i, (first, end) in chunks:
+    for i, (first, end) in plan.chunks:
         st = plan.stages[i]
         sub = stage_graph(graph, first, end)
-        names = {op.name for op in sub.ops}
-        configs = {op: c for op, c in st.configs.items() if op in names}
-        variants = {op: v for op, v in st.variants.items() if op in names}
+        configs, variants = chunk_settings(st, sub)
         key = _stage_key(sub, st)
         if key not in seen:  # a chunk equal to an earlier one but for op names: simulated once
             seen[key] = stage_times(sub, configs, cluster, st.devices, options, variants,

@@ -28,7 +28,7 @@ def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[list[Planned
     their subgraphs: each its own :class:`Planned`."""
     from pase import api
     from pase.registry import MODELS
-    from pase.sim.pipeline import stage_graph
+    from pase.sim.pipeline import chunk_settings, stage_graph
 
     if plan_.model in MODELS:
         graph = api.load_graph(plan_.model, batch=plan_.microbatch_size, **plan_.model_options)
@@ -42,11 +42,10 @@ def stage_planned(plan_: PipelinePlan, cluster: Any = None) -> list[list[Planned
         chunks = []
         for first, end in st.ranges:
             sub = stage_graph(graph, first, end)
-            names = {op.name for op in sub.ops}
-            variants = {op: v for op, v in st.variants.items() if op in names}
+            configs, variants = chunk_settings(st, sub)
             built = api.build_problem(sub, st.devices, plan_.cost_model, cluster=cluster,
                                       cost_options=options, variants=variants or None)
-            choice = api.choice_of(built, {op: c for op, c in st.configs.items() if op in names})
+            choice = api.choice_of(built, configs)
             strategy = Strategy.from_choice(built.graph, built.space, built.problem, choice,
                                             priced_by=built.cost_model,
                                             cost_model=built.cost_model.name,
