@@ -348,38 +348,59 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
                                "refresh", "sync_hops", "refresh_hops"),
                               np.zeros(len(work.configs)))
-        fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
-                   for c in work.collectives)
-        moved = self.moved.get(work.op.name, frozenset())
-        off = None
-        by_phase = {"forward": 0.0, "backward": 0.0}  # the critical ones tp overlap can hide
-        for c in work.collectives:
+        fsdp = _fsdp(work)
+        for c, t in zip(work.collectives, self.critical_charges(work)):
+            if t is not None:
+                roles["critical"] = roles["critical"] + t
+                continue
             t = self.collective(work.op, work.configs, c)
             if c.weight is not None and (fsdp or c.phase != "gradient"):
                 role = {"forward": "gather_forward", "backward": "gather_backward"}.get(c.phase,
                                                                                       "scatter")
-            elif c.phase == "gradient":
+            else:
                 role = "refresh" if c.kind == "all-gather" else "sync"
                 q, nodes = self._group(work.op, work.configs, c)
                 hops = bucket_latency(_KIND.get(c.kind, c.kind), q, nodes, self.cluster, self.hw)
                 roles[role + "_hops"] = np.maximum(roles[role + "_hops"], hops)
-            else:
-                role = "critical"
-                if c.port is not None and c.port in moved:  # charged on the edge instead
-                    off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
-                    t = np.where(off, t, 0.0)
-                if self.tp_overlap and c.phase in by_phase:
-                    by_phase[c.phase] = by_phase[c.phase] + t
-                    continue
             roles[role] = roles[role] + t
-        if self.tp_overlap:  # as pase.perf.step: behind two GEMMs forward, the op's backward
-            hide = self.hw.overlapped
-            roles["critical"] = roles["critical"] + hide(by_phase["forward"], 2 * work.forward_seconds) \
-                + hide(by_phase["backward"], work.backward_seconds)
         share = parameter_elements(work.op) / max(1.0, self.synced_elements)
         roles["sync"] = roles["sync"] + share * roles["sync_hops"]
         roles["refresh"] = roles["refresh"] + share * roles["refresh_hops"]
         return roles
+
+    def critical_charges(self, work: PricedWork) -> list[np.ndarray | None]:
+        """Per collective of the op's work, the seconds per config it adds to the critical
+        path each micro-batch (None for a sync or a ZeRO gather, which are not on it): a
+        GEMM all-reduce an edge takes over is 0 here (the edge charges it), and with
+        ``tp_overlap`` each phase's are hidden together behind the op's GEMMs (two forward,
+        the backward's own; as pase.perf.step), each charged its share of what shows."""
+        moved = self.moved.get(work.op.name, frozenset())
+        off = None
+        out: list[np.ndarray | None] = []
+        by_phase = {"forward": 0.0, "backward": 0.0}  # the critical ones tp overlap can hide
+        for c in work.collectives:
+            if c.phase == "gradient" or c.weight is not None:
+                out.append(None)
+                continue
+            t = self.collective(work.op, work.configs, c)
+            if c.port is not None and c.port in moved:  # charged on the edge instead
+                off = owned_axes(work.op, work.configs, self.p)[1] if off is None else off
+                t = np.where(off, t, 0.0)
+            if self.tp_overlap and c.phase in by_phase:
+                by_phase[c.phase] = by_phase[c.phase] + t
+            out.append(t)
+        if self.tp_overlap:
+            for phase, compute in (("forward", 2 * work.forward_seconds),
+                                   ("backward", work.backward_seconds)):
+                total = np.asarray(by_phase[phase], dtype=np.float64)
+                if not total.any():
+                    continue
+                shown = self.hw.overlapped(total, compute)
+                scale = np.divide(shown, total, out=np.zeros(np.broadcast(shown, total).shape),
+                                  where=total > 0)
+                out = [t * scale if t is not None and c.phase == phase else t
+                       for c, t in zip(work.collectives, out)]
+        return out
 
     def optimizer_seconds(self, work: PricedWork) -> np.ndarray:
         """Adam's step over the parameters each config updates: its ZeRO shard, or all, at
@@ -434,6 +455,12 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
         nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
         return q, nodes
+
+
+def _fsdp(work: PricedWork) -> bool:
+    """Whether the op's weights are gathered each forward (ZeRO-3 / FSDP)."""
+    return any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+               for c in work.collectives)
 
 
 def default_precision(device) -> str:

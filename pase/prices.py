@@ -81,29 +81,71 @@ def _memory(graph: Graph, problem: Problem, c: list[int], index: Any) -> dict[st
 def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
                  out: dict[str, dict]) -> None:
     """Each costed connection's seconds at the chosen configs, on its consumer's ``edges``
-    (the bound model's own :meth:`edge_costs`; edges alike, by its ``edge_key``, once).
+    (the bound model's own :meth:`edge_costs`; edges alike, by their key, once).
 
     An all-reduce the model moves onto an edge (a reduce-scatter where the neighbour only
-    slices the result) stays with its op's ``collectives``, where the simulator runs it, so
-    the edge carries its re-layout alone (the model with nothing moved)."""
-    bound = copy.copy(bound)
-    bound.moved = {}
+    slices the result) stays with its op's ``collectives``, where the simulator runs it, at
+    what the edge charges for it over its re-layout; the edge carries its re-layout alone
+    (the model with nothing moved)."""
+    alone = copy.copy(bound)
+    alone.moved = {}
+    attribute = getattr(bound, "moved", None) and not bound.cluster.groups
     seen: dict[Any, float] = {}
-    for conn in bound.edges(graph):
+
+    def seconds(model: Any, pu, port_u, su, pv, port_v, sv) -> float:
+        key = model.edge_key(pu, port_u, su, pv, port_v, sv)
+        key = None if key is None else (id(model), key)
+        if key is None or key not in seen:
+            t = float(np.asarray(model.edge_costs(pu, port_u, su, pv, port_v, sv))[0, 0])
+            if key is None:
+                return t
+            seen[key] = t
+        return seen[key]
+
+    for conn in alone.edges(graph):
         u, o, v, i = conn
         if graph.ops[u].name not in out or graph.ops[v].name not in out:
             continue  # an edge into or out of the ops asked for
         pu, port_u, pv, port_v = connection_ports(graph, conn)
         su = np.asarray(problem.candidates[u].configs[c[u]:c[u] + 1])
         sv = np.asarray(problem.candidates[v].configs[c[v]:c[v] + 1])
-        key = bound.edge_key(pu, port_u, su, pv, port_v, sv)
-        if key is None or key not in seen:
-            seconds = float(np.asarray(bound.edge_costs(pu, port_u, su, pv, port_v, sv))[0, 0])
-            if key is not None:
-                seen[key] = seconds
-        else:
-            seconds = seen[key]
-        out[pv.name]["edges"].append([pu.name, int(o), int(i), seconds])
+        relayout = seconds(alone, pu, port_u, su, pv, port_v, sv)
+        out[pv.name]["edges"].append([pu.name, int(o), int(i), relayout])
+        if not attribute:
+            continue
+        ends = bound._moved_groups(pu, port_u, su, pv, port_v, sv)
+        if not any(e is not None and e.any() for e in ends):
+            continue
+        full = seconds(bound, pu, port_u, su, pv, port_v, sv)
+        producer = relayout
+        if ends[0].any():  # the producer's output all-reduce: the edge with it alone moved
+            only = copy.copy(bound)
+            only.moved = {pu.name: bound.moved.get(pu.name, frozenset())}
+            producer = seconds(only, pu, port_u, su, pv, port_v, sv)
+            _charge(bound, pu, su, out[pu.name], "out", "forward", producer - relayout)
+        if ends[1].any():
+            tag = next(f"in{k}" for k, q in enumerate(pv.inputs) if q is port_v)
+            _charge(bound, pv, sv, out[pv.name], tag, "backward", full - producer)
+
+
+def _charge(bound: Any, op: Any, configs: np.ndarray, prices: dict, port: str, phase: str,
+            seconds: float) -> None:
+    """Add ``seconds`` (an edge's charge for the op's moved all-reduces) to the op's carried
+    collectives on ``port`` in ``phase``, shared by their seconds alone (the list copied:
+    layers alike share one)."""
+    if seconds <= 0:
+        return
+    work = bound.work(op, configs)
+    alone = [float(bound.collective(op, work.configs, col)[0]) for col in work.collectives
+             if col.port == port and col.phase == phase and col.weight is None]
+    rows = [list(r) for r in prices["collectives"]]
+    mine = [r for r in rows if r[3] == port and r[0] == phase and r[4] is None]
+    if not mine:
+        return
+    total = sum(alone) if len(alone) == len(mine) else 0.0
+    for k, r in enumerate(mine):
+        r[5] += seconds * (alone[k] / total if total > 0 else float(k == 0))
+    prices["collectives"] = rows
 
 
 def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool) -> dict:
@@ -112,11 +154,21 @@ def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool)
     work = apply_variant(base, zero, recompute)
     f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
     again = recompute and float(work.backward_flop[0]) > float(base.backward_flop[0])  # reruns
+    charged = _charges(bound, work)
     return {"forward": f, "backward": b + (f if again else 0.0),
             "optimizer": float(bound.optimizer_seconds(work)[0]),
             "collectives": [[col.phase, col.kind, col.label, col.port, col.weight,
-                             float(bound.collective(op, work.configs, col)[0])]
-                            for col in work.collectives]}
+                             float((bound.collective(op, work.configs, col) if t is None else t)[0])]
+                            for col, t in zip(work.collectives, charged)]}
+
+
+def _charges(bound: Any, work: Any) -> list:
+    """Per collective, what the model charges on the critical path (None: a sync or a
+    gather, carried alone on its group); all None for a model that does not say, or on a
+    mixed cluster (each prefix its own rules)."""
+    if not hasattr(bound, "critical_charges") or bound.cluster.groups:
+        return [None] * len(work.collectives)
+    return bound.critical_charges(work)
 
 
 def priced_at(model: Any) -> dict[str, Any]:

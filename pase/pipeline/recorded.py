@@ -52,9 +52,9 @@ def stage_choice(lay: Layered, stage: PipelineStage) -> tuple[int, ...]:
 
 def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
     """Per stage, its ops' carried prices at one micro-batch on the stage's devices (its
-    kernels, collectives, optimizer step and the re-layouts between its ops), by the
-    calibrated model's stage rules; None for a plan of a model with no per-op seconds
-    (alpha-beta)."""
+    kernels, collectives, optimizer step and the re-layouts between its ops; the
+    optimizer's fixed kernels on its first op), by the calibrated model's stage rules;
+    None for a plan of a model with no per-op seconds (alpha-beta)."""
     if plan.cost_model != "calibrated":
         return None
     oracle = plan_oracle(plan)
@@ -65,7 +65,12 @@ def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
         choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
         for j, c in zip(index, stage_choice(lay, st)):
             choice[j] = c
-        out.append(bound_prices(lay.graph, lay.problem, choice, _synced(lay), index))
+        bound = _synced(lay)
+        prices = bound_prices(lay.graph, lay.problem, choice, bound, index)
+        names = [lay.graph.ops[j].name for j in index]
+        if bound.launch_op not in names:  # each stage runs its optimizer's fixed kernels
+            prices[names[0]]["optimizer"] += bound.optimizer_fixed()
+        out.append(prices)
     return out
 
 

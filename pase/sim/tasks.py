@@ -20,14 +20,16 @@ tiles; ranks ``0 .. P_v - 1`` for an op whose ``P_v`` does not divide ``p``):
 A plan a timed cost model priced (the calibrated model; its Strategy carries each op's
 seconds, :mod:`pase.prices`) is replayed with those prices (``prices``): each compute
 task runs for the op's priced kernel seconds, each collective's flows are stretched so
-that alone it takes its priced seconds (sharing ports with others still slows it), a
-collective the model leaves out does not run, each connection's re-layout messages are
-stretched likewise so that its two directions alone, one after the other, take the
-edge's carried seconds (the consumer's ``edges``; an edge the model prices but whose
-re-layout moves nothing runs nothing), and each device runs the op's priced
-optimizer step once its gradient syncs are done. With ``microbatches`` m the compute,
-critical-path collectives and re-layouts of a micro-batch are charged m times (the
-micro-batches back to back), the syncs and the optimizer step once.
+that alone it takes its priced seconds (sharing ports with others still slows it; a
+critical-path one at what the model charges for it, its exposed part where it is hidden
+behind the GEMMs), a collective the model leaves out does not run, each connection's
+re-layout messages are stretched likewise so that its two directions alone, one after
+the other, take the edge's carried seconds (the consumer's ``edges``; an edge the model
+prices but whose re-layout moves nothing runs nothing), and each device runs the op's
+priced optimizer step once its gradient syncs and its whole backward pass are done. With
+``microbatches`` m the compute, critical-path collectives and re-layouts of a micro-batch
+are charged m times (the micro-batches back to back), the syncs and the optimizer step
+once.
 
 Otherwise compute durations are ``FLOP / (peak * efficiency)``, the FLOP of :mod:`pase.work`
 (a multiply-add is two, as the dense peak counts it), plus its memory traffic (an
@@ -143,6 +145,7 @@ class _Builder:
         self.grad_ready: list[dict[int, int]] = []
         self.ops: list[OpTasks] = []
         self.alone: dict[tuple, float] = {}  # a re-layout's seconds alone, by its messages
+        self.optimizer_steps: list[int] = []  # the priced optimizer steps' compute tasks
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
@@ -280,8 +283,22 @@ class _Builder:
                 t = self.tg.compute(d, float(own["optimizer"]), (2, position[v]),
                                     f"{op.name} optimizer", "optimizer")
                 self.tg.after(t, synced[d])
+                self.optimizer_steps.append(t)
         self.ops[v] = OpTasks(op.name, int(np.prod(cfg)), ids, fwd, bwd,
                               float(work.activation_bytes[0]), float(work.state_bytes[0]))
+
+    def hold_optimizer_steps(self) -> None:
+        """Each device's optimizer steps start once its whole backward pass has run (as
+        ``optimizer.step()`` follows ``backward()``): a step ready early would otherwise
+        take the device between two backward kernels."""
+        done: dict[int, int] = {}
+        for op in self.ops:
+            for d, b in zip(op.ids, op.backward):
+                if d not in done:
+                    done[d] = self.tg.join()
+                self.tg.after(done[d], b)
+        for t in self.optimizer_steps:
+            self.tg.after(t, done[self.tg.device[t]])
 
     # -- edges ---------------------------------------------------------------------
     def _messages(self, sends: dict[tuple[int, int], float], scale: np.ndarray | None = None
@@ -426,4 +443,5 @@ def build(graph: Graph, configs: list[np.ndarray], cluster: Cluster, devices: in
                  variants, roofline, prices, microbatches)
     b.add_ops(topological_order(graph))
     b.add_edges()
+    b.hold_optimizer_steps()
     return b.tg, b.ops
