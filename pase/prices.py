@@ -93,8 +93,8 @@ def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
     seen: dict[Any, float] = {}
 
     def seconds(model: Any, pu, port_u, su, pv, port_v, sv) -> float:
+        # the model's key holds what it moves onto the edge: one memo serves both models
         key = model.edge_key(pu, port_u, su, pv, port_v, sv)
-        key = None if key is None else (id(model), key)
         if key is None or key not in seen:
             t = float(np.asarray(model.edge_costs(pu, port_u, su, pv, port_v, sv))[0, 0])
             if key is None:
@@ -113,17 +113,19 @@ def _edge_prices(graph: Graph, problem: Problem, c: list[int], bound: Any,
         out[pv.name]["edges"].append([pu.name, int(o), int(i), relayout])
         if not attribute:
             continue
-        ends = bound._moved_groups(pu, port_u, su, pv, port_v, sv)
-        if not any(e is not None and e.any() for e in ends):
+        ends = [e is not None and bool(e.any()) for e in
+                bound._moved_groups(pu, port_u, su, pv, port_v, sv)]
+        if not any(ends):
             continue
         full = seconds(bound, pu, port_u, su, pv, port_v, sv)
-        producer = relayout
-        if ends[0].any():  # the producer's output all-reduce: the edge with it alone moved
+        producer = full if not ends[1] else relayout
+        if all(ends):  # both ends' all-reduces moved here: the producer's with it alone
             only = copy.copy(bound)
             only.moved = {pu.name: bound.moved.get(pu.name, frozenset())}
             producer = seconds(only, pu, port_u, su, pv, port_v, sv)
+        if ends[0]:
             _charge(bound, pu, su, out[pu.name], "out", "forward", producer - relayout)
-        if ends[1].any():
+        if ends[1]:
             tag = next(f"in{k}" for k, q in enumerate(pv.inputs) if q is port_v)
             _charge(bound, pv, sv, out[pv.name], tag, "backward", full - producer)
 
