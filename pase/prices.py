@@ -9,9 +9,12 @@ simulator and the viewer draw and replay a plan without building its Problem aga
   ``forward`` and ``backward`` (kernel seconds of one micro-batch on one device, the
   backward with its recomputation), ``optimizer`` (the optimizer step's seconds, once a
   step), and ``collectives``: per collective of the op's work (its variant applied, in
-  the work's order) ``[phase, kind, label, port, weight, seconds]``, each alone on its
-  placed group (a collective the model leaves out, such as a tied matrix's second
-  sync, is not listed: it does not run), and ``edges``: per costed connection into the
+  the work's order) ``[phase, kind, label, port, weight, seconds]``: a sync or a ZeRO
+  gather alone on its placed group, one on the critical path at what the model charges
+  for it there (with ``tp_overlap`` its share of what does not hide behind the op's
+  GEMMs, plus the tax; an all-reduce moved onto an edge at that edge's charge for it;
+  a collective the model leaves out, such as a tied matrix's second sync, is not
+  listed: it does not run), and ``edges``: per costed connection into the
   op (a tied matrix's from its owner included) ``[producer, output, input, seconds]``,
   the model's own price of that edge at the two configs (its re-layout forward and its
   gradient's back, every micro-batch; a port index ``-1 - j`` names weight ``j``). Over
