@@ -60,6 +60,25 @@ def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
                               f"the file's model options")
 
 
+def apply_plan_costs(data: Any, args: Any, costs: dict) -> bool:
+    """A plan written by ``evaluate --layout`` (its ``plan`` block) or by a solve or evaluate
+    (its ``cost_model`` and ``cost_options``) records what it was priced at; the cost model
+    and each option apply to ``costs`` (:func:`pase.cli.args.cost_kwargs`) where the command
+    line does not set them (the batch and model options: :func:`apply_recorded`). Whether
+    the file records its pricing."""
+    plan = data.get("plan") if isinstance(data, dict) else None
+    if not isinstance(plan, dict):
+        recorded_options = isinstance(data, dict) and isinstance(data.get("cost_options"), dict)
+        plan = data if recorded_options else None
+    if not isinstance(plan, dict):
+        return False
+    if args.cost_model is None and plan.get("cost_model") and getattr(args, "cluster", None):
+        costs["cost_model"] = plan["cost_model"]
+    if costs["cost_model"] == plan.get("cost_model"):
+        costs["cost_options"] = {**dict(plan.get("cost_options") or {}), **costs["cost_options"]}
+    return True
+
+
 def plan_graph(path: str, data: Any, model: str, space: dict[str, Any]) -> tuple[Any, list[str]]:
     """The graph ``space`` builds and the ops of it ``data`` does not name; a solve's plan
     names every op, so one that leaves any is another model's and is refused."""

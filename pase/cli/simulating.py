@@ -47,6 +47,12 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             # a plan that carries its own seconds (the calibrated model's) is replayed at them
             configs = Strategy.from_dict(data, f"strategy file {args.strategy}")
             sim_options = {}
+        else:  # one that records its pricing (a layout's): priced as evaluate prices it
+            costs = cost_kwargs(args)
+            if recorded.apply_plan_costs(data, args, costs):
+                priced = api.evaluate(model, data, args.devices, **costs)
+                if is_timed(priced.op_prices):
+                    configs, sim_options = priced, {}
     else:
         configs, source, sim_options = _solve_for(args)
         model = api.load_graph(args.model, **_model_options(graph_kwargs))

@@ -182,7 +182,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     _check_plan(args.strategy, data, costs["cost_options"])
     space = space_kwargs(args)
     recorded.apply_recorded(args.strategy, data, args.model, space, args.devices)
-    _plan_settings(data, args, costs)
+    recorded.apply_plan_costs(data, args, costs)
     graph, missing = recorded.plan_graph(args.strategy, data, args.model, space)
     record = _record(args.model, space, costs)
     space.update(batch=None, model_options=None)  # the graph is built: price that one
@@ -197,23 +197,6 @@ def _record(model: str, space: dict, costs: dict) -> dict:
     """What a per-op plan records of its graph and its pricing (:mod:`pase.plan_record`)."""
     return {**build_record(api.model_function(model), space["batch"], space["model_options"]),
             **cost_record(costs["cost_options"])}
-
-
-def _plan_settings(data: object, args: argparse.Namespace, costs: dict) -> None:
-    """A plan written by ``evaluate --layout`` (its ``plan`` block) or by a solve or evaluate
-    (its ``cost_model`` and ``cost_options``) records what it was priced at; the cost model
-    and each option apply where the command line does not set them (the batch and model
-    options: :func:`pase.cli.recorded.apply_recorded`)."""
-    plan = data.get("plan") if isinstance(data, dict) else None
-    if not isinstance(plan, dict):
-        recorded_options = isinstance(data, dict) and isinstance(data.get("cost_options"), dict)
-        plan = data if recorded_options else None
-    if not isinstance(plan, dict):
-        return
-    if args.cost_model is None and plan.get("cost_model") and getattr(args, "cluster", None):
-        costs["cost_model"] = plan["cost_model"]
-    if costs["cost_model"] == plan.get("cost_model"):
-        costs["cost_options"] = {**dict(plan.get("cost_options") or {}), **costs["cost_options"]}
 
 
 def _check_plan(path: str, data: object, cost_options: dict) -> None:

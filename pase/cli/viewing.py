@@ -100,13 +100,15 @@ def _planned(args: argparse.Namespace) -> Any:
 
 
 def _build(args: argparse.Namespace, variants: Any = None, batch: int | None = None,
-           cutoff: int | None = None, space: dict | None = None) -> Any:
+           cutoff: int | None = None, space: dict | None = None,
+           costs: dict | None = None) -> Any:
     kwargs = space_kwargs(args) if space is None else dict(space)
     if batch is not None:
         kwargs["batch"] = batch
     if cutoff is not None and kwargs.get("cutoff") is None:
         kwargs["cutoff"] = cutoff
-    return api.build_problem(args.model, args.devices, **kwargs, **cost_kwargs(args),
+    costs = cost_kwargs(args) if costs is None else costs
+    return api.build_problem(args.model, args.devices, **kwargs, **costs,
                              variants=variants or None)
 
 
@@ -124,7 +126,9 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
     own = _as_priced(args, data, path, graph)
     if own is not None:
         return own
-    built = _build(args, strategy_variants(data), space=space)
+    costs = cost_kwargs(args)  # with the cost options the file was priced at (micro-batches)
+    recorded.apply_plan_costs(data, args, costs)
+    built = _build(args, strategy_variants(data), space=space, costs=costs)
     return _priced(built, configs)
 
 

@@ -7,7 +7,7 @@ key to the dim letters the graph uses. MFU is the
 model's FLOP per step (three times its forward matrix products: forward and the
 two backward products, a multiply-add being two FLOP) over the step time and
 the devices' peak; it is shown only where a cluster gives the peak and the unit
-is seconds.
+is seconds (a calibrated plan's price gives its own, at its precision's peak).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def summary(planned: Planned, sim: Any = None) -> dict[str, Any]:
         "communication": finite_or_none(s.communication_cost),
         "memory": meta.get("memory_bytes"), "memory_cap": meta.get("memory_cap_bytes"),
         "fits": meta.get("fits_memory_cap"),
-        "step": finite_or_none(s.total_cost) if s.unit == "s" else None,
+        "step": _step(s),
         "simulated_step": sim.step_time if sim is not None else None,
         "simulated_memory": float(sim.peak_memory.max()) if sim is not None else None,
         "notes": list(planned.notes),
@@ -52,12 +52,28 @@ def summary(planned: Planned, sim: Any = None) -> dict[str, Any]:
     return out
 
 
+def _step(s: Any) -> float | None:
+    """The plan's step in seconds: its price's (the calibrated model's ``step_seconds``),
+    else the cost model's total when its unit is seconds."""
+    priced = s.meta.get("step_seconds")
+    if isinstance(priced, (int, float)) and not isinstance(priced, bool):
+        return finite_or_none(float(priced))
+    return finite_or_none(s.total_cost) if s.unit == "s" else None
+
+
 def mfu(planned: Planned, step: float | None) -> float | None:
-    """Model FLOP utilisation of a step of ``step`` seconds, or None when not known."""
+    """Model FLOP utilisation of a step of ``step`` seconds, or None when not known: the
+    price's own where it gives one (at the plan's precision's peak), else the graph's
+    FLOP over each of the step's micro-batches at the device's dense peak."""
+    priced = planned.strategy.meta.get("mfu")
+    if isinstance(priced, (int, float)) and not isinstance(priced, bool):
+        return finite_or_none(float(priced))
     cluster = planned.cluster
     if cluster is None or not step or not math.isfinite(step) or cluster.groups:
         return None
-    flop = FLOP_PER_FORWARD * counts(planned.graph).matmul_flops
+    m = planned.strategy.meta.get("microbatches", 1)
+    m = m if isinstance(m, int) and not isinstance(m, bool) and m >= 1 else 1
+    flop = FLOP_PER_FORWARD * counts(planned.graph).matmul_flops * m
     return flop / (step * planned.devices * cluster.device.peak_tflops * 1e12)
 
 

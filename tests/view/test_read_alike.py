@@ -1,0 +1,93 @@
+"""A plan file reads the same in every command: the micro-batches and precision it was
+priced at, its gap and its stages' micro-batches in flight (a smoke test found `pase view`
+and `pase simulate` of an `evaluate --layout --output` file at one micro-batch of the
+two it was priced at, half the step; the page's MFU at the bf16 peak for an fp32 plan; a
+pipeline page without its gap, and 1.25 micro-batches in flight read back as 1)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pase.cli import main
+from pase.pipeline import PipelinePlan
+from tests.view.test_page import page_data
+
+# a GPT-2 small enough to solve and simulate in a second or two
+OPTS = ["--model-option", "seq=64", "--model-option", "width=64", "--model-option", "heads=2",
+        "--model-option", "ff=128", "--model-option", "vocab=256", "--model-option",
+        "positions=64"]
+BASE = ["gpt2", "-p", "8", "--cluster", "h100-sxm", "--model-option", "layers=1", *OPTS]
+
+
+def _json(capsys, *argv) -> dict:
+    main([*argv, "--format", "json"])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def layout_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("layout") / "l2.json"
+    main(["evaluate", *BASE, "--layout", "tp=2,dp=4", "--global-batch", "16", "--micro-batch",
+          "2", "--output", str(path)])
+    return path
+
+
+def test_a_layouts_file_simulates_at_its_micro_batches(layout_file, capsys):
+    priced = json.loads(layout_file.read_text())
+    assert priced["layout"]["microbatches"] == 2
+    sim = _json(capsys, "simulate", *BASE, "--strategy", str(layout_file))
+    assert sim["stats"]["microbatches"] == 2
+    assert sim["stats"]["timing"] == "the strategy's own prices (calibrated)"
+    # the replay of both micro-batches, near the price (it was half of it)
+    assert 0.9 * priced["step_seconds"] < sim["step_time"] < 1.2 * priced["step_seconds"]
+
+
+def test_a_layouts_file_is_drawn_at_its_price(layout_file, tmp_path, capsys):
+    # the page prices the file's per-op plan as `evaluate --strategy` does (within 2% of
+    # the layout's own price: the one price, checked elsewhere)
+    priced = _json(capsys, "evaluate", *BASE, "--strategy", str(layout_file))
+    page = tmp_path / "l2.html"
+    main(["view", *BASE, "--strategy", str(layout_file), "-o", str(page)])
+    summary = page_data(page.read_text())["summary"]
+    assert summary["step"] == pytest.approx(priced["step_seconds"], rel=1e-9)
+    assert summary["mfu"] == pytest.approx(priced["mfu"], rel=1e-9)
+    layout = json.loads(layout_file.read_text())
+    assert summary["step"] == pytest.approx(layout["step_seconds"], rel=0.02)
+
+
+def test_an_fp32_plans_page_gives_its_own_mfu(tmp_path, capsys):
+    # MFU at the fp32 peak, as the solve's price says, not at the device's bf16 peak
+    plan = tmp_path / "f32.json"
+    solved = _json(capsys, "solve", *BASE, "--precision", "fp32", "--output", str(plan))
+    page = tmp_path / "f32.html"
+    main(["view", *BASE, "--strategy", str(plan), "-o", str(page)])
+    assert page_data(page.read_text())["summary"]["mfu"] == pytest.approx(solved["mfu"], rel=1e-9)
+
+
+def test_a_pipeline_plan_keeps_its_gap_and_fractional_in_flight():
+    data = {"version": 1, "kind": "pipeline", "model": "gpt2", "devices": 8, "batch": 16,
+            "microbatches": 2, "schedule": "1f1b", "step_time": 1e-3,
+            "status": "feasible", "lower_bound": 0.9e-3, "links": [],
+            "stages": [{"ops": ["wte", "loss"], "op_range": [0, 1], "device_range": [0, 8],
+                        "in_flight": 1.25, "seconds_per_microbatch": 1e-4, "memory_bytes": 1.0,
+                        "configs": {}}]}
+    plan = PipelinePlan.from_dict(data)
+    assert plan.stages[0].in_flight == 1.25
+    assert plan.gap == pytest.approx(0.1)
+    assert PipelinePlan.from_dict(plan.to_dict()).stages[0].in_flight == 1.25
+
+
+def test_a_pipeline_page_carries_the_plans_gap(tmp_path):
+    from tests.test_sim_calibrated_plans import OPTS as SMALL
+    from tests.test_sim_calibrated_plans import _plan
+
+    data = {**_plan(), "status": "feasible", "lower_bound": 1e-9}
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(data))
+    page = tmp_path / "p.html"
+    main(["view", "gpt2", "-p", "1", "--cluster", "h100-sxm", "--strategy", str(plan),
+          "-o", str(page)])
+    summary = page_data(page.read_text())["summary"]
+    assert SMALL["layers"] == 1 and summary["status"] == "feasible"
+    assert summary["gap"] == pytest.approx((summary["step"] - 1e-9) / summary["step"])
