@@ -54,7 +54,7 @@ class PipelineStage:
     ops: tuple[str, str]
     op_range: tuple[int, int]
     device_range: tuple[int, int]
-    in_flight: int
+    in_flight: float  # micro-batches held (a fraction of one under interleaving)
     seconds_per_microbatch: float
     memory_bytes: float
     configs: dict[str, dict[str, int]]
@@ -224,7 +224,7 @@ class PipelinePlan:
             raise StrategyError("not a pipeline plan (no \"kind\": \"pipeline\")")
         try:
             stages = [PipelineStage(tuple(s["ops"]), tuple(int(x) for x in s["op_range"]),
-                                    tuple(int(x) for x in s["device_range"]), int(s["in_flight"]),
+                                    tuple(int(x) for x in s["device_range"]), _held(s["in_flight"]),
                                     float(s["seconds_per_microbatch"]), float(s["memory_bytes"]),
                                     {op: {d: int(f) for d, f in c.items()}
                                      for op, c in s["configs"].items()},
@@ -304,3 +304,9 @@ def is_pipeline_file(path: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("kind") == "pipeline"
+
+
+def _held(value: Any) -> float:
+    """A stage's micro-batches in flight as written: whole as an int, else its fraction."""
+    held = float(value)
+    return int(held) if held.is_integer() else held
