@@ -41,7 +41,7 @@ import numpy as np
 from pase import api
 from pase.cluster import get_cluster
 from pase.deadline import Deadline, active
-from pase.errors import OptionError, TimeLimitError
+from pase.errors import OptionError, TimeLimitError, TooLargeError
 from pase.ir import Graph
 from pase.pipeline.layered import Layered, build
 from pase.pipeline.sends import stage_sends
@@ -95,7 +95,8 @@ class StageOracle:
         self._graphs: dict[int, Graph] = {}
         self._keys: dict[tuple, tuple] = {}
         self.solves = 0
-        self.all_optimal = True  # False once a stage's solver could not prove its optimum
+        # False once a stage's solver could not prove its optimum, or found it too large
+        self.all_optimal = True
         self.lift = 0.0  # x of the lifted search (:meth:`lifted`): 0 charges syncs at the tax
         self._lifted: dict[tuple[int, int], Layered] = {}
         # the search's time limit (:meth:`check`); None: none
@@ -368,7 +369,15 @@ class StageOracle:
         self.solves += 1
         start = time.perf_counter()
         with active(self.deadline):  # the dp checks it between steps: the limit holds
-            solution = self.solve(sub)
+            try:
+                solution = self.solve(sub)
+            except TooLargeError as exc:  # no plan of this stage, so the answer claims no bound
+                self.all_optimal = False
+                if self.progress:
+                    self.progress(f"  stage {names[0]} .. {names[-1]} on {lay.space.devices} "
+                                  f"devices, m={lay.microbatches}: left out, too large for its "
+                                  f"solver ({exc}); the answer carries no bound")
+                return None
         took = time.perf_counter() - start
         if solution.status is Status.TIME_LIMIT:  # cut mid-solve: nothing to cache
             self.check("solving a pipeline stage")

@@ -250,6 +250,7 @@ def _minkowski(pts: _Points, child: Front, project: Callable[[np.ndarray], np.nd
     guard.generating(int(ends[-1]) if ends.size else 0, vertex)
     parts, g0 = [], 0
     while g0 < first.size:
+        guard.tick(f"combining fronts at vertex {vertex}")  # one vertex can hold minutes
         base = int(ends[g0 - 1]) if g0 else 0
         g1 = max(g0 + 1, int(np.searchsorted(ends, base + PAIR_CHUNK, side="right")))
         group = np.repeat(np.arange(g0, g1), pairs[g0:g1])
