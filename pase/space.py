@@ -348,7 +348,9 @@ class ConfigSpace:
             n, size = d.name, d.size
             if f < 1 or (size % f != 0 and d.role not in self.padded_roles) or \
                     (n in op.pinned and f != 1):
-                why = "is pinned" if n in op.pinned else f"has size {size}"
+                why = "is pinned" if n in op.pinned else f"has size {size}, which {f} does not divide"
+                if d.role in PADDED_ROLES and n not in op.pinned:
+                    why += " (a split that pads it is the calibrated model's: give --cluster)"
                 raise StrategyError(f"strategy splits dim {n!r} of op {op_name!r} {f} ways, "
                                     f"but that dim {why}")
         raise StrategyError(f"config {dict(zip(op.dim_names, key))} of op {op_name!r} is not a "

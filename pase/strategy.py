@@ -378,7 +378,8 @@ def op_config(op: Any, given: Mapping[str, int], devices: int) -> dict[str, int]
     for d in op.dims:
         f = cfg[d.name]
         if (d.size % f and d.role not in PADDED_ROLES) or (d.name in op.pinned and f != 1):
-            why = "is pinned" if d.name in op.pinned else f"has size {d.size}"
+            why = "is pinned" if d.name in op.pinned else \
+                f"has size {d.size}, which {f} does not divide"
             raise StrategyError(f"strategy splits dim {d.name!r} of op {op.name!r} {f} ways, "
                                 f"but that dim {why}")
     if math.prod(cfg.values()) > devices:

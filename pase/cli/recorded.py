@@ -20,21 +20,22 @@ OPS_SHOWN = 5
 
 
 def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
-                   devices: int | None = None) -> None:
+                   devices: int | None = None, given_as: str = "--strategy") -> None:
     """Set ``space``'s batch and model options from what ``data`` records where the command
     gives none; refuse a command whose ones differ (one line naming the option), and
     first a plan of another registered model (its options would be the wrong complaint)
     or, given ``devices``, of another device count (its splits were chosen for that mesh:
-    simulate fell back to its own rules while evaluate priced it)."""
+    simulate fell back to its own rules while evaluate priced it). ``given_as``: the flag
+    that named the file."""
     planned = data.get("model") if isinstance(data, dict) else None
     if planned in MODELS and model in MODELS and planned != model:
-        raise StrategyError(f"--strategy {path} is a plan for model {planned!r}, not {model!r}")
+        raise StrategyError(f"{given_as} {path} is a plan for model {planned!r}, not {model!r}")
     on = data.get("devices") if isinstance(data, dict) else None
     if devices is not None and isinstance(on, int) and not isinstance(on, bool) and on != devices:
-        raise OptionError(f"-p {devices}: --strategy {path} was planned for {on} devices; give "
+        raise OptionError(f"-p {devices}: {given_as} {path} was planned for {on} devices; give "
                           f"-p {on}, or move it with `pase replan {model} --from {path} "
                           f"-p {devices}`")
-    options, batch = recorded_build(data, f"--strategy {path}")
+    options, batch = recorded_build(data, f"{given_as} {path}")
     given = dict(space["model_options"])
     flag = "--batch " if space["batch"] is not None else "--model-option batch="
     given_batch = space["batch"] if space["batch"] is not None else given.pop("batch", None)
@@ -43,7 +44,7 @@ def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
         if given_batch is None:
             space["batch"] = batch
         elif _batch(model, given_batch) != batch:
-            raise OptionError(f"{flag}{given_batch}: --strategy {path} records batch {batch}, "
+            raise OptionError(f"{flag}{given_batch}: {given_as} {path} records batch {batch}, "
                               f"the batch it was planned at; drop the flag to price it there")
     if options is None:
         return
@@ -55,7 +56,7 @@ def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
         if recorded[key] != now[key]:
             was = f"the default {key}" if key not in options else f"{key}={options[key]}"
             gives = f"the default {key}={now[key]}" if key not in given else f"{key}={given[key]}"
-            raise OptionError(f"--model-option {key}: --strategy {path} records {was}, "
+            raise OptionError(f"--model-option {key}: {given_as} {path} records {was}, "
                               f"the command gives {gives}; drop --model-option to price it at "
                               f"the file's model options")
 
@@ -79,7 +80,8 @@ def apply_plan_costs(data: Any, args: Any, costs: dict) -> bool:
     return True
 
 
-def plan_graph(path: str, data: Any, model: str, space: dict[str, Any]) -> tuple[Any, list[str]]:
+def plan_graph(path: str, data: Any, model: str, space: dict[str, Any],
+               given_as: str = "--strategy") -> tuple[Any, list[str]]:
     """The graph ``space`` builds and the ops of it ``data`` does not name; a solve's plan
     names every op, so one that leaves any is another model's and is refused."""
     options = dict(space["model_options"])
@@ -93,7 +95,7 @@ def plan_graph(path: str, data: Any, model: str, space: dict[str, Any]) -> tuple
     foreign = any(name not in names for name in mapping)
     if missing and names_every_op(data) and not foreign:
         more = ", ..." if len(missing) > OPS_SHOWN else ""
-        raise StrategyError(f"--strategy {path} does not name {len(missing)} of the "
+        raise StrategyError(f"{given_as} {path} does not name {len(missing)} of the "
                             f"{len(graph.ops)} ops of {graph.name!r} ({', '.join(missing[:OPS_SHOWN])}"
                             f"{more}): it was solved for another model or other model options; "
                             f"give those (--model-option)")

@@ -49,7 +49,8 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             sim_options = {}
         else:  # one that records its pricing (a layout's): priced as evaluate prices it
             costs = cost_kwargs(args)
-            if recorded.apply_plan_costs(data, args, costs):
+            if recorded.apply_plan_costs(data, args, costs) and \
+                    costs["cost_model"] == "calibrated":
                 priced = api.evaluate(model, data, args.devices, **costs)
                 if is_timed(priced.op_prices):
                     configs, sim_options = priced, {}

@@ -121,8 +121,8 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
     data = read_strategy_json(path)
     configs = strategy_mapping(data)
     space = space_kwargs(args)  # with the model options and batch the file was planned for
-    recorded.apply_recorded(path, data, args.model, space, args.devices)
-    graph, _ = recorded.plan_graph(path, data, args.model, space)
+    recorded.apply_recorded(path, data, args.model, space, args.devices, flag)
+    graph, _ = recorded.plan_graph(path, data, args.model, space, flag)
     own = _as_priced(args, data, path, graph)
     if own is not None:
         return own

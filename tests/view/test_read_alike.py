@@ -91,3 +91,25 @@ def test_a_pipeline_page_carries_the_plans_gap(tmp_path):
     summary = page_data(page.read_text())["summary"]
     assert SMALL["layers"] == 1 and summary["status"] == "feasible"
     assert summary["gap"] == pytest.approx((summary["step"] - 1e-9) / summary["step"])
+
+
+def test_a_second_file_is_named_by_its_own_flag(tmp_path, capsys):
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    main(["solve", *BASE, "--output", str(one)])
+    data = json.loads(one.read_text())
+    data["model_options"]["layers"] = 2
+    two.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["view", *BASE, "--strategy", str(one), "--compare", str(two), "-o",
+                 str(tmp_path / "c.html")]) == 2
+    assert f"--compare {two} records layers=2" in capsys.readouterr().err
+
+
+def test_a_vocabulary_split_that_pads_names_the_model_that_prices_it(tmp_path, capsys):
+    plan = tmp_path / "v.json"
+    plan.write_text(json.dumps({"lm_head": {"v": 2}}))
+    assert main(["evaluate", "gpt2", "-p", "2", "--model-option", "layers=1", *OPTS[:-4],
+                 "--model-option", "vocab=255", "--model-option", "positions=64",
+                 "--strategy", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert "has size 255, which 2 does not divide" in err and "give --cluster" in err
