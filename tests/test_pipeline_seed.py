@@ -50,10 +50,10 @@ def seeded() -> PipelinePlan:
 
 
 def test_progress_never_reports_a_best_worse_than_the_start(seeded):
-    # the start is a plan the search holds: "best so far" is at most its step, never inf
+    # the start is a plan the search holds: "least charge so far" is at most its step, never inf
     start = seeded.search["start"]["step_seconds"]
-    so_far = [re.search(r"best so far (\S+)", line).group(1) for line in PROGRESS
-              if "best so far" in line]
+    so_far = [re.search(r"least charge so far (\S+)", line).group(1) for line in PROGRESS
+              if "least charge so far" in line]
     assert so_far and all(float(x) <= start * (1 + 1e-12) for x in so_far), so_far
 
 

@@ -170,8 +170,9 @@ class PipelinePlan:
                             "GiB/device"))
 
     def describe(self) -> str:
-        lines = [f"{self.model} on {self.devices} devices: {len(self.stages)} stages, "
-                 f"m = {self.microbatches} micro-batches of {self.microbatch_size} "
+        s, m = len(self.stages), self.microbatches
+        lines = [f"{self.model} on {self.devices} devices: {s} stage{'s' * (s != 1)}, "
+                 f"m = {m} micro-batch{'es' * (m != 1)} of {self.microbatch_size} "
                  f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, "
                  f"bubble {self.bubble:.1%} ({self.status}"
                  f"{' over the declared space' if self.status in ('optimal', 'feasible') else ''}"

@@ -213,7 +213,7 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                             best = _found(oracle, links, m, plan, cost, name, folded)
             if progress:
                 so_far = limit()  # the start's step counts: it is a plan too
-                progress(f"m={m}: best so far "
+                progress(f"m={m}: least charge so far "
                          f"{f'{so_far:.6g} s' if so_far < math.inf else 'none'}, "
                          f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
     except TimeLimitError as exc:
@@ -221,7 +221,7 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
             raise  # the caller's one-line error says it all
         if progress:
             progress(f"time limit: the search stopped at m={m} ({exc}); "
-                     f"best so far {best.cost:.6g} s")
+                     f"least charge so far {best.cost:.6g} s")
         best.stopped = True
     if best is None:
         return None, bound if oracle.all_optimal else None
