@@ -212,6 +212,7 @@ def _from_layout(args: argparse.Namespace) -> Any:
     configs = layout_configs(built.graph, lay, unsplit,  # cost models do (calibrated)
                              built.cost_model.padded_roles)
     planned = _priced(built, configs)
+    planned.layout = lay
     if unsplit:
         planned.notes.append(f"layout {args.layout}: {len(unsplit)} dims left unsplit because "
                              f"their size is not a multiple of the split (Megatron-LM pads "

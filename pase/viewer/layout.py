@@ -19,9 +19,11 @@ TERMS = ("dp", "tp", "cp", "ep")
 
 def layout_line(planned: Planned) -> dict[str, Any]:
     """``{"layout": "dp 4 x tp 2", "flag": "tp=2,dp=4", "why": None}``, or ``layout`` None
-    and ``why`` the reason."""
+    and ``why`` the reason; a plan drawn from a named layout is that layout."""
     from pase.export.plan_layout import differing_variants, infer_layout
 
+    if planned.layout is not None:
+        return _line(planned.layout)
     s = planned.strategy
     microbatches = int(s.meta.get("microbatches") or 1)
     options: dict[str, Any] = {}
@@ -42,6 +44,11 @@ def layout_line(planned: Planned) -> dict[str, Any]:
                        f"matched ({e})"}
     except (PaseError, ValueError) as e:
         return {"layout": None, "flag": None, "why": str(e)}
+    return _line(lay)
+
+
+def _line(lay: Any) -> dict[str, Any]:
+    """A layout's line and flag."""
     degrees = {k: getattr(lay, k) for k in TERMS}
     text = " \u00d7 ".join(f"{k} {v}" for k, v in degrees.items() if v > 1) or "dp 1"
     if lay.sequence_parallel:

@@ -29,6 +29,7 @@ class Planned:
     cluster: Cluster | None = None
     bytes_per_element: float = 4.0
     notes: list[str] = field(default_factory=list)  # shown under the summary
+    layout: Any = None  # the named layout it was drawn from (``pase view --layout``), if any
 
     @property
     def devices(self) -> int:

@@ -113,3 +113,14 @@ def test_a_vocabulary_split_that_pads_names_the_model_that_prices_it(tmp_path, c
                  "--strategy", str(plan)]) == 2
     err = capsys.readouterr().err
     assert "has size 255, which 2 does not divide" in err and "give --cluster" in err
+
+
+def test_a_page_drawn_from_a_layout_names_that_layout(tmp_path):
+    # the page matched the plan to a layout by its splits and, for experts, tried one with no
+    # per-op form (ep=1 with sequence parallelism), saying it could not tell
+    page = tmp_path / "moe.html"
+    main(["view", "mixtral-8x7b", "-p", "8", "--model-option", "layers=1", "--model-option",
+          "seq=64", "--cluster", "h100-sxm", "--layout", "tp=2,dp=4,ep=4", "--micro-batch", "2",
+          "-o", str(page)])
+    line = page_data(page.read_text())["layout"]
+    assert line["flag"] == "tp=2,dp=4,ep=4" and line["why"] is None

@@ -204,5 +204,5 @@ def test_a_layout_match_that_fails_says_unknown_not_none(monkeypatch):
 
     monkeypatch.setattr("pase.export.plan_layout.infer_layout", folds)
     s = SimpleNamespace(meta={}, variants={}, configs={}, devices=2)
-    line = layout_line(SimpleNamespace(strategy=s, graph=api.load_graph("mlp")))
+    line = layout_line(SimpleNamespace(strategy=s, graph=api.load_graph("mlp"), layout=None))
     assert line["layout"] is None and line["unknown"] and "ep=4 over dp=2" in line["why"]
