@@ -185,6 +185,7 @@ def test_a_pipeline_layout_has_no_per_op_plan(capsys):
     assert json.loads(capsys.readouterr().out)["plan"] is None
 
 
+@pytest.mark.slow  # 12-22 s on two cores
 def test_the_whole_plan_search_takes_the_global_batch(capsys):
     """`solve --global-batch B` searches stages, micro-batches and per-op splits; on one
     node its plan is one stage, priced as the per-op search prices it."""

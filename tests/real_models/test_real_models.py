@@ -62,7 +62,12 @@ def imported():
     return get
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+# the four slowest imports (12-25 s each on two cores) run with the slow tests
+HEAVY = ("densenet121", "swin_t", "convnext_tiny", "efficientnet_b0")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n
+                                  for n in MODELS])
 def test_real_model(imported, name):
     model, args, imp = imported(name)
     unique = {id(p): p.numel() for p in model.parameters()}
