@@ -348,7 +348,8 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
                                "refresh", "sync_hops", "refresh_hops"),
                               np.zeros(len(work.configs)))
-        fsdp = _fsdp(work)
+        fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
+                   for c in work.collectives)
         for c, t in zip(work.collectives, self.critical_charges(work)):
             if t is not None:
                 roles["critical"] = roles["critical"] + t
@@ -455,12 +456,6 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         q = np.prod(configs[:, dims], axis=1) if dims else np.ones(len(configs), np.int64)
         nodes, _ = group_topology(op, configs, dims, self.cluster, self.p)
         return q, nodes
-
-
-def _fsdp(work: PricedWork) -> bool:
-    """Whether the op's weights are gathered each forward (ZeRO-3 / FSDP)."""
-    return any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
-               for c in work.collectives)
 
 
 def default_precision(device) -> str:

@@ -65,20 +65,18 @@ def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
         choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
         for j, c in zip(index, stage_choice(lay, st)):
             choice[j] = c
-        bound = _synced(lay)
-        prices = bound_prices(lay.graph, lay.problem, choice, bound, index)
-        names = [lay.graph.ops[j].name for j in index]
-        if bound.launch_op not in names:  # each stage runs its optimizer's fixed kernels
-            prices[names[0]]["optimizer"] += bound.optimizer_fixed()
-        out.append(prices)
+        bound = _synced(lay, lay.graph.ops[index[0]].name)
+        out.append(bound_prices(lay.graph, lay.problem, choice, bound, index))
     return out
 
 
-def _synced(lay: Layered) -> Any:
+def _synced(lay: Layered, first: str) -> Any:
     """The stage's bound model charging its once-a-step terms in full (the search's keeps
-    them apart, at share 0), as a step's replay runs them once."""
+    them apart, at share 0), as a step's replay runs them once, and its optimizer's fixed
+    kernels on the stage's first op ``first`` (each stage runs them)."""
     bound = copy.copy(lay.bound)
     bound.once_share = 1.0
+    bound.launch_op = first
     return bound
 
 

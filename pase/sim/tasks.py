@@ -291,6 +291,8 @@ class _Builder:
         """Each device's optimizer steps start once its whole backward pass has run (as
         ``optimizer.step()`` follows ``backward()``): a step ready early would otherwise
         take the device between two backward kernels."""
+        if not self.optimizer_steps:
+            return
         done: dict[int, int] = {}
         for op in self.ops:
             for d, b in zip(op.ids, op.backward):
