@@ -11,7 +11,7 @@ import pytest
 
 from pase.cli import main
 from pase.pipeline import PipelinePlan
-from tests.view.test_page import page_data
+from view.test_page import page_data  # tests/ is on sys.path (rootdir-relative import)
 
 # a GPT-2 small enough to solve and simulate in a second or two
 OPTS = ["--model-option", "seq=64", "--model-option", "width=64", "--model-option", "heads=2",
@@ -79,8 +79,8 @@ def test_a_pipeline_plan_keeps_its_gap_and_fractional_in_flight():
 
 
 def test_a_pipeline_page_carries_the_plans_gap(tmp_path):
-    from tests.test_sim_calibrated_plans import OPTS as SMALL
-    from tests.test_sim_calibrated_plans import _plan
+    from test_sim_calibrated_plans import OPTS as SMALL
+    from test_sim_calibrated_plans import _plan
 
     data = {**_plan(), "status": "feasible", "lower_bound": 1e-9}
     plan = tmp_path / "p.json"
