@@ -52,6 +52,18 @@ def test_one_device_memory_is_all_state_and_activations():
     assert r.peak_memory[0] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("memory_gib, fits", [(0.04, False), (0.06, True)])
+def test_the_result_says_whether_the_peak_fits_each_devices_memory(memory_gib, fits):
+    # the unsplit mlp holds 0.0478 GiB a device (its state and activations, as above)
+    graph = MODELS.get("mlp")()
+    cluster = Cluster("small", 2, 1, Device("toy", 10.0, memory_gib), Link(100, 1), Link(10, 5))
+    r = simulate(graph, {}, cluster, devices=2)
+    assert 0.04 * 2**30 < r.peak_memory.max() < 0.06 * 2**30
+    assert r.fits_memory is fits and r.to_dict()["fits_memory"] is fits
+    assert r.to_dict()["memory_cap_bytes"] == memory_gib * 2**30
+    assert ("over the 0.04 GiB a device has" in r.summary()) is not fits
+
+
 def test_one_layer_data_parallel_is_compute_plus_one_all_reduce():
     b = pase.builder.GraphBuilder("one-layer")
     b.softmax_cross_entropy(b.fc(b.input((64, 512), names=("b", "k")), 256, name="fc"), name="loss")

@@ -114,7 +114,7 @@ class PipelineSimResult:
         return 1.0 - busy / (len(self.stages) * self.step_time) if self.step_time > 0 else 0.0
 
     def summary(self) -> str:
-        return (f"{self.model}: {len(self.stages)} stages, m = {self.microbatches} "
+        return (f"{self.model}: {len(self.stages)} stage{'s' * (len(self.stages) != 1)}, m = {self.microbatches} "
                 f"({self.schedule}), step {self.step_time * 1e3:.4g} ms, bubble {self.bubble:.1%}, "
                 f"peak memory max {max(self.peak_memory) / 2**30:.3g} GiB per device"
                 + ("" if self.memory_note is None else f": {self.memory_note}"))

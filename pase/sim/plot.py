@@ -100,7 +100,7 @@ def plot_pipeline(result, path: str | Path, *, title: str | None = None) -> Path
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, max(result.step_time * scale, 1e-9))
-    ax.set_title(title or f"{result.model}: {len(stages)} stages, m = {result.microbatches} "
+    ax.set_title(title or f"{result.model}: {len(stages)} stage{'s' * (len(stages) != 1)}, m = {result.microbatches} "
                           f"({result.schedule}), step {result.step_time * scale:.3g} ms, "
                           f"bubble {result.bubble:.1%}")
     kinds = [k for k in COLOURS if any(ev.kind == k for ev in result.timeline)]

@@ -35,6 +35,7 @@ class SimResult:
         timeline: every compute task and, per port, a bar for each span in which
             messages of one re-layout (or one collective) cross it (the blocks a
             re-layout moves at once make one bar, not one each).
+        device_memory: bytes of memory each device has (None: not known).
     """
 
     model: str
@@ -47,6 +48,14 @@ class SimResult:
     link_traffic: dict[str, float]
     timeline: list[Event] = field(repr=False)
     stats: dict[str, Any] = field(default_factory=dict)
+    device_memory: np.ndarray | None = None
+
+    @property
+    def fits_memory(self) -> bool | None:
+        """Whether every device's simulated peak stays within its memory (None: unknown)."""
+        if self.device_memory is None:
+            return None
+        return bool(np.all(self.peak_memory <= self.device_memory))
 
     def to_dict(self, timeline: bool = False) -> dict[str, Any]:
         """Plain JSON-ready data (seconds and bytes); the timeline only if asked."""
@@ -54,7 +63,9 @@ class SimResult:
             "model": self.model, "cluster": self.cluster, "devices": self.devices,
             "step_time": self.step_time, "compute_busy": self.compute_busy.tolist(),
             "peak_memory": self.peak_memory.tolist(), "link_busy": dict(self.link_busy),
-            "link_traffic": dict(self.link_traffic), "stats": dict(self.stats)}
+            "link_traffic": dict(self.link_traffic), "stats": dict(self.stats),
+            "memory_cap_bytes": None if self.device_memory is None else
+            float(self.device_memory.min()), "fits_memory": self.fits_memory}
         if timeline:
             out["timeline"] = [ev._asdict() for ev in self.timeline]
         return out
@@ -65,6 +76,8 @@ class SimResult:
                 f"compute busy max {self.compute_busy.max() * 1e3:.3f} ms, "
                 f"busiest link {busiest * 1e3:.3f} ms, "
                 f"peak memory max {self.peak_memory.max() / 2**30:.2f} GiB"
+                + ("" if self.fits_memory is not False else
+                   f" (over the {self.device_memory.min() / 2**30:.3g} GiB a device has)")
                 + (f"; timed by {self.stats['timing']}" if "timing" in self.stats else ""))
 
 

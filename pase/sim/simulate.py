@@ -196,4 +196,5 @@ def _result(graph, cluster, devices, tg, ops, trace, keep_timeline, stats) -> Si
     step = float(max(trace.end, default=0.0))
     return SimResult(graph.name, cluster.name, devices, step, compute_busy,
                      peak_memory(devices, static, changes), link_busy, dict(sorted(link_traffic.items())),
-                     sorted(events, key=lambda ev: (ev.resource, ev.start)), stats)
+                     sorted(events, key=lambda ev: (ev.resource, ev.start)), stats,
+                     np.array([cluster.device_at(d).memory_bytes for d in range(devices)]))
