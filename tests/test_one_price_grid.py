@@ -22,6 +22,7 @@ from pase.perf import evaluate_layout, make_layout
 from pase.perf.comms import collective_seconds, group_collectives
 from pase.perf.hardware import achieved
 from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
+from pase.pipeline import PipelinePlan
 from pase.pipeline.layout_plan import layout_pipeline
 from pase.work.layout import assign_axes, mesh_axes
 
@@ -352,6 +353,10 @@ def test_an_interleaved_pipeline_is_a_plan_of_chunks():
     heads = [{graph.ops[i].name.split(".")[0] for i in range(a, b)} for a, b in first.chunks]
     assert "h0" in heads[0] and "h2" in heads[1] and not {"h1", "h3"} & (heads[0] | heads[1])
     assert second.chunks[1][1] == len(graph.ops)  # the head ends the last chunk
+    # each chunk's first and last op name, in turn: the table's rows never overlap
+    assert first.ops == ("wte", "h0.mlp_residual", "h2.attn_norm", "h2.mlp_residual")
+    assert "h1.attn_norm .. h1.mlp_residual, h3.attn_norm .. loss" in plan.table()
+    assert PipelinePlan.from_dict(plan.to_dict()).stages[1].ops == second.ops
 
 
 def test_evaluate_prices_a_pipeline_layouts_plan(capsys, tmp_path):

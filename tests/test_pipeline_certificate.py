@@ -20,6 +20,7 @@ def test_interleaved_plan_is_round_robin_and_priced_by_the_closed_form():
     units = plan.search["units"]  # four layers: one unit each, one chunk each
     assert [st.chunks for st in plan.stages] == [[(units[0], units[1]), (units[2], units[3])],
                                                  [(units[1], units[2]), (units[3], units[4])]]
+    assert plan.stages[0].ops == ("wte", "h0.mlp_residual", "h2.attn_norm", "h2.mlp_residual")
     assert [st.device_range for st in plan.stages] == [(0, 4), (4, 8)]
     # Korthikanti et al.: stage i holds (s - i)(1 + (s - 1)/(s V)) micro-batches
     assert [st.in_flight for st in plan.stages] == pytest.approx([2 * 1.25, 1 * 1.25])

@@ -15,7 +15,8 @@ reads it back) is one object:
   (``optimal`` over the declared space when the step meets the lower bound, else
   ``feasible``), ``lower_bound`` (seconds no plan of the space beats; null when a stage's
   solver proved none), ``gap`` (``(step - lower_bound) / step``), ``memory_cap_bytes``;
-- ``stages``: per stage in order, ``ops`` (first and last op name),
+- ``stages``: per stage in order, ``ops`` (first and last op name; under
+  interleaving those of each chunk in turn),
   ``op_range`` (``[first, end)`` indices in the graph's op order),
   ``device_range`` (``[start, end)`` ranks), ``devices``, ``in_flight``
   (micro-batches' activations held), ``seconds_per_microbatch`` (under the calibrated
@@ -51,7 +52,7 @@ from pase.text import table
 class PipelineStage:
     """One stage of a plan (see the module docstring for the fields)."""
 
-    ops: tuple[str, str]
+    ops: tuple[str, ...]  # first and last op name of each of its op ranges in turn
     op_range: tuple[int, int]
     device_range: tuple[int, int]
     in_flight: float  # micro-batches held (a fraction of one under interleaving)
@@ -70,6 +71,11 @@ class PipelineStage:
     def ranges(self) -> list[tuple[int, int]]:
         """The op ranges the stage runs: its chunks, or its one ``op_range``."""
         return list(self.chunks) or [self.op_range]
+
+    @property
+    def label(self) -> str:
+        """Its ops as ``first .. last``, one such span a chunk."""
+        return ", ".join(f"{a} .. {b}" for a, b in zip(self.ops[::2], self.ops[1::2]))
 
 
 @dataclass
@@ -162,7 +168,7 @@ class PipelinePlan:
     def table(self) -> str:
         rows = []
         for i, st in enumerate(self.stages):
-            rows.append((str(i), f"{st.ops[0]} .. {st.ops[1]}",
+            rows.append((str(i), st.label,
                          f"{st.device_range[0]}-{st.device_range[1] - 1}", str(st.devices),
                          str(st.in_flight), f"{st.seconds_per_microbatch * 1e3:.4g}",
                          f"{st.memory_bytes / 2**30:.4g}"))

@@ -149,7 +149,8 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     s = len(found.groups)
     for i, ((ranges, d), result) in enumerate(zip(found.groups, found.results)):
         stages.append(PipelineStage(
-            (names[ranges[0][0]], names[ranges[-1][1] - 1]), ranges[0], (rank, rank + d),
+            tuple(names[k] for first, end in ranges for k in (first, end - 1)), ranges[0],
+            (rank, rank + d),
             in_flight(found.schedule, found.microbatches, s, i),
             found.prices[i].seconds, result.memory,
             {op: dict(config) for op, config in result.configs},

@@ -176,6 +176,9 @@ def test_interleaved_pipeline_page_draws_every_chunk(open_page, tmp_path):
     page = o.page
     page.click("button[data-tab=time]")
     assert page.locator("#stages tbody tr").count() == len(plan.stages)
+    first = plan.stages[0].ops  # each chunk's first and last op, in turn
+    assert page.locator("#stages tbody tr").first.locator("td").nth(1).inner_text() == \
+        f"{first[0]} .. {first[1]}, {first[2]} .. {first[3]}"
     assert page.locator("#timeline").is_visible()
     o.screenshot("view_interleaved_time.png")
     only_own_file(o, path)

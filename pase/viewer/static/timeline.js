@@ -77,7 +77,7 @@ window.paseTimeline = function (D, box, f) {
     var P = D.pipeline;
     box.appendChild(el("h3", {text: "stages (per micro-batch)"}));
     box.appendChild(el("table", {id: "stages"}, [el("thead", null, [el("tr", null, ["stage", "ops", "devices", "in flight", "per micro-batch", "memory per device"].map(function (h) { return el("th", {text: h}); }))]),
-      el("tbody", null, P.stages.map(function (s, i) { return el("tr", null, [el("td", {text: String(i)}), el("td", {text: s.ops[0] + " .. " + s.ops[1]}), el("td", {text: s.device_range[0] + "-" + (s.device_range[1] - 1)}), el("td", {text: String(s.in_flight)}), el("td", {text: seconds(s.seconds_per_microbatch)}), el("td", {text: bytes(s.memory_bytes)})]); }))]));
+      el("tbody", null, P.stages.map(function (s, i) { return el("tr", null, [el("td", {text: String(i)}), el("td", {text: s.ops.filter(function (_, k) { return k % 2 === 0; }).map(function (a, k) { return a + " .. " + s.ops[2 * k + 1]; }).join(", ")}), el("td", {text: s.device_range[0] + "-" + (s.device_range[1] - 1)}), el("td", {text: String(s.in_flight)}), el("td", {text: seconds(s.seconds_per_microbatch)}), el("td", {text: bytes(s.memory_bytes)})]); }))]));
   }
 
   drawTime();
