@@ -5,11 +5,14 @@
 The one price of a pipeline plan (`pase evaluate --strategy`, the whole-plan search's final
 price and its start from the layout family) prices each stage on a Problem. Before, that
 Problem held every candidate config of every op on the stage's devices; now it holds
-only the plan's own (`cost_models.calibrated_pipeline.one_plan_problem`). This script
+only the plan's own (`cost_models.calibrated_pipeline.one_plan_problem`), with edges only
+between the stage's own ops, and the graph's op contexts are computed once, not at each
+binding of the model (twice a stage). This script
 writes GPT-3 175B's layout as a plan (the layout family's best on 1,024 H100s at global
 batch 1,536 by default: tp 8, pp 2, dp 64, interleaved with V = 11, ZeRO-2), prices it
-both ways in this process, the whole space first, and prints the CPU seconds, their
-ratio, and both steps and memories (they must be equal).
+three ways in this process (the whole space; the plan's configs with every edge and the
+contexts computed at each binding; as now), and prints the CPU seconds, their ratios, and
+the steps and memories (they must be equal).
 """
 from __future__ import annotations
 
@@ -21,14 +24,23 @@ from provenance import stamp
 
 from pase import api
 from pase.cost_models import calibrated_pipeline
-from pase.perf import make_layout
+from pase.perf import context, make_layout
 from pase.pipeline.layout_plan import layout_pipeline
 
 
-def whole_space(graph, devices, model, configs, variants):
-    """The Problem of every candidate (what priced a stage before), at the plan's choice."""
+def whole_space(graph, devices, model, configs, variants, among=None):
+    """The Problem of every candidate and edge (what priced a stage first), at the plan's
+    choice."""
     built = api.build_problem(graph, devices, model, variants=variants or None)
     return built.cost_model, built.problem, np.asarray(api.choice_of(built, configs))
+
+
+def every_edge(graph, devices, model, configs, variants, among=None):
+    """The plan's configs with every edge of the graph (what priced a stage before)."""
+    return OWN(graph, devices, model, configs, variants)
+
+
+OWN = calibrated_pipeline.one_plan_problem
 
 
 def main() -> None:
@@ -47,13 +59,17 @@ def main() -> None:
     plan = layout_pipeline(graph, lay, args.model, {}, {"cluster": "h100-sxm"})
     model = api.make_cost_model("calibrated", cluster="h100-sxm")
     prices = {}
-    own = calibrated_pipeline.one_plan_problem
-    for name, build in (("whole space", whole_space), ("the plan's configs", own)):
+    kept = context.CONTEXTS_KEPT
+    for name, build, keep in (("whole space", whole_space, 0),
+                              ("the plan's configs, every edge", every_edge, 0),
+                              ("the plan's configs, the stage's edges", OWN, kept)):
         calibrated_pipeline.one_plan_problem = build
+        context.CONTEXTS_KEPT = keep  # 0: each binding computes the graph's contexts again
+        context._CONTEXTS.clear()
         start = time.process_time()
         prices[name] = model.price_pipeline(plan, graph=graph)
         prices[name]["cpu"] = time.process_time() - start
-    calibrated_pipeline.one_plan_problem = own
+    calibrated_pipeline.one_plan_problem, context.CONTEXTS_KEPT = OWN, kept
     print(f"{args.model} on {args.devices} devices, {args.layout} mb{args.micro_batch} "
           f"{args.schedule}, {len(plan.stages)} stages\n")
     print("| priced on | CPU s | ratio | step s | memory bytes |")
@@ -62,7 +78,7 @@ def main() -> None:
     for name, p in prices.items():
         print(f"| {name} | {p['cpu']:.1f} | {p['cpu'] / base:.3f} | {p['step_seconds']!r} | "
               f"{p['memory_bytes']!r} |")
-    same = all(prices["whole space"][k] == prices["the plan's configs"][k]
+    same = all(prices["whole space"][k] == p[k] for p in prices.values()
                for k in ("step_seconds", "memory_bytes", "stage_seconds", "stage_memory_bytes"))
     print(f"\nsame step, memory and stage figures: {same}")
 

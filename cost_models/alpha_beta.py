@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from typing import Collection
 
 import numpy as np
 
@@ -252,12 +253,13 @@ class AlphaBetaCostModel(CostModel):
 
     # -- CostModel -----------------------------------------------------------------
     def problem(self, graph: Graph, space: ConfigSpace, *,
-                memory_budget: float | None = None) -> Problem:
+                memory_budget: float | None = None,
+                among: Collection[int] | None = None) -> Problem:
         """The Problem on ``space.devices`` devices, with per-vertex memory vectors."""
         bound = self.for_devices(space.devices)
         if self.reduce_scatter:
             bound.moved = movable_collectives(graph)
-        return CostModel.problem(bound, graph, space, memory_budget=memory_budget)
+        return CostModel.problem(bound, graph, space, memory_budget=memory_budget, among=among)
 
     def edges(self, graph: Graph) -> list[tuple[int, int, int, int]]:
         """Every connection, and a tied parameter's re-layout from its owner's layout to

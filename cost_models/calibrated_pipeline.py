@@ -142,9 +142,9 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     m = microbatches
     model = stage_cost_model({**costs, "microbatches": m}, m, "calibrated")
     model.once_share = 0.0  # the edges per micro-batch; a tied matrix's sync is the tail's
-    model, problem, c = one_plan_problem(graph, devices, model, configs, variants)
-    bound = model.bind(graph, devices)
     ops = [i for first, end in ranges for i in range(first, end)]
+    model, problem, c = one_plan_problem(graph, devices, model, configs, variants, ops)
+    bound = model.bind(graph, devices)
     within = lambda u, v: any(a <= u < b and a <= v < b for a, b in ranges)  # noqa: E731
     t = tally(graph, bound, problem, c, ops, tied_syncs(graph, bound, problem, c, within))
     inside = sum(float(mat[c[u], c[v]]) for (u, v), mat in
@@ -155,11 +155,13 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     return work, (t["exposed_sync"], t["optimizer"]), t, (bound, problem, c)
 
 
-def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants: dict):
+def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants: dict,
+                     among: list[int] | None = None):
     """``(model, Problem, choice)``: the plan's configs (checked against the whole space, as
     :func:`pase.api.choice_of` checks them) priced on a space holding only them, each op
-    at its variant. A GPT-3 stage on 512 devices costs a second instead of a minute: a
-    Problem of the whole space prices every candidate of every op and edge."""
+    at its variant; with ``among`` (a stage's ops) only the edges between those. A GPT-3
+    stage on 512 devices costs a second instead of a minute: a Problem of the whole space
+    prices every candidate of every op and edge."""
     from pase.space import ConfigSpace
 
     space = ConfigSpace(graph, devices, padded_roles=model.padded_roles)
@@ -167,7 +169,7 @@ def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants:
     # each op at its variant, an op the plan does not name at ZeRO 0 without recomputation
     # (the variant a whole-space Problem puts at the config's own index): one candidate each
     model = model.with_variants(variants or {})
-    return model, model.problem(graph, space.restricted(choice)), \
+    return model, model.problem(graph, space.restricted(choice), among=among), \
         np.zeros(len(graph.ops), dtype=np.int64)
 
 

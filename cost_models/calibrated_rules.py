@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from typing import Collection
 
 import numpy as np
 
@@ -184,9 +185,11 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
 
     # -- the graph's facts, bound once per Problem ---------------------------------------
     def problem(self, graph: Graph, space: ConfigSpace, *,
-                memory_budget: float | None = None) -> Problem:
+                memory_budget: float | None = None,
+                among: Collection[int] | None = None) -> Problem:
         bound = self.bind(graph, space.devices)
-        return super(AlphaBetaCostModel, bound).problem(graph, space, memory_budget=memory_budget)
+        return super(AlphaBetaCostModel, bound).problem(graph, space, memory_budget=memory_budget,
+                                                        among=among)
 
     def bind(self, graph: Graph, devices: int) -> "CalibratedRules":
         """A copy bound to ``graph`` and ``devices``: what :meth:`problem` prices with."""

@@ -14,7 +14,7 @@ would exceed a budget (:data:`~pase.costing.DEFAULT_BUILD_BUDGET`). With the
 from __future__ import annotations
 
 import abc
-from typing import Any, Hashable, Mapping
+from typing import Any, Collection, Hashable, Mapping
 
 import numpy as np
 
@@ -103,19 +103,22 @@ class CostModel(abc.ABC):
         return graph_connections(graph)
 
     def problem(self, graph: Graph, space: ConfigSpace, *,
-                memory_budget: float | None = None) -> Problem:
+                memory_budget: float | None = None,
+                among: Collection[int] | None = None) -> Problem:
         """The Problem of ``graph`` on ``space``.
 
         Raises TooLargeError, before computing any cost, when its arrays would
         exceed ``memory_budget`` bytes (default :data:`DEFAULT_BUILD_BUDGET`;
-        ``math.inf`` for no limit).
+        ``math.inf`` for no limit). ``among``: only the connections between these op
+        indices get an edge (one pipeline stage's, priced alone); every op keeps its
+        vertex, priced as in the whole graph.
         """
         extra = set(getattr(space, "padded_roles", ())) - set(self.padded_roles)
         if extra:
             raise OptionError(f"cost model {self.name!r} prices exact tiles only, but the space "
                               f"pads dims of role {', '.join(sorted(extra))}; build the space "
                               f"with padded_roles={self.padded_roles!r}")
-        shape, plan = plan_problem(graph, space, self)
+        shape, plan = plan_problem(graph, space, self, among)
         check_build_budget(shape, memory_budget)
         choices = vb.model_choices(self)
         maps = None

@@ -8,7 +8,7 @@ configuration space alone (and the cost model's sharing keys), so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Hashable
+from typing import TYPE_CHECKING, Collection, Hashable
 
 import numpy as np
 
@@ -151,12 +151,17 @@ def _first_parameter(op: Op) -> int | None:
     return next((j for j, w in enumerate(op.weights) if op.is_parameter(w)), None)
 
 
-def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None"
+def plan_problem(graph: Graph, space: ConfigSpace, cost_model: "CostModel | None",
+                 among: Collection[int] | None = None
                  ) -> tuple[ProblemShape, list[list[Connection]]]:
     """The shape of the Problem ``cost_model`` builds (any model's upper bound when None),
-    and the costed connections of each of its edges, in the shape's edge order."""
+    and the costed connections of each of its edges, in the shape's edge order; with
+    ``among``, only the connections between those ops."""
     _check_space(graph, space)
     connections = graph_connections(graph) if cost_model is None else cost_model.edges(graph)
+    if among is not None:
+        inside = set(among)
+        connections = [c for c in connections if c[0] in inside and c[2] in inside]
     by_pair: dict[tuple[int, int], list[Connection]] = {}
     for conn in connections:
         u, _, v, _ = conn

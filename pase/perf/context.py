@@ -21,6 +21,7 @@ same graph facts per op, computed once. :func:`op_contexts` gives them:
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pase.cluster import Device
@@ -55,8 +56,27 @@ class OpContext:
                 self.shares_input_gradient, self.unit in ("pre", "post"), self.core, self.window)
 
 
+# The last graphs' contexts, by identity (a Graph is immutable; an entry holds its graph so
+# its id stays its own): a pipeline plan's price binds one graph once or twice a stage.
+CONTEXTS_KEPT = 4
+_CONTEXTS: OrderedDict = OrderedDict()
+
+
 def op_contexts(graph: Graph, attention: str = "fused") -> dict[str, OpContext]:
     """Every op's :class:`OpContext` under fused (or unfused) attention."""
+    key = (id(graph), attention)
+    hit = _CONTEXTS.get(key)
+    if hit is not None and hit[0] is graph:
+        _CONTEXTS.move_to_end(key)
+        return dict(hit[1])
+    out = _contexts(graph, attention)
+    _CONTEXTS[key] = (graph, out)
+    while len(_CONTEXTS) > CONTEXTS_KEPT:
+        del _CONTEXTS[next(iter(_CONTEXTS))]
+    return dict(out)
+
+
+def _contexts(graph: Graph, attention: str) -> dict[str, OpContext]:
     fused = fused_attention(graph) if attention == "fused" else {}
     cores = selective_rebuilds(graph, attention)
     priced = price_ops(graph, Layout(attention=attention), _ANY)
