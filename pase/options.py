@@ -183,7 +183,7 @@ def parse_bytes(text: float | str) -> float:
     if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
         value = float(text)
     else:
-        match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(text))
+        match = re.fullmatch(r"\s*(-?[0-9.eE+-]+)\s*([A-Za-z]*)\s*", str(text))
         unit = match.group(2).lower() if match else None
         if match is None or unit not in _UNITS:
             raise OptionError(f"cannot read {text!r} as a memory size; use e.g. 16GiB, 40GB, "

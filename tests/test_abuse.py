@@ -248,6 +248,13 @@ ROWS = [
     Row("memory-cap-1e400", f"{SOLVE} {AB} --memory-cap 1e400", 2,
         r"argument --memory-cap: a memory size must be finite, got '1e400'"),
     Row("memory-cap-text", f"{SOLVE} {AB} --memory-cap lots", 2, r"cannot read 'lots' as a memory size"),
+    Row("memory-cap-negative", f"{SOLVE} {AB} --memory-cap=-5GiB", 2,
+        r"argument --memory-cap: a memory size must be positive, got '-5GiB'"),
+    Row("memory-cap-read-as-a-flag", f"{SOLVE} {AB} --memory-cap -5GiB", 2,
+        r"argument --memory-cap: expected one argument \(a value that starts with '-' is "
+        r"written --memory-cap=VALUE\)"),
+    Row("memory-cap-missing", f"{SOLVE} {AB} --memory-cap", 2,
+        r"argument --memory-cap: expected one argument$"),
     Row("build-budget-refuses", f"{SOLVE} --build-budget 1", 2, r"over the 1 B build budget"),
     Row("build-budget-none", f"{SOLVE} --build-budget none", 2, r"argument --build-budget: cannot read"),
     Row("build-budget-and-dry-run", f"{SOLVE} --dry-run --build-budget 1GiB", 2,

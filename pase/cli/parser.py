@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 import textwrap
 from typing import Any, Callable
 
@@ -21,8 +23,19 @@ from pase.cli.args import (
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``pase: error: ...``) and a pointer to --help."""
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self.given = list(sys.argv[1:] if args is None else args)  # what error() reads
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> Any:  # argparse's prints the full usage first
-        self.exit(2, f"pase: error: {' '.join(message.split())}\nsee `{self.prog} --help`\n")
+        message = " ".join(message.split())
+        flag = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        given = getattr(self, "given", [])
+        if flag and flag.group(1) in given[:-1] and \
+                given[given.index(flag.group(1)) + 1].startswith("-"):
+            # `--memory-cap -5GiB`: argparse reads the value as another option
+            message += f" (a value that starts with '-' is written {flag.group(1)}=VALUE)"
+        self.exit(2, f"pase: error: {message}\nsee `{self.prog} --help`\n")
 
 
 # -- the parser -------------------------------------------------------------------------
