@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from pase import api
 from pase.cli import main
 
 TINY = ["--model-option", "layers=1", "--model-option", "width=64", "--model-option", "heads=2",
@@ -61,6 +62,31 @@ def test_table_answer_and_output_file(files, capsys, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["devices"] == 16
 
 
+def test_the_old_model_is_the_one_its_file_records(files, capsys, tmp_path):
+    """A 1-layer plan re-planned without --model-option: the 1-layer model, as with its
+    options given again (it was the 12-layer default, its migration priced for 1 layer)."""
+    answers = []
+    for extra in ([], TINY):
+        out = tmp_path / f"r{len(extra)}.json"
+        code, _, err = run(capsys, ["replan", "gpt2", "--from", str(files / "gpt2-8.json"),
+                                    "-p", "16", "--cost-model", "alpha-beta", *extra,
+                                    "--output", str(out), "--format", "json"])
+        assert code == 0, err
+        answers.append(json.loads(out.read_text()))
+    bare, given = answers
+    ops = api.load_graph("gpt2", layers=1, width=64, heads=2, ff=128, vocab=512, seq=64,
+                         positions=128, batch=16).ops
+    assert len(bare["strategy"]) == len(given["strategy"]) == len(ops) == 17  # 149: 12 layers
+    assert bare["step_seconds"] == given["step_seconds"]
+    assert bare["migration"] == given["migration"]
+    # the answer records its model in turn: evaluate prices it without the options again
+    assert (bare["model_options"]["layers"], bare["batch"]) == ("1", 16)
+    code, out, err = run(capsys, ["evaluate", "gpt2", "-p", "16", "--cost-model", "alpha-beta",
+                                  "--strategy", str(tmp_path / "r0.json"), "--format", "json"])
+    assert code == 0, err
+    assert json.loads(out)["total_cost"] == pytest.approx(bare["step_seconds"], rel=1e-12)
+
+
 def test_plain_mapping_with_from_devices(files, capsys):
     code, out, err = run(capsys, ["replan", "chain", "--from", str(files / "mapping.json"),
                                   "--from-devices", "4", "-p", "8", "--format", "json"])
@@ -93,8 +119,16 @@ def test_plain_mapping_with_from_devices(files, capsys):
     (["chain", "--from", "/nonexistent.json", "-p", "8"], r"cannot read strategy file /nonexistent\.json"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--option", "seed=1"], r"--option seed: use --seed"),
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--solver", "nope"], r"unknown solver 'nope'"),
+    (["chain", "--from", "{tmp}/mapping.json", "--from-devices", "4", "-p", "8",
+      "--from-model-option", "length=3"], r"the old and the new model 'chain' have different ops"),
+    # the file records the model it was planned for: a flag that says otherwise is refused
     (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--from-model-option", "length=3"],
-     r"the old and the new model 'chain' have different ops"),
+     r"--from-model-option length=3: --from strategy records length=4, the model it was "
+     r"planned for"),
+    (["chain", "--from", "{tmp}/chain.json", "-p", "8", "--from-model-option", "nope=3"],
+     r"--from-model-option nope: the model has no option 'nope'"),
+    (["gpt2", "--from", "{tmp}/gpt2-8.json", "-p", "8", "--model-option", "layers=2"],
+     r"the old and the new model 'gpt2' have different ops"),
 ])
 def test_bad_input_is_one_line(files, capsys, argv, message):
     import re

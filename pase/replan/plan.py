@@ -25,11 +25,12 @@ from pase import api
 from pase.cluster import Link, get_cluster
 from pase.errors import OptionError, StrategyError, check_float, check_int
 from pase.ir import Graph
+from pase.plan_record import UNSET, build_record, default_of
 from pase.problem import Problem, Solution
 from pase.replan.baselines import baseline_choices
 from pase.replan.migration import Migration, Setting, op_migration
 from pase.replan.result import OpChange, Plan, ReplanResult, break_even
-from pase.replan.source import load_old, old_vectors
+from pase.replan.source import OldPlan, load_old, old_vectors
 from pase.strategy import Strategy
 
 DEFAULT_STEPS = 1000
@@ -73,13 +74,18 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
     read speed (default the inter-node link's); ``old_cluster`` places the old tiles
     when the old cluster was heterogeneous (default: the old layout on ``p_old``
     identical devices). ``model_options`` are the new model's; ``old_model_options``
-    override them for the old model (default: the same). ``cost_model`` prices the step:
+    override them for the old model (default: the same). An ``old`` solve output records
+    the model options and batch it was planned for: they are the old model's (an
+    ``old_model_options`` is then refused) and the new one's but where ``model_options`` and
+    ``batch`` change them. ``cost_model`` prices the step:
     by default the calibrated model when a cluster is given (a mixed one too),
     as :func:`pase.solve` picks, and alpha-beta on ``dgx-a100`` grown to ``devices``
     without one; ``cost_options`` are that model's (calibrated: ``precision``,
     ``microbatches``, ``recompute``, ``attention``...; ZeRO stages above 0 are refused).
     """
     plan = load_old(old, old_devices, "--from strategy" if isinstance(old, (str, Path)) else "the old strategy")
+    model_options, batch, old_build = _old_build(plan, model, model_options, batch,
+                                                 old_model_options)
     options = dict(cost_options or {})
     if cluster is not None and "cluster" in options:
         raise OptionError("cluster given twice: as an argument and as a cost option")
@@ -97,13 +103,16 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
                               memory_cap=memory_cap, model_options=model_options,
                               cost_options=options, build_budget=build_budget)
     _check_candidates(built)
-    old_graph = _old_graph(model, built.graph, batch, model_options, old_model_options)
+    old_graph = built.graph if old_build is None else api.load_graph(model, **old_build)
     old_cfgs = old_vectors(plan, old_graph, built.graph)
     setting = _setting(built, plan.devices, survivors, restore_bandwidth, old_cluster)
     migrations = [op_migration(o, c, op, built.space.configs[v], setting)
                   for v, (o, c, op) in enumerate(zip(old_graph.ops, old_cfgs, built.graph.ops))]
+    record = build_record(api.model_function(str(model)), batch, model_options) \
+        if isinstance(model, (str, Path)) else {}
     return Prepared(built, migrations, setting, old_graph, old_cfgs, plan.devices,
-                    _keep_choice(built, old_cfgs), solver, time_limit, seed, dict(solver_options))
+                    _keep_choice(built, old_cfgs), solver, time_limit, seed, dict(solver_options),
+                    record)
 
 
 @dataclass
@@ -127,6 +136,7 @@ class Prepared:
     time_limit: float | None
     seed: int | None
     solver_options: dict[str, Any]
+    record: dict[str, Any] = field(default_factory=dict)  # the new model's options and batch
     _baselines: dict[str, tuple] | None = field(default=None, repr=False)
 
     def solve(self, problem: Problem) -> Solution:
@@ -168,7 +178,7 @@ class Prepared:
                     survivors=self.setting.survivors,
                     cluster=built.cost_model.for_devices(built.space.devices).cluster.name,
                     steps=steps, solver=self.solver, solution=solution, problem=problem,
-                    cost_model=built.cost_model.name)
+                    cost_model=built.cost_model.name, record=self.record)
         if solution.choice is None:
             return ReplanResult(**args, strategy=None, chosen=None, changes=[], baselines={},
                                 break_even_against=None, break_even_steps=None)
@@ -273,15 +283,38 @@ def _check_candidates(built: api.Built) -> None:
                               f"{len(configs)} configs (per-op variants); replan prices configs only")
 
 
-def _old_graph(model: Any, graph: Graph, batch: int | None, model_options: Mapping[str, Any] | None,
-               old_model_options: Mapping[str, Any] | None) -> Graph:
-    if not old_model_options:
-        return graph
-    options = dict(model_options or {})
-    if batch is not None:
-        options["batch"] = batch
-    options.update(old_model_options)
-    return api.load_graph(model, **options)
+def _old_build(plan: OldPlan, model: Any, model_options: Mapping[str, Any] | None,
+               batch: int | None, old_model_options: Mapping[str, Any] | None) -> tuple:
+    """``(model_options, batch, old)``: the new model's options and batch, and the options
+    that build the old model (its batch among them; None: the new model's graph). What an
+    old plan records it was planned for makes the old model, and the new one where the call
+    does not change it (without the record, a 2-layer plan was re-planned as the 12-layer
+    default model and its migration priced as if it had had 12 layers); otherwise the old
+    model is the new one with ``old_model_options`` over it (which must then agree with
+    the record)."""
+    if plan.model_options is None and plan.batch is None:
+        if not old_model_options:
+            return model_options, batch, None
+        return model_options, batch, {**dict(model_options or {}),
+                                      **({} if batch is None else {"batch": batch}),
+                                      **dict(old_model_options)}
+    recorded = dict(plan.model_options or {})
+    builder = api.model_function(str(model)) if isinstance(model, (str, Path)) else None
+    for key, value in (old_model_options or {}).items():
+        was = plan.batch if key == "batch" else recorded[key] if key in recorded else \
+            default_of(builder, key)
+        if was is UNSET:
+            raise OptionError(f"--from-model-option {key}: the model has no option {key!r} "
+                              f"(`pase models --options` lists them)")
+        if str(was) != str(value):
+            raise OptionError(f"--from-model-option {key}={value}: {plan.label} records "
+                              f"{key}={was}, the model it was planned for; drop the flag (the "
+                              f"file says what the old model was)")
+    new = {**recorded, **dict(model_options or {})}
+    new_batch = plan.batch if batch is None and "batch" not in new else batch
+    old = {**recorded, **({} if plan.batch is None else {"batch": plan.batch})}
+    same = new == recorded and new_batch == plan.batch
+    return new, new_batch, None if same else old
 
 
 def _setting(built: api.Built, old_devices: int, survivors: int | None,

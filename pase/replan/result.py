@@ -93,6 +93,7 @@ class ReplanResult:
     problem: Problem
     notes: list[str] = field(default_factory=list)
     cost_model: str = ""  # the model that priced the step
+    record: dict[str, Any] = field(default_factory=dict)  # the new model's options and batch
 
     @property
     def status(self) -> str:
@@ -116,7 +117,7 @@ class ReplanResult:
             "changed_ops": [ch.to_dict() for ch in self.changes],
             "baselines": {name: plan.to_dict() for name, plan in self.baselines.items()},
             "strategy": {} if self.strategy is None else dict(self.strategy.configs),
-            "notes": list(self.notes),
+            "notes": list(self.notes), **self.record,
         }
         return finite_json(out)
 

@@ -1,8 +1,8 @@
 """The old strategy a re-plan starts from: its configs, its device count, its model.
 
-``--from`` is a ``pase solve --format json`` output (it records the model and the
-device count), a Strategy, or a plain ``{op: {dim: factor}}`` mapping (then the
-old device count must be given). The old strategy must be valid on its own
+``--from`` is a ``pase solve --format json`` output (it records the model, the
+device count, and the model options and batch it was planned for), a Strategy, or a
+plain ``{op: {dim: factor}}`` mapping (then the old device count must be given). The old strategy must be valid on its own
 setting (the old model on ``p_old`` devices): otherwise pase cannot know where
 its tiles are, and the re-plan is refused.
 """
@@ -23,6 +23,7 @@ from pase.strategy import (
     op_config,
     read_strategy_file,
     read_strategy_variants,
+    recorded_build,
     strategy_mapping,
     strategy_variants,
 )
@@ -36,11 +37,13 @@ class OldPlan:
     devices: int
     model: str | None
     label: str  # how messages name it ("--from old.json")
+    model_options: dict[str, Any] | None = None  # what it was planned for, where recorded
+    batch: int | None = None
 
 
 def load_old(old: Any, old_devices: int | None = None, label: str = "the old strategy") -> OldPlan:
     """An :class:`OldPlan` from a file path, a Strategy, a solve output or a mapping."""
-    model, devices = None, None
+    model, devices, data = None, None, old
     if isinstance(old, (str, Path)):
         try:
             configs = read_strategy_file(old)
@@ -67,7 +70,9 @@ def load_old(old: Any, old_devices: int | None = None, label: str = "the old str
     if devices is None:
         raise OptionError(f"{label} does not record its device count (a plain {{op: {{dim: factor}}}} "
                           f"mapping); give it (--from-devices P, old_devices= in Python)")
-    return OldPlan(configs, int(devices), model if isinstance(model, str) else None, label)
+    options, batch = recorded_build(data, label) if isinstance(data, Mapping) else (None, None)
+    return OldPlan(configs, int(devices), model if isinstance(model, str) else None, label,
+                   options, batch)
 
 
 def _refuse_zero(old: Any, label: str) -> None:
