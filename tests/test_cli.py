@@ -150,6 +150,24 @@ def test_a_reader_that_leaves_is_not_an_error():
     assert proc.wait(timeout=60) == 0 and err == "", err
 
 
+def test_a_reader_that_leaves_stderr_stops_no_work(monkeypatch, tmp_path):
+    """`pase solve ... --pipeline --output f 2>&1 | head -1`: the search's progress met a
+    closed pipe, the command exited 0 and never wrote its file."""
+    class Gone:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stderr", Gone())
+    out = tmp_path / "plan.json"
+    assert main(["solve", "mlp", "-p", "8", "--cluster", "h100-sxm", "--pipeline",
+                 "--global-batch", "256", "--output", str(out), "--format", "json"]) == 0
+    assert json.loads(out.read_text())["kind"] == "pipeline"
+    assert isinstance(sys.stderr, Gone)  # given back as it was
+
+
 def test_inspect_reports_parameters_and_forward_flops(capsys):
     # Hugging Face's GPT2LMHeadModel (gpt2) has 124,439,808 parameters, the LM head tied.
     code, out, _ = run(capsys, "inspect", "gpt2", "-p", "8", "--format", "json")

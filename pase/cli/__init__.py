@@ -17,7 +17,8 @@ Exit statuses, each failure one line on stderr:
 Warnings from dependencies (Dask's ports, numpy) and torch's log records (a failed
 export's traceback) are not shown unless ``--debug``.
 
-Output the reader no longer wants (``pase solve ... | head``) is not an error.
+Output the reader no longer wants (``pase solve ... | head``) is not an error; a reader that
+leaves stderr (its progress) does not stop the work or its ``--output`` file.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pase`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     restore = cleanup.install()
+    stderr, sys.stderr = sys.stderr, _Report(sys.stderr)
     try:
         with _quiet(not debug):
             return _main(argv, debug)
@@ -53,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             cleanup.finish(descendants=argv is None)
         restore()
+        sys.stderr = stderr
         if argv is None and "torch" in sys.modules:  # `pase ...`: the process ends now
             # Python's shutdown collects cycles over every object torch made, about 1.9 CPU
             # s on a 2-core machine; frozen, it only frees them (atexit handlers still run).
@@ -167,6 +170,32 @@ def _quiet(on: bool) -> Iterator[None]:
         warnings.showwarning = shown
         if had is None:
             os.environ.pop("PYTHONWARNINGS", None)
+
+
+class _Report:
+    """stderr that stops reporting once its reader has left (`pase solve ... 2>&1 | head
+    -1`): progress is not the answer, so the work goes on and writes its --output (a
+    pipeline search stopped at its first progress line, exit 0, its file never written)."""
+
+    def __init__(self, stream):
+        self._stream, self._gone = stream, False
+
+    def write(self, text: str) -> int:
+        self._try(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._try(self._stream.flush)
+
+    def _try(self, call, *args) -> None:
+        if not self._gone:
+            try:
+                call(*args)
+            except BrokenPipeError:
+                self._gone = True
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _one_line(text: str) -> str:
