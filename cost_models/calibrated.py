@@ -47,6 +47,14 @@ class CalibratedCostModel(CalibratedRules):
                                        costs)
         return work, sum(tail)
 
+    def stage_prices(self, graph: Graph, ranges, devices: int, configs: dict,
+                     variants: dict) -> dict[str, dict]:
+        """A pipeline stage's ops' carried prices (:func:`pase.cost_models.
+        calibrated_pipeline.stage_op_prices`), which the pipeline simulator replays."""
+        from pase.cost_models.calibrated_pipeline import stage_op_prices
+
+        return stage_op_prices(self, graph, ranges, devices, configs, variants)
+
     def sync_slack(self, graph: Graph, problem: Problem) -> list[np.ndarray]:
         """Each candidate's sync slack (:func:`pase.cost_models.calibrated_plan.sync_slack`)."""
         return sync_slack(graph, self, problem)

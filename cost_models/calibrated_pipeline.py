@@ -43,6 +43,7 @@ from pase.pipeline.layered import kept_output_bytes
 from pase.pipeline.schedules import plan_step
 from pase.pipeline.sends import received
 from pase.pipeline.solve import with_defaults
+from pase.prices import bound_prices
 
 
 def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dict[str, Any]:
@@ -153,6 +154,22 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     work = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
         + exposed_exchange(graph, bound, problem, c, t, set(ops))
     return work, (t["exposed_sync"], t["optimizer"]), t, (bound, problem, c)
+
+
+def stage_op_prices(model, graph: Graph, ranges, devices: int, configs: dict,
+                    variants: dict) -> dict[str, dict]:
+    """The carried prices (:func:`pase.prices.bound_prices`) of a stage's ops (its op
+    ``ranges`` on ``devices`` devices at the plan's configs and variants) by ``model``, the
+    search's stage model (:func:`pase.pipeline.stage_model.stage_cost_model`, one
+    micro-batch), on the plan's own configs as :func:`stage_terms` prices them: a replay
+    runs the stage's once-a-step terms once, and its optimizer's fixed kernels on its first
+    op (each stage runs them)."""
+    ops = [i for first, end in ranges for i in range(first, end)]
+    model, problem, c = one_plan_problem(graph, devices, model, configs, variants, ops)
+    bound = model.bind(graph, devices)
+    bound.once_share = 1.0
+    bound.launch_op = graph.ops[ops[0]].name
+    return bound_prices(graph, problem, c, bound, ops)
 
 
 def one_plan_problem(graph: Graph, devices: int, model, configs: dict, variants: dict,

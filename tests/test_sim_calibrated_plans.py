@@ -166,7 +166,8 @@ def test_a_calibrated_stage_replays_the_plans_own_prices():
     from pase.pipeline.recorded import stage_prices
 
     plan = PipelinePlan.from_dict(_plan())
-    prices = stage_prices(plan)[0]
+    prices = stage_prices(plan, api.load_graph("gpt2", batch=plan.microbatch_size,
+                                               **plan.model_options))[0]
     result = simulate_pipeline(plan)
     assert result.timing == "the plan's own per-op prices (calibrated)"
     assert result.to_dict()["timing"] == result.timing
@@ -187,3 +188,22 @@ def test_a_searched_calibrated_plan_simulates_near_its_price():
     assert result.step_time == pytest.approx(plan.step_time, rel=0.1)
     ab = solve_pipeline("mlp", 8, batch=256, cluster="h100-sxm", cost_model="alpha-beta")
     assert simulate_pipeline(ab).timing == "the simulator's rules"
+
+
+def test_a_plan_with_a_variant_its_search_prunes_is_replayed():
+    # the layout family's plan a search answers with (`search.answer: "start"`) may hold a
+    # variant the search's Problem prunes (ZeRO 1 where ZeRO 2 costs the same and holds
+    # less): simulate and view refused pase's own file ("not among its candidates")
+    from pase.pipeline.recorded import stage_prices
+
+    data = _plan(zero="auto", recompute="auto")
+    g = _graph()
+    data["devices"], data["stages"][0]["device_range"] = 2, [0, 2]
+    data["stages"][0]["configs"] = {op.name: {op.dims[0].name: 2} for op in g.ops
+                                    if op.dims[0].role == "batch"}
+    data["stages"][0]["variants"] = {"h0.mlp.fc1": {"zero": 1, "recompute": False}}
+    plan = PipelinePlan.from_dict(data)
+    fc1 = stage_prices(plan, g)[0]["h0.mlp.fc1"]
+    assert [c[2] for c in fc1["collectives"] if c[0] == "gradient"][0] == "w0 gradient (zero)"
+    result = simulate_pipeline(plan)
+    assert result.timing == "the plan's own per-op prices (calibrated)"

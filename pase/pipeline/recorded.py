@@ -3,24 +3,23 @@
 A plan file records each stage's ops, devices, configs and variants. The search's own
 stage Problems (:class:`~pase.pipeline.stages.StageOracle`, rebuilt from the plan's model,
 batch and cost options) turn them back into candidate choices, from which
-:mod:`pase.pipeline.reprice` charges the plan again and :func:`stage_prices` gives each
+:mod:`pase.pipeline.reprice` charges the plan again; :func:`stage_prices` gives each
 stage's ops their carried prices (:mod:`pase.prices`), which the pipeline simulator
-replays (:mod:`pase.sim.pipeline`).
+replays (:mod:`pase.sim.pipeline`), from the plan's own configs and variants.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
-from typing import Any
 
 from pase.cluster import get_cluster
 from pase.errors import StrategyError
+from pase.ir import Graph
 from pase.pipeline.layered import Layered
 from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.solve import _loader, with_defaults
+from pase.pipeline.stage_model import stage_cost_model
 from pase.pipeline.stage_result import _indices
 from pase.pipeline.stages import StageOracle
-from pase.prices import bound_prices
 from pase.registry import MODELS
 
 
@@ -50,34 +49,21 @@ def stage_choice(lay: Layered, stage: PipelineStage) -> tuple[int, ...]:
     return tuple(_candidate(lay, j, stage) for j in index)
 
 
-def stage_prices(plan: PipelinePlan) -> list[dict[str, dict]] | None:
+def stage_prices(plan: PipelinePlan, graph: Graph) -> list[dict[str, dict]] | None:
     """Per stage, its ops' carried prices at one micro-batch on the stage's devices (its
     kernels, collectives, optimizer step and the re-layouts between its ops; the
-    optimizer's fixed kernels on its first op), by the calibrated model's stage rules;
-    None for a plan of a model with no per-op seconds (alpha-beta)."""
+    optimizer's fixed kernels on its first op), by the calibrated model's stage rules on
+    the plan's own configs and variants (a plan the search started from, the layout
+    family's, may hold a variant its Problem prunes); None for a plan of a model with no
+    per-op seconds (alpha-beta). ``graph``: the plan's model at its micro-batch size."""
     if plan.cost_model != "calibrated":
         return None
-    oracle = plan_oracle(plan)
-    out = []
-    for st in plan.stages:
-        lay = oracle.layered(st.devices, plan.microbatches)
-        index = _indices(st.ranges)
-        choice = [0] * len(lay.graph.ops)  # ops of other stages: not priced
-        for j, c in zip(index, stage_choice(lay, st)):
-            choice[j] = c
-        bound = _synced(lay, lay.graph.ops[index[0]].name)
-        out.append(bound_prices(lay.graph, lay.problem, choice, bound, index))
-    return out
-
-
-def _synced(lay: Layered, first: str) -> Any:
-    """The stage's bound model charging its once-a-step terms in full (the search's keeps
-    them apart, at share 0), as a step's replay runs them once, and its optimizer's fixed
-    kernels on the stage's first op ``first`` (each stage runs them)."""
-    bound = copy.copy(lay.bound)
-    bound.once_share = 1.0
-    bound.launch_op = first
-    return bound
+    costs = dict(plan.cost_options)
+    priced = with_defaults(costs, plan.cost_model,
+                           get_cluster(costs.get("cluster", "dgx-a100"), plan.devices))
+    model = stage_cost_model(priced, plan.microbatches, plan.cost_model, apart=True)
+    return [model.stage_prices(graph, st.ranges, st.devices, st.configs, st.variants)
+            for st in plan.stages]
 
 
 def _candidate(lay: Layered, j: int, stage: PipelineStage) -> int:

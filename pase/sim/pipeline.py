@@ -244,7 +244,7 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
     s = len(plan.stages)
     times, states, acts = [], [0.0] * s, [0.0] * s
     seen: dict[tuple, tuple[StageTimes, float, float]] = {}
-    prices = stage_prices(plan) if timed(model) else None
+    prices = stage_prices(plan, graph) if timed(model) else None
     for i, (first, end) in plan.chunks:
         st = plan.stages[i]
         sub = stage_graph(graph, first, end)
