@@ -91,6 +91,12 @@ def pipeline_plan_of(args: argparse.Namespace) -> Any:
     if args.model != plan.model:
         raise OptionError(f"model {args.model!r}: the {what} {args.strategy} is for "
                           f"{plan.model!r}")
+    priced_on = plan.cost_options.get("cluster")
+    given = getattr(args, "cluster", None)
+    if priced_on is not None and given is not None and str(given) != str(priced_on):
+        # its stages replay the prices of that cluster: another would be drawn at them
+        raise OptionError(f"--cluster {given}: the {what} {args.strategy} was priced on "
+                          f"{priced_on}; give --cluster {priced_on}, or solve it again there")
     from pase.pipeline.reprice import reprice
 
     # its one price, as `pase evaluate` gives it: a layout's plan records none, and a

@@ -124,3 +124,19 @@ def test_a_page_drawn_from_a_layout_names_that_layout(tmp_path):
           "-o", str(page)])
     line = page_data(page.read_text())["layout"]
     assert line["flag"] == "tp=2,dp=4,ep=4" and line["why"] is None
+
+
+@pytest.mark.parametrize("command", ["simulate", "view"])
+def test_a_pipeline_plan_is_not_drawn_on_another_cluster(tmp_path, capsys, command):
+    # its stages replay the prices of the cluster it was priced on: simulate and view of an
+    # H100 plan with --cluster dgx-a100 gave the H100 step under the A100's name
+    from test_sim_calibrated_plans import _plan
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_plan()))
+    out = ["-o", str(tmp_path / "p.html")] if command == "view" else []
+    assert main([command, "gpt2", "-p", "1", "--cluster", "dgx-a100", "--strategy", str(plan),
+                 *out]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"pase: error: --cluster dgx-a100: the pipeline plan {plan} was priced on h100-sxm; "
+        "give --cluster h100-sxm, or solve it again there")
