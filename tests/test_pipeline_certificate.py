@@ -66,6 +66,18 @@ def test_interleaving_needs_m_a_multiple_of_the_stages():
         solve_pipeline("gpt2", 8, schedule="interleaved:1", **GPT2)
 
 
+def test_an_empty_space_is_not_blamed_on_the_memory_cap():
+    # two layers cut into two units, fewer than the s x V = 4 chunks: no stage was ever
+    # priced, and the refusal said "no pipeline plan fits the memory cap of 1e+04 GiB"
+    with pytest.raises(OptionError) as err:
+        solve_pipeline("gpt2", 8, schedule="interleaved:2", memory_cap="10000GiB",
+                       **{**GPT2, "model_options": {"layers": 2}})
+    assert str(err.value) == (
+        "no pipeline plan in the declared space on 8 devices: an interleaved plan needs s >= 2 "
+        "stages of p / s devices, m a multiple of s and s x V units to cut, and the model cuts "
+        "into 2 units at m = 4; take fewer virtual stages, a model with more layers or another m")
+
+
 def test_exposed_syncs_give_a_gap_and_the_per_op_searchs_bound():
     # one stage, one micro-batch: the per-op certified search (cost_models/calibrated_search)
     # prices and bounds the same plans, by its own code (a batch of 2: at 4 the head split

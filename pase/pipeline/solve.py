@@ -138,6 +138,9 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     if found is None and seed is not None:
         return seed_answer(seed, bound, {"seconds": time.perf_counter() - start,
                                          "stage_solves": oracle.solves})
+    if found is None and oracle.solves == 0:  # not one stage to price: the space is empty
+        raise OptionError(f"no pipeline plan in the declared space on {devices} devices: "
+                          f"{_empty_space(space, len(units) - 1)}")
     if found is None:
         why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
             (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
@@ -296,6 +299,18 @@ def _price(found: Found, oracle: StageOracle) -> None:
     found.prices = [stage_price(oracle, ranges, d, m, result)
                     for (ranges, d), result in zip(found.groups, found.results)]
     found.step = found.step_of([p.seconds for p in found.prices], [p.tail for p in found.prices])
+
+
+def _empty_space(space: Space, units: int) -> str:
+    """Why the declared space holds no plan (the refusal's reason)."""
+    if any(name != "interleaved" for name, _ in space.schedules):
+        return (f"the model cuts into {units} unit{'s' * (units != 1)} and the stage sizes "
+                f"and micro-batch counts allow no stage of them; allow more stage sizes or "
+                f"micro-batch counts")
+    return (f"an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s and "
+            f"s x V units to cut, and the model cuts into {units} unit{'s' * (units != 1)} at "
+            f"m = {', '.join(str(m) for m in space.microbatches)}; take fewer virtual stages, "
+            f"a model with more layers or another m")
 
 
 def with_defaults(costs: Mapping[str, Any], cost_model: str, cluster: Any) -> dict[str, Any]:
