@@ -140,3 +140,18 @@ def test_a_pipeline_plan_is_not_drawn_on_another_cluster(tmp_path, capsys, comma
     assert capsys.readouterr().err.splitlines()[0] == (
         f"pase: error: --cluster dgx-a100: the pipeline plan {plan} was priced on h100-sxm; "
         "give --cluster h100-sxm, or solve it again there")
+
+
+def test_a_plain_mapping_is_replayed_at_its_calibrated_price(tmp_path, capsys):
+    # {op: {dim: factor}} with --cluster: evaluate prices it with the calibrated model, and
+    # simulate ran it at its own rules and 4-byte elements (44% under the price, twice the
+    # memory); now both price it alike and the replay runs those prices
+    solved = tmp_path / "s.json"
+    main(["solve", *BASE, "--output", str(solved)])
+    capsys.readouterr()
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(json.loads(solved.read_text())["strategy"]))
+    priced = _json(capsys, "evaluate", *BASE, "--strategy", str(plain))
+    sim = _json(capsys, "simulate", *BASE, "--strategy", str(plain))
+    assert sim["stats"]["timing"] == "the strategy's own prices (calibrated)"
+    assert 0.9 * priced["step_seconds"] < sim["step_time"] < 1.1 * priced["step_seconds"]
