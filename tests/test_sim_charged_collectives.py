@@ -65,3 +65,29 @@ def test_optimizer_steps_follow_the_whole_backward_pass(replayed):
         backward = max(e.end for e in mine if e.kind == "backward")
         steps = [e.start for e in mine if e.kind == "optimizer"]
         assert steps and min(steps) >= backward - 1e-15
+
+
+
+def test_optimizer_steps_follow_every_gradient_sync_of_their_device(tmp_path, capsys):
+    # optimizer.step() waits for every gradient bucket, as the price's tail has it (the
+    # exposed sync, then the optimizer): on two nodes a step whose own sync was done ran
+    # beside the others' and hid them (a Mixtral layout replayed 20% under its price)
+    import json
+
+    from pase.cli import main
+
+    plan = tmp_path / "moe.json"
+    common = ["mixtral-8x7b", "-p", "16", "--cluster", "h100-sxm"]
+    assert main(["evaluate", *common, "--layout", "tp=2,ep=4,dp=8", "--micro-batch", "1",
+                 "--global-batch", "8", "--model-option", "layers=1", "--model-option",
+                 "seq=512", "--output", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", *common, "--strategy", str(plan), "--format", "json",
+                 "--timeline"]) == 0
+    timeline = json.loads(capsys.readouterr().out)["timeline"]
+    for device in range(16):
+        syncs = [e["end"] for e in timeline
+                 if e["resource"].startswith(f"gpu{device}.") and e["kind"] == "gradient-sync"]
+        steps = [e["start"] for e in timeline
+                 if e["resource"] == f"gpu{device}" and e["kind"] == "optimizer"]
+        assert syncs and steps and min(steps) >= max(syncs) - 1e-15

@@ -146,6 +146,7 @@ class _Builder:
         self.ops: list[OpTasks] = []
         self.alone: dict[tuple, float] = {}  # a re-layout's seconds alone, by its messages
         self.optimizer_steps: list[int] = []  # the priced optimizer steps' compute tasks
+        self.synced: dict[int, list[int]] = {}  # per device, each priced op's last sync task
 
     # -- collectives ---------------------------------------------------------------
     def _collective(self, members: np.ndarray, c: Collective, tokens: dict[int, int], label: str,
@@ -278,6 +279,8 @@ class _Builder:
         self.grad_ready[v] = tokens
         synced = dict(zip(ids, bwd))
         self._collectives(work, cfg, "gradient", synced, "gradient-sync", priced=priced)
+        for d in ids:
+            self.synced.setdefault(d, []).append(synced[d])
         if float(own["optimizer"]) > 0:
             for d in ids:
                 t = self.tg.compute(d, float(own["optimizer"]), (2, position[v]),
@@ -288,9 +291,11 @@ class _Builder:
                               float(work.activation_bytes[0]), float(work.state_bytes[0]))
 
     def hold_optimizer_steps(self) -> None:
-        """Each device's optimizer steps start once its whole backward pass has run (as
-        ``optimizer.step()`` follows ``backward()``): a step ready early would otherwise
-        take the device between two backward kernels."""
+        """Each device's optimizer steps start once its whole backward pass and all its
+        gradient syncs have run (as ``optimizer.step()`` follows ``backward()`` and the wait
+        for every gradient bucket, the step's tail the model prices): a step ready early
+        would otherwise take the device between two backward kernels, or hide the other
+        syncs behind it."""
         if not self.optimizer_steps:
             return
         done: dict[int, int] = {}
@@ -299,6 +304,9 @@ class _Builder:
                 if d not in done:
                     done[d] = self.tg.join()
                 self.tg.after(done[d], b)
+        for d, tasks in self.synced.items():
+            for t in tasks:
+                self.tg.after(done[d], t)
         for t in self.optimizer_steps:
             self.tg.after(t, done[self.tg.device[t]])
 
