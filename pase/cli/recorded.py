@@ -65,7 +65,8 @@ def apply_plan_costs(data: Any, args: Any, costs: dict) -> bool:
     """A plan written by ``evaluate --layout`` (its ``plan`` block) or by a solve or evaluate
     (its ``cost_model`` and ``cost_options``) records what it was priced at; the cost model
     and each option apply to ``costs`` (:func:`pase.cli.args.cost_kwargs`) where the command
-    line does not set them (the batch and model options: :func:`apply_recorded`). Whether
+    line does not set them (the batch and model options: :func:`apply_recorded`), and so
+    does a memory cap it was planned under (one other than its device's memory). Whether
     the file records its pricing."""
     plan = data.get("plan") if isinstance(data, dict) else None
     if not isinstance(plan, dict):
@@ -77,6 +78,10 @@ def apply_plan_costs(data: Any, args: Any, costs: dict) -> bool:
         costs["cost_model"] = plan["cost_model"]
     if costs["cost_model"] == plan.get("cost_model"):
         costs["cost_options"] = {**dict(plan.get("cost_options") or {}), **costs["cost_options"]}
+    cap, device = data.get("memory_cap_bytes"), data.get("device_memory_bytes")
+    if costs.get("memory_cap") is None and isinstance(cap, (int, float)) and \
+            not isinstance(cap, bool) and cap > 0 and cap != device:
+        costs["memory_cap"] = float(cap)  # a cap it was solved under, below the device's
     return True
 
 

@@ -155,3 +155,21 @@ def test_a_plain_mapping_is_replayed_at_its_calibrated_price(tmp_path, capsys):
     sim = _json(capsys, "simulate", *BASE, "--strategy", str(plain))
     assert sim["stats"]["timing"] == "the strategy's own prices (calibrated)"
     assert 0.9 * priced["step_seconds"] < sim["step_time"] < 1.1 * priced["step_seconds"]
+
+
+def test_a_plan_solved_under_a_cap_is_priced_against_that_cap(tmp_path, capsys):
+    # evaluate --strategy of a plan solved with --memory-cap said "within the cap of 80 GiB"
+    # (the device's) where view drew the file's own cap
+    capped = tmp_path / "capped.json"
+    main(["solve", *BASE, "--memory-cap", "64MiB", "--output", str(capped)])
+    capsys.readouterr()
+    assert json.loads(capped.read_text())["memory_cap_bytes"] == 64 * 2**20
+    assert _json(capsys, "evaluate", *BASE, "--strategy", str(capped))["memory_cap_bytes"] \
+        == 64 * 2**20
+    given = _json(capsys, "evaluate", *BASE, "--strategy", str(capped), "--memory-cap", "1GiB")
+    assert given["memory_cap_bytes"] == 2**30  # the command's own cap wins
+    solved = tmp_path / "free.json"  # a plan solved without a cap: the device's memory
+    main(["solve", *BASE, "--output", str(solved)])
+    capsys.readouterr()
+    assert _json(capsys, "evaluate", *BASE[:3], "--cluster", "dgx-a100", *BASE[5:],
+                 "--strategy", str(solved))["memory_cap_bytes"] == 40 * 2**30
