@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from pase import api
@@ -15,6 +16,7 @@ HELP = ("write a strategy as one self-contained HTML page: summary, the plan wit
         "and costs, devices per tile, the simulated timeline, a comparison")
 # Flags that steer a solver, which --strategy and --layout replace.
 _SOLVER_FLAGS = ("option", "seed", "time_limit")
+_TERMS = ("tp", "dp", "cp", "ep")  # what a page's layout line names (pase.viewer.layout)
 # Flags a pipeline plan fixes itself.
 _PLAN_FIXES = ("batch", "model_option", "mesh", "cutoff", "powers_of_two", "cost_model",
                "cost_option", "memory_cap", "zero", "recompute", "tflops", "bandwidth",
@@ -123,13 +125,20 @@ def _from_file(args: argparse.Namespace, path: str, flag: str) -> Any:
     space = space_kwargs(args)  # with the model options and batch the file was planned for
     recorded.apply_recorded(path, data, args.model, space, args.devices, flag)
     graph, _ = recorded.plan_graph(path, data, args.model, space, flag)
-    own = _as_priced(args, data, path, graph)
-    if own is not None:
-        return own
-    costs = cost_kwargs(args)  # with the cost options the file was priced at (micro-batches)
-    recorded.apply_plan_costs(data, args, costs)
-    built = _build(args, strategy_variants(data), space=space, costs=costs)
-    return _priced(built, configs)
+    planned = _as_priced(args, data, path, graph)
+    if planned is None:
+        costs = cost_kwargs(args)  # with the cost options the file was priced at (micro-batches)
+        recorded.apply_plan_costs(data, args, costs)
+        built = _build(args, strategy_variants(data), space=space, costs=costs)
+        planned = _priced(built, configs)
+    layout = data.get("layout") if isinstance(data, dict) else None
+    if isinstance(layout, dict) and all(isinstance(layout.get(k), int) for k in _TERMS):
+        # an `evaluate --layout` file names its layout: the page says that one (the match
+        # from the splits took a MoE layout for another, selective recomputation for none)
+        planned.layout = SimpleNamespace(**{k: layout[k] for k in _TERMS},
+                                         sequence_parallel=bool(layout.get("sequence_parallel")),
+                                         zero=int(layout.get("zero") or 0))
+    return planned
 
 
 def _as_priced(args: argparse.Namespace, data: Any, path: str, graph: Any) -> Any:

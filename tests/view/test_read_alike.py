@@ -173,3 +173,22 @@ def test_a_plan_solved_under_a_cap_is_priced_against_that_cap(tmp_path, capsys):
     capsys.readouterr()
     assert _json(capsys, "evaluate", *BASE[:3], "--cluster", "dgx-a100", *BASE[5:],
                  "--strategy", str(solved))["memory_cap_bytes"] == 40 * 2**30
+
+
+@pytest.mark.parametrize("layout, options, flag", [
+    ("tp=2,dp=4,ep=4", ["--model-option", "seq=64"], "tp=2,dp=4,ep=4"),
+    ("tp=2,dp=4", ["--model-option", "seq=64", "--recompute", "selective"], "tp=2,dp=4")])
+def test_a_layouts_file_is_drawn_as_that_layout(tmp_path, capsys, layout, options, flag):
+    # view of an `evaluate --layout` file matched the plan to a layout by its splits: a MoE
+    # layout's to ep=1 with sequence parallelism ("cannot tell"), selective recomputation
+    # to a plan whose recomputed ops "differ"; the file names its layout
+    model = "mixtral-8x7b" if "ep" in layout else "llama2-7b"
+    base = [model, "-p", "8", "--model-option", "layers=1", "--cluster", "h100-sxm"]
+    path, page = tmp_path / "layout.json", tmp_path / "layout.html"
+    main(["evaluate", *base, *options, "--layout", layout, "--micro-batch", "1",
+          "--global-batch", "8", "--output", str(path)])
+    capsys.readouterr()
+    main(["view", model, "-p", "8", "--cluster", "h100-sxm", "--strategy", str(path), "-o",
+          str(page)])  # the model options the file records
+    line = page_data(page.read_text())["layout"]
+    assert line["flag"] == flag and line["why"] is None
