@@ -108,8 +108,11 @@ def _summary(plan_: PipelinePlan, stages: list[Planned], sim: Any = None) -> dic
             "ops": sum(len(p.graph.ops) for p in stages),
             "cluster": cluster.name if cluster is not None else None,
             "per_node": cluster.devices_per_node if cluster is not None else None,
-            "cost_model": stages[0].strategy.cost_model, "unit": "s", "solver": "pipeline search",
-            "method": f"{len(plan_.stages)} stages", "status": plan_.status, "gap": plan_.gap,
+            "cost_model": stages[0].strategy.cost_model, "unit": "s",
+            # a layout's plan (`evaluate --layout`) was written, not searched
+            "solver": "layout" if plan_.status == "layout" else "pipeline search",
+            "method": f"{len(plan_.stages)} stage{'s' * (len(plan_.stages) != 1)}",
+            "status": plan_.status, "gap": plan_.gap,
             "total": plan_.step_time, "compute": None, "communication": None,
             "memory": memory, "memory_cap": cap, "fits": None if cap is None else memory <= cap,
             "step": plan_.step_time, "mfu": None,

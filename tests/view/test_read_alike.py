@@ -90,6 +90,7 @@ def test_a_pipeline_page_carries_the_plans_gap(tmp_path):
           "-o", str(page)])
     summary = page_data(page.read_text())["summary"]
     assert SMALL["layers"] == 1 and summary["status"] == "feasible"
+    assert (summary["solver"], summary["method"]) == ("pipeline search", "1 stage")
     assert summary["gap"] == pytest.approx((summary["step"] - 1e-9) / summary["step"])
 
 
@@ -192,3 +193,17 @@ def test_a_layouts_file_is_drawn_as_that_layout(tmp_path, capsys, layout, option
           str(page)])  # the model options the file records
     line = page_data(page.read_text())["layout"]
     assert line["flag"] == flag and line["why"] is None
+
+
+def test_a_pipeline_layouts_page_says_it_is_a_layout(tmp_path, capsys):
+    # its summary said "solver: pipeline search" for a plan no search made
+    base = ["gpt2", "-p", "8", "--cluster", "h100-sxm", *OPTS]
+    path, page = tmp_path / "pp.json", tmp_path / "pp.html"
+    main(["evaluate", *base, "--model-option", "layers=2", "--layout", "tp=1,pp=2,dp=4",
+          "--micro-batch", "1", "--global-batch", "8", "--output", str(path)])
+    capsys.readouterr()
+    main(["view", "gpt2", "-p", "8", "--cluster", "h100-sxm", "--strategy", str(path), "-o",
+          str(page)])
+    summary = page_data(page.read_text())["summary"]
+    assert (summary["solver"], summary["method"], summary["status"]) == \
+        ("layout", "2 stages", "layout")
