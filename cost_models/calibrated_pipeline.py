@@ -94,13 +94,14 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     model_flop, hardware_flop = _model_flop(graph, bound, m)
     peak_flops = bound.pricer.top_flops * plan.devices
     tokens = plan.batch * _sequence(graph)
-    cap = bound.cluster.device.memory_bytes if plan.memory_cap_bytes is None \
-        else plan.memory_cap_bytes
+    device = bound.cluster.device.memory_bytes
+    cap = device if plan.memory_cap_bytes is None else plan.memory_cap_bytes
     peak = max(memory)
     return {"version": VERSION, "kind": "pipeline", "model": plan.model,
             "schedule": plan.schedule, "step_seconds": step, "tokens_per_second": tokens / step,
             "mfu": model_flop / (step * peak_flops), "hfu": hardware_flop / (step * peak_flops),
-            "memory_bytes": peak, "fits_memory": bool(peak <= cap), "device_memory_bytes": cap,
+            "memory_bytes": peak, "fits_memory": bool(peak <= cap), "device_memory_bytes": device,
+            "memory_cap_bytes": plan.memory_cap_bytes,
             "breakdown": _breakdown(step, m * times[slow], tallies[slow], m, last),
             "stage_seconds": times, "stage_tail_seconds": [sum(o) for o in once],
             "stage_memory_bytes": memory, "recorded_step": plan.step_time,

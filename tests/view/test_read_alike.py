@@ -207,3 +207,15 @@ def test_a_pipeline_layouts_page_says_it_is_a_layout(tmp_path, capsys):
     summary = page_data(page.read_text())["summary"]
     assert (summary["solver"], summary["method"], summary["status"]) == \
         ("layout", "2 stages", "layout")
+
+
+def test_a_capped_pipeline_plan_prices_against_its_cap(tmp_path, capsys):
+    # evaluate's JSON gave no memory_cap_bytes and the cap as device_memory_bytes
+    from test_sim_calibrated_plans import _plan
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_plan(cap=3e8)))
+    price = _json(capsys, "evaluate", "gpt2", "-p", "1", "--cluster", "h100-sxm",
+                  "--strategy", str(plan))
+    assert (price["memory_cap_bytes"], price["device_memory_bytes"]) == (3e8, 80 * 2**30)
+    assert price["fits_memory"] == (price["memory_bytes"] <= 3e8)
