@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any
 
-from pase.cli import checks
+from pase.cli import checks, recorded
 from pase.cli.args import cost_kwargs, key_values
 from pase.cli.output import emit
 from pase.deadline import Deadline
@@ -84,7 +84,8 @@ def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:
     if args.devices != plan.devices:
         raise OptionError(f"--strategy {args.strategy} is a plan for {plan.devices} devices, "
                           f"not -p {args.devices}")
-    for dest in ("batch", "cost_model", "cost_option", "model_option", "memory_cap", "zero",
+    recorded.check_plan_options(args, plan, args.strategy)
+    for dest in ("batch", "cost_model", "cost_option", "memory_cap", "zero",
                  "recompute", "mesh", "cutoff", "tflops", "bandwidth"):
         checks.refuse(args, (dest,), "does not apply to a pipeline plan, which records "
                                      "what it was priced with")

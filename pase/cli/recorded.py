@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pase import api
+from pase.cli.args import key_values
 from pase.errors import OptionError, StrategyError
 from pase.options import coerce_options
 from pase.plan_record import default_of, parameters
@@ -105,6 +106,24 @@ def plan_graph(path: str, data: Any, model: str, space: dict[str, Any],
                             f"{more}): it was solved for another model or other model options; "
                             f"give those (--model-option)")
     return graph, missing
+
+
+def check_plan_options(args: Any, plan: Any, path: str) -> None:
+    """A pipeline plan's model options are its own: a ``--model-option`` that gives the same
+    value is allowed (as for a per-op plan), another refused in :func:`apply_recorded`'s
+    words."""
+    given = key_values(getattr(args, "model_option", None), "--model-option")
+    if not given:
+        return
+    recorded, now = _resolved(plan.model, dict(plan.model_options)), \
+        _resolved(plan.model, given)
+    for key in sorted(given):
+        if key == "batch" or recorded.get(key) != now.get(key):
+            was = f"{key}={plan.model_options[key]}" if key in plan.model_options else \
+                f"the default {key}" if key != "batch" else f"batch {plan.batch}"
+            raise OptionError(f"--model-option {key}: --strategy {path} records {was}, the "
+                              f"command gives {key}={given[key]}; drop --model-option to price "
+                              f"it at the file's model options")
 
 
 def _resolved(model: str, options: dict[str, Any]) -> dict[str, Any]:

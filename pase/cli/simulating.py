@@ -110,8 +110,8 @@ def _simulate_pipeline(args: argparse.Namespace, plan: Any) -> None:
     """Run a pipeline plan micro-batch by micro-batch (:mod:`pase.sim.pipeline`)."""
     from pase.sim.pipeline import simulate_pipeline
 
-    checks.refuse(args, ("batch", "model_option", "mesh"), "comes from the pipeline plan; "
-                                                         "drop it")
+    recorded.check_plan_options(args, plan, args.strategy)
+    checks.refuse(args, ("batch", "mesh"), "comes from the pipeline plan; drop it")
     result = simulate_pipeline(plan, args.cluster, timeline=bool(args.plot or args.timeline))
     if args.plot:
         from pase.sim.plot import plot_pipeline

@@ -18,7 +18,7 @@ HELP = ("write a strategy as one self-contained HTML page: summary, the plan wit
 _SOLVER_FLAGS = ("option", "seed", "time_limit")
 _TERMS = ("tp", "dp", "cp", "ep")  # what a page's layout line names (pase.viewer.layout)
 # Flags a pipeline plan fixes itself.
-_PLAN_FIXES = ("batch", "model_option", "mesh", "cutoff", "powers_of_two", "cost_model",
+_PLAN_FIXES = ("batch", "mesh", "cutoff", "powers_of_two", "cost_model",
                "cost_option", "memory_cap", "zero", "recompute", "tflops", "bandwidth",
                "build_budget", "solver", "layout", "micro_batch")
 
@@ -251,6 +251,7 @@ def _pipeline(args: argparse.Namespace, write_html: Any, plan: Any) -> None:
     if args.compare is not None:
         raise OptionError("--compare compares two per-op strategies; a pipeline plan has one "
                           "strategy per stage, so it is not compared")
+    recorded.check_plan_options(args, plan, args.strategy)
     checks.refuse(args, _PLAN_FIXES, "is fixed by the pipeline plan; drop it")
     data = pipeline_model(plan, cluster=args.cluster, simulate=not args.no_timeline,
                           command=_command(args))

@@ -219,3 +219,21 @@ def test_a_capped_pipeline_plan_prices_against_its_cap(tmp_path, capsys):
                   "--strategy", str(plan))
     assert (price["memory_cap_bytes"], price["device_memory_bytes"]) == (3e8, 80 * 2**30)
     assert price["fits_memory"] == (price["memory_bytes"] <= 3e8)
+
+
+@pytest.mark.parametrize("command", ["evaluate", "simulate", "view"])
+def test_a_pipeline_plans_own_model_options_may_be_given_again(tmp_path, capsys, command):
+    # a per-op plan took its own options given again; a pipeline plan refused even those,
+    # in three wordings; now as for a per-op plan: the same accepted, another refused
+    from test_sim_calibrated_plans import _plan
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_plan()))
+    out = ["-o", str(tmp_path / "p.html")] if command == "view" else []
+    argv = [command, "gpt2", "-p", "1", "--cluster", "h100-sxm", "--strategy", str(plan), *out]
+    assert main([*argv, "--model-option", "layers=1", "--model-option", "seq=64"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--model-option", "layers=2"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"pase: error: --model-option layers: --strategy {plan} records layers=1, the command "
+        "gives layers=2; drop --model-option to price it at the file's model options")
