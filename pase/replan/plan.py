@@ -76,8 +76,8 @@ def prepare(model: str | Path | Graph, old: Any, *, devices: int | None = None, 
     identical devices). ``model_options`` are the new model's; ``old_model_options``
     override them for the old model (default: the same). An ``old`` solve output records
     the model options and batch it was planned for: they are the old model's (an
-    ``old_model_options`` is then refused) and the new one's but where ``model_options`` and
-    ``batch`` change them. ``cost_model`` prices the step:
+    ``old_model_options`` that disagrees is refused) and the new one's but where
+    ``model_options`` and ``batch`` change them. ``cost_model`` prices the step:
     by default the calibrated model when a cluster is given (a mixed one too),
     as :func:`pase.solve` picks, and alpha-beta on ``dgx-a100`` grown to ``devices``
     without one; ``cost_options`` are that model's (calibrated: ``precision``,
@@ -287,11 +287,11 @@ def _old_build(plan: OldPlan, model: Any, model_options: Mapping[str, Any] | Non
                batch: int | None, old_model_options: Mapping[str, Any] | None) -> tuple:
     """``(model_options, batch, old)``: the new model's options and batch, and the options
     that build the old model (its batch among them; None: the new model's graph). What an
-    old plan records it was planned for makes the old model, and the new one where the call
-    does not change it (without the record, a 2-layer plan was re-planned as the 12-layer
-    default model and its migration priced as if it had had 12 layers); otherwise the old
-    model is the new one with ``old_model_options`` over it (which must then agree with
-    the record)."""
+    old plan records it was planned for makes the old model (``old_model_options`` must
+    agree with it), and the new one where the call does not change it (without the record,
+    a 2-layer plan was re-planned as the 12-layer default model and its migration priced
+    as if it had had 12 layers); an old plan that records nothing makes the new model with
+    ``old_model_options`` over it."""
     if plan.model_options is None and plan.batch is None:
         if not old_model_options:
             return model_options, batch, None
