@@ -52,8 +52,8 @@ def op_prices(graph: Graph, problem: Problem, choice: Any, model: Any = None) ->
 def bound_prices(graph: Graph, problem: Problem, choice: Any, bound: Any,
                  ops: Sequence[int] | None = None) -> dict[str, dict]:
     """:func:`op_prices` of the ops ``ops`` (indices; default all) by a timed model already
-    bound to ``graph`` (a pipeline stage's ops: :mod:`pase.pipeline.stage_prices`); the
-    edges are those between two of them."""
+    bound to ``graph`` (a pipeline stage's ops: :func:`pase.cost_models.calibrated_pipeline.
+    stage_op_prices`); the edges are those between two of them."""
     c = [int(k) for k in choice]
     index = range(len(graph.ops)) if ops is None else sorted(set(ops))
     out = _memory(graph, problem, c, index)
