@@ -57,9 +57,13 @@ def apply_recorded(path: str, data: Any, model: str, space: dict[str, Any],
         if recorded[key] != now[key]:
             was = f"the default {key}" if key not in options else f"{key}={options[key]}"
             gives = f"the default {key}={now[key]}" if key not in given else f"{key}={given[key]}"
-            raise OptionError(f"--model-option {key}: {given_as} {path} records {was}, "
-                              f"the command gives {gives}; drop --model-option to price it at "
-                              f"the file's model options")
+            raise _other_option(key, f"{given_as} {path}", was, gives)
+
+
+def _other_option(key: str, file: str, was: str, gives: str) -> OptionError:
+    """The refusal of a ``--model-option`` that differs from what a plan file records."""
+    return OptionError(f"--model-option {key}: {file} records {was}, the command gives "
+                       f"{gives}; drop --model-option to price it at the file's model options")
 
 
 def apply_plan_costs(data: Any, args: Any, costs: dict) -> bool:
@@ -121,9 +125,7 @@ def check_plan_options(args: Any, plan: Any, path: str) -> None:
         if key == "batch" or recorded.get(key) != now.get(key):
             was = f"{key}={plan.model_options[key]}" if key in plan.model_options else \
                 f"the default {key}" if key != "batch" else f"batch {plan.batch}"
-            raise OptionError(f"--model-option {key}: --strategy {path} records {was}, the "
-                              f"command gives {key}={given[key]}; drop --model-option to price "
-                              f"it at the file's model options")
+            raise _other_option(key, f"--strategy {path}", was, f"{key}={given[key]}")
 
 
 def _resolved(model: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def layout_pipeline(graph: Graph, lay: Layout, model: str,
                 raise OptionError(f"chunk {c} of the layout is not one range of ops")
             ranges.append((idx[0], idx[-1] + 1))
         ops = [names[i] for first, end in ranges for i in range(first, end)]
-        out.append(PipelineStage(tuple(names[i] for a, b in ranges for i in (a, b - 1)), ranges[0],
+        out.append(PipelineStage(PipelineStage.names(names, ranges), ranges[0],
                                  (s * d, (s + 1) * d), int(in_flight(lay, s)), 0.0, 0.0,
                                  {op: configs[op] for op in ops if configs[op]},
                                  {op: variants[op] for op in ops if op in variants},

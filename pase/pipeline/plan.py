@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pase.errors import OptionError, StrategyError
 from pase.files import regular_file, write_text_atomic
@@ -71,6 +71,11 @@ class PipelineStage:
     def ranges(self) -> list[tuple[int, int]]:
         """The op ranges the stage runs: its chunks, or its one ``op_range``."""
         return list(self.chunks) or [self.op_range]
+
+    @staticmethod
+    def names(op_names: Sequence[str], ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        """``ops`` of a stage running ``ranges``: each range's first and last op name."""
+        return tuple(op_names[i] for first, end in ranges for i in (first, end - 1))
 
     @property
     def label(self) -> str:

@@ -143,8 +143,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
                           f"{_empty_space(space, len(units) - 1)}")
     if found is None:
         why = "" if any(name != "interleaved" for name, _ in space.schedules) else \
-            (" (an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s "
-             "and s V units to cut)")
+            f" ({INTERLEAVED_NEEDS})"
         raise OptionError(f"no pipeline plan fits the memory cap of "
                           f"{'none' if cap is None else f'{cap / 2**30:.4g} GiB'} per device on "
                           f"{devices} devices{why}; raise --memory-cap or add devices")
@@ -152,7 +151,7 @@ def solve_pipeline(model: str | Path | Graph, devices: int, *, batch: int | None
     s = len(found.groups)
     for i, ((ranges, d), result) in enumerate(zip(found.groups, found.results)):
         stages.append(PipelineStage(
-            tuple(names[k] for first, end in ranges for k in (first, end - 1)), ranges[0],
+            PipelineStage.names(names, ranges), ranges[0],
             (rank, rank + d),
             in_flight(found.schedule, found.microbatches, s, i),
             found.prices[i].seconds, result.memory,
@@ -301,14 +300,17 @@ def _price(found: Found, oracle: StageOracle) -> None:
     found.step = found.step_of([p.seconds for p in found.prices], [p.tail for p in found.prices])
 
 
+INTERLEAVED_NEEDS = ("an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of "
+                     "s and s x V units to cut")
+
+
 def _empty_space(space: Space, units: int) -> str:
     """Why the declared space holds no plan (the refusal's reason)."""
     if any(name != "interleaved" for name, _ in space.schedules):
         return (f"the model cuts into {units} unit{'s' * (units != 1)} and the stage sizes "
                 f"and micro-batch counts allow no stage of them; allow more stage sizes or "
                 f"micro-batch counts")
-    return (f"an interleaved plan needs s >= 2 stages of p / s devices, m a multiple of s and "
-            f"s x V units to cut, and the model cuts into {units} unit{'s' * (units != 1)} at "
+    return (f"{INTERLEAVED_NEEDS}, and the model cuts into {units} unit{'s' * (units != 1)} at "
             f"m = {', '.join(str(m) for m in space.microbatches)}; take fewer virtual stages, "
             f"a model with more layers or another m")
 
