@@ -97,21 +97,22 @@ def placed(model, configs: np.ndarray) -> np.ndarray:
     return placement(configs, model.cluster.prefixes(model.p), model.p)
 
 
-def kernels(model, op: Op, configs: np.ndarray, base, ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward kernel seconds per config: on each device type that holds a
-    tile, at its own constants, times its share multiple; the slowest type's."""
+def kernels(model, op: Op, configs: np.ndarray, base, ctx) -> tuple[np.ndarray, ...]:
+    """Forward and backward kernel seconds per config, and the backward's weight-gradient
+    part: on each device type that holds a tile, at its own constants, times its share
+    multiple; the slowest type's."""
     by_type = config_terms(op, configs, model.cluster, model.p, model.split).by_type
-    fwd, bwd = np.zeros(len(configs)), np.zeros(len(configs))
+    out = tuple(np.zeros(len(configs)) for _ in range(3))
     for g, group in enumerate(model.cluster.groups):
         rows = np.flatnonzero(by_type[:, g] > 0)
         if not len(rows):
             continue
         hw = achieved(group.device)
         pricer = make_pricer(group.device, hw, model.precision)
-        f, b = model._kernels_on(op, configs[rows], take(base, rows), ctx, hw, pricer)
-        fwd[rows] = np.maximum(fwd[rows], f * by_type[rows, g])
-        bwd[rows] = np.maximum(bwd[rows], b * by_type[rows, g])
-    return fwd, bwd
+        times = model._kernels_on(op, configs[rows], take(base, rows), ctx, hw, pricer)
+        for total, part in zip(out, times):
+            total[rows] = np.maximum(total[rows], part * by_type[rows, g])
+    return out
 
 
 def work_costs(model, work) -> np.ndarray:

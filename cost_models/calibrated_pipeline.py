@@ -13,7 +13,8 @@ path has them), the re-layouts between its own ops and, each way, the sends of t
 tensors each chunk receives from another (each rank sends its ``1 / d`` share,
 Megatron-LM's scatter-gather);
 the step is :func:`pase.pipeline.schedules.plan_step`'s one rule: the schedule over the
-stage times, then the largest stage tail (once a step: its exposed gradient sync and
+stage times (under ZB-H1 each split into forward, backward and its weight gradients: the
+forward's kernels and critical collectives and half of the rest, each with the sends), then the largest stage tail (once a step: its exposed gradient sync and
 optimizer step). This is the one price of every pipeline plan, a layout's or the
 pipeline search's (``pase evaluate --strategy``; :mod:`pase.pipeline` reaches it
 through the registered model's ``price_pipeline``). Memory is the peak stage's states,
@@ -39,8 +40,9 @@ from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight
+from pase.perf.schedule import Work
 from pase.pipeline.layered import kept_output_bytes
-from pase.pipeline.schedules import plan_step
+from pase.pipeline.schedules import PLAN_ONLY, plan_step
 from pase.pipeline.sends import received
 from pase.pipeline.solve import with_defaults
 from pase.prices import bound_prices
@@ -48,8 +50,9 @@ from pase.prices import bound_prices
 
 def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dict[str, Any]:
     """The price of pipeline plan ``plan`` (module docstring): the keys of
-    :func:`pase.cost_models.calibrated_plan.price_plan` plus ``stage_seconds`` and
-    ``stage_memory_bytes``. ``cluster`` defaults to the plan's cost option; ``graph``
+    :func:`pase.cost_models.calibrated_plan.price_plan` plus ``stage_seconds``,
+    ``stage_memory_bytes`` and ``stage_weight_seconds`` (of each stage's backward, the
+    weight gradients' kernels, which ZB-H1 puts off). ``cluster`` defaults to the plan's cost option; ``graph``
     to the plan's model at its micro-batch size."""
     from pase import api
 
@@ -68,6 +71,7 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     lay = Layout(pp=len(plan.stages), micro_batch=1, global_batch=m, schedule=name,
                  virtual=int(virtual or 1))
     times, once, sends_by_stage, tallies, priced = [], [], [], [], []
+    passes = []  # per stage, its time as forward, backward and weight-gradient seconds
     into: dict[int, float] = {}  # a chunk's first op -> the seconds sent into it, one way
     bound = None
     for st in plan.stages:
@@ -80,6 +84,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
             into[first] = sum(chunk)
             sends += chunk
         times.append(work + 2 * sum(sends))
+        passes.append(Work(t["pass_forward"] + sum(sends),
+                           work - t["pass_forward"] + sum(sends), t["weight"]))
         sends_by_stage.append(sends)
         once.append(tail)
         tallies.append(t)
@@ -89,7 +95,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     memory = [t["states"] + in_flight(lay, s) * a + t["working"] + t["gathered"]
               for s, (t, a) in enumerate(zip(tallies, activations))]
     last = max(once, key=sum)
-    step = plan_step(plan.schedule, m, times, [], [sum(o) for o in once])
+    step = plan_step(plan.schedule, m, passes if name in PLAN_ONLY else times, [],
+                     [sum(o) for o in once])
     slow = max(range(len(times)), key=lambda i: times[i])
     model_flop, hardware_flop = _model_flop(graph, bound, m)
     peak_flops = bound.pricer.top_flops * plan.devices
@@ -104,6 +111,7 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
             "memory_cap_bytes": plan.memory_cap_bytes,
             "breakdown": _breakdown(step, m * times[slow], tallies[slow], m, last),
             "stage_seconds": times, "stage_tail_seconds": [sum(o) for o in once],
+            "stage_weight_seconds": [w.weight for w in passes],
             "stage_memory_bytes": memory, "recorded_step": plan.step_time,
             "send_seconds": [max(x, default=0.0) for x in sends_by_stage],
             # per boundary in model order, one way: the plan's links
@@ -136,7 +144,8 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     variant) by the per-op plan's rules: seconds per micro-batch without its sends (kernels,
     critical collectives, ZeRO-3's gathers past what compute hides, the re-layouts
     between its own ops, the expert exchanges past what compute hides), its once-a-step
-    tail ``(exposed gradient sync, optimizer)``, :func:`tally`'s terms and ``(bound model,
+    tail ``(exposed gradient sync, optimizer)``, :func:`tally`'s terms (and
+    ``pass_forward``, the forward pass's share of the seconds) and ``(bound model,
     Problem, choice)``. The pipeline search charges its stages with it too
     (:func:`pase.pipeline.price.stage_price`)."""
     from pase.pipeline.stage_model import stage_cost_model
@@ -154,6 +163,9 @@ def stage_terms(graph: Graph, ranges, devices: int, configs: dict, variants: dic
     tax = bound.hw.overlap
     work = t["compute"] + t["critical"] + tax * t["gathers"] + t["fsdp_exposed"] + inside \
         + exposed_exchange(graph, bound, problem, c, t, set(ops))
+    # a zero-bubble schedule's forward pass: its kernels and critical collectives, and half
+    # of the rest (re-layouts, ZeRO-3's gathers, expert exchanges go both ways)
+    t["pass_forward"] = t["forward"] + (work - t["compute"] - t["critical"]) / 2
     return work, (t["exposed_sync"], t["optimizer"]), t, (bound, problem, c)
 
 

@@ -89,9 +89,9 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
           indices, extra_sync: float = 0.0) -> dict[str, float]:
     """The terms of ops ``indices`` (a plan's, or one pipeline stage's) at choice ``c``:
     per micro-batch ``compute`` (kernels, recomputation included; ``rebuilt`` the part run
-    again), ``critical``
-    collectives, ZeRO-3's ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond
-    the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
+    again), ``critical`` collectives (``forward``: the forward pass's kernels and critical
+    collectives; ``weight``: the weight gradients' kernels, of the backward's), ZeRO-3's
+    ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
     ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
     ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights.
     ``extra_sync``: more syncs (seconds alone) the window must hide (the tied matrices',
@@ -104,6 +104,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     variant that runs nothing again (an embedding's lookup has no FLOP to recompute)
     costs nothing more, as the Problem has it."""
     compute = critical = sync = gathers = optimizer = states = activations = rebuilt = 0.0
+    forward = weight = 0.0  # of compute and critical, the forward pass's; of compute, dW
     window = forward_window = refresh = 0.0  # refresh: ZeRO 1-2's gather of updated weights
     bucket = np.zeros(2)  # the ops' own bucket hops, times their parameters: sync, refresh
     synced = 0.0  # the parameters of these ops
@@ -126,6 +127,8 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         ctx = bound.context(op)
         compute += o.f + o.b + o.again
         rebuilt += o.again
+        forward += o.f + o.parts["critical_forward"]
+        weight += o.w
         window += o.b + o.again  # the last micro-batch's backward hides the syncs
         forward_window += o.f  # the next step's first forward hides the refresh
         parts = o.parts
@@ -159,6 +162,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         by_unit[unit][2:] += hops
     return {"by_unit": {u: (float(v[0]), float(v[1])) for u, v in by_unit.items()},
             "compute": compute, "rebuilt": rebuilt, "critical": critical, "gathers": gathers,
+            "forward": forward, "weight": weight,
             "fsdp_exposed": _fsdp_correction(by_unit, bound.hw, gathers),
             "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
@@ -182,6 +186,7 @@ class _OpTerms(NamedTuple):
     f: float
     b: float
     again: float  # the forward run again under recomputation
+    w: float  # of b, the weight gradients' kernels
     parts: dict[str, float]  # :func:`_collectives`
     elements: float  # parameter elements
     optimizer: float
@@ -198,7 +203,8 @@ def _op_terms(bound: CalibratedRules, op: Op, configs: np.ndarray, zero: int,
     work = apply_variant(base, zero, recompute)
     assert isinstance(work, PricedWork)
     f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-    return _OpTerms(f, b, f if bool(recomputes(work)[0]) else 0.0, _collectives(bound, work),
+    return _OpTerms(f, b, f if bool(recomputes(work)[0]) else 0.0,
+                    float(work.weight_seconds[0]), _collectives(bound, work),
                     parameter_elements(op), float(bound.optimizer_seconds(work)[0]),
                     float(work.state_bytes[0]), float(bound.kept_activation_bytes(work)[0]),
                     _bucket_hops(bound, work),

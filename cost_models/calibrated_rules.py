@@ -246,9 +246,9 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         ctx = self.context(op)
         colls = kept_collectives(op, base.collectives, ctx.shares_input_gradient, e)
         if self.cluster.groups:  # each config on its prefix's device types
-            fwd, bwd = hetero.kernels(self, op, configs, base, ctx)
+            fwd, bwd, weight = hetero.kernels(self, op, configs, base, ctx)
         else:
-            fwd, bwd = self._kernels(op, configs, base, ctx)
+            fwd, bwd, weight = self._kernels(op, configs, base, ctx)
         kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras)
         block = self._kept_bytes(op, configs, ctx.block_outputs, ())
         if self.recompute_mode == "full":
@@ -259,7 +259,7 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
                       activation_bytes=kept, state_factor=factor)
         return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
-                          base_backward_flop=base.backward_flop, block_bytes=block)
+                          weight_seconds=weight, base_backward_flop=base.backward_flop, block_bytes=block)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
         configs = np.asarray(configs, dtype=np.int64)
@@ -272,24 +272,26 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
                                 self.context(op).shares_input_gradient, e)
 
     def _kernels(self, op: Op, configs: np.ndarray, base: OpWork,
-                 ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
-        """Forward and backward kernel seconds of one micro-batch, per config: on a
-        prefix of a mixed cluster, its slowest device type's (each at its own constants)."""
+                 ctx: OpContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Forward and backward kernel seconds of one micro-batch, and the backward's
+        weight-gradient part (what zero-bubble schedules put off), per config: on a prefix
+        of a mixed cluster, its slowest device type's (each at its own constants)."""
         if not self.kinds:
             return self._kernels_on(op, configs, base, ctx, self.hw, self.pricer)
         times = [self._kernels_on(op, configs, base, ctx, hw, pr) for hw, pr in self.kinds]
-        return (np.max([f for f, _ in times], axis=0), np.max([b for _, b in times], axis=0))
+        return tuple(np.max([t[j] for t in times], axis=0) for j in range(3))
 
     def _kernels_on(self, op: Op, configs: np.ndarray, base: OpWork, ctx: OpContext,
-                    hw: Achieved, pricer) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_kernels` on one device type (``hw``, ``pricer``)."""
+                    hw: Achieved, pricer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_kernels` on one device type (``hw``, ``pricer``). An op the layout
+        path has no kernel rule for (a convolution, an LSTM) defers no weight gradient."""
         K = len(configs)
         cfg = configs.astype(np.float64)
         splits = {d.name: cfg[:, i] for i, d in enumerate(op.dims)}
         tile = {d.name: padded_extent(d.size, cfg[:, i]) for i, d in enumerate(op.dims)}
         t = OpTime(op.name)
         if ctx.attention == "inner" or op.kind in VIEWS:
-            return np.zeros(K), np.zeros(K)
+            return np.zeros(K), np.zeros(K), np.zeros(K)
         if ctx.attention == "scores":
             attention_time(op, op, ctx.causal, tile, pricer, t, ctx.window)
         elif op.kind == "Einsum":
@@ -299,9 +301,9 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         else:  # convolutions, LSTMs...: pase.work's FLOP at large-GEMM efficiency
             rate = pricer.peak_flops * hw.gemm
             return (base.forward_flop / rate + hw.launch_s,
-                    base.backward_flop / rate + 2 * hw.launch_s)
-        return (np.broadcast_to(np.asarray(t.forward_s, dtype=np.float64), (K,)).copy(),
-                np.broadcast_to(np.asarray(t.backward_s, dtype=np.float64), (K,)).copy())
+                    base.backward_flop / rate + 2 * hw.launch_s, np.zeros(K))
+        return tuple(np.broadcast_to(np.asarray(x, dtype=np.float64), (K,)).copy()
+                     for x in (t.forward_s, t.backward_s, t.weight_s))
 
     def _kept_bytes(self, op: Op, configs: np.ndarray, outputs: tuple[int, ...],
                     extras: tuple[str, ...]) -> np.ndarray:
@@ -348,14 +350,16 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         add up to that group's hops once (over several groups, to their mean by size)."""
         if self.cluster.groups and self.devices is not None:  # each config on its prefix
             return hetero.per_prefix(self, work, lambda sub, part: sub.collective_roles(part))
-        roles = dict.fromkeys(("critical", "gather_forward", "gather_backward", "scatter", "sync",
-                               "refresh", "sync_hops", "refresh_hops"),
-                              np.zeros(len(work.configs)))
+        roles = dict.fromkeys(("critical", "critical_forward", "gather_forward",
+                               "gather_backward", "scatter", "sync", "refresh", "sync_hops",
+                               "refresh_hops"), np.zeros(len(work.configs)))
         fsdp = any(c.weight is not None and c.kind == "all-gather" and c.phase == "forward"
                    for c in work.collectives)
         for c, t in zip(work.collectives, self.critical_charges(work)):
             if t is not None:
                 roles["critical"] = roles["critical"] + t
+                if c.phase == "forward":  # of which the forward pass's (zero-bubble schedules)
+                    roles["critical_forward"] = roles["critical_forward"] + t
                 continue
             t = self.collective(work.op, work.configs, c)
             if c.weight is not None and (fsdp or c.phase != "gradient"):

@@ -32,6 +32,7 @@ class PricedWork(OpWork):
 
     forward_seconds: np.ndarray | None = None  # kernels, one micro-batch
     backward_seconds: np.ndarray | None = None
+    weight_seconds: np.ndarray | None = None  # of backward_seconds, the weight gradients
     base_backward_flop: np.ndarray | None = None  # before a variant adds recomputation
     block_bytes: np.ndarray | None = None  # the outputs a recomputed layer still keeps
     # per weight, its elements a device holds, where configs pad (calibrated_padding): the

@@ -160,7 +160,9 @@ def _timed(bound: Any, op: Any, configs: np.ndarray, zero: int, recompute: bool)
     f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
     again = recompute and float(work.backward_flop[0]) > float(base.backward_flop[0])  # reruns
     charged = _charges(bound, work)
+    weight = getattr(work, "weight_seconds", None)  # of the backward, the weight gradients'
     return {"forward": f, "backward": b + (f if again else 0.0),
+            "weight": 0.0 if weight is None else float(weight[0]),
             "optimizer": float(bound.optimizer_seconds(work)[0]),
             "collectives": [[col.phase, col.kind, col.label, col.port, col.weight,
                              float((bound.collective(op, work.configs, col) if t is None else t)[0])]

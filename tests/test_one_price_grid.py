@@ -50,6 +50,9 @@ FAST = [
      {"schedule": "interleaved:2", "zero": 1}),
     ("gpt2", {"layers": 6, "vocab": 50304}, 8, "tp=2,pp=2,dp=2", A100, 2, 16,
      {"schedule": "interleaved:3", "recompute": "full"}),
+    # ZB-H1: each stage's backward split, its weight gradients put off
+    ("gpt2", GPT2_4, 8, "tp=1,pp=4,dp=2", A100, 2, 32, {"schedule": "zb-h1", "zero": 1}),
+    ("gpt2", GPT2_4, 8, "tp=2,pp=2,dp=2", A100, 2, 16, {"schedule": "zb-h1", "zero": 3}),
     # MoE parallel folding: ep = 8 over tp x dp ranks (etp = 1), inside a node and, for
     # Qwen3's 128 experts, ep = 16 over two nodes
     ("mixtral-8x7b", L1, 8, "tp=2,dp=4,ep=8", H100, 1, 16, {}),
@@ -74,6 +77,10 @@ SLOW = [
     ("llama2-7b", L2, 16, "tp=4,cp=2,dp=2", H100, 1, 8, {}),
     ("llama3.1-8b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", H100, 1, 8,
      {"zero": 1, "recompute": "selective"}),
+    ("llama2-7b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", H100, 1, 8,
+     {"schedule": "zb-h1", "recompute": "selective"}),
+    ("mixtral-8x7b", {"layers": 4}, 16, "tp=2,pp=2,dp=4,ep=4", H100, 1, 16,
+     {"schedule": "zb-h1", "recompute": "full"}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8", A100, 1, 8, {}),
     ("mixtral-8x7b", L2, 16, "tp=2,dp=8,ep=8", A100, 1, 8, {}),
     ("mixtral-8x7b", L2, 8, "tp=1,dp=8,ep=8", A100, 1, 16, {}),

@@ -8,12 +8,12 @@ from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight, placement
 from pase.perf.plan import layout_configs, layout_variants, plan_cost_options
 from pase.pipeline.plan import PipelinePlan, PipelineStage
-from pase.pipeline.schedules import PLAIN
+from pase.pipeline.schedules import PLAIN, PLAN_ONLY
 from pase.space import PADDED_ROLES
 
-# The schedules a pipeline plan runs; zb-h1 and dualpipe split each backward pass in two,
-# which the per-op stages do not price yet.
-WRITTEN = (*PLAIN, "interleaved")
+# The schedules a pipeline plan runs; dualpipe runs two stages on each device group, which
+# a plan's stages (one device range each) do not say.
+WRITTEN = (*PLAIN, "interleaved", *PLAN_ONLY)
 
 
 def layout_pipeline(graph: Graph, lay: Layout, model: str,

@@ -5,7 +5,8 @@ reads it back) is one object:
 
 - ``version`` (1), ``kind`` (``"pipeline"``), ``model``, ``model_options``,
   ``devices``, ``batch``, ``microbatches`` (m), ``microbatch_size``
-  (batch / m), ``schedule`` (``1f1b`` or ``gpipe``), ``cost_model``
+  (batch / m), ``schedule`` (``1f1b``, ``gpipe``, ``interleaved:V``, or ``zb-h1`` for a
+  layout's plan: :mod:`pase.pipeline.schedules`), ``cost_model``
   (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
 - ``step_time`` (seconds, the plan's one price, ``pase evaluate --strategy``'s:
@@ -272,11 +273,14 @@ def _check(plan: PipelinePlan) -> None:
     if plan.microbatches < 1 or plan.batch % plan.microbatches:
         raise StrategyError(f"microbatches {plan.microbatches} must divide the batch {plan.batch}")
     try:
-        _, virtual = unlabel(plan.schedule)
+        name, virtual = unlabel(plan.schedule)
     except OptionError as exc:
         raise StrategyError(f"pipeline plan: {exc}") from None
     at, rank = plan.stages[0].op_range[0], 0
     s = len(plan.stages)
+    if name == "zb-h1" and plan.microbatches < s:  # as a ZB-H1 layout needs
+        raise StrategyError(f"schedule zb-h1 needs at least as many microbatches as stages "
+                            f"({s}); the plan has {plan.microbatches}")
     for c in range(s * virtual):  # chunk c runs on stage c mod s
         st = plan.stages[c % s]
         ranges = st.ranges

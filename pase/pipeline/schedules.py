@@ -13,6 +13,12 @@ stage times ``t_i`` and per-direction link times ``x_b``:
   chunks' times and the sends into them), and group ``i`` holds
   ``(s - i) (1 + (s - 1) / (s V))`` micro-batches' activations of all its chunks.
 
+A plan may also run ``zb-h1`` (:data:`PLAN_ONLY`: a layout written as a plan, which the
+op-level search does not search): each stage's time per micro-batch is then a
+:class:`pase.perf.schedule.Work` (forward, backward, the weight-gradient part it puts off)
+and the step is the closed form :func:`pase.perf.schedule.step_seconds` prices a ZB-H1
+layout with; every stage holds ``min(m, s)`` micro-batches.
+
 These few functions are the only place the search reads schedule math, so they can be
 pointed at one schedule module later.
 """
@@ -23,10 +29,13 @@ from typing import Sequence
 
 from pase.errors import OptionError
 from pase.perf import pipeline as closed_forms
+from pase.perf import schedule as forms
+from pase.perf.schedule import Work
 
 PLAIN = ("1f1b", "gpipe")
 VIRTUAL = (2, 3, 4)  # the interleavings the layout search tries (pase.perf.search)
 NAMES = ("1f1b", "gpipe", "interleaved", "interleaved:V", "auto")
+PLAN_ONLY = ("zb-h1",)  # run by a plan (a layout's), not searched op by op
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,9 @@ def label(name: str, virtual: int) -> str:
 
 
 def unlabel(text: str) -> tuple[str, int]:
-    """The inverse of :func:`label` (one schedule)."""
+    """The inverse of :func:`label` (one schedule), or a :data:`PLAN_ONLY` one."""
+    if str(text).strip().lower() in PLAN_ONLY:
+        return str(text).strip().lower(), 1
     pairs = parse(text)
     if len(pairs) != 1:
         raise OptionError(f"schedule {text!r} names {len(pairs)} schedules; a plan runs one")
@@ -78,8 +89,8 @@ def unlabel(text: str) -> tuple[str, int]:
 
 def in_flight(name: str, virtual: int, microbatches: int, stages: int, index: int) -> float:
     """Micro-batches whose activations group ``index`` of ``stages`` holds at its peak."""
-    if name == "gpipe":
-        return microbatches
+    if name in ("gpipe", *PLAN_ONLY):
+        return forms.in_flight(name, stages, microbatches, index)
     if name == "interleaved":
         return closed_forms.in_flight(Shape(stages, microbatches, name, virtual), index)
     return min(microbatches, stages - index)
@@ -117,11 +128,16 @@ def interleavable(stages: int, virtual: int, microbatches: int, units: int) -> b
     return stages >= 2 and microbatches % stages == 0 and stages * virtual <= units
 
 
-def priced_step(schedule: str, microbatches: int, times: Sequence[float],
+def priced_step(schedule: str, microbatches: int, times: Sequence[float | Work],
                 links: Sequence[float]) -> float:
     """A plan's step from its groups' times per micro-batch and its links (per cut and
-    direction; an interleaved plan's cut ``c`` feeds chunk ``c`` on group ``c mod s``)."""
+    direction; an interleaved plan's cut ``c`` feeds chunk ``c`` on group ``c mod s``).
+    ``zb-h1``: each time a :class:`Work` with the sends in it, no links."""
     name, virtual = unlabel(schedule)
+    if name in PLAN_ONLY:
+        if links or not all(isinstance(t, Work) for t in times):
+            raise OptionError(f"a {name} plan's step reads each stage's Work, sends included")
+        return forms.step_seconds(name, times, microbatches)
     if name != "interleaved":
         return step_seconds(times, links, microbatches, name)
     total = list(times)
@@ -130,7 +146,8 @@ def priced_step(schedule: str, microbatches: int, times: Sequence[float],
     return interleaved_seconds(total, microbatches, virtual)
 
 
-def plan_step(schedule: str, microbatches: int, times: Sequence[float], links: Sequence[float],
+def plan_step(schedule: str, microbatches: int, times: Sequence[float | Work],
+              links: Sequence[float],
               tails: Sequence[float] = ()) -> float:
     """The one rule a pipeline plan's step is priced by, as the layout path prices a pipeline
     layout (:func:`pase.perf.step.evaluate_layout`): the schedule over the stages' times per

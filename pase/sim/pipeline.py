@@ -9,7 +9,8 @@ Two levels:
    backward time ``B`` (to the last backward compute or in-layer collective)
    and the tail of its parameter-gradient syncs ``G`` (what remains of the
    step after that).
-2. The schedule (1F1B, GPipe or interleaved 1F1B, whose stage runs its ``V`` chunks,
+2. The schedule (1F1B, GPipe, ZB-H1 (whose stages put off their weight gradients, the
+   seconds the plan's prices give them), or interleaved 1F1B, whose stage runs its ``V`` chunks,
    each simulated as above) runs as a discrete-event program (:func:`run_schedule`, the
    replay of :mod:`pase.perf.schedule`): each stage executes its forwards and backwards
    in the schedule's order; a forward of micro-batch ``j`` waits for stage
@@ -63,11 +64,13 @@ _SHARED = ("efficiency", "bytes_per_element", "optimizer", "compute", "precision
 
 
 class StageTimes(NamedTuple):
-    """One micro-batch of one stage: forward, backward, and the gradient-sync tail (seconds)."""
+    """One micro-batch of one stage: forward, backward, the gradient-sync tail and, of the
+    backward, the weight gradients (seconds; ZB-H1 puts them off)."""
 
     forward: float
     backward: float
     gradient: float
+    weight: float = 0.0
 
 
 @dataclass
@@ -172,7 +175,7 @@ def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatch
         raise StrategyError(f"{schedule} over {chunks} chunks needs a multiple of {virtual} "
                             f"chunks and {chunks - 1} link times, got {len(links)}")
     pipe = build(name, s, microbatches, virtual)
-    ran = replay(pipe, [Work(t.forward, t.backward) for t in times], [0.0, *links])
+    ran = replay(pipe, [Work(t.forward, t.backward, t.weight) for t in times], [0.0, *links])
     events = [Event(f"stage{r.where}", r.start, r.end, f"{t.kind}{t.micro}",
                     "forward" if t.kind == "F" else "backward")
               for r in ran.steps for t in r.tasks]
@@ -221,7 +224,11 @@ def stage_times(graph: Graph, configs: dict, cluster: Any, devices: int,
             work = apply_variant(work, *chosen[op.name])
         state += float(work.state_bytes[0])
         activation += float(work.activation_bytes[0])
-    return StageTimes(fwd, bwd - fwd, max(0.0, result.step_time - bwd)), state, activation
+    # the weight gradients as priced (a replay runs each op's backward as one task)
+    weight = 0.0 if prices is None else sum(float(prices[op.name].get("weight", 0.0))
+                                            for op in graph.ops)
+    return StageTimes(fwd, bwd - fwd, max(0.0, result.step_time - bwd),
+                      min(weight, bwd - fwd)), state, activation
 
 
 def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) -> PipelineSimResult:
