@@ -19,7 +19,8 @@ optimizer step). This is the one price of every pipeline plan, a layout's or the
 pipeline search's (``pase evaluate --strategy``; :mod:`pase.pipeline` reaches it
 through the registered model's ``price_pipeline``). Memory is the peak stage's states,
 its kept activations times the micro-batches in flight (:func:`pase.perf.pipeline.in_flight`), the working set of full
-recomputation and ZeRO-3's gathered weights.
+recomputation and ZeRO-3's gathered weights; under DualPipe a device group also holds the
+states and gathered weights of the other stage it runs (:func:`pase.pipeline.schedules.mirror`).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from pase.perf.layout import Layout
 from pase.perf.pipeline import in_flight
 from pase.perf.schedule import Work
 from pase.pipeline.layered import kept_output_bytes
-from pase.pipeline.schedules import PLAN_ONLY, plan_step
+from pase.pipeline.schedules import PLAN_ONLY, mirror, plan_step
 from pase.pipeline.sends import received
 from pase.pipeline.solve import with_defaults
 from pase.prices import bound_prices
@@ -92,8 +93,10 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
         priced.append((bound, problem, c))
     activations = [t["activations"] for t in tallies]
     _kept_across(graph, plan, priced, activations)
-    memory = [t["states"] + in_flight(lay, s) * a + t["working"] + t["gathered"]
-              for s, (t, a) in enumerate(zip(tallies, activations))]
+    held = [t["states"] + t["gathered"] for t in tallies]  # DualPipe: a group runs two stages
+    memory = [held[s] + (0.0 if mirror(plan.schedule, len(held), s) is None
+                         else held[mirror(plan.schedule, len(held), s)])
+              + in_flight(lay, s) * a + t["working"] for s, (t, a) in enumerate(zip(tallies, activations))]
     last = max(once, key=sum)
     step = plan_step(plan.schedule, m, passes if name in PLAN_ONLY else times, [],
                      [sum(o) for o in once])

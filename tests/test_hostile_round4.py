@@ -210,20 +210,17 @@ LLAMA_PP2 = ["evaluate", "llama3-8b", "-p", "16", "--model-option", "layers=4", 
              "32", "--format", "json"]
 
 
-@pytest.mark.parametrize("schedule", ["dualpipe", "DualPipe"])
+@pytest.mark.parametrize("schedule", ["zb-h1", "dualpipe", "ZB-H1"])
 def test_a_layout_under_a_split_backward_schedule_is_priced(capsys, schedule):
-    """`--schedule dualpipe`, which `evaluate -h` offers, failed for pp > 1 with "unknown
-    schedule" (the pipeline plan written beside the price has no such schedule); the
-    layout is priced, and no pipeline plan is written (a DualPipe device group runs two
-    stages, which a plan's stages do not say; ZB-H1 layouts have plans,
-    tests/test_zb_h1_plans.py)."""
+    """`--schedule zb-h1` and `dualpipe`, which `evaluate -h` offers, failed for pp > 1 with
+    "unknown schedule" (the pipeline plan written beside the price had no such schedule);
+    the layout is priced, and its pipeline plan (tests/test_split_backward_plans.py) is
+    written beside it under the schedule's name."""
     code, out, err = _run(capsys, [*LLAMA_PP2, "--schedule", schedule])
     assert code == 0, err
     data = json.loads(out)
     assert data["layout"]["schedule"] == schedule.lower() and data["step_seconds"] > 0
-    assert data["plan"] is None and "pipeline" not in data
-    code, out, _ = _run(capsys, [*LLAMA_PP2, "--schedule", "1f1b"])
-    assert code == 0 and json.loads(out)["pipeline"]["schedule"] == "1f1b"
+    assert data["plan"] is None and data["pipeline"]["schedule"] == schedule.lower()
 
 
 def test_a_moe_layouts_header_names_its_etp(capsys):

@@ -42,8 +42,6 @@ def stage_memory(lay: Layout, st: dict[str, Any], index: int,
         # expert's weights held whole (no expert-data-parallel replicas) are never gathered
         held = st.get("unit_expert", {}) if de == 1 else {}
         state += max(v - held.get(u, 0.0) for u, v in st["unit_params"].items()) * (2 * w + g)
-    if schedule.parameter_copies(lay.schedule) > 1:  # DualPipe: each device runs two stages
-        state *= schedule.parameter_copies(lay.schedule)
     kept_bytes, working = activation_bytes(lay, st, by_name, again) if kept is None else kept
     activations = kept_bytes * in_flight(lay, index)
     return {"total": state + activations + working, "states": state, "activations": activations,
@@ -97,3 +95,17 @@ def tensor_bytes(producer: PricedOp, output: int, lay: Layout) -> float:
     for size, names in zip(port.shape, port.dims):
         total *= math.ceil(size / math.prod(producer.splits[n] for n in names))
     return total * activation_element_bytes(lay.precision)
+
+
+def mirrored(lay: Layout, memory: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each stage's :func:`stage_memory` as its device group holds it: under DualPipe group
+    ``i`` runs stage ``i`` of one direction and stage ``pp - 1 - i`` of the other, so it
+    holds the states of both (:func:`pase.perf.schedule.parameter_copies`: two stages'
+    parameters a device)."""
+    if schedule.parameter_copies(lay.schedule) == 1 or lay.pp == 1:
+        return memory
+    out = []
+    for i, mem in enumerate(memory):
+        other = memory[lay.pp - 1 - i]["states"]
+        out.append({**mem, "states": mem["states"] + other, "total": mem["total"] + other})
+    return out

@@ -16,7 +16,7 @@ from pase.perf.hardware import achieved
 from pase.perf.kept import KeptIndex
 from pase.perf.kernels import Pricer, make_pricer
 from pase.perf.layout import Layout
-from pase.perf.memory import stage_memory
+from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp
 from pase.perf.stage import op_read, stage_states, stage_terms, unit_sums
 
@@ -158,13 +158,12 @@ class Shared:
         self.placement(lay, pricer.element_bytes)
         again = self.again(lay)
         plain = replace(lay, recompute="none", recompute_layers=0)
-        peak = 0.0
+        memory = []
         for i in range(lay.pp):
             st = stage_states(lay, self.sums(plain, i, set(), coll, pricer.hw), pricer, mixed,
                               lay.dp * lay.cp)
-            total = stage_memory(lay, st, i, self.by_name, again, self.kept(lay, i, again))
-            peak = max(peak, total["total"])
-        return peak
+            memory.append(stage_memory(lay, st, i, self.by_name, again, self.kept(lay, i, again)))
+        return max(m["total"] for m in mirrored(lay, memory))
 
     def fits(self, cl: Cluster, lay: Layout):
         """A function of a layout differing from ``lay`` only in recomputation: whether

@@ -38,7 +38,7 @@ from pase.perf.flop import sequence_length, step_flop
 from pase.perf.hardware import achieved
 from pase.perf.kernels import make_pricer
 from pase.perf.layout import RECOMPUTE, Layout, check_graph
-from pase.perf.memory import stage_memory
+from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
 from pase.perf.schedule import Work
@@ -89,26 +89,23 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
                                                              if s == i)) if c in received])
                      for i in range(pp)]
         by_name = {p.op.name: p for p in ops}
-        mem = [stage_memory(lay, st, i, by_name, again) for i, st in enumerate(per_stage)]
+        mem = mirrored(lay, [stage_memory(lay, st, i, by_name, again)
+                             for i, st in enumerate(per_stage)])
         model_flop, hardware_flop = step_flop(graph, lay, ops, units, again)
     else:
         shared.placement(lay, pricer.element_bytes)
         again = shared.again(lay)
         coll = shared.coll(lay, coll)
         per_stage = [shared.stage(lay, i, again, coll, pricer, mixed) for i in range(pp)]
-        mem = [stage_memory(lay, st, i, shared.by_name, again, shared.kept(lay, i, again))
-               for i, st in enumerate(per_stage)]
+        mem = mirrored(lay, [stage_memory(lay, st, i, shared.by_name, again,
+                                          shared.kept(lay, i, again))
+                             for i, st in enumerate(per_stage)])
         model_flop, hardware_flop = step_flop(graph, lay, ops, [], again, shared.flop())
     times = [s["time"] for s in per_stage]
     if lay.schedule in ("zb-h1", "dualpipe"):  # they move weight gradients into bubbles
         pipe = pipeline_seconds(lay, [Work(s["forward"] + sum(s["sends"]),
                                            s["backward"] + sum(s["sends"]), s["weight"])
                                       for s in per_stage])
-        if lay.schedule == "dualpipe" and pp > 1:  # the report's bubble, (p/2 - 1)(F + 2B - 3W),
-            # is negative where W > (F + 2B) / 3, outside the shape it was stated for: no
-            # bubble is less than none, so the step is at least the busiest device's work
-            pipe = max(pipe, lay.microbatches / 2 * max(times[i] + times[pp - 1 - i]
-                                                       for i in range(pp)))
     else:
         pipe = pipeline_seconds(lay, times)
     slow = max(range(pp), key=lambda i: times[i])

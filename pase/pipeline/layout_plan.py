@@ -11,8 +11,8 @@ from pase.pipeline.plan import PipelinePlan, PipelineStage
 from pase.pipeline.schedules import PLAIN, PLAN_ONLY
 from pase.space import PADDED_ROLES
 
-# The schedules a pipeline plan runs; dualpipe runs two stages on each device group, which
-# a plan's stages (one device range each) do not say.
+# The schedules a pipeline plan runs (a DualPipe plan's stage i is device group i's
+# first-direction stage; it runs stage pp - 1 - i of the other direction too)
 WRITTEN = (*PLAIN, "interleaved", *PLAN_ONLY)
 
 

@@ -5,8 +5,8 @@ reads it back) is one object:
 
 - ``version`` (1), ``kind`` (``"pipeline"``), ``model``, ``model_options``,
   ``devices``, ``batch``, ``microbatches`` (m), ``microbatch_size``
-  (batch / m), ``schedule`` (``1f1b``, ``gpipe``, ``interleaved:V``, or ``zb-h1`` for a
-  layout's plan: :mod:`pase.pipeline.schedules`), ``cost_model``
+  (batch / m), ``schedule`` (``1f1b``, ``gpipe``, ``interleaved:V``, or ``zb-h1`` and
+  ``dualpipe`` for a layout's plan: :mod:`pase.pipeline.schedules`), ``cost_model``
   (``calibrated`` or ``alpha-beta``), ``cost_options`` (what the stages were priced with:
   cluster, efficiency, ...);
 - ``step_time`` (seconds, the plan's one price, ``pase evaluate --strategy``'s:
@@ -281,6 +281,11 @@ def _check(plan: PipelinePlan) -> None:
     if name == "zb-h1" and plan.microbatches < s:  # as a ZB-H1 layout needs
         raise StrategyError(f"schedule zb-h1 needs at least as many microbatches as stages "
                             f"({s}); the plan has {plan.microbatches}")
+    m = plan.microbatches
+    if name == "dualpipe" and (s % 2 or m % 2 or m < 2 * s):  # as a DualPipe layout needs
+        raise StrategyError(f"schedule dualpipe needs an even number of stages and an even "
+                            f"number of microbatches, at least twice the stages; the plan has "
+                            f"{s} stages and {m} microbatches")
     for c in range(s * virtual):  # chunk c runs on stage c mod s
         st = plan.stages[c % s]
         ranges = st.ranges

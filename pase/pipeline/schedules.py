@@ -13,11 +13,13 @@ stage times ``t_i`` and per-direction link times ``x_b``:
   chunks' times and the sends into them), and group ``i`` holds
   ``(s - i) (1 + (s - 1) / (s V))`` micro-batches' activations of all its chunks.
 
-A plan may also run ``zb-h1`` (:data:`PLAN_ONLY`: a layout written as a plan, which the
-op-level search does not search): each stage's time per micro-batch is then a
-:class:`pase.perf.schedule.Work` (forward, backward, the weight-gradient part it puts off)
-and the step is the closed form :func:`pase.perf.schedule.step_seconds` prices a ZB-H1
-layout with; every stage holds ``min(m, s)`` micro-batches.
+A plan may also run ``zb-h1`` or ``dualpipe`` (:data:`PLAN_ONLY`: a layout written as a
+plan, which the op-level search does not search): each stage's time per micro-batch is
+then a :class:`pase.perf.schedule.Work` (forward, backward, the weight-gradient part it
+puts off) and the step is the closed form :func:`pase.perf.schedule.step_seconds` prices
+such a layout with; every stage holds ``min(m, s)`` micro-batches under ZB-H1, ``s + 1``
+under DualPipe, whose device group ``i`` runs stage ``i`` of one direction and stage
+``s - 1 - i`` of the other (:func:`mirror`).
 
 These few functions are the only place the search reads schedule math, so they can be
 pointed at one schedule module later.
@@ -35,7 +37,7 @@ from pase.perf.schedule import Work
 PLAIN = ("1f1b", "gpipe")
 VIRTUAL = (2, 3, 4)  # the interleavings the layout search tries (pase.perf.search)
 NAMES = ("1f1b", "gpipe", "interleaved", "interleaved:V", "auto")
-PLAN_ONLY = ("zb-h1",)  # run by a plan (a layout's), not searched op by op
+PLAN_ONLY = ("zb-h1", "dualpipe")  # run by a plan (a layout's), not searched op by op
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,9 @@ def plan_step(schedule: str, microbatches: int, times: Sequence[float | Work],
     after the drain, so the slowest one ends the step)."""
     return priced_step(schedule, microbatches, times, links) + max(tails, default=0.0)
 
+
+
+def mirror(schedule: str, stages: int, index: int) -> int | None:
+    """The other stage device group ``index`` runs: DualPipe's ``s - 1 - index`` (it holds
+    both stages' parameters), None under every other schedule."""
+    return stages - 1 - index if unlabel(schedule)[0] == "dualpipe" else None

@@ -2,14 +2,14 @@
 
 `pase solve MODEL -p N --cluster C --global-batch B` first runs the layout family's search
 (:func:`pase.perf.search.search_layouts`, seconds at 1,024 devices) over the schedules a
-pipeline plan can run (1F1B, interleaving with any ``V``, ZB-H1), writes its best fitting
+pipeline plan can run (all of them: 1F1B, interleaving with any ``V``, ZB-H1, DualPipe),
+writes its best fitting
 layouts as pipeline plans (:mod:`pase.pipeline.layout_plan`) and prices them at the one
 price, best first, until one fits. That plan is the op-level search's incumbent from its
 first stage solve: a stage that cannot beat it is never solved, and the answer is never
 slower than it. The search then has a plan to give at any time limit.
 
-Layouts with no plan form (:class:`~pase.errors.NoPlanFormError`) and DualPipe (whose
-device groups each run two stages, which a plan's stages do not say) are passed over.
+Layouts with no plan form (:class:`~pase.errors.NoPlanFormError`) are passed over.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
     try:
         with active(deadline):
             family = search_layouts(load, devices, cluster, batch,
-                                    schedules=("1f1b", "interleaved", "zb-h1"), keep=4 * TRIES, **options)
+                                    keep=4 * TRIES, **options)
     except TimeLimitError:
         return None
     except OptionError as exc:  # a family with no layout at all

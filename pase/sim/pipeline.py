@@ -9,8 +9,10 @@ Two levels:
    backward time ``B`` (to the last backward compute or in-layer collective)
    and the tail of its parameter-gradient syncs ``G`` (what remains of the
    step after that).
-2. The schedule (1F1B, GPipe, ZB-H1 (whose stages put off their weight gradients, the
-   seconds the plan's prices give them), or interleaved 1F1B, whose stage runs its ``V`` chunks,
+2. The schedule (1F1B, GPipe, ZB-H1 and DualPipe (whose stages put off their weight
+   gradients, the seconds the plan's prices give them; a DualPipe device group runs its
+   stage of one direction and the mirror stage of the other), or interleaved 1F1B,
+   whose stage runs its ``V`` chunks,
    each simulated as above) runs as a discrete-event program (:func:`run_schedule`, the
    replay of :mod:`pase.perf.schedule`): each stage executes its forwards and backwards
    in the schedule's order; a forward of micro-batch ``j`` waits for stage
@@ -50,7 +52,7 @@ from pase.ir import Graph
 from pase.perf.ops import fused_attention
 from pase.perf.schedule import Work, build, replay
 from pase.pipeline.recorded import stage_prices
-from pase.pipeline.schedules import unlabel
+from pase.pipeline.schedules import mirror, unlabel
 from pase.prices import priced_at, timed
 from pase.sim.result import Event
 from pase.strategy import Strategy
@@ -175,7 +177,10 @@ def run_schedule(times: Sequence[StageTimes], links: Sequence[float], microbatch
         raise StrategyError(f"{schedule} over {chunks} chunks needs a multiple of {virtual} "
                             f"chunks and {chunks - 1} link times, got {len(links)}")
     pipe = build(name, s, microbatches, virtual)
-    ran = replay(pipe, [Work(t.forward, t.backward, t.weight) for t in times], [0.0, *links])
+    work, sends = [Work(t.forward, t.backward, t.weight) for t in times], [0.0, *links]
+    if pipe.lines == 2:  # DualPipe: the second direction's chunk s + k runs stage k again
+        work, sends = work * 2, sends * 2
+    ran = replay(pipe, work, sends)
     events = [Event(f"stage{r.where}", r.start, r.end, f"{t.kind}{t.micro}",
                     "forward" if t.kind == "F" else "backward")
               for r in ran.steps for t in r.tasks]
@@ -265,7 +270,9 @@ def simulate_pipeline(plan: Any, cluster: Any = None, *, timeline: bool = True) 
         states[i] += state
         acts[i] = max(acts[i], act)  # a held micro-batch: at most its largest chunk's
     step, events, held = run_schedule(times, plan.links, plan.microbatches, plan.schedule)
-    memory = [state + k * act for state, k, act in zip(states, held, acts)]
+    other = [mirror(plan.schedule, s, i) for i in range(s)]  # DualPipe: both stages' states
+    memory = [state + (0.0 if j is None else states[j]) + k * act
+              for state, j, k, act in zip(states, other, held, acts)]
     times = [StageTimes(*(sum(getattr(times[c], f) for c in range(i, len(times), s))
                           for f in StageTimes._fields)) for i in range(s)]
     cap = plan.memory_cap_bytes

@@ -56,7 +56,8 @@ def step_seconds(schedule: str, times: Sequence[float | Work], microbatches: int
     - interleaved: ``(m + (p - 1) / V) T_max``;
     - zb-h1: 1F1B's form with the slowest stage's bubble shrunk to ZB-H1's;
     - dualpipe: the busiest device's ``m/2`` micro-batches of both its chunks, plus the
-      slowest stage's bubble.
+      slowest stage's bubble (none where the report's form is negative: ``W > (F + 2B) /
+      3``, outside the shape it was stated for, and no bubble is less than none).
 
     The last three take the sends folded into the stage times (``links`` empty)."""
     _known(schedule)
@@ -76,7 +77,7 @@ def step_seconds(schedule: str, times: Sequence[float | Work], microbatches: int
     if schedule == "zb-h1":
         return (m - 1) * slowest + sum(total) - (p - 1) * (slowest - _zb_h1_slot(pacing))
     busiest = max(total[i] + total[p - 1 - i] for i in range(p))
-    return m / 2 * busiest + bubble_seconds(schedule, p, pacing, fb=fb)
+    return m / 2 * busiest + max(0.0, bubble_seconds(schedule, p, pacing, fb=fb))
 
 
 def bubble_seconds(schedule: str, stages: int, work: Work | float, *, virtual: int = 1,
