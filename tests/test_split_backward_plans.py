@@ -1,10 +1,11 @@
-"""A ZB-H1 layout written as a pipeline plan: priced, replayed and read back alike.
+"""ZB-H1 and DualPipe layouts written as pipeline plans: priced, replayed and read back alike.
 
-The plan's stages split each backward pass into the input gradient and the weight gradient
-that ZB-H1 puts off (docs/pipelines.md, "ZB-H1 plans"). Its price is checked against the
-layout path's (which prices the same layout from its own per-layer rules) and against the
-event replay of the ZB-H1 program (which runs the schedule task by task, not the closed
-form); tests/test_one_price_grid.py holds ZB-H1 rows of the one-price grid too.
+Their stages split each backward pass into the input gradient and the weight gradient
+that these schedules put off (docs/pipelines.md, "ZB-H1 and DualPipe plans"). A plan's price
+is checked against the layout path's (which prices the same layout from its own
+per-layer rules) and against the event replay of the schedule's program (which runs it
+task by task, not by the closed form); tests/test_one_price_grid.py holds such rows of
+the one-price grid too.
 """
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ from pase.sim.pipeline import simulate_pipeline
 
 GPT2 = {"layers": 4, "vocab": 50304}
 CLUSTER = "dgx-a100-80gb"
+SPLIT = ["zb-h1", "dualpipe"]
 
 
 def _plan(schedule: str, degrees: str = "tp=1,pp=4,dp=2", **options):
-    """(layout estimate, its plan, the plan's price) of GPT-2 (4 layers) on 8 A100s."""
+    """(layout estimate, its plan, the plan's price) of GPT-2 (4 layers) on 8 A100s, 32
+    sequences a step in micro-batches of 2 per data-parallel rank."""
     lay = make_layout(degrees, devices=8, micro_batch=2, global_batch=32, schedule=schedule,
                       **options)
     estimate = evaluate_layout(api.load_graph("gpt2", batch=2, **GPT2), CLUSTER, lay)
@@ -48,47 +51,73 @@ def test_each_stage_defers_the_weight_gradients_the_layout_path_counts():
         assert 0.1 * t < w < 0.5 * t  # dW is one of a GEMM's three products
 
 
+@pytest.mark.parametrize("schedule", SPLIT)
 @pytest.mark.parametrize("options", [{}, {"zero": 1, "recompute": "full"}, {"zero": 3}])
-def test_the_plan_prices_as_the_layout(options):
-    estimate, _, price = _plan("zb-h1", **options)
+def test_the_plan_prices_as_the_layout(schedule, options):
+    estimate, _, price = _plan(schedule, **options)
     assert price["step_seconds"] == pytest.approx(estimate.step_seconds, rel=0.01)
     assert price["memory_bytes"] == pytest.approx(estimate.memory_bytes, rel=0.01)
 
 
-def test_the_replayed_program_meets_the_closed_form_and_beats_1f1b():
-    """The event replay of ZB-H1's program (each stage's forward, input gradient and put-off
-    weight gradient as tasks) ends within 1% of the closed form the plan is priced by, and
-    sooner than the same layout under 1F1B, whose bubbles the weight gradients fill. (Two
-    stages, the second twice the first with the head: the closed form reads the slowest
-    stage's slot, which the replay meets here; at pp = 4, a last stage four times the
-    others, the replay is 6% slower, docs/pipelines.md.)"""
-    _, plan, price = _plan("zb-h1", "tp=2,pp=2,dp=2")
+@pytest.mark.parametrize("schedule, held", [("zb-h1", [2, 2]), ("dualpipe", [3, 3])])
+def test_the_replayed_program_meets_the_closed_form_and_beats_1f1b(schedule, held):
+    """The event replay of the schedule's program (each stage's forwards, input gradients
+    and put-off weight gradients as tasks; DualPipe's two directions) ends within 1% of the
+    closed form the plan is priced by, and sooner than the same layout under 1F1B, whose
+    bubbles the weight gradients fill. (Two stages, the second twice the first with the
+    head: the closed form reads the slowest stage's slot, which the replay meets here; at
+    pp = 4, a last stage four times the others, the ZB-H1 replay is 6% slower,
+    docs/pipelines.md.)"""
+    _, plan, price = _plan(schedule, "tp=2,pp=2,dp=2")
     _, plain, plain_price = _plan("1f1b", "tp=2,pp=2,dp=2")
     ran, ran_plain = simulate_pipeline(plan), simulate_pipeline(plain)
     assert ran.step_time == pytest.approx(price["step_seconds"], rel=0.01)
     assert ran_plain.step_time == pytest.approx(plain_price["step_seconds"], rel=0.01)
     assert ran.step_time < ran_plain.step_time and price["step_seconds"] < plain_price["step_seconds"]
-    # every stage holds min(m, s) micro-batches, as the layout path counts them
-    assert [st.in_flight for st in plan.stages] == [2, 2]
+    # micro-batches held per stage as the layout path counts them: min(m, s), s + 1
+    assert [st.in_flight for st in plan.stages] == held
+
+
+def test_a_dualpipe_group_holds_both_its_stages_states():
+    """DualPipe's device group i runs stage i of one direction and stage s - 1 - i of the
+    other, so it holds the states of both (GPT-2's tied embedding, on the first stage, is
+    held by the first and the last group). Each stage's own states ``h`` and one
+    micro-batch's activations ``a`` come from two other plans of the same layout, GPipe
+    (``h + m a``, m = 8) and ZB-H1 (``h + s a``, s = 4); DualPipe holds ``s + 1``."""
+    dual, gpipe, zb = (_plan(schedule, zero=1)[2]["stage_memory_bytes"]
+                       for schedule in ("dualpipe", "gpipe", "zb-h1"))
+    acts = [(g - z) / 4 for g, z in zip(gpipe, zb)]
+    own = [z - 4 * a for z, a in zip(zb, acts)]
+    assert min(acts) > 0 and min(own) > 0
+    assert dual == pytest.approx([own[i] + own[3 - i] + 5 * acts[i] for i in range(4)], rel=1e-9)
+    assert dual[0] != pytest.approx(own[0] * 2 + 5 * acts[0], rel=0.01)  # not its own twice
 
 
 def test_evaluate_writes_the_plan_and_prices_it_back(tmp_path, capsys):
-    path = tmp_path / "zb.json"
-    args = ["evaluate", "gpt2", "-p", "8", "--model-option", "layers=4", "--model-option",
-            "vocab=50304", "--cluster", CLUSTER, "--layout", "tp=2,pp=2,dp=2", "--micro-batch",
-            "2", "--global-batch", "16", "--schedule", "ZB-H1", "--format", "json"]
-    assert main([*args, "--output", str(path)]) == 0
-    layout = json.loads(capsys.readouterr().out)
-    assert layout["pipeline"]["schedule"] == "zb-h1"
-    assert main(["evaluate", "gpt2", "-p", "8", "--strategy", str(path), "--format", "json"]) == 0
-    again = json.loads(capsys.readouterr().out)
-    assert again["step_seconds"] == pytest.approx(layout["step_seconds"], rel=0.01)
-    assert again["step_seconds"] == pytest.approx(layout["pipeline"]["step_time"], rel=1e-9)
+    for schedule in ("ZB-H1", "dualpipe"):
+        path = tmp_path / f"{schedule}.json"
+        args = ["evaluate", "gpt2", "-p", "8", "--model-option", "layers=4", "--model-option",
+                "vocab=50304", "--cluster", CLUSTER, "--layout", "tp=2,pp=2,dp=2",
+                "--micro-batch", "2", "--global-batch", "16", "--schedule", schedule,
+                "--format", "json"]
+        assert main([*args, "--output", str(path)]) == 0
+        layout = json.loads(capsys.readouterr().out)
+        assert layout["pipeline"]["schedule"] == schedule.lower()
+        assert main(["evaluate", "gpt2", "-p", "8", "--strategy", str(path), "--format", "json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert again["step_seconds"] == pytest.approx(layout["step_seconds"], rel=0.01)
+        assert again["step_seconds"] == pytest.approx(layout["pipeline"]["step_time"], rel=1e-9)
 
 
-def test_a_plan_with_fewer_microbatches_than_stages_is_refused():
-    _, plan, _ = _plan("zb-h1")
+@pytest.mark.parametrize("schedule, microbatches, error", [
+    ("zb-h1", 2, "zb-h1 needs at least as many microbatches as stages"),
+    ("dualpipe", 6, "dualpipe needs an even number of stages and an even number of "
+                    "microbatches, at least twice the stages; the plan has 4 stages and 6"),
+    ("dualpipe", 4, "at least twice the stages")])
+def test_a_plan_its_schedule_cannot_run_is_refused(schedule, microbatches, error):
+    _, plan, _ = _plan(schedule)
     data = plan.to_dict()
-    data.update(microbatches=2, microbatch_size=plan.batch // 2)
-    with pytest.raises(StrategyError, match="zb-h1 needs at least as many microbatches as stages"):
+    data.update(microbatches=microbatches, microbatch_size=plan.batch // microbatches)
+    data["batch"] = microbatches * (plan.batch // microbatches)
+    with pytest.raises(StrategyError, match=error):
         PipelinePlan.from_dict(data)
