@@ -278,7 +278,8 @@ def _evaluate(s: Parser) -> None:
 
 def _simulate(s: Parser) -> None:
     _model(s)
-    s.add_argument("--cluster", required=True, help="cluster preset or JSON file (`pase clusters`)")
+    s.add_argument("--cluster", help="cluster preset or JSON file (`pase clusters`); a pipeline "
+                                     "plan's own by default")
     s.add_argument("--strategy", metavar="FILE", help="JSON strategy file (else solve with --solver)")
     s.add_argument("--solver", help="solver when no --strategy is given (default: auto)")
     s.add_argument("--seed", type=seed, help="seed for a randomised --solver")

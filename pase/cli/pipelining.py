@@ -72,27 +72,16 @@ def evaluate_pipeline_command(args: argparse.Namespace, data: dict) -> None:
     layout's (the ``pipeline`` that ``evaluate --layout`` writes) or the pipeline search's:
     its one price (:func:`pase.pipeline.reprice.reprice`); the plan records its own
     options."""
-    from pase import api
     from pase.pipeline.plan import PipelinePlan
     from pase.pipeline.reprice import reprice
 
     plan = PipelinePlan.from_dict(data)
-    if plan.model != args.model and not str(args.model).endswith(".json") and \
-            api.load_graph(args.model).name != plan.model:
-        raise OptionError(f"--strategy {args.strategy} is a plan for {plan.model!r}, not "
-                          f"{args.model!r}")
-    if args.devices != plan.devices:
-        raise OptionError(f"--strategy {args.strategy} is a plan for {plan.devices} devices, "
-                          f"not -p {args.devices}")
+    recorded.check_plan_target(args, plan, args.strategy)
     recorded.check_plan_options(args, plan, args.strategy)
     for dest in ("batch", "cost_model", "cost_option", "memory_cap", "zero",
                  "recompute", "mesh", "cutoff", "tflops", "bandwidth"):
         checks.refuse(args, (dest,), "does not apply to a pipeline plan, which records "
                                      "what it was priced with")
-    cluster = getattr(args, "cluster", None)
-    if cluster is not None and str(cluster) != str(plan.cost_options.get("cluster")):
-        raise OptionError(f"--strategy {args.strategy} was priced on "
-                          f"{plan.cost_options.get('cluster')}, not --cluster {cluster}")
     price = {**reprice(plan), "strategy_source": f"pipeline plan {args.strategy}",
              "stages": len(plan.stages)}
     search = price.get("search_step_seconds")

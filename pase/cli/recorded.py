@@ -112,6 +112,23 @@ def plan_graph(path: str, data: Any, model: str, space: dict[str, Any],
     return graph, missing
 
 
+def check_plan_target(args: Any, plan: Any, path: str) -> None:
+    """A pipeline plan is for one model, device count and cluster (its stages' splits were
+    chosen on their meshes, their prices made on that cluster): a command that gives
+    another is refused, in one wording for every command reading a plan (evaluate,
+    simulate, view) and the per-op plans' words where they share a case."""
+    model = args.model
+    if plan.model != model and api.load_graph(model).name != plan.model:
+        raise StrategyError(f"--strategy {path} is a plan for model {plan.model!r}, not {model!r}")
+    if args.devices != plan.devices:
+        raise OptionError(f"-p {args.devices}: --strategy {path} was planned for {plan.devices} "
+                          f"devices; give -p {plan.devices}")
+    priced_on, given = plan.cost_options.get("cluster"), getattr(args, "cluster", None)
+    if priced_on is not None and given is not None and str(given) != str(priced_on):
+        raise OptionError(f"--cluster {given}: --strategy {path} was priced on {priced_on}; "
+                          f"give --cluster {priced_on}, or solve it again there")
+
+
 def check_plan_options(args: Any, plan: Any, path: str) -> None:
     """A pipeline plan's model options are its own: a ``--model-option`` that gives the same
     value is allowed (as for a per-op plan), another refused in :func:`apply_recorded`'s

@@ -34,6 +34,9 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         plan = pipeline_plan_of(args)
         if plan is not None:
             return _simulate_pipeline(args, plan)
+    if args.cluster is None:  # a pipeline plan records the cluster its stages were priced on
+        raise OptionError("--cluster: give the cluster to simulate on (`pase clusters`); only "
+                          "a pipeline plan's --strategy brings its own")
     graph_kwargs = space_kwargs(args)
     if args.strategy:
         data = read_strategy_json(args.strategy)
@@ -86,19 +89,8 @@ def pipeline_plan_of(args: argparse.Namespace) -> Any:
     if inner is None:
         return None
     plan = PipelinePlan.from_dict(inner)
-    what = "pipeline plan" if inner is data else "pipeline layout's plan"
-    if args.devices != plan.devices:
-        raise OptionError(f"-p {args.devices}: the {what} {args.strategy} is for "
-                          f"{plan.devices} devices")
-    if args.model != plan.model:
-        raise OptionError(f"model {args.model!r}: the {what} {args.strategy} is for "
-                          f"{plan.model!r}")
-    priced_on = plan.cost_options.get("cluster")
-    given = getattr(args, "cluster", None)
-    if priced_on is not None and given is not None and str(given) != str(priced_on):
-        # its stages replay the prices of that cluster: another would be drawn at them
-        raise OptionError(f"--cluster {given}: the {what} {args.strategy} was priced on "
-                          f"{priced_on}; give --cluster {priced_on}, or solve it again there")
+    # its stages replay the prices of its cluster: another would be drawn at them
+    recorded.check_plan_target(args, plan, args.strategy)
     from pase.pipeline.reprice import reprice
 
     # its one price, as `pase evaluate` gives it: a layout's plan records none, and a

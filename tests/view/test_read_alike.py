@@ -139,7 +139,7 @@ def test_a_pipeline_plan_is_not_drawn_on_another_cluster(tmp_path, capsys, comma
     assert main([command, "gpt2", "-p", "1", "--cluster", "dgx-a100", "--strategy", str(plan),
                  *out]) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
-        f"pase: error: --cluster dgx-a100: the pipeline plan {plan} was priced on h100-sxm; "
+        f"pase: error: --cluster dgx-a100: --strategy {plan} was priced on h100-sxm; "
         "give --cluster h100-sxm, or solve it again there")
 
 
@@ -237,3 +237,38 @@ def test_a_pipeline_plans_own_model_options_may_be_given_again(tmp_path, capsys,
     assert capsys.readouterr().err.splitlines()[0] == (
         f"pase: error: --model-option layers: --strategy {plan} records layers=1, the command "
         "gives layers=2; drop --model-option to price it at the file's model options")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "simulate", "view"])
+@pytest.mark.parametrize("change, error", [
+    (["gpt2", "-p", "2"], "-p 2: --strategy {plan} was planned for 1 devices; give -p 1"),
+    (["bert-base", "-p", "1"], "--strategy {plan} is a plan for model 'gpt2', not 'bert-base'"),
+    (["gpt2", "-p", "1", "--cluster", "dgx-a100"],
+     "--cluster dgx-a100: --strategy {plan} was priced on h100-sxm; give --cluster h100-sxm, "
+     "or solve it again there")])
+def test_a_pipeline_plan_for_another_target_is_refused_alike(tmp_path, capsys, command, change,
+                                                             error):
+    # evaluate and simulate/view refused another model, device count or cluster each in
+    # their own words (evaluate: "is a plan for 1 devices, not -p 2")
+    from test_sim_calibrated_plans import _plan
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_plan()))
+    out = ["-o", str(tmp_path / "p.html")] if command == "view" else []
+    assert main([command, *change, "--strategy", str(plan), *out]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == "pase: error: " + error.format(plan=plan)
+
+
+def test_simulate_reads_a_pipeline_plans_cluster_and_asks_for_one_otherwise(tmp_path, capsys):
+    # simulate required --cluster even for a pipeline plan, which records the cluster its
+    # stages were priced on (evaluate and view read it from the plan)
+    from test_sim_calibrated_plans import _plan
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_plan()))
+    assert main(["simulate", "gpt2", "-p", "1", "--strategy", str(plan), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time"] > 0
+    assert main(["simulate", "gpt2", "-p", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "pase: error: --cluster: give the cluster to simulate on (`pase clusters`); only a "
+        "pipeline plan's --strategy brings its own")
