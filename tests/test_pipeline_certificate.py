@@ -84,8 +84,16 @@ def test_exposed_syncs_give_a_gap_and_the_per_op_searchs_bound():
     # over the padded vocabulary proves its plan optimal)
     opts = dict(cluster="dgx-a100-80gb", model_options={"layers": 2},
                 cost_options={"zero": "auto", "recompute": "auto"})
-    plan = solve_pipeline("gpt2", 16, batch=2, microbatches=[1], stage_sizes=[16], **opts)
+    lines: list[str] = []
+    plan = solve_pipeline("gpt2", 16, batch=2, microbatches=[1], stage_sizes=[16],
+                          progress=lines.append, **opts)
     assert plan.status == "feasible" and plan.search["bounding_searches"] == 3
+    # each search's "least charge so far" says whose charges it is: a lifted search's
+    # are higher, and read as the first one's they seemed to rise
+    charged = [line for line in lines if "least charge so far" in line]
+    assert len(charged) == 3 and charged[0].startswith("m=1:")
+    assert charged[1].startswith("bounding search 2, charges lifted by x = 1: m=1:")
+    assert charged[2].startswith("bounding search 3, charges lifted by x = ")
     assert 0 < plan.lower_bound < plan.step_time and plan.gap > 0.001
     per_op = api.solve("gpt2", 16, batch=2, cluster="dgx-a100-80gb", powers_of_two=True,
                        model_options={"layers": 2}, cost_options={

@@ -163,7 +163,7 @@ class LinkPricer:
 
 def search(space: Space, oracle: StageOracle, links: LinkPricer,
            progress: Callable[[str], None] | None = None,
-           incumbent: float = math.inf) -> tuple[Found | None, float | None]:
+           incumbent: float = math.inf, label: str = "") -> tuple[Found | None, float | None]:
     """``(plan, bound)``: the best plan over ``space`` at the search's charge (None when no
     plan fits the memory cap, or none is charged less than ``incumbent``) and the least
     charge of any plan, or ``incumbent`` if less (None: not proven).
@@ -174,7 +174,8 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
 
     Past the oracle's deadline (:meth:`StageOracle.check`, between stage solves) the search
     stops: the best plan it found is returned with ``stopped`` and no bound (the plans it
-    did not visit have none); with none found the TimeLimitError is raised."""
+    did not visit have none); with none found the TimeLimitError is raised. ``label``
+    starts its progress lines (a bounding search's charges are its own, lifted ones)."""
     start = time.perf_counter()
     best: Found | None = None
     bound = incumbent
@@ -213,14 +214,14 @@ def search(space: Space, oracle: StageOracle, links: LinkPricer,
                             best = _found(oracle, links, m, plan, cost, name, folded)
             if progress:
                 so_far = limit()  # the start's step counts: it is a plan too
-                progress(f"m={m}: least charge so far "
+                progress(f"{label}m={m}: least charge so far "
                          f"{f'{so_far:.6g} s' if so_far < math.inf else 'none'}, "
                          f"{oracle.solves} stage solves, {time.perf_counter() - start:.1f} s")
     except TimeLimitError as exc:
         if best is None:
             raise  # the caller's one-line error says it all
         if progress:
-            progress(f"time limit: the search stopped at m={m} ({exc}); "
+            progress(f"{label}time limit: the search stopped at m={m} ({exc}); "
                      f"least charge so far {best.cost:.6g} s")
         best.stopped = True
     if best is None:

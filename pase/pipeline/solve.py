@@ -258,7 +258,8 @@ def certified(space: Space, oracle: StageOracle, links: LinkPricer,
             progress(f"syncs outlast their window: a search lifted by x = {x:.3g} for a bound")
         searched = len(plans) + 1  # this search's number
         try:
-            lifted, low = search(space, oracle.lifted(x), links, progress, incumbent)
+            lifted, low = search(space, oracle.lifted(x), links, progress, incumbent,
+                                 f"bounding search {searched}, charges lifted by x = {x:.3g}: ")
         except TimeLimitError:  # cut before it found a plan
             lifted, low, cut = None, None, True
         else:
