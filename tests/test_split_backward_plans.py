@@ -121,3 +121,13 @@ def test_a_plan_its_schedule_cannot_run_is_refused(schedule, microbatches, error
     data["batch"] = microbatches * (plan.batch // microbatches)
     with pytest.raises(StrategyError, match=error):
         PipelinePlan.from_dict(data)
+
+
+def test_an_alpha_beta_plan_under_a_split_schedule_is_refused():
+    # the alpha-beta model prices a stage as one number: an edited schedule failed with
+    # "a zb-h1 plan's step reads each stage's Work, sends included"
+    _, plan, _ = _plan("1f1b")
+    data = {**plan.to_dict(), "cost_model": "alpha-beta", "schedule": "zb-h1"}
+    with pytest.raises(StrategyError, match="schedule zb-h1 splits each stage's backward pass, "
+                                            "which only the calibrated cost model prices"):
+        PipelinePlan.from_dict(data)

@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 
 from pase.errors import OptionError, StrategyError
 from pase.files import regular_file, write_text_atomic
-from pase.pipeline.schedules import unlabel
+from pase.pipeline.schedules import PLAN_ONLY, unlabel
 from pase.strategy import OUTPUT_VERSION, finite_json, json_text
 from pase.strictjson import loads as strict_loads
 from pase.text import table
@@ -278,6 +278,10 @@ def _check(plan: PipelinePlan) -> None:
         raise StrategyError(f"pipeline plan: {exc}") from None
     at, rank = plan.stages[0].op_range[0], 0
     s = len(plan.stages)
+    if name in PLAN_ONLY and plan.cost_model != "calibrated":
+        raise StrategyError(f"schedule {name} splits each stage's backward pass, which only the "
+                            f"calibrated cost model prices; this {plan.cost_model} plan runs "
+                            f"1f1b, gpipe or interleaved:V")
     if name == "zb-h1" and plan.microbatches < s:  # as a ZB-H1 layout needs
         raise StrategyError(f"schedule zb-h1 needs at least as many microbatches as stages "
                             f"({s}); the plan has {plan.microbatches}")
