@@ -28,7 +28,7 @@ from functools import lru_cache
 from pase.ir import Graph
 from pase.perf import schedule
 from pase.perf.layout import Layout
-from pase.perf.memory import stage_memory
+from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp
 from pase.perf.ops_memo import per_graph
 from pase.perf.pipeline import blocks, chunk_sizes
@@ -158,12 +158,14 @@ def layout_bound(shared: Shared, lay: Layout, coll, pricer, mixed: bool,
     memo = shared.memo.setdefault("layout_bound", {})
     degrees = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp, lay.zero, lay.ep_overlap,
                mixed, id(pricer), rebuilt)
+    if capacity < math.inf:  # each device group's states (DualPipe's: of both its stages)
+        held = mirrored(lay, [stage_memory(lay, stage_states(
+            lay, shared.sums(lay, i, set(), coll, pricer.hw), pricer, mixed, lay.dp * lay.cp),
+            i, shared.by_name, set(), (0.0, 0.0)) for i in range(lay.pp)])
+        if any(h["total"] > capacity for h in held):
+            return math.inf
     for i in range(lay.pp):
         sums = shared.sums(lay, i, set(), coll, pricer.hw)
-        if capacity < math.inf:
-            st = stage_states(lay, sums, pricer, mixed, lay.dp * lay.cp)
-            if stage_memory(lay, st, i, shared.by_name, set(), (0.0, 0.0))["total"] > capacity:
-                return math.inf
         # a stage's terms read its layers' sums (equal layers share them), its sends and,
         # rebuilding, its first layer (full) or its own layers' selective sums (by place)
         key = (tuple(map(id, sums.values())), tuple(place.received[i]), degrees,
