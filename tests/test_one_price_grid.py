@@ -494,3 +494,31 @@ def test_ep_overlap_auto_hides_the_exchange_when_another_micro_batch_runs():
                             "calibrated").ep_overlap is False
     with pytest.raises(OptionError, match="ep_overlap must be true, false or auto"):
         CalibratedCostModel(A100, ep_overlap="maybe")
+
+
+@pytest.mark.parametrize("degrees, schedule", [("tp=2,pp=2,dp=2", "1f1b"), ("tp=2,dp=4", "1f1b"),
+                                               ("tp=1,pp=2,dp=4", "zb-h1")])
+def test_full_recomputation_of_the_fewest_layers_prices_alike(degrees, schedule):
+    """The layout family's least recomputation that fits may rebuild only the first n
+    layers of each stage (``recompute_layers``, Megatron-LM's block method); its plan
+    recomputed every layer (DeepSeek-V3's best layout on 1,024 H100s, ZB-H1 over 16
+    stages recomputing one layer each: 29.1 s as a layout, 37.6 s as the whole-plan
+    search's start)."""
+    from dataclasses import replace
+
+    lay = replace(make_layout(degrees, devices=8, micro_batch=2, global_batch=16,
+                              recompute="full", schedule=schedule), recompute_layers=1)
+    est = evaluate_layout(api.load_graph("gpt2", batch=2, **GPT2_4), A100, lay)
+    graph = api.load_graph("gpt2", batch=2 * lay.dp, **GPT2_4)
+    variants = layout_variants(graph, lay)
+    rebuilt = {name.split(".")[0] for name, v in variants.items() if v["recompute"]}
+    assert rebuilt == ({"h0", "h2"} if lay.pp == 2 else {"h0"})  # the first of each stage
+    costs = plan_cost_options(lay)
+    if lay.pp > 1:
+        plan = price_pipeline(layout_pipeline(graph, lay, "gpt2", GPT2_4,
+                                              {"cluster": A100, **costs}), graph=graph)
+    else:
+        plan = api.evaluate(graph, {"strategy": layout_configs(graph, lay), "variants": variants},
+                            8, "calibrated", cluster=A100, cost_options=costs).meta
+    assert plan["step_seconds"] == pytest.approx(est.step_seconds, rel=0.02)
+    assert plan["memory_bytes"] == pytest.approx(est.memory_bytes, rel=0.02)

@@ -72,6 +72,19 @@ def crossing_bytes(graph: Graph, chunks: list[int], lay: Layout, element_bytes: 
     return out
 
 
+def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[str]:
+    """The layers full recomputation rebuilds: every layer, or the first
+    ``recompute_layers`` of each stage (Megatron-LM's block method)."""
+    if lay.recompute != "full":
+        return set()
+    out: set[str] = set()
+    for stage in range(lay.pp):
+        layers = list(dict.fromkeys(u for u, s in zip(units, stages)
+                                    if s == stage and u not in ("pre", "post")))
+        out.update(layers[:lay.recompute_layers] if lay.recompute_layers else layers)
+    return out
+
+
 def chunk_sizes(layers: int, chunks: int, expand: bool = False) -> list[int]:
     """Layers per chunk, as equal as can be; when they do not divide, the first and last
     chunks (which also hold the embedding and the head) get the fewer layers, as

@@ -50,6 +50,7 @@ from pase.errors import NoPlanFormError
 from pase.ir import Graph, Op
 from pase.perf.context import op_contexts, recomputed
 from pase.perf.layout import Layout, experts_of, op_splits
+from pase.perf.pipeline import placement, recomputed_units
 from pase.work.variants import owned_weight_indices
 
 NOT_EXPERTS = ("Softmax", "TopK", "MoEDispatch", "MoECombine")
@@ -154,12 +155,16 @@ def plan_cost_options(lay: Layout) -> dict[str, object]:
 
 def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
     """``{op: {"zero": Z, "recompute": R}}`` of ``lay``: its ZeRO stage on every op that
-    holds parameters, and recomputation by its rule (:func:`recomputed`)."""
+    holds parameters, and recomputation by its rule (:func:`recomputed`); full
+    recomputation of the first ``recompute_layers`` of each stage only, where it is set
+    (:func:`pase.perf.pipeline.recomputed_units`)."""
     contexts = op_contexts(graph, lay.attention)
+    stages, units, _ = placement(graph, lay)
+    rebuilt = recomputed_units(lay, units, stages) if lay.recompute_layers else None
     out = {}
-    for op in graph.ops:
+    for op, unit in zip(graph.ops, units):
         zero = lay.zero if owned_weight_indices(op) else 0
-        again = recomputed(contexts[op.name], lay.recompute)
-        if zero or again:
+        again = recomputed(contexts[op.name], lay.recompute) and (rebuilt is None or unit in rebuilt)
+        if zero or again or rebuilt is not None:  # partial: the cost model's rule is "full"
             out[op.name] = {"zero": zero, "recompute": again}
     return out

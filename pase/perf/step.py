@@ -40,7 +40,12 @@ from pase.perf.kernels import make_pricer
 from pase.perf.layout import RECOMPUTE, Layout, check_graph
 from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp, price_ops
-from pase.perf.pipeline import crossing_bytes, pipeline_seconds, placement
+from pase.perf.pipeline import (  # noqa: F401 (recomputed_units: read here too)
+    crossing_bytes,
+    pipeline_seconds,
+    placement,
+    recomputed_units,
+)
 from pase.perf.schedule import Work
 from pase.perf.shared import Shared
 from pase.perf.stage import OPTIMIZER_BYTES, OPTIMIZER_KERNELS, stage_terms  # noqa: F401
@@ -198,16 +203,3 @@ def fewest_layers(fits, layers: int) -> int:
         else:
             low = middle + 1
     return low
-
-
-def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[str]:
-    """The layers full recomputation rebuilds: every layer, or the first
-    ``recompute_layers`` of each stage (Megatron-LM's block method)."""
-    if lay.recompute != "full":
-        return set()
-    out: set[str] = set()
-    for stage in range(lay.pp):
-        layers = list(dict.fromkeys(u for u, s in zip(units, stages)
-                                    if s == stage and u not in ("pre", "post")))
-        out.update(layers[:lay.recompute_layers] if lay.recompute_layers else layers)
-    return out
