@@ -293,7 +293,7 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         if ctx.attention == "inner" or op.kind in VIEWS:
             return np.zeros(K), np.zeros(K), np.zeros(K)
         if ctx.attention == "scores":
-            attention_time(op, op, ctx.causal, tile, pricer, t, ctx.window)
+            attention_time(op, ctx.values, ctx.causal, tile, pricer, t, ctx.window)
         elif op.kind == "Einsum":
             einsum_time(op, tile, splits, pricer, t, collectives=False)
         elif op.kind in MEMORY_BOUND:

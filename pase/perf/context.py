@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pase.cluster import Device
 from pase.ir import Graph
 from pase.perf.hardware import GENERIC
-from pase.perf.kernels import Pricer
+from pase.perf.kernels import Pricer, value_share
 from pase.perf.layout import Layout
 from pase.perf.ops import fused_attention, price_ops, selective_rebuilds
 from pase.perf.pipeline import placement
@@ -50,10 +50,12 @@ class OpContext:
     unit: str = "pre"
     core: bool = False  # attention core: selective recomputation recomputes it
     window: int = 0  # sliding-window attention: keys per query (0: all)
+    values: float = 1.0  # a scores op: its context's work over its own (kernels.value_share)
 
     def key(self) -> tuple:
         return (self.attention, self.causal, self.kept_outputs, self.extras, self.block_outputs,
-                self.shares_input_gradient, self.unit in ("pre", "post"), self.core, self.window)
+                self.shares_input_gradient, self.unit in ("pre", "post"), self.core, self.window,
+                self.values)
 
 
 # The last graphs' contexts, by identity (a Graph is immutable; an entry holds its graph so
@@ -111,10 +113,12 @@ def _contexts(graph: Graph, attention: str) -> dict[str, OpContext]:
         role = None if triple is None else ("scores" if op.name == triple[0] else "inner")
         causal = bool(attr(graph.op(triple[1]), "causal")) if triple is not None else False
         window = int(attr(graph.op(triple[1]), "window")) if triple is not None else 0
+        values = value_share(op, graph.op(triple[2])) if role == "scores" else 1.0
         out[op.name] = OpContext(role, causal, tuple(sorted(kept.get(op.name, ()))),
                                  tuple(sorted(set(extras.get(op.name, ())))),
                                  tuple(sorted(block_outputs.get(op.name, ()))),
-                                 op.name in shares, unit_of[op.name], op.name in cores, window)
+                                 op.name in shares, unit_of[op.name], op.name in cores, window,
+                                 values)
     return out
 
 

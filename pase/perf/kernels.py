@@ -223,14 +223,18 @@ def attention_share(causal: bool, window: int, queries: int, keys: int) -> float
     return (w * (w + 1) / 2 + (queries - w) * w) / (queries * keys) if queries > w else 0.5
 
 
-def attention_time(scores: Op, context: Op, causal: bool, tile_s: dict, pr: Pricer,
+def value_share(scores: Op, context: Op) -> float:
+    """The context product's work over the scores product's: its value head size over the
+    scores' query-key one (1, or DeepSeek's 128 over 192)."""
+    return math.prod(d.size for d in context.dims) / math.prod(d.size for d in scores.dims)
+
+
+def attention_time(scores: Op, values: float, causal: bool, tile_s: dict, pr: Pricer,
                    out: OpTime, window: int = 0) -> None:
-    """The fused attention kernel standing for scores, softmax and context (a sliding
-    ``window`` skips the keys outside it)."""
+    """The fused attention kernel standing for scores, softmax and context (``values``:
+    the context's :func:`value_share`; a sliding ``window`` skips the keys outside it)."""
     a, b, o = parse_einsum(attr(scores, "eq"))
     work = math.prod(tile_s[c] for c in set(a) | set(b))  # B H L M K (every letter once)
-    # the context's value head size may differ from the scores' (DeepSeek's 128 vs 192)
-    values = math.prod(d.size for d in context.dims) / math.prod(d.size for d in scores.dims)
     flop = 2.0 * work * (1 + values)
     out.model_flop += flop
     o_dims = {d.name: d.size for d in scores.dims}

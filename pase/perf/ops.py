@@ -40,6 +40,7 @@ from pase.perf.kernels import (
     is_linear,
     memory_bound_time,
     port_elements,
+    value_share,
 )
 from pase.perf.layout import Layout, experts_of, op_splits, tile
 from pase.schema import attr
@@ -136,7 +137,8 @@ def price_ops(graph: Graph, lay: Layout, pricer: Pricer, memo: bool = True,
         if triple is not None:
             if op.name == triple[0]:
                 softmax = graph.op(triple[1])
-                attention_time(op, graph.op(triple[2]), bool(attr(softmax, "causal")), t, pricer,
+                attention_time(op, value_share(op, graph.op(triple[2])),
+                               bool(attr(softmax, "causal")), t, pricer,
                                time, int(attr(softmax, "window")))
                 if lay.cp > 1:  # each ring step passes one rank's chunk of the keys and values
                     keys = sum(port_elements(op, q, t, splits) for q in op.inputs[1:])
