@@ -86,6 +86,17 @@ ROWS = [
     # unfolded experts under sequence parallelism: the dispatch's capacity would split
     ("mixtral-8x7b", {"layers": 2}, 16, "tp=2,dp=8,ep=8", "dgx-a100-80gb", 1, 8,
      {"sequence_parallel": True}),
+    # zero-bubble schedules: each stage's backward split, its weight gradients put off
+    ("gpt2", {"layers": 4, "vocab": 50304}, 8, "tp=1,pp=4,dp=2", "dgx-a100-80gb", 2, 32,
+     {"schedule": "zb-h1", "zero": 1}),
+    ("gpt2", {"layers": 4, "vocab": 50304}, 8, "tp=2,pp=2,dp=2", "dgx-a100-80gb", 2, 16,
+     {"schedule": "dualpipe", "zero": 3}),
+    ("llama2-7b", {"layers": 4}, 16, "tp=4,pp=2,dp=2", "h100-sxm", 1, 8,
+     {"schedule": "zb-h1", "recompute": "selective"}),
+    # DeepSeek-V3 (MLA attention, 256 experts) folded under sequence parallelism: the
+    # dispatch's buffer is held whole by both tensor-parallel ranks in the per-op form
+    ("deepseek-v3", {"layers": 4, "dense_layers": 1, "seq": 4096}, 64, "tp=2,dp=32,ep=8,etp=1",
+     "h100-sxm", 1, 64, {"zero": 2, "sequence_parallel": True}),
 ]
 
 
