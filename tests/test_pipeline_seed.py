@@ -127,3 +127,22 @@ def test_a_limit_that_passes_after_the_start_gives_the_layout_plan(monkeypatch):
                         lambda *a, **k: setattr(clock, "passed", True))
     with pytest.raises(OptionError, match="give a larger --time-limit"):
         solve_pipeline("gpt2", 8, deadline=clock, **RUN)
+
+
+def test_a_layout_whose_plan_holds_more_says_so():
+    """DeepSeek-V3's best layout on 64 H100s (tp 2, pp 2, experts folded 32 ways under
+    sequence parallelism, DualPipe) fits 31 GiB as a layout (30.3 GiB) but not as a plan
+    (31.6 GiB: its dispatch buffers held whole on both tensor-parallel ranks,
+    docs/cost-model.md): the search passed it over without a word, and at DeepSeek-V3's
+    full size found no start at all."""
+    from pase.pipeline.seed import best_layout_plan
+
+    options = {"layers": 4, "dense_layers": 1, "seq": 4096}
+    lines: list[str] = []
+    seed = best_layout_plan("deepseek-v3", lambda mb: api.load_graph("deepseek-v3", batch=mb,
+                                                                      **options),
+                            64, 64, "h100-sxm", {}, 31 * 2**30, options, progress=lines.append)
+    said = [line for line in lines if "fits as a layout" in line]
+    assert said and said[0].startswith("start: layout tp2 pp2 dp16 cp1 ep32 mb1 dualpipe zero 2")
+    assert "GiB) but not as a plan (31.6" in said[0] and said[0].endswith("the next")
+    assert seed is None or seed.price["memory_bytes"] <= 31 * 2**30

@@ -92,13 +92,17 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
                 price = model_cost.price_pipeline(plan, graph=graph)
         except TimeLimitError:
             return None
+        named = (f"layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} ep{lay.ep} "
+                 f"mb{lay.micro_batch} {plan.schedule} zero {lay.zero} {lay.recompute}")
         if price["fits_memory"]:
             seed = Seed(plan, price, lay)
             if progress:
-                progress(f"start: layout tp{lay.tp} pp{lay.pp} dp{lay.dp} cp{lay.cp} "
-                         f"ep{lay.ep} mb{lay.micro_batch} {plan.schedule} zero {lay.zero} "
-                         f"{lay.recompute} as a plan: {seed.step:.6g} s")
+                progress(f"start: {named} as a plan: {seed.step:.6g} s")
             return seed
+        if progress:  # the plan's one price holds more than the layout path counts
+            progress(f"start: {named} fits as a layout ({estimate.memory_bytes / 2**30:.4g} "
+                     f"GiB) but not as a plan ({price['memory_bytes'] / 2**30:.4g} GiB); "
+                     f"{'the next' if tried < TRIES else 'no more tried'}")
     return None
 
 
