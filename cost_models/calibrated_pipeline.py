@@ -13,8 +13,9 @@ path has them), the re-layouts between its own ops and, each way, the sends of t
 tensors each chunk receives from another (each rank sends its ``1 / d`` share,
 Megatron-LM's scatter-gather);
 the step is :func:`pase.pipeline.schedules.plan_step`'s one rule: the schedule over the
-stage times (under ZB-H1 each split into forward, backward and its weight gradients: the
-forward's kernels and critical collectives and half of the rest, each with the sends), then the largest stage tail (once a step: its exposed gradient sync and
+stage times (under ZB-H1 and DualPipe each split into forward, backward and its weight
+gradients: the forward's kernels and critical collectives and half of the rest, each with
+the sends), then the largest stage tail (once a step: its exposed gradient sync and
 optimizer step). This is the one price of every pipeline plan, a layout's or the
 pipeline search's (``pase evaluate --strategy``; :mod:`pase.pipeline` reaches it
 through the registered model's ``price_pipeline``). Memory is the peak stage's states,
@@ -53,8 +54,8 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     """The price of pipeline plan ``plan`` (module docstring): the keys of
     :func:`pase.cost_models.calibrated_plan.price_plan` plus ``stage_seconds``,
     ``stage_memory_bytes`` and ``stage_weight_seconds`` (of each stage's backward, the
-    weight gradients' kernels, which ZB-H1 puts off). ``cluster`` defaults to the plan's cost option; ``graph``
-    to the plan's model at its micro-batch size."""
+    weight gradients' kernels, which ZB-H1 puts off). ``cluster`` defaults to the plan's
+    cost option; ``graph`` to the plan's model at its micro-batch size."""
     from pase import api
 
     costs = dict(plan.cost_options)
@@ -94,9 +95,9 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     activations = [t["activations"] for t in tallies]
     _kept_across(graph, plan, priced, activations)
     held = [t["states"] + t["gathered"] for t in tallies]  # DualPipe: a group runs two stages
-    memory = [held[s] + (0.0 if mirror(plan.schedule, len(held), s) is None
-                         else held[mirror(plan.schedule, len(held), s)])
-              + in_flight(lay, s) * a + t["working"] for s, (t, a) in enumerate(zip(tallies, activations))]
+    other = [mirror(plan.schedule, len(held), s) for s in range(len(held))]
+    memory = [held[s] + (0.0 if other[s] is None else held[other[s]]) + in_flight(lay, s) * a
+              + t["working"] for s, (t, a) in enumerate(zip(tallies, activations))]
     last = max(once, key=sum)
     step = plan_step(plan.schedule, m, passes if name in PLAN_ONLY else times, [],
                      [sum(o) for o in once])

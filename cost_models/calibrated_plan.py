@@ -91,9 +91,10 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     per micro-batch ``compute`` (kernels, recomputation included; ``rebuilt`` the part run
     again), ``critical`` collectives (``forward``: the forward pass's kernels and critical
     collectives; ``weight``: the weight gradients' kernels, of the backward's), ZeRO-3's
-    ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond the tax); once a step ``sync`` (refresh included), ``exposed_sync`` and
-    ``optimizer``; bytes: ``states``, kept ``activations`` (one micro-batch's), the
-    ``working`` set of full recomputation and ZeRO-3's ``gathered`` weights.
+    ``gathers`` (alone) and ``fsdp_exposed`` (their exposure beyond the tax); once a step
+    ``sync`` (refresh included), ``exposed_sync`` and ``optimizer``; bytes: ``states``,
+    kept ``activations`` (one micro-batch's), the ``working`` set of full recomputation
+    and ZeRO-3's ``gathered`` weights.
     ``extra_sync``: more syncs (seconds alone) the window must hide (the tied matrices',
     :func:`tied_syncs`, which the Problem charges on edges).
 

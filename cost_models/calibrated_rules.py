@@ -259,7 +259,8 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
         fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
                       activation_bytes=kept, state_factor=factor)
         return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
-                          weight_seconds=weight, base_backward_flop=base.backward_flop, block_bytes=block)
+                          weight_seconds=weight, base_backward_flop=base.backward_flop,
+                          block_bytes=block)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
         configs = np.asarray(configs, dtype=np.int64)

@@ -164,7 +164,8 @@ def layout_variants(graph: Graph, lay: Layout) -> dict[str, dict[str, object]]:
     out = {}
     for op, unit in zip(graph.ops, units):
         zero = lay.zero if owned_weight_indices(op) else 0
-        again = recomputed(contexts[op.name], lay.recompute) and (rebuilt is None or unit in rebuilt)
+        again = recomputed(contexts[op.name], lay.recompute) and \
+            (rebuilt is None or unit in rebuilt)
         if zero or again or rebuilt is not None:  # partial: the cost model's rule is "full"
             out[op.name] = {"zero": zero, "recompute": again}
     return out
