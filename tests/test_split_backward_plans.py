@@ -65,9 +65,8 @@ def test_the_replayed_program_meets_the_closed_form_and_beats_1f1b(schedule, hel
     and put-off weight gradients as tasks; DualPipe's two directions) ends within 1% of the
     closed form the plan is priced by, and sooner than the same layout under 1F1B, whose
     bubbles the weight gradients fill. (Two stages, the second twice the first with the
-    head: the closed form reads the slowest stage's slot, which the replay meets here; at
-    pp = 4, a last stage four times the others, the ZB-H1 replay is 6% slower,
-    docs/pipelines.md.)"""
+    head: the closed form reads the slowest stage's slot, which the replay meets here;
+    docs/pipelines.md has pp = 4, a last stage four times the others.)"""
     _, plan, price = _plan(schedule, "tp=2,pp=2,dp=2")
     _, plain, plain_price = _plan("1f1b", "tp=2,pp=2,dp=2")
     ran, ran_plain = simulate_pipeline(plan), simulate_pipeline(plain)

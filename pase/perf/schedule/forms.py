@@ -54,7 +54,8 @@ def step_seconds(schedule: str, times: Sequence[float | Work], microbatches: int
     - gpipe, 1f1b: ``sum_i T_i + 2 sum_b x_b + (m - 1) P`` (``links``: per boundary, the
       seconds of a transfer each way; :func:`period` ``P``);
     - interleaved: ``(m + (p - 1) / V) T_max``;
-    - zb-h1: 1F1B's form with the slowest stage's bubble shrunk to ZB-H1's;
+    - zb-h1: 1F1B's form with the slowest stage's bubble shrunk to ZB-H1's, at least the
+      slowest stage's ``m T``;
     - dualpipe: the busiest device's ``m/2`` micro-batches of both its chunks, plus the
       slowest stage's bubble (none where the report's form is negative: ``W > (F + 2B) /
       3``, outside the shape it was stated for, and no bubble is less than none).
@@ -74,8 +75,11 @@ def step_seconds(schedule: str, times: Sequence[float | Work], microbatches: int
         pace = period(schedule, slowest, max(links, default=0.0))
         return sum(total) + 2 * sum(links) + (m - 1) * pace
     pacing = work[max(range(p), key=lambda i: total[i])]
-    if schedule == "zb-h1":
-        return (m - 1) * slowest + sum(total) - (p - 1) * (slowest - _zb_h1_slot(pacing))
+    if schedule == "zb-h1":  # no less than the slowest stage's own m micro-batches: with
+        # stages far apart the form would give less (the fill and drain of the fast ones
+        # cannot hide under the slow one's bubble; the replay is the check)
+        return max(m * slowest,
+                   (m - 1) * slowest + sum(total) - (p - 1) * (slowest - _zb_h1_slot(pacing)))
     busiest = max(total[i] + total[p - 1 - i] for i in range(p))
     return m / 2 * busiest + max(0.0, bubble_seconds(schedule, p, pacing, fb=fb))
 
