@@ -100,10 +100,10 @@ def test_a_cut_bounding_search_keeps_the_first_searchs_bound(monkeypatch):
     clock, firsts = Ticks(), []
     real = solve_module.search
 
-    def spy(space, oracle, links, progress=None, incumbent=math.inf):
+    def spy(space, oracle, links, progress=None, incumbent=math.inf, label=""):
         if firsts:  # the second search, the first lifted one: the deadline passes now
             clock.passed = True
-        found, bound = real(space, oracle, links, progress, incumbent)
+        found, bound = real(space, oracle, links, progress, incumbent, label)
         firsts.append(None if found is None else (found.stopped, bound))
         return found, bound
 
