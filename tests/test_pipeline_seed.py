@@ -129,6 +129,7 @@ def test_a_limit_that_passes_after_the_start_gives_the_layout_plan(monkeypatch):
         solve_pipeline("gpt2", 8, deadline=clock, **RUN)
 
 
+@pytest.mark.slow
 def test_a_layout_whose_plan_holds_more_says_so():
     """DeepSeek-V3's best layout on 64 H100s (tp 2, pp 2, experts folded 32 ways under
     sequence parallelism, DualPipe) fits 31 GiB as a layout (30.3 GiB) but not as a plan
