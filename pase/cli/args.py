@@ -34,6 +34,15 @@ def seed(text: str) -> int:
     return value
 
 
+def recompute_mode(text: str) -> str:
+    """``--recompute`` with ``--layout``: none, auto, all, selective, full or full:N."""
+    if text in ("none", "auto", "all", "selective", "full") or \
+            (text.startswith("full:") and text[5:].isdigit() and int(text[5:]) >= 1):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from none, auto, all, "
+                                     f"selective, full, full:N with N >= 1)")
+
+
 def seconds(text: str) -> float:
     value = _number(text)
     if not value > 0:

@@ -26,7 +26,7 @@ def check_strategy_flags(args: argparse.Namespace) -> None:
     given = [f for f in _LAYOUT_ONLY if getattr(args, f, None)]
     given += [f for f, default in (("schedule", "1f1b"), ("precision", "bf16"), ("attention", "fused"))
               if getattr(args, f, default) != default]
-    if args.recompute in ("selective", "full"):
+    if args.recompute is not None and args.recompute.startswith(("selective", "full")):
         given.append("recompute " + args.recompute)
     if given:
         raise OptionError(f"--{given[0].replace('_', '-')} applies only with --layout; "
@@ -125,7 +125,7 @@ def describe(d: dict) -> str:
     degrees = " ".join(f"{k}={lay[k]}" for k in shown if lay[k] > 1 or k in ("tp", "pp", "dp", "etp"))
     head = (f"{d['model']} on {d['devices']} devices ({d['cluster']}), {degrees}: {lay['microbatches']} "
             f"micro-batch{'es' if lay['microbatches'] > 1 else ''} of {lay['micro_batch']}, "
-            f"{lay['schedule']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}"
+            f"{lay['schedule']}, ZeRO-{lay['zero']}, recompute {_recompute_text(lay)}"
             f"{', sequence parallel' if lay['sequence_parallel'] else ''}, {lay['precision']}, "
             f"{lay['attention']} attention")
     step = d["step_seconds"]
@@ -194,7 +194,14 @@ def search_layouts_result(args: argparse.Namespace) -> tuple[dict[str, Any], str
 def _layout_text(lay: dict) -> str:
     parts = [f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if lay[k] > 1] or ["dp=1"]
     return (" ".join(parts) + f" mb={lay['micro_batch']} {lay['schedule']} zero={lay['zero']} "
-            f"recompute={lay['recompute']}" + (" sp" if lay["sequence_parallel"] else ""))
+            f"recompute={_recompute_text(lay)}" + (" sp" if lay["sequence_parallel"] else ""))
+
+
+def _recompute_text(lay: dict) -> str:
+    """``full:N`` where full recomputation rebuilds the first N layers of each stage, as
+    ``--recompute`` takes it back."""
+    n = lay.get("recompute_layers") or 0
+    return f"{lay['recompute']}:{n}" if lay["recompute"] == "full" and n else lay["recompute"]
 
 
 def progress(line: str) -> None:

@@ -15,6 +15,7 @@ from pase.cli.args import (
     options_help,
     positive_int,
     positive_number,
+    recompute_mode,
     seconds,
     seed,
 )
@@ -181,11 +182,14 @@ def _costs(s: Parser, default: str = "paper", layout: bool = False) -> None:
     s.add_argument("--zero", choices=("0", "1", "2", "3", "auto"),
                    help="ZeRO sharding over each op's data-parallel group: a stage for every op, "
                         "or auto (searched per op): --cost-option zero=Z (calibrated, alpha-beta)")
-    s.add_argument("--recompute", choices=("none", "auto", "all") + (("selective", "full") if layout else ()),
+    s.add_argument("--recompute", type=recompute_mode if layout else None,
+                   choices=None if layout else ("none", "auto", "all"),
+                   metavar="{none,auto,all,selective,full,full:N}" if layout else None,
                    help="activation recomputation: none, every op, or searched per op (auto): "
                         "--cost-option recompute=R (calibrated, alpha-beta)" + (
-                            "; with --layout: none, selective (the attention core) or full "
-                            "(every layer)" if layout else ""))
+                            "; with --layout: none, selective (the attention core), full "
+                            "(every layer) or full:N (the first N layers of each stage)"
+                            if layout else ""))
 
 
 def _search(s: Parser, each: str = "") -> None:

@@ -143,6 +143,20 @@ def parse_schedule(text: str) -> tuple[str, int]:
                       f"(V an integer >= 2)")
 
 
+def _recompute_layers(recompute: str) -> tuple[str, int]:
+    """``none``, ``selective``, ``full``, ``full:N`` (the first N layers of each stage,
+    Megatron-LM's ``--recompute-num-layers`` with the block method) or ``auto``, as
+    ``(mode, N)`` (N 0: every layer)."""
+    text = str(recompute)
+    if text in RECOMPUTE + ("auto",):
+        return text, 0
+    head, _, count = text.partition(":")
+    if head == "full" and count.isdigit() and int(count) >= 1:
+        return "full", int(count)
+    raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}, "
+                      f"full:N (the first N layers of each stage), auto")
+
+
 def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: int,
                 global_batch: int, schedule: str = "1f1b", zero: int | str = 0, recompute: str = "none",
                 sequence_parallel: bool = False, precision: str = "bf16", attention: str = "fused",
@@ -160,8 +174,7 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
     if str(zero) not in ("0", "1", "2", "3"):
         raise OptionError(f"unknown zero {zero!r}; allowed: 0, 1, 2, 3")
     recompute = "full" if recompute == "all" else recompute
-    if recompute not in RECOMPUTE + ("auto",):
-        raise OptionError(f"unknown recompute {recompute!r}; allowed: {', '.join(RECOMPUTE)}, auto")
+    recompute, layers = _recompute_layers(recompute)
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise OptionError(f"unknown precision {_shown(precision)}; allowed: {', '.join(PRECISIONS)}")
     if attention not in ATTENTION:
@@ -172,7 +185,8 @@ def make_layout(degrees: str | Mapping[str, int], *, devices: int, micro_batch: 
                  bool(sequence_parallel), precision, attention, bool(dropout),
                  tp_overlap=_tp_overlap(tp_overlap, bool(sequence_parallel), attention, precision),
                  etp=_expert_tp(d),
-                 ep_overlap=_switch("ep_overlap", ep_overlap, d.get("ep", 1) > 1 and m > 1))
+                 ep_overlap=_switch("ep_overlap", ep_overlap, d.get("ep", 1) > 1 and m > 1),
+                 recompute_layers=layers)
     if lay.devices != devices:
         raise OptionError(f"--layout: tp x pp x dp x cp = {lay.tp} x {lay.pp} x {lay.dp} x {lay.cp} "
                           f"= {lay.devices}, but -p is {devices}")
@@ -306,6 +320,15 @@ def check_graph(graph: Graph, lay: Layout) -> None:
     if lay.cp > 1 and not any(_first(op, "sequence") is not None for op in graph.ops):
         raise OptionError(f"--layout: cp={lay.cp} but model {graph.name!r} has no sequence dim "
                           f"(context parallelism splits the sequence)")
+    if lay.recompute_layers:
+        from pase.perf.pipeline import blocks  # it places ops by this module's layouts
+
+        layers = len({b for b in blocks(graph) if b is not None})
+        most = -(-layers // lay.pp)
+        if lay.recompute_layers > most:
+            raise OptionError(f"--recompute full:{lay.recompute_layers}: a stage holds at most "
+                              f"{most} layers ({layers} over pp {lay.pp}); give full:N with N <= "
+                              f"{most}, or full for every layer")
 
 
 def tile(op: Op, splits: tuple[int, ...]) -> dict[str, float]:
