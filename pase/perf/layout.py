@@ -320,15 +320,6 @@ def check_graph(graph: Graph, lay: Layout) -> None:
     if lay.cp > 1 and not any(_first(op, "sequence") is not None for op in graph.ops):
         raise OptionError(f"--layout: cp={lay.cp} but model {graph.name!r} has no sequence dim "
                           f"(context parallelism splits the sequence)")
-    if lay.recompute_layers:
-        from pase.perf.pipeline import blocks  # it places ops by this module's layouts
-
-        layers = len({b for b in blocks(graph) if b is not None})
-        most = -(-layers // lay.pp)
-        if lay.recompute_layers > most:
-            raise OptionError(f"--recompute full:{lay.recompute_layers}: a stage holds at most "
-                              f"{most} layers ({layers} over pp {lay.pp}); give full:N with N <= "
-                              f"{most}, or full for every layer")
 
 
 def tile(op: Op, splits: tuple[int, ...]) -> dict[str, float]:

@@ -72,6 +72,18 @@ def crossing_bytes(graph: Graph, chunks: list[int], lay: Layout, element_bytes: 
     return out
 
 
+def check_recompute_layers(graph: Graph, lay: Layout) -> None:
+    """An OptionError for full recomputation of more layers than a stage holds."""
+    if not lay.recompute_layers:
+        return
+    layers = len({b for b in blocks(graph) if b is not None})
+    most = -(-layers // lay.pp)
+    if lay.recompute_layers > most:
+        raise OptionError(f"--recompute full:{lay.recompute_layers}: a stage holds at most "
+                          f"{most} layers ({layers} over pp {lay.pp}); give full:N with N <= "
+                          f"{most}, or full for every layer")
+
+
 def recomputed_units(lay: Layout, units: list[str], stages: list[int]) -> set[str]:
     """The layers full recomputation rebuilds: every layer, or the first
     ``recompute_layers`` of each stage (Megatron-LM's block method)."""

@@ -41,6 +41,7 @@ from pase.perf.layout import RECOMPUTE, Layout, check_graph
 from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp, price_ops
 from pase.perf.pipeline import (  # noqa: F401 (recomputed_units: read here too)
+    check_recompute_layers,
     crossing_bytes,
     pipeline_seconds,
     placement,
@@ -69,6 +70,7 @@ def evaluate_layout(graph: Graph, cluster: str | Cluster, lay: Layout,
     """
     if priced is None:
         check_graph(graph, lay)
+        check_recompute_layers(graph, lay)
     if lay.recompute == "auto":
         return least_recompute(graph, cluster, lay, priced, shared)
     cl = get_cluster(cluster, lay.devices)
