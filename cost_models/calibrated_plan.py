@@ -37,8 +37,8 @@ from pase.ir import Graph, Op
 from pase.perf.comms import collective_seconds
 from pase.perf.layout import Layout
 from pase.perf.ops import price_ops
-from pase.perf.pipeline import placement
-from pase.perf.step import _flop, _sequence, recomputed_units
+from pase.perf.pipeline import placement, recomputed_units
+from pase.perf.step import _flop, _sequence
 from pase.problem import Problem
 from pase.work.mapping import group_topology
 from pase.work.variants import apply_variant

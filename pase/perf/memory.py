@@ -98,14 +98,11 @@ def tensor_bytes(producer: PricedOp, output: int, lay: Layout) -> float:
 
 
 def mirrored(lay: Layout, memory: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Each stage's :func:`stage_memory` as its device group holds it: under DualPipe group
-    ``i`` runs stage ``i`` of one direction and stage ``pp - 1 - i`` of the other, so it
-    holds the states of both (:func:`pase.perf.schedule.parameter_copies`: two stages'
-    parameters a device)."""
-    if schedule.parameter_copies(lay.schedule) == 1 or lay.pp == 1:
-        return memory
+    """Each stage's :func:`stage_memory` as its device group holds it: with the states of
+    the other stage it runs too (:func:`pase.perf.schedule.mirror`, DualPipe's)."""
     out = []
     for i, mem in enumerate(memory):
-        other = memory[lay.pp - 1 - i]["states"]
+        j = schedule.mirror(lay.schedule, lay.pp, i)
+        other = 0.0 if j is None else memory[j]["states"]
         out.append({**mem, "states": mem["states"] + other, "total": mem["total"] + other})
     return out

@@ -40,7 +40,7 @@ from pase.perf.kernels import make_pricer
 from pase.perf.layout import RECOMPUTE, Layout, check_graph
 from pase.perf.memory import mirrored, stage_memory
 from pase.perf.ops import PricedOp, price_ops
-from pase.perf.pipeline import (  # noqa: F401 (recomputed_units: read here too)
+from pase.perf.pipeline import (
     check_recompute_layers,
     crossing_bytes,
     pipeline_seconds,

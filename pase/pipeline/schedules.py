@@ -159,8 +159,6 @@ def plan_step(schedule: str, microbatches: int, times: Sequence[float | Work],
     return priced_step(schedule, microbatches, times, links) + max(tails, default=0.0)
 
 
-
 def mirror(schedule: str, stages: int, index: int) -> int | None:
-    """The other stage device group ``index`` runs: DualPipe's ``s - 1 - index`` (it holds
-    both stages' parameters), None under every other schedule."""
-    return stages - 1 - index if unlabel(schedule)[0] == "dualpipe" else None
+    """:func:`pase.perf.schedule.mirror` of a plan's schedule (DualPipe's other stage)."""
+    return forms.mirror(unlabel(schedule)[0], stages, index)

@@ -14,8 +14,7 @@ from pase.perf.kept import KeptIndex
 from pase.perf.kernels import make_pricer
 from pase.perf.memory import activation_bytes
 from pase.perf.ops import price_ops
-from pase.perf.pipeline import placement
-from pase.perf.step import recomputed_units
+from pase.perf.pipeline import placement, recomputed_units
 
 CASES = [
     # a dense GPT with dropout (its masks are kept tensors of the add that follows)

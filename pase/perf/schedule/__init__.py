@@ -2,7 +2,8 @@
 
 - :mod:`.programs`: per device, its ordered steps of tasks (:func:`build`) for GPipe,
   1F1B, interleaved 1F1B, ZB-H1 and DualPipe;
-- :mod:`.forms`: the closed forms (step seconds, bubble, micro-batches in flight);
+- :mod:`.forms`: the closed forms (step seconds, bubble, micro-batches in flight, the
+  stages a device group holds);
 - :mod:`.replay`: the event replay of a program (:func:`replay`).
 
 The layout path (:mod:`pase.perf.step`, :mod:`pase.perf.memory`) prices with the
@@ -14,6 +15,7 @@ from pase.perf.schedule.forms import (
     bubble_fraction,
     bubble_seconds,
     in_flight,
+    mirror,
     parameter_copies,
     period,
     step_seconds,
@@ -22,5 +24,5 @@ from pase.perf.schedule.programs import NAMES, SCHEDULES, Pipe, Step, Task, buil
 from pase.perf.schedule.replay import Ran, Replay, Work, replay
 
 __all__ = ["NAMES", "SCHEDULES", "Pipe", "Ran", "Replay", "Step", "Task", "Work", "build",
-           "bubble_fraction", "bubble_seconds", "in_flight", "parameter_copies", "parse", "period",
-           "replay", "step_seconds"]
+           "bubble_fraction", "bubble_seconds", "in_flight", "mirror", "parameter_copies", "parse",
+           "period", "replay", "step_seconds"]

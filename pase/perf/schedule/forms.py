@@ -135,6 +135,14 @@ def parameter_copies(schedule: str) -> int:
     return 2 if schedule == "dualpipe" else 1
 
 
+def mirror(schedule: str, stages: int, stage: int) -> int | None:
+    """The other stage that stage ``stage``'s device group runs: DualPipe's ``stages - 1 -
+    stage`` (the other direction's; the group holds both stages' parameters), None under
+    every other schedule and on one stage."""
+    _known(schedule)
+    return stages - 1 - stage if schedule == "dualpipe" and stages > 1 else None
+
+
 def _zb_h1_slot(w: Work) -> float:
     """ZB-H1's idle seconds per stage boundary (module docstring, (*))."""
     return max(w.forward + w.backward - 2 * w.weight, w.forward, w.backward - w.weight)
