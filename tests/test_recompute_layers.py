@@ -15,6 +15,9 @@ from pase.cluster import get_cluster
 from pase.errors import OptionError
 from pase.perf import evaluate_layout, make_layout
 
+# the default suite keeps its ten minutes on two cores; CI runs these with -m slow
+pytestmark = pytest.mark.slow
+
 ARGS = ["evaluate", "gpt2", "-p", "8", "--model-option", "layers=4", "--cluster", "dgx-a100-80gb",
         "--layout", "tp=2,pp=2,dp=2", "--micro-batch", "2", "--global-batch", "16", "--format",
         "json"]

@@ -22,6 +22,9 @@ from pase.pipeline import PipelinePlan
 from pase.pipeline.layout_plan import layout_pipeline
 from pase.sim.pipeline import simulate_pipeline
 
+# the default suite keeps its ten minutes on two cores; CI runs these with -m slow
+pytestmark = pytest.mark.slow
+
 GPT2 = {"layers": 4, "vocab": 50304}
 CLUSTER = "dgx-a100-80gb"
 SPLIT = ["zb-h1", "dualpipe"]
