@@ -43,6 +43,7 @@ def test_decomposition_is_honest_on_dense_blocks(blocks, size, k, seed, scale):
     assert _close(answer.cost, optimum, optimum)
 
 
+@pytest.mark.slow  # 30 s on two cores: the fast suite keeps its ten-minute budget
 @settings(max_examples=30, deadline=None)
 @given(size=st.integers(3, 5), seed=st.integers(0, 10**6), cap=st.sampled_from([0.3, 0.7]))
 def test_decomposition_under_a_cap(size, seed, cap):
