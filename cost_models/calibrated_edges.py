@@ -9,9 +9,6 @@ per pair of configs of its producer and its consumer, each micro-batch:
   all-reduces the edge takes over from its ops;
 - **expert exchange** instead of the re-layout where expert parallelism moves the routed
   tokens by an all-to-all (:meth:`CalibratedEdges._exchange`);
-- **a dispatch's own tokens**: nothing where the ranks that hold a dispatch's tile alike
-  hold its tokens split over the sequence among them, each routing its own share
-  (:meth:`CalibratedEdges._own_tokens`: sequence parallelism under MoE parallel folding);
 - **context parallelism's ring** instead of the re-layout into a fused attention
   (:meth:`CalibratedEdges._ring`);
 - **tp overlap**: hidden behind the einsums beside the edge (:meth:`CalibratedEdges._hidden`);
@@ -41,7 +38,7 @@ from pase.perf.layout import experts_of
 from pase.work.layout import axis_sizes, owned_axes
 from pase.work.mapping import group_topology
 from pase.work.relayout import relayout_matrix
-from pase.work.tiles import port_factors, port_tiles
+from pase.work.tiles import port_tiles
 
 MOE_EXCHANGE = ("MoEDispatch", "MoECombine")
 
@@ -88,9 +85,6 @@ class CalibratedEdges:
         if exchange is not None:  # the tokens' all-to-all instead of the re-layout
             mask, a2a = exchange
             full = np.where(mask, a2a * self.microbatches, full)
-        own = self._own_tokens(producer, output, src_configs, consumer, input, dst_configs)
-        if own is not None:  # each holder of the dispatch routes the share it holds
-            full = np.where(own, 0.0, full)
         ring = self._ring(producer, output, src_configs, consumer, input, dst_configs)
         if ring is not None:  # context parallelism's key/value ring instead of the re-layout
             mask, sends = ring
@@ -282,47 +276,6 @@ class CalibratedEdges:
                 seconds = self.hw.overlap * seconds
         # (token side, expert side) as (producer, consumer)
         return (mask, seconds) if expert_op is consumer else (mask.T, seconds.T)
-
-    def _own_tokens(self, producer: Op, output: Port, src_configs: np.ndarray,
-                    consumer: Op, input: Port, dst_configs: np.ndarray) -> np.ndarray | None:
-        """Pairs whose edge into a dispatch, out of a combine or bringing a combine its
-        gates moves nothing (a mask), None where none can.
-
-        Under MoE parallel folding with sequence parallelism a dispatch's (a combine's)
-        tile is held alike by ``s`` ranks of the ep group (the tensor-parallel ranks: its
-        capacity slots are pinned, so it runs whole on each) which hold its tokens split
-        ``s`` ways over the sequence: Megatron-Core routes each rank's own tokens and
-        combines them back to it, gathering none, and the exchange beside it sends each
-        holder's ``1 / s`` of the buffer (:meth:`_exchange`). So the edge is free where the
-        split side's tile of the port is the whole side's split further over sequence axes
-        only, ``s`` ways, and ``s`` divides the number of devices holding each whole-side
-        tile (the placement puts both on the innermost, tensor-parallel, mesh axes)."""
-        if consumer.kind in MOE_EXCHANGE and producer.kind not in MOE_EXCHANGE and \
-                (consumer.kind == "MoEDispatch" or input is not consumer.inputs[0]):
-            whole, port, whole_cfg, split_cfg, split_op, split_port = \
-                consumer, input, dst_configs, src_configs, producer, output
-        elif producer.kind == "MoECombine" and consumer.kind not in MOE_EXCHANGE:
-            whole, port, whole_cfg, split_cfg, split_op, split_port = \
-                producer, output, src_configs, dst_configs, consumer, input
-        else:
-            return None
-        whole_cfg = np.asarray(whole_cfg, dtype=np.int64)
-        fine = port_factors(split_op, split_port, np.asarray(split_cfg, dtype=np.int64))
-        coarse = port_factors(whole, port, whole_cfg)
-        roles = {d.name: d.role for d in whole.dims}
-        seq = np.array([any(roles[n] == "sequence" for n in axis) for axis in port.dims])
-        if not seq.any():
-            return None
-        finer = fine[:, None, :] // np.maximum(coarse[None, :, :], 1)
-        exact = fine[:, None, :] == finer * coarse[None, :, :]
-        s = np.prod(np.where(seq, finer, 1), axis=-1)
-        same = np.all(np.where(seq, exact, fine[:, None, :] == coarse[None, :, :]), axis=-1)
-        holders = self.p // np.prod(whole_cfg, axis=1)
-        mask = same & (s > 1) & (holders[None, :] % np.maximum(s, 1) == 0)
-        if not mask.any():
-            return None
-        # (split side, whole side) as (producer, consumer)
-        return mask.T if whole is producer else mask
 
     def _ring(self, producer: Op, output: Port, src_configs: np.ndarray, consumer: Op,
               input: Port, dst_configs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -202,7 +202,8 @@ def top_k_cost(r: float, op: Op, cfg: np.ndarray) -> np.ndarray:
 
 def _moe_terms(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     sizes = dict(zip(op.dim_names, op.shape))
-    dense = sizes["b"] * sizes["l"] * sizes["e"] * float(attr(op, "k")) / np.prod(cfg, axis=1)
+    tokens = sizes["b"] * sizes.get("g", 1) * sizes["l"]  # grouped routing: g groups of l
+    dense = tokens * sizes["e"] * float(attr(op, "k")) / np.prod(cfg, axis=1)
     tiles = [np.prod(np.asarray(p.shape, dtype=np.float64)
                      / port_factors(op, p, cfg.astype(np.int64)), axis=1)
              for p in (op.inputs[0], op.inputs[1], op.outputs[0])]

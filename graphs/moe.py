@@ -5,7 +5,9 @@ An MoE layer replaces a dense MLP. Per token a router (``ble,ex->blx``) scores
 the experts, a Softmax and a TopK keep the ``top_k`` best (renormalised for
 Mixtral), a MoEDispatch copies each token into the buffers ``(x, b, c, e)`` of its
 experts (``c = ceil(capacity_factor * top_k * seq / experts)`` slots per expert
-and sequence; tokens over capacity are dropped, as GShard and Switch do), the
+and sequence; tokens over capacity are dropped, as GShard and Switch do; each run of
+``seq / G`` tokens fills its own ``c / G`` slots, ``G`` the routing groups of
+:func:`pase.builder.routing_groups`, as each rank routes the tokens it holds), the
 experts' MLPs run as einsums over the expert dim ``x`` (role ``expert``: splitting
 it is expert parallelism), and a MoECombine sums each token's expert outputs
 weighted by its gates. The all-to-all exchanges of expert parallelism are the
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, routing_groups
 from pase.graphs import blocks
 from pase.graphs.llama import check_heads, decoder, finish
 from pase.graphs.zoo import ACT_PW, ROLES, register_presets, require
@@ -55,7 +57,8 @@ def moe_mlp(b: GraphBuilder, x: Value, p: str, *, experts: int, top_k: int, ff: 
                       name=f"{p}.router", roles=ROLES, bias="x" if bias else None)
     probs = b.softmax(logits, axis=2, name=f"{p}.router_softmax")
     gates = b.top_k(probs, top_k, axis=2, normalize=normalize, name=f"{p}.top_k")
-    buf = b.moe_dispatch(x, gates, capacity, top_k, name=f"{p}.dispatch")
+    groups = routing_groups(seq, capacity)
+    buf = b.moe_dispatch(x, gates, capacity, top_k, name=f"{p}.dispatch", groups=groups)
     w1 = b.input((experts, width, ff), names=("x", "e", "f"))
     f_bias, e_bias = ("xf", "xe") if bias else (None, None)
     if gated:
@@ -70,7 +73,7 @@ def moe_mlp(b: GraphBuilder, x: Value, p: str, *, experts: int, top_k: int, ff: 
     w2 = b.input((experts, ff, width), names=("x", "f", "e"))
     y = b.einsum("xbcf,xfe->xbce", h, w2, name=f"{p}.experts.{'down' if gated else 'wo'}",
                  roles=ROLES, bias=e_bias)
-    out = b.moe_combine(y, gates, top_k, name=f"{p}.combine")
+    out = b.moe_combine(y, gates, top_k, name=f"{p}.combine", groups=groups)
     if shared:
         s = blocks.mlp(b, x, shared * ff, f"{p}.shared_expert", act=act, gated=gated)
         out = b.elementwise(out, s, name=f"{p}.shared_add")

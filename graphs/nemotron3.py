@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from pase.builder import GraphBuilder, Value
+from pase.builder import GraphBuilder, Value, routing_groups
 from pase.graphs import blocks, mamba
 from pase.graphs.llama import decoder, finish
 from pase.graphs.moe import moe_mlp
@@ -61,12 +61,13 @@ def latent_moe(b: GraphBuilder, x: Value, p: str, *, latent: int, experts: int, 
     gates = b.top_k(probs, top_k, axis=2, normalize=True, name=f"{p}.top_k")
     down = b.einsum("ble,ei->bli", x, b.input((width, latent), names=("e", "i")),
                     name=f"{p}.fc1_latent_proj", roles=ROLES)
-    buf = b.moe_dispatch(down, gates, capacity, top_k, name=f"{p}.dispatch")
+    groups = routing_groups(seq, capacity)
+    buf = b.moe_dispatch(down, gates, capacity, top_k, name=f"{p}.dispatch", groups=groups)
     h = b.einsum("xbce,xef->xbcf", buf, b.input((experts, latent, ff), names=("x", "e", "f")),
                  pw=ACT_PW[ACT], act=ACT, name=f"{p}.experts.up", roles=ROLES)
     y = b.einsum("xbcf,xfe->xbce", h, b.input((experts, ff, latent), names=("x", "f", "e")),
                  name=f"{p}.experts.down", roles=ROLES)
-    y = b.moe_combine(y, gates, top_k, name=f"{p}.combine")
+    y = b.moe_combine(y, gates, top_k, name=f"{p}.combine", groups=groups)
     return b.einsum("bli,ie->ble", y, b.input((latent, width), names=("i", "e")),
                     name=f"{p}.fc2_latent_proj", roles=ROLES)
 

@@ -154,36 +154,45 @@ class GraphBuilder:
                                normalize=normalize)
 
     def moe_dispatch(self, tokens: Value, gates: Value, capacity: int, k: int,
-                     name: str | None = None) -> Value:
+                     name: str | None = None, groups: int = 1) -> Value:
         """Tokens ``(b, l, e)`` to expert buffers ``(x, b, c, e)`` by the gates ``(b, l, x)``.
 
         ``c = capacity`` slots per expert and sequence; tokens over capacity are dropped.
         The slot dim is pinned: a token's slot is a running count over the sequence.
+        ``groups > 1`` routes each of that many runs of consecutive tokens into its own
+        ``capacity / groups`` slots, as each rank routes the tokens it holds (Megatron-Core
+        under sequence or context parallelism): dims ``x b g c e l``, ``c`` and ``l`` one
+        group's slots and tokens, both pinned, so a split of ``g`` splits the tokens and
+        the slots alike (:func:`routing_groups`).
         """
         (bsz, seq, width), experts = _rank(tokens, 3, "MoEDispatch"), _rank(gates, 3, "MoEDispatch")[2]
+        g = _groups(groups, seq, capacity, "MoEDispatch")
         dims = (Dim("x", experts, "expert"), Dim("b", bsz, "batch"),
-                Dim("c", capacity, "sequence"), Dim("e", width, "channel"),
-                Dim("l", seq, "sequence"))
+                *((Dim("g", groups, "sequence"),) if g else ()),
+                Dim("c", capacity // groups, "sequence"), Dim("e", width, "channel"),
+                Dim("l", seq // groups, "sequence"))
         op = Op(self._name("MoEDispatch", name), "MoEDispatch", dims,
-                inputs=(Port(tokens.shape, (("b",), ("l",), ("e",)), tokens.source),
-                        Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
-                outputs=(Port((experts, bsz, capacity, width), (("x",), ("b",), ("c",), ("e",))),),
-                pinned=frozenset({"c"}), attrs={"k": k})
+                inputs=(Port(tokens.shape, (("b",), g + ("l",), ("e",)), tokens.source),
+                        Port(gates.shape, (("b",), g + ("l",), ("x",)), gates.source)),
+                outputs=(Port((experts, bsz, capacity, width), (("x",), ("b",), g + ("c",), ("e",))),),
+                pinned=frozenset({"c", "l"} if g else {"c"}), attrs={"k": k})
         return self._add(op, [(("x", "b", "c", "e"), ("expert", "batch", "sequence", "channel"))])[0]
 
     def moe_combine(self, expert_out: Value, gates: Value, k: int,
-                    name: str | None = None) -> Value:
+                    name: str | None = None, groups: int = 1) -> Value:
         """Expert outputs ``(x, b, c, e)`` back to tokens ``(b, l, e)``, weighted by the gates
-        (the slot dim pinned, as in :meth:`moe_dispatch`)."""
+        (the slot dim pinned, ``groups`` as in :meth:`moe_dispatch`: dims ``b g l e x c``)."""
         experts, bsz, capacity, width = _rank(expert_out, 4, "MoECombine")
         seq = _rank(gates, 3, "MoECombine")[1]
-        dims = (Dim("b", bsz, "batch"), Dim("l", seq, "sequence"), Dim("e", width, "channel"),
-                Dim("x", experts, "expert"), Dim("c", capacity, "sequence"))
+        g = _groups(groups, seq, capacity, "MoECombine")
+        dims = (Dim("b", bsz, "batch"), *((Dim("g", groups, "sequence"),) if g else ()),
+                Dim("l", seq // groups, "sequence"), Dim("e", width, "channel"),
+                Dim("x", experts, "expert"), Dim("c", capacity // groups, "sequence"))
         op = Op(self._name("MoECombine", name), "MoECombine", dims,
-                inputs=(Port(expert_out.shape, (("x",), ("b",), ("c",), ("e",)), expert_out.source),
-                        Port(gates.shape, (("b",), ("l",), ("x",)), gates.source)),
-                outputs=(Port((bsz, seq, width), (("b",), ("l",), ("e",))),),
-                pinned=frozenset({"c"}), attrs={"k": k})
+                inputs=(Port(expert_out.shape, (("x",), ("b",), g + ("c",), ("e",)), expert_out.source),
+                        Port(gates.shape, (("b",), g + ("l",), ("x",)), gates.source)),
+                outputs=(Port((bsz, seq, width), (("b",), g + ("l",), ("e",))),),
+                pinned=frozenset({"c", "l"} if g else {"c"}), attrs={"k": k})
         return self._add(op, [(("b", "l", "e"), ("batch", "sequence", "channel"))])[0]
 
     def softmax_cross_entropy(self, x: Value, name: str | None = None) -> Value:
@@ -518,6 +527,25 @@ def _axis(axis: int, rank: int, kind: str) -> int:
         raise GraphError(f"{kind}: axis {axis!r} is out of range; allowed: integers in "
                          f"{-rank}..{rank - 1} for a rank-{rank} tensor")
     return axis % rank
+
+
+def routing_groups(seq: int, capacity: int, most: int = 64) -> int:
+    """The routing groups of a mixture-of-experts layer (:meth:`GraphBuilder.moe_dispatch`):
+    the largest count up to ``most`` that divides both the sequence and the capacity, so
+    that every way a layout splits the sequence (tp under sequence parallelism, cp) up to
+    ``most`` ranks can route each rank's own tokens into its own share of the slots, with
+    the capacity unchanged."""
+    return max(d for d in range(1, most + 1) if seq % d == 0 and capacity % d == 0)
+
+
+def _groups(groups: int, seq: int, capacity: int, kind: str) -> tuple[str, ...]:
+    """``("g",)`` for grouped routing, ``()`` for one group; GraphError where ``groups``
+    does not divide the sequence and the capacity."""
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or \
+            seq % groups or capacity % groups:
+        raise GraphError(f"{kind}: groups={groups!r}; allowed: a positive integer dividing the "
+                         f"sequence ({seq}) and the capacity ({capacity})")
+    return ("g",) if groups > 1 else ()
 
 
 def _rank(x: Value, rank: int, kind: str) -> tuple[int, ...]:

@@ -588,12 +588,22 @@ def _topk_rule(op: Op, where: str) -> list[PortAxis]:
 
 
 def _moe_rule(dims: str, inputs: tuple[str, str], output: str, rule: str) -> Rule:
+    """One group's dims ``dims`` and port letters, or, with routing groups (a dim ``g``
+    after ``b``), ``g`` before the tokens ``l`` and the slots ``c`` on every port axis
+    that holds them (:meth:`pase.builder.GraphBuilder.moe_dispatch`)."""
+    def axes(letters: str, grouped: bool) -> tuple[tuple[str, ...], ...]:
+        return tuple(("g", n) if grouped and n in "lc" else (n,) for n in letters)
+
     def check(op: Op, where: str) -> list[PortAxis]:
-        _expect_dims(op, where, tuple(dims))
+        grouped = "g" in op.dim_names
+        at = dims.index("b") + 1
+        _expect_dims(op, where, tuple(dims[:at] + "g" + dims[at:] if grouped else dims))
         for i, letters in enumerate(inputs):
-            _expect_map(op, where, "input", i, _one_each(letters), rule)
-        _expect_map(op, where, "output", 0, _one_each(output), rule)
-        experts = op.dims[dims.index("x")].size
+            _expect_map(op, where, "input", i, axes(letters, grouped), rule)
+        _expect_map(op, where, "output", 0, axes(output, grouped), rule)
+        if grouped:
+            _expect_pinned(op, where, "lc", "a routing group's tokens fill its slots in order")
+        experts = op.dims[op.dim_names.index("x")].size
         if attr(op, "k") > experts:
             raise GraphError(f"{where} has k={attr(op, 'k')} but {experts} experts (dim 'x'); "
                              f"a token goes to at most every expert")
@@ -848,14 +858,18 @@ OP_SCHEMAS: Mapping[str, OpSchema] = {s.kind: s for s in (
                        "buffers (x, b, c, e)"),
              "dims exactly `x b c e l` (experts, batch, capacity slots per expert and sequence, "
              "width, tokens); input 0 (tokens) maps to `[b] [l] [e]`, input 1 (gates) to "
-             "`[b] [l] [x]`, the output (expert buffers) to `[x] [b] [c] [e]`; k at most x"),
+             "`[b] [l] [x]`, the output (expert buffers) to `[x] [b] [c] [e]`; k at most x; "
+             "with routing groups `x b g c e l` (c and l one group's slots and tokens, both "
+             "pinned), `[g l]` and `[g c]` in place of `[l]` and `[c]`"),
     OpSchema("MoECombine", "sum each token's expert outputs weighted by its gates",
              "moe_combine(expert_out, gates, k)", (_MOE_K,), (2, 2), (1, 1), (0, 0),
              _moe_rule("blexc", ("xbce", "blx"), "ble",
                        "a MoECombine maps expert outputs (x, b, c, e), gates (b, l, x) and its "
                        "output (b, l, e)"),
              "dims exactly `b l e x c`; input 0 (expert outputs) maps to `[x] [b] [c] [e]`, "
-             "input 1 (gates) to `[b] [l] [x]`, the output to `[b] [l] [e]`; k at most x"),
+             "input 1 (gates) to `[b] [l] [x]`, the output to `[b] [l] [e]`; k at most x; "
+             "with routing groups `b g l e x c` (l and c pinned), `[g l]` and `[g c]` in place "
+             "of `[l]` and `[c]`"),
     OpSchema("SoftmaxCrossEntropy", "softmax and cross-entropy loss, classes on the last axis",
              "softmax_cross_entropy(x)", (), (1, 1), (1, 1), (0, 0), _pointwise_rule,
              _POINTWISE + "; the last dim is the classes"),

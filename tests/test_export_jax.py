@@ -325,3 +325,26 @@ def test_moe_and_vit_agree_with_one_device():
     results = _check(cases)
     assert results[0]["collectives"]["all-to-all"] > 0  # the dispatch's all-to-all, as pase prices it
 
+
+
+def test_routing_groups_fill_their_own_slots():
+    """With routing groups each run of tokens fills its own share of the slots, first come
+    first served, exactly as that run routed alone into that many slots; over capacity a
+    token is dropped within its own group (here the second group's third choice of
+    expert 0), which one group over the whole sequence would have let in."""
+    from pase.export.jax_runtime import HEADER, OPS
+
+    ops: dict = {}
+    exec(HEADER + OPS, ops)  # the op library every exported program carries, as text
+    _slots, jnp = ops["_slots"], ops["jnp"]
+
+    gates = np.zeros((1, 6, 2), dtype=np.float32)
+    gates[0, [0, 3, 4, 5], 0] = 1.0  # tokens 0, 3, 4, 5 choose expert 0
+    gates[0, [1, 2], 1] = 1.0
+    grouped = np.asarray(_slots(jnp.asarray(gates), 4, 2))  # (b, l, x, c): 2 slots a group
+    for g in range(2):
+        alone = np.asarray(_slots(jnp.asarray(gates[:, 3 * g:3 * g + 3]), 2))
+        assert (grouped[:, 3 * g:3 * g + 3, :, 2 * g:2 * g + 2] == alone).all()
+        assert not grouped[:, 3 * g:3 * g + 3, :, 2 * (1 - g):2 * (1 - g) + 2].any()
+    assert grouped[0, 5, 0].sum() == 0  # dropped: its group's two slots for expert 0 are full
+    assert np.asarray(_slots(jnp.asarray(gates), 4))[0, 5, 0].sum() == 1

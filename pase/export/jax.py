@@ -40,8 +40,9 @@ Op kinds and how exactly they are reproduced:
   second-last axis); ``Softmax`` ``causal`` and ``window``; ``TopK`` (the ``k`` largest kept,
   renormalised when ``normalize``); ``MoEDispatch`` and ``MoECombine`` as GShard's
   einsums with the one-hot slot tensor recomputed from the gates (first come, first
-  served; tokens over capacity dropped; the combine routes each token's expert outputs
-  first and weighs them by the gates after, the same values); ``Slice``;
+  served; tokens over capacity dropped; with routing groups each run of tokens fills its
+  own share of the slots; the combine routes each token's expert outputs first and weighs
+  them by the gates after, the same values); ``Slice``;
 - ``LSTM``: a real LSTM stack (``jax.lax.scan`` over time, four gates), with the
   weight's rows and columns interleaved so that splitting them in blocks splits
   features and units as pase's ``k`` and ``n`` dims do (see ``lstm`` in the
@@ -95,6 +96,11 @@ def tied_scope(owner: str, user: str) -> str:
     """The ``jax.named_scope`` of the re-layout of ``owner``'s tied parameter for ``user``
     (kept in the owner's layout; forward re-laid for the user, its gradient back)."""
     return f"tied/{owner}->{user}"
+
+
+def _groups(op: Op) -> int:
+    """A MoEDispatch's or MoECombine's routing groups (1 without a ``g`` dim)."""
+    return next((d.size for d in op.dims if d.name == "g"), 1)
 
 
 def _pool_mode(op: Op) -> str:
@@ -324,10 +330,11 @@ class _Writer:
 
     def kind_MoEDispatch(self, op: Op, outs):
         capacity = self.shape(op, op.outputs[0])[2]
-        return f"moe_dispatch({self.input(op, 0)}, {self.input(op, 1)}, {capacity!r})"
+        return (f"moe_dispatch({self.input(op, 0)}, {self.input(op, 1)}, {capacity!r}, "
+                f"{_groups(op)!r})")
 
     def kind_MoECombine(self, op: Op, outs):
-        return f"moe_combine({self.input(op, 0)}, {self.input(op, 1)})"
+        return f"moe_combine({self.input(op, 0)}, {self.input(op, 1)}, {_groups(op)!r})"
 
     def kind_Slice(self, op: Op, outs):
         return (f"slice_axis({self.input(op, 0)}, {self.attr(op, 'axis')!r}, "

@@ -91,25 +91,30 @@ def top_k(x, k, axis, normalize, spec=None, pin=None):
     return kept
 
 
-def _slots(gates, capacity):
+def _slots(gates, capacity, groups=1):
     """``(b, l, x, c)``: 1 where token l of sequence b takes slot c of expert x (in order,
-    first come first served; tokens over capacity are dropped)."""
+    first come first served; tokens over capacity are dropped). With ``groups`` > 1 each
+    run of ``l / groups`` tokens fills its own ``capacity / groups`` slots."""
+    b, n, x = gates.shape
     chosen = jax.lax.stop_gradient(gates) > 0
-    position = jnp.cumsum(chosen.astype(jnp.int32), axis=1) - 1
-    keep = chosen & (position < capacity)
-    return jax.nn.one_hot(jnp.where(keep, position, capacity), capacity, dtype=gates.dtype)
+    per = capacity // groups
+    runs = chosen.astype(jnp.int32).reshape(b, groups, n // groups, x)
+    position = (jnp.cumsum(runs, axis=2) - 1).reshape(b, n, x)
+    first = (jnp.arange(n) // (n // groups) * per)[None, :, None]
+    keep = chosen & (position < per)
+    return jax.nn.one_hot(jnp.where(keep, position + first, capacity), capacity, dtype=gates.dtype)
 
 
-def moe_dispatch(tokens, gates, capacity):
-    return jnp.einsum("blxc,ble->xbce", _slots(gates, capacity), tokens)
+def moe_dispatch(tokens, gates, capacity, groups=1):
+    return jnp.einsum("blxc,ble->xbce", _slots(gates, capacity, groups), tokens)
 
 
-def moe_combine(y, gates):
+def moe_combine(y, gates, groups=1):
     """Each token's expert outputs (its slot's row of each expert), weighted by its gates.
     Routed first, so that backward the gates' gradient is a (b, l, x) sum over the width;
     GShard's single einsum with the (b, l, x, c) combine weights makes XLA all-reduce that
     whole tensor's gradient when the width is split."""
-    routed = jnp.einsum("blxc,xbce->blxe", _slots(gates, y.shape[2]), y)
+    routed = jnp.einsum("blxc,xbce->blxe", _slots(gates, y.shape[2], groups), y)
     return jnp.einsum("blx,blxe->ble", gates, routed)
 
 

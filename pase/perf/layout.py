@@ -274,7 +274,9 @@ def op_splits(op: Op, lay: Layout) -> tuple[int, ...]:
             # each tp rank holds its own tokens; folded, these are the ones it routes, so
             # the fold's split below is already in this one (no tp x tp / etp share)
             split[seq] *= lay.tp
-        elif folded:  # each expert-tensor-parallel group runs its own share of the tokens
+        elif folded and op.kind != "MoECombine":
+            # each expert-tensor-parallel group runs its own share of the tokens; a
+            # combine brings every token back to each rank, which holds them all
             split[seq] *= lay.tp // lay.expert_tp
     expert = _first(op, "expert")
     if expert is not None and lay.ep > 1:

@@ -14,17 +14,17 @@ between them and the experts are the token exchange the calibrated model prices 
 Megatron-LM's all-to-all; a router holds every expert. So it is under MoE parallel
 folding (``ep`` not dividing ``dp``, or ``etp`` not ``tp``: the ep group spans
 tensor-parallel ranks, which hold the same tokens and each send their share of them; the
-router's softmax and top-k, the dispatch and the combine run whole on each of them,
-where the layout path gives each its share: docs/cost-model.md, "One price, checked").
-Folded under sequence parallelism (``etp`` = 1), each tp rank holds and routes its own
-share of the tokens: the router splits the sequence as its norm does, the dispatch and
-the combine still run whole on each tp rank (their capacity slots are pinned), and the
-calibrated model prices their edges to and from the split tokens as each rank routing
-and combining its own share, so nothing is gathered. Folding under context parallelism
-has no per-op form (it would split the dispatch's capacity slots), nor has an ``etp``
-between 1 and ``tp`` under sequence parallelism, an ``etp`` other than ``tp`` without
-``ep``, or any layout that would split a pinned dim (unfolded experts under sequence
-parallelism: the dispatch's capacity): refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
+router's softmax and top-k and the combine run whole on each of them, the dispatch splits
+its routing groups among them, where the layout path gives each its share:
+docs/cost-model.md, "One price, checked"). Folded under sequence parallelism (``etp`` =
+1), each tp rank holds and routes its own share of the tokens: the router splits the
+sequence as its norm does, the dispatch and the combine their routing groups, so nothing
+is gathered and each rank holds its own share of the buffer. Folding over context- and
+tensor-parallel ranks together has no per-op form, nor has an ``etp`` between 1 and
+``tp`` under sequence parallelism, an ``etp`` other than ``tp`` without ``ep``, unfolded
+experts (``ep`` > 1, ``etp`` = ``tp``) under sequence parallelism, a dispatch routing as
+one group under sequence-parallel folding (a model imported from PyTorch), or any layout
+that would split a pinned dim: refused (:class:`~pase.errors.NoPlanFormError`). :func:`layout_variants`
 gives each op's ZeRO stage and recomputation flag and :func:`plan_cost_options` the cost
 options. The calibrated cost model prices that plan with the same rules as the layout
 (:mod:`pase.cost_models.calibrated`), which is how the two prices are checked against
@@ -62,22 +62,30 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
     a dim of ``padded_roles`` (a cost model's: the calibrated one's pads the vocabulary)
     split with padding as the layout splits it, other dims the split does not divide left
     unsplit and appended to ``unsplit`` as ``op.dim``. A layout whose ep group reaches
-    past the data-parallel ranks (MoE parallel folding) under context parallelism, or
-    with 1 < etp < tp under sequence parallelism, an etp other than tp without ep, or one
-    that would split an op's pinned dim, has no per-op form yet: refused, naming it."""
+    past the data-parallel ranks (MoE parallel folding) under context parallelism with
+    tp > 1, or with 1 < etp < tp under sequence parallelism, an etp other than tp without
+    ep, unfolded experts (ep > 1) under sequence parallelism with tp > 1, or one that
+    would split an op's pinned dim, has no per-op form yet: refused, naming it."""
     folded = lay.dp % lay.ep or lay.expert_tp != lay.tp
-    why = ("context parallelism" if lay.cp > 1 else "ep=1" if lay.ep == 1 else
-           "sequence parallelism and 1 < etp < tp"
+    why = ("context parallelism and tp > 1" if lay.cp > 1 and lay.tp > 1 else
+           "ep=1" if lay.ep == 1 else "sequence parallelism and 1 < etp < tp"
            if lay.sequence_parallel and 1 < lay.expert_tp < lay.tp else None)
     if folded and why:
         raise NoPlanFormError(
             f"layout ep={lay.ep} over dp={lay.dp}{f', etp={lay.etp}' if lay.etp else ''} with "
             f"{why}: experts folded over tensor- or context-parallel ranks there have no "
-            "per-op plan yet (it would split the dispatch's pinned capacity slots, run "
-            "whole experts on a share of the tokens with no exchange, or send each tp "
-            "rank's tokens tp / etp ways where the layout sends them tp ways); allowed: ep "
-            "dividing dp with etp equal to tp, or ep > 1 folded over tensor-parallel ranks "
-            "without context parallelism (etp = 1 under sequence parallelism)")
+            "per-op plan yet (the plan's exchange would move the tokens other than the "
+            "layout's all-to-all, run whole experts on a share of the tokens with no "
+            "exchange, or send each tp rank's tokens tp / etp ways where the layout sends "
+            "them tp ways); allowed: ep dividing dp with etp equal to tp, or ep > 1 folded "
+            "over tensor-parallel ranks (etp = 1 under sequence parallelism) or over "
+            "context-parallel ranks with tp = 1")
+    if not folded and lay.ep > 1 and lay.tp > 1 and lay.sequence_parallel:
+        raise NoPlanFormError(
+            f"layout tp={lay.tp}, ep={lay.ep} dividing dp={lay.dp} with sequence parallelism: "
+            "experts split over the tensor-parallel ranks gather each rank's tokens before "
+            "the exchange, which the plan's exchange does not price yet; allowed: ep > 1 "
+            "folded over the tensor-parallel ranks (etp = 1), or without sequence parallelism")
     routed = folded and lay.sequence_parallel  # each tp rank routes its own tokens
     configs = {}
     for op in graph.ops:
@@ -96,6 +104,8 @@ def layout_configs(graph: Graph, lay: Layout, unsplit: list[str] | None = None,
                 split[batch] *= lay.dp
             if routed:
                 _routed_tokens(op, split, lay)
+            elif folded and op.kind == "MoEDispatch" and "g" in split:
+                split["g"] *= lay.tp // lay.expert_tp  # each holder routes its share
         for d in op.dims:
             if d.size % split[d.name] and d.role not in padded_roles:
                 if unsplit is not None:
@@ -128,19 +138,19 @@ def _expert_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
 
 
 def _routed_tokens(op: Op, split: dict[str, int], lay: Layout) -> None:
-    """Sequence parallelism under folding: the router splits the sequence ``tp`` ways as
-    its norm does (each tp rank routes its own tokens; its softmax and top-k have that
-    split already). The dispatch and the combine keep their tokens and their pinned
-    capacity slots whole (split, the combine's buffer gradient would be partial sums),
-    running whole on each tp rank, as without sequence parallelism; the calibrated model
-    prices their edges to and from the split tokens as each rank routing and combining
-    its own share (:meth:`~pase.cost_models.calibrated_edges.CalibratedEdges._own_tokens`)."""
+    """Sequence parallelism under folding: each tp rank routes its own tokens. The router
+    splits the sequence ``tp`` ways as its norm does (its softmax and top-k have that
+    split already); a dispatch and a combine split their routing groups ``tp`` ways, as
+    the layout does, each rank routing its own tokens into its own slots. With one
+    routing group (a model imported from PyTorch) there is no such split: refused."""
     seq = next((d.name for d in op.dims if d.role == "sequence"), None)
-    if op.kind in ("MoEDispatch", "MoECombine"):
-        for d in op.dims:
-            if d.role == "sequence":
-                split[d.name] = 1
-    elif op.kind == "Einsum" and seq is not None and \
+    if op.kind in ("MoEDispatch", "MoECombine") and "g" not in op.dim_names:
+        raise NoPlanFormError(
+            f"op {op.name!r} routes its sequence as one group: under sequence parallelism "
+            f"with the experts folded over the tensor-parallel ranks (tp={lay.tp}) each rank "
+            "routes its own tokens, which needs routing groups (the zoo's models have them); "
+            "allowed: such a layout without sequence parallelism")
+    if op.kind == "Einsum" and seq is not None and \
             any(d.role == "expert" for d in op.dims):  # the router
         split[seq] *= lay.tp
 

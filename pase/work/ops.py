@@ -474,8 +474,8 @@ def _moe(op: Op, cfg: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per device, the FLOP of one multiply-add (2) per token, chosen expert and
     width entry (``2 b l k e`` in all, spread over every split), and each port's
     tile elements."""
-    size = dict(zip(op.dim_names, op.shape))
-    dense = 2.0 * size["b"] * size["l"] * size["e"] * float(attr(op, "k"))
+    size = dict(zip(op.dim_names, op.shape))  # grouped routing: g groups of l tokens
+    dense = 2.0 * size["b"] * size.get("g", 1) * size["l"] * size["e"] * float(attr(op, "k"))
     tiles = {"in0": _tile_elems(op, op.inputs[0], cfg), "in1": _tile_elems(op, op.inputs[1], cfg),
              "out": _tile_elems(op, op.outputs[0], cfg)}
     return dense / np.prod(cfg, axis=1), tiles
