@@ -49,7 +49,6 @@ class Layered:
     layer: list[np.ndarray] | None = None  # full recomputation: activations rebuilt per op
     gathered: list[np.ndarray] | None = None  # ZeRO-3's parameter bytes per candidate
     units: list[str] = field(default_factory=list)  # each op's layer (its unit)
-    recompute_full: bool = False
     _weighted: dict[float, Problem] = field(default_factory=dict)
     _moved: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _readers: dict[int, dict[int, int]] | None = None
@@ -129,19 +128,25 @@ class Layered:
         return self._moved[key]
 
     def extras(self, index, choice) -> float:
-        """Full recomputation's working set and ZeRO-3's gathered weights of ops ``index``
-        at ``choice`` (each the largest layer's; :func:`pase.cost_models.calibrated_plan.
-        tally`)."""
+        """Recomputation's working set (the largest rebuilt layer's activations; selective
+        recomputation's attention cores have none) and ZeRO-3's
+        gathered weights (the largest layer's) of ops ``index`` at ``choice``
+        (:func:`pase.cost_models.calibrated_plan.tally`)."""
         if self.gathered is None:
             return 0.0
         work: dict[str, float] = {}
+        rebuilt: set[str] = set()
         params: dict[str, float] = {}
         for i, c in zip(index, choice):
             unit = self.units[i]
             params[unit] = params.get(unit, 0.0) + float(self.gathered[i][c])
-            if self.recompute_full and unit not in ("pre", "post"):
+            if unit not in ("pre", "post"):
                 work[unit] = work.get(unit, 0.0) + float(self.layer[i][c])
-        return max(work.values(), default=0.0) + 3.0 * max(params.values(), default=0.0)
+                if unit not in rebuilt and self.bound.recompute_mode != "selective" and \
+                        recomputes_at(self.bound, self.problem, i, self.graph.ops[i], int(c)):
+                    rebuilt.add(unit)
+        return max((work[u] for u in rebuilt), default=0.0) + \
+            3.0 * max(params.values(), default=0.0)
 
 
 def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> Layered:
@@ -160,7 +165,6 @@ def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> La
         lay.once, lay.layer, lay.gathered = once, layer, gathered
         lay.bound = bound
         lay.units = [bound.context(op).unit for op in graph.ops]
-        lay.recompute_full = bound.recompute_mode == "full"
         from pase.costing import tied_connections
 
         tied = {(u, v) for u, _, v, _ in tied_connections(graph)}
@@ -240,18 +244,22 @@ def _moved(lay: Layered, i: int, end: int) -> np.ndarray:
     return out
 
 
+def recomputes_at(bound: Any, problem: Problem, i: int, op: Any, c: int) -> bool:
+    """Whether op ``i`` at candidate ``c`` runs its forward again in the backward pass: by
+    the candidate's variant, else by the model's fixed variant (full or selective)."""
+    if problem.variants is not None and problem.variants[i].variant(c)[1]:
+        return True
+    return bool((getattr(bound, "fixed_variants", None) or {}).get(op.name, (0, False))[1])
+
+
 def kept_output_bytes(bound: Any, problem: Problem, i: int, op: Any, c: int,
                       outputs: tuple[int, ...]) -> float:
     """Bytes op ``i`` keeps for the backward pass at candidate ``c`` of its ``outputs``: its
     layer's outputs where the candidate (or the model's fixed variant) recomputes it, else
     its kept outputs (the calibrated model's rule; the one price's ``_kept_across`` and the
     search's :meth:`Layered.moved`)."""
-    recompute = problem.variants is not None and problem.variants[i].variant(c)[1]
-    if not recompute:
-        recompute = bool((getattr(bound, "fixed_variants", None) or {}).get(op.name,
-                                                                             (0, False))[1])
     ctx = bound.context(op)
-    keep = ctx.block_outputs if recompute else ctx.kept_outputs
+    keep = ctx.block_outputs if recomputes_at(bound, problem, i, op, c) else ctx.kept_outputs
     idx = tuple(k for k in outputs if k in keep)
     if not idx:
         return 0.0
