@@ -6,17 +6,19 @@ The one price of a pipeline plan (`pase evaluate --strategy`, the whole-plan sea
 price and its start from the layout family) prices each stage on a Problem. Before, that
 Problem held every candidate config of every op on the stage's devices; now it holds
 only the plan's own (`cost_models.calibrated_pipeline.one_plan_problem`), with edges only
-between the stage's own ops, and the graph's op contexts are computed once, not at each
-binding of the model (twice a stage). This script
+between the stage's own ops, the graph's op contexts are computed once, not at each
+binding of the model (twice a stage), and on a homogeneous cluster one build memo
+(`pase.costing.keys`) serves every stage, as one build serves its layers. This script
 writes GPT-3 175B's layout as a plan (the layout family's best on 1,024 H100s at global
 batch 1,536 by default: tp 8, pp 2, dp 64, interleaved with V = 11, ZeRO-2), prices it
-three ways in this process (the whole space; the plan's configs with every edge and the
-contexts computed at each binding; as now), and prints the CPU seconds, their ratios, and
+four ways in this process (the whole space; the plan's configs with every edge and the
+contexts computed at each binding; with a memo per stage; as now), and prints the CPU seconds, their ratios, and
 the steps and memories (they must be equal).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -60,16 +62,20 @@ def main() -> None:
     model = api.make_cost_model("calibrated", cluster="h100-sxm")
     prices = {}
     kept = context.CONTEXTS_KEPT
-    for name, build, keep in (("whole space", whole_space, 0),
-                              ("the plan's configs, every edge", every_edge, 0),
-                              ("the plan's configs, the stage's edges", OWN, kept)):
-        calibrated_pipeline.one_plan_problem = build
+    shared = calibrated_pipeline.build_memo
+    for name, build, keep, memo in (
+            ("whole space", whole_space, 0, contextlib.nullcontext),
+            ("the plan's configs, every edge", every_edge, 0, contextlib.nullcontext),
+            ("the plan's configs, the stage's edges", OWN, kept, contextlib.nullcontext),
+            ("the same, one memo across the stages", OWN, kept, shared)):
+        calibrated_pipeline.one_plan_problem, calibrated_pipeline.build_memo = build, memo
         context.CONTEXTS_KEPT = keep  # 0: each binding computes the graph's contexts again
         context._CONTEXTS.clear()
         start = time.process_time()
         prices[name] = model.price_pipeline(plan, graph=graph)
         prices[name]["cpu"] = time.process_time() - start
     calibrated_pipeline.one_plan_problem, context.CONTEXTS_KEPT = OWN, kept
+    calibrated_pipeline.build_memo = shared
     print(f"{args.model} on {args.devices} devices, {args.layout} mb{args.micro_batch} "
           f"{args.schedule}, {len(plan.stages)} stages\n")
     print("| priced on | CPU s | ratio | step s | memory bytes |")

@@ -25,6 +25,7 @@ states and gathered weights of the other stage it runs (:func:`pase.pipeline.sch
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from pase.cost_models.calibrated_plan import (
     tally,
     tied_syncs,
 )
+from pase.costing.keys import build_memo
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.perf.layout import Layout
@@ -76,22 +78,25 @@ def price_pipeline(plan, cluster: Any = None, graph: Graph | None = None) -> dic
     passes = []  # per stage, its time as forward, backward and weight-gradient seconds
     into: dict[int, float] = {}  # a chunk's first op -> the seconds sent into it, one way
     bound = None
-    for st in plan.stages:
-        work, tail, t, (bound, problem, c) = stage_terms(
-            graph, st.ranges, st.devices, st.configs, st.variants, m, {**costs, "cluster": cluster})
-        sends = []
-        for first, end in st.ranges:
-            chunk = received(graph, first, end, st.devices, whole, bound.bytes_per_element,
-                             bound.hw)
-            into[first] = sum(chunk)
-            sends += chunk
-        times.append(work + 2 * sum(sends))
-        passes.append(Work(t["pass_forward"] + sum(sends),
-                           work - t["pass_forward"] + sum(sends), t["weight"]))
-        sends_by_stage.append(sends)
-        once.append(tail)
-        tallies.append(t)
-        priced.append((bound, problem, c))
+    # a homogeneous cluster's stages of one size price equal ops and edges alike: one memo
+    # (pase.costing.keys) serves them all, as one build serves its layers
+    with nullcontext() if whole.groups else build_memo():
+        for st in plan.stages:
+            work, tail, t, (bound, problem, c) = stage_terms(
+                graph, st.ranges, st.devices, st.configs, st.variants, m, {**costs, "cluster": cluster})
+            sends = []
+            for first, end in st.ranges:
+                chunk = received(graph, first, end, st.devices, whole, bound.bytes_per_element,
+                                 bound.hw)
+                into[first] = sum(chunk)
+                sends += chunk
+            times.append(work + 2 * sum(sends))
+            passes.append(Work(t["pass_forward"] + sum(sends),
+                               work - t["pass_forward"] + sum(sends), t["weight"]))
+            sends_by_stage.append(sends)
+            once.append(tail)
+            tallies.append(t)
+            priced.append((bound, problem, c))
     activations = [t["activations"] for t in tallies]
     _kept_across(graph, plan, priced, activations)
     held = [t["states"] + t["gathered"] for t in tallies]  # DualPipe: a group runs two stages
