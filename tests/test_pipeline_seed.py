@@ -130,12 +130,13 @@ def test_a_limit_that_passes_after_the_start_gives_the_layout_plan(monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_layout_whose_plan_holds_more_says_so():
+def test_deepseeks_best_layout_is_the_start_as_a_plan():
     """DeepSeek-V3's best layout on 64 H100s (tp 2, pp 2, experts folded 32 ways under
-    sequence parallelism, DualPipe) fits 31 GiB as a layout (30.3 GiB) but not as a plan
-    (31.6 GiB: its dispatch buffers held whole on both tensor-parallel ranks,
-    docs/cost-model.md): the search passed it over without a word, and at DeepSeek-V3's
-    full size found no start at all."""
+    sequence parallelism, DualPipe) fits 31 GiB as a layout and, its dispatch and combine
+    splitting their routing groups as its norm splits the sequence, as a plan: it is the
+    start. Before, its plan held the dispatch buffers whole on both tensor-parallel ranks
+    (31.6 GiB against 30.3), the search passed it over, and at DeepSeek-V3's full size
+    found no start at all."""
     from pase.pipeline.seed import best_layout_plan
 
     options = {"layers": 4, "dense_layers": 1, "seq": 4096}
@@ -143,7 +144,45 @@ def test_a_layout_whose_plan_holds_more_says_so():
     seed = best_layout_plan("deepseek-v3", lambda mb: api.load_graph("deepseek-v3", batch=mb,
                                                                       **options),
                             64, 64, "h100-sxm", {}, 31 * 2**30, options, progress=lines.append)
+    assert seed is not None and seed.price["memory_bytes"] <= 31 * 2**30
+    assert lines[-1].startswith("start: layout tp2 pp2 dp16 cp1 ep32 mb1 dualpipe zero 2")
+    assert not [line for line in lines if "fits as a layout" in line]
+
+
+def test_a_layout_whose_plan_holds_more_says_so(monkeypatch):
+    """A layout that fits as a layout but whose plan holds more than the cap is passed
+    over with a line saying both figures (here the plan's price made 1 GiB heavier)."""
+    from pase.cost_models.calibrated import CalibratedCostModel
+    from pase.pipeline.seed import TRIES, best_layout_plan
+
+    real = CalibratedCostModel.price_pipeline
+
+    def heavier(self, plan, graph=None):
+        price = dict(real(self, plan, graph=graph))
+        price["memory_bytes"] += 2**30
+        price["fits_memory"] = False
+        return price
+
+    monkeypatch.setattr(CalibratedCostModel, "price_pipeline", heavier)
+    lines: list[str] = []
+    seed = best_layout_plan("gpt2", lambda mb: api.load_graph("gpt2", batch=mb, layers=2), 8, 8,
+                            "h100-sxm", {}, 80 * 2**30, {"layers": 2}, progress=lines.append)
     said = [line for line in lines if "fits as a layout" in line]
-    assert said and said[0].startswith("start: layout tp2 pp2 dp16 cp1 ep32 mb1 dualpipe zero 2")
-    assert "GiB) but not as a plan (31.6" in said[0] and said[0].endswith("the next")
-    assert seed is None or seed.price["memory_bytes"] <= 31 * 2**30
+    assert seed is None and len(said) == TRIES
+    assert all(re.search(r"GiB\) but not as a plan \(\d", line) for line in said)
+    assert said[-1].endswith("no more tried") and said[0].endswith("the next")
+
+
+def test_the_layout_family_takes_its_share_of_the_time_limit(monkeypatch):
+    """The layout family's search stops at its share of the time left, so that its best
+    layouts can still be priced as plans; a line says so (DeepSeek-V3 on 1,024 H100s with
+    --time-limit 60 spent it all on the family before and gave no plan)."""
+    from pase.pipeline import seed as seed_module
+
+    monkeypatch.setattr(seed_module, "FAMILY_SHARE", 0.0)  # the family's time: none
+    lines: list[str] = []
+    seed_module.best_layout_plan("gpt2", lambda mb: api.load_graph("gpt2", batch=mb, layers=2),
+                                 8, 8, "h100-sxm", {}, None, {"layers": 2},
+                                 deadline=Deadline(600), progress=lines.append)
+    assert any(line.startswith("start: the layout family's search stopped at its share of "
+                               "the time limit (0 s)") for line in lines)

@@ -24,6 +24,10 @@ from pase.pipeline.plan import PipelinePlan
 
 # The most layouts written and priced as plans, best first, until one fits at the one price.
 TRIES = 3
+# Of the time left, the most the layout family's search may take: its best layouts still
+# need pricing as plans (DeepSeek-V3 on 1,024 H100s: about 40 s for the family, 26 for a
+# plan), so that a tight --time-limit ends with the best layout priced so far, not none.
+FAMILY_SHARE = 0.5
 # The layout family's options the pipeline search's cost options carry over.
 CARRIED = ("precision", "attention")
 
@@ -55,22 +59,29 @@ def best_layout_plan(model: str, load: Callable[[int], Graph], devices: int, bat
     """The layout family's best plan that fits ``cap`` at the one price (of its first
     :data:`TRIES` with a plan form, best first), or None. ``given``: the pipeline
     plan's cost options (the seed records the same, so both answers read alike); ``load``:
-    the model at a micro-batch size. Past ``deadline`` (the command's) the layout search
-    gives what it priced so far, and pricing its plans stops."""
+    the model at a micro-batch size. The layout search takes at most
+    :data:`FAMILY_SHARE` of the time ``deadline`` (the command's) has left and gives what
+    it priced by then; past ``deadline`` pricing its plans stops."""
     from pase.perf.search import search_layouts
     from pase.pipeline.layout_plan import layout_pipeline
 
     options = {k: given[k] for k in CARRIED if k in given}
+    left = None if deadline is None else deadline.remaining()
+    family_deadline = deadline if left is None else Deadline(FAMILY_SHARE * left)
     try:
-        with active(deadline):
-            family = search_layouts(load, devices, cluster, batch,
-                                    keep=4 * TRIES, **options)
+        with active(family_deadline):
+            family = search_layouts(load, devices, cluster, batch, keep=4 * TRIES,
+                                    progress=progress, **options)
     except TimeLimitError:
         return None
     except OptionError as exc:  # a family with no layout at all
         if progress:
             progress(f"no layout to start from: {exc}")
         return None
+    if progress and not family.exhaustive:
+        progress(f"start: the layout family's search stopped at its share of the time limit "
+                 f"({FAMILY_SHARE * left:.0f} s), {family.priced} layouts priced, {family.fitting} "
+                 "fitting")
     costs = {**dict(given), "cluster": cluster}
     model_cost = api.make_cost_model("calibrated", **costs)
     tried = 0
