@@ -181,3 +181,26 @@ def test_a_stage_solve_is_cut_by_the_limit_not_run_to_its_end(monkeypatch):
     with pytest.raises(OptionError, match="time limit .* before any pipeline plan"):
         solve_pipeline("chain", 2, deadline=PastInsideSolves(), **CHAIN)
     assert len(calls) == 1  # the first solve was cut, and nothing ran after it
+
+
+def test_the_stage_problem_checks_the_limit_between_the_ops_states():
+    """Building the stages' Problem prices each op's states and kept activations after the
+    cost build; that loop checked no deadline (DeepSeek-V3 on 1,024 H100s with --time-limit
+    120 answered at 143 s, 129 s with it)."""
+    from pase import api
+    from pase.deadline import Deadline, active
+    from pase.errors import TimeLimitError
+    from pase.pipeline.layered import build
+    from pase.pipeline.stage_model import stage_cost_model
+    from pase.space import ConfigSpace
+
+    class AtTheStates(Deadline):  # passed from the start, felt only by the states' loop
+        def check(self, doing: str) -> None:
+            if doing.startswith("pricing the states"):
+                raise TimeLimitError(doing)
+
+    graph = api.load_graph("gpt2", batch=4, layers=1)
+    model = stage_cost_model({"cluster": "h100-sxm"}, 2, "calibrated", apart=True)
+    with active(AtTheStates(0.0)), pytest.raises(TimeLimitError, match="of op 'wte' "
+                                                                        r"\(1 of \d+\)"):
+        build(graph, ConfigSpace(graph, 4), model, 2)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pase.deadline import check as check_deadline
 from pase.errors import OptionError
 from pase.ir import Graph
 from pase.problem import Problem
@@ -194,6 +195,7 @@ def _terms(model: Any, graph: Graph, space: ConfigSpace, problem: Problem, apart
     kept = getattr(model, "kept_activation_bytes", lambda w: w.activation_bytes)
     maps = getattr(problem, "variants", None)
     for i, op in enumerate(graph.ops):
+        check_deadline(f"pricing the states of op {op.name!r} ({i + 1} of {len(graph.ops)})")
         vm = None if maps is None else maps[i]
         key = (model.vertex_key(op, space.configs[i]), None if vm is None else id(vm))
         if key not in cache:
