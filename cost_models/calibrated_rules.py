@@ -76,6 +76,7 @@ from pase.perf.kernels import (
     OpTime,
     attention_time,
     einsum_time,
+    is_linear,
     make_pricer,
     memory_bound_time,
 )
@@ -249,17 +250,22 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
             fwd, bwd, weight = hetero.kernels(self, op, configs, base, ctx)
         else:
             fwd, bwd, weight = self._kernels(op, configs, base, ctx)
-        kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras)
+        kept = self._kept_bytes(op, configs, ctx.kept_outputs, ctx.extras, ctx.linear_kept)
         block = self._kept_bytes(op, configs, ctx.block_outputs, ())
         if self.recompute_mode == "full":
             kept = kept + self._kept_bytes(op, configs, tuple(set(ctx.block_outputs) -
                                                                 set(ctx.kept_outputs)), ())
         factor = sum(state_split(e, "adam")) / e  # weight + gradient + optimizer state
+        low = self.pricer.quantised_bytes
+        # a linear layer's two low-precision weight copies (row- and column-wise)
+        copies = 2 * low * base.parameter_bytes / e if low and is_linear(op) else None
+        states = base.parameter_bytes * factor + (0.0 if copies is None else copies)
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(OpWork)}
-        fields.update(collectives=colls, state_bytes=base.parameter_bytes * factor,
+        fields.update(collectives=colls, state_bytes=states,
                       activation_bytes=kept, state_factor=factor)
         return PricedWork(**fields, forward_seconds=fwd, backward_seconds=bwd,
                           weight_seconds=weight, base_backward_flop=base.backward_flop,
+                          low_copies=copies,
                           block_bytes=block)
 
     def op_collectives(self, op: Op, configs: np.ndarray) -> tuple:
@@ -307,12 +313,19 @@ class CalibratedRules(CalibratedEdges, AlphaBetaCostModel):
                      for x in (t.forward_s, t.backward_s, t.weight_s))
 
     def _kept_bytes(self, op: Op, configs: np.ndarray, outputs: tuple[int, ...],
-                    extras: tuple[str, ...]) -> np.ndarray:
+                    extras: tuple[str, ...], quantised: tuple[int, ...] = ()) -> np.ndarray:
+        """Bytes ``op`` keeps of its ``outputs`` (those of ``quantised``, kept only by
+        linear layers, at the low precision's bytes where there is one) and ``extras``."""
         e, K = self.bytes_per_element, len(configs)
-        tiles = [port_tiles(op, op.outputs[i], configs) for i in outputs]
+        low = self.pricer.quantised_bytes
+        tiles = [port_tiles(op, op.outputs[i], configs) for i in outputs
+                 if not (low and i in quantised)]
         if "pre-activation" in extras:
             tiles.append(port_tiles(op, op.outputs[0], configs))
         total = kept_bytes(tiles, K, e)
+        if low and set(outputs) & set(quantised):
+            total = total + kept_bytes([port_tiles(op, op.outputs[i], configs)
+                                        for i in outputs if i in quantised], K, low)
         if "probabilities" in extras:  # the loss keeps fp32 probabilities
             total = total + kept_bytes([port_tiles(op, p, configs) for p in op.inputs], K,
                                        FP32_BYTES)

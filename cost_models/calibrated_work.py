@@ -38,6 +38,10 @@ class PricedWork(OpWork):
     # per weight, its elements a device holds, where configs pad (calibrated_padding): the
     # ZeRO state of a variant reads them (pase.work.variants); None: the port's exact tiles
     weight_tiles: tuple[np.ndarray, ...] | None = None
+    # a linear layer's two low-precision weight copies under fp8 / mxfp8 / nvfp4, bytes a
+    # device holds: in its states under ZeRO 0, in place of its 16-bit weights under ZeRO
+    # 1-2, none under ZeRO 3 (pase.work.variants reads them); None: no copies
+    low_copies: np.ndarray | None = None
 
 
 def kept_collectives(op: Op, collectives: tuple, shares_input_gradient: bool,

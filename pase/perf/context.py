@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pase.cluster import Device
 from pase.ir import Graph
 from pase.perf.hardware import GENERIC
-from pase.perf.kernels import Pricer, value_share
+from pase.perf.kernels import Pricer, is_linear, value_share
 from pase.perf.layout import Layout
 from pase.perf.ops import fused_attention, price_ops, selective_rebuilds
 from pase.perf.pipeline import placement
@@ -51,11 +51,13 @@ class OpContext:
     core: bool = False  # attention core: selective recomputation recomputes it
     window: int = 0  # sliding-window attention: keys per query (0: all)
     values: float = 1.0  # a scores op: its context's work over its own (kernels.value_share)
+    # of kept_outputs, those only linear layers keep: quantised under a low precision
+    linear_kept: tuple[int, ...] = ()
 
     def key(self) -> tuple:
         return (self.attention, self.causal, self.kept_outputs, self.extras, self.block_outputs,
                 self.shares_input_gradient, self.unit in ("pre", "post"), self.core, self.window,
-                self.values)
+                self.values, self.linear_kept)
 
 
 # The last graphs' contexts, by identity (a Graph is immutable; an entry holds its graph so
@@ -83,11 +85,14 @@ def _contexts(graph: Graph, attention: str) -> dict[str, OpContext]:
     cores = selective_rebuilds(graph, attention)
     priced = price_ops(graph, Layout(attention=attention), _ANY)
     kept: dict[str, set[int]] = {}
+    by_other: set[tuple[str, int]] = set()  # kept by an op other than a linear layer
     extras: dict[str, list[str]] = {}
     for p in priced:
         for producer, which in p.kept:
             if isinstance(which, int):
                 kept.setdefault(producer, set()).add(which)
+                if not is_linear(p.op) or producer == p.op.name:
+                    by_other.add((producer, which))
             elif which in ("pre-activation", "probabilities"):
                 extras.setdefault(producer, []).append(which)
     _, units, _ = placement(graph, Layout())
@@ -118,7 +123,8 @@ def _contexts(graph: Graph, attention: str) -> dict[str, OpContext]:
                                  tuple(sorted(set(extras.get(op.name, ())))),
                                  tuple(sorted(block_outputs.get(op.name, ()))),
                                  op.name in shares, unit_of[op.name], op.name in cores, window,
-                                 values)
+                                 values, tuple(sorted(i for i in kept.get(op.name, ())
+                                                      if (op.name, i) not in by_other)))
     return out
 
 

@@ -261,9 +261,10 @@ def kept_output_bytes(bound: Any, problem: Problem, i: int, op: Any, c: int,
     its kept outputs (the calibrated model's rule; the one price's ``_kept_across`` and the
     search's :meth:`Layered.moved`)."""
     ctx = bound.context(op)
-    keep = ctx.block_outputs if recomputes_at(bound, problem, i, op, c) else ctx.kept_outputs
+    again = recomputes_at(bound, problem, i, op, c)
+    keep = ctx.block_outputs if again else ctx.kept_outputs
     idx = tuple(k for k in outputs if k in keep)
     if not idx:
         return 0.0
     configs = np.asarray(problem.candidates[i].configs[c:c + 1])
-    return float(bound._kept_bytes(op, configs, idx, ())[0])
+    return float(bound._kept_bytes(op, configs, idx, (), () if again else ctx.linear_kept)[0])

@@ -200,4 +200,7 @@ def _zero_state(work: OpWork, stage: int, groups: dict) -> np.ndarray:
         dims = groups.get(j, ((), None))[0]
         q = np.prod(work.configs[:, list(dims)], axis=1).astype(np.float64) if dims else 1.0
         total = total + sharded_states(tile, stage, q, weight, gradient, state)
+    copies = getattr(work, "low_copies", None)  # a low precision's weight copies (calibrated)
+    if copies is not None and stage in (1, 2):  # the distributed optimizer keeps them, not
+        total = total + copies - work.parameter_bytes  # the 16-bit weights; FSDP neither
     return total
