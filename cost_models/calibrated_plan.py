@@ -111,9 +111,6 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
     synced = 0.0  # the parameters of these ops
     first = False  # the Problem's carrier of the optimizer's fixed kernels is here
     acts_by_unit: dict[str, float] = {}
-    # a layer being rebuilt holds all it makes, its working set (selective recomputation's
-    # attention cores have none, as the layout path counts them)
-    rebuilt_units: set[str] = set()
     params_by_unit: dict[str, float] = {}
     by_unit: dict[str, np.ndarray] = {}  # forward, backward, gathers each way, reduce-scatter
     hops_by_unit: dict[str, np.ndarray] = {}  # ZeRO-3: each unit's bucket pays its hops once
@@ -154,8 +151,7 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + o.gathered_bytes
         if ctx.unit not in ("pre", "post"):
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + o.activation_bytes
-            if o.recomputed and bound.recompute_mode != "selective":
-                rebuilt_units.add(ctx.unit)
+
     sync += extra_sync
     if not first:
         optimizer += bound.optimizer_fixed()
@@ -173,7 +169,8 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
             "sync": sync + refresh,
             "exposed_sync": float(exposed_sync), "optimizer": optimizer, "states": states,
             "activations": activations,
-            "working": max((acts_by_unit[u] for u in rebuilt_units), default=0.0),
+            "working": max(acts_by_unit.values(), default=0.0)
+            if bound.recompute_mode == "full" else 0.0,
             "gathered": max(params_by_unit.values(), default=0.0) * 3.0}  # 2 copies + gradient
 
 
@@ -200,7 +197,6 @@ class _OpTerms(NamedTuple):
     hops: np.ndarray  # :func:`_bucket_hops`
     gathered_bytes: float  # ZeRO-3's parameter bytes gathered
     activation_bytes: float  # all of the op's activations (full recomputation's working set)
-    recomputed: bool  # its forward runs again in the backward pass
 
 
 def _op_terms(bound: CalibratedRules, op: Op, configs: np.ndarray, zero: int,
@@ -216,7 +212,7 @@ def _op_terms(bound: CalibratedRules, op: Op, configs: np.ndarray, zero: int,
                     float(work.state_bytes[0]), float(bound.kept_activation_bytes(work)[0]),
                     _bucket_hops(bound, work),
                     float(base.parameter_bytes[0]) * (1.0 if zero == 3 else 0.0),
-                    float(base.activation_bytes[0]), again)
+                    float(base.activation_bytes[0]))
 
 
 def tied_syncs(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,

@@ -50,6 +50,7 @@ class Layered:
     layer: list[np.ndarray] | None = None  # full recomputation: activations rebuilt per op
     gathered: list[np.ndarray] | None = None  # ZeRO-3's parameter bytes per candidate
     units: list[str] = field(default_factory=list)  # each op's layer (its unit)
+    recompute_full: bool = False
     _weighted: dict[float, Problem] = field(default_factory=dict)
     _moved: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _readers: dict[int, dict[int, int]] | None = None
@@ -129,25 +130,19 @@ class Layered:
         return self._moved[key]
 
     def extras(self, index, choice) -> float:
-        """Recomputation's working set (the largest rebuilt layer's activations; selective
-        recomputation's attention cores have none) and ZeRO-3's
-        gathered weights (the largest layer's) of ops ``index`` at ``choice``
-        (:func:`pase.cost_models.calibrated_plan.tally`)."""
+        """Full recomputation's working set and ZeRO-3's gathered weights of ops ``index``
+        at ``choice`` (each the largest layer's; :func:`pase.cost_models.calibrated_plan.
+        tally`)."""
         if self.gathered is None:
             return 0.0
         work: dict[str, float] = {}
-        rebuilt: set[str] = set()
         params: dict[str, float] = {}
         for i, c in zip(index, choice):
             unit = self.units[i]
             params[unit] = params.get(unit, 0.0) + float(self.gathered[i][c])
-            if unit not in ("pre", "post"):
+            if self.recompute_full and unit not in ("pre", "post"):
                 work[unit] = work.get(unit, 0.0) + float(self.layer[i][c])
-                if unit not in rebuilt and self.bound.recompute_mode != "selective" and \
-                        recomputes_at(self.bound, self.problem, i, self.graph.ops[i], int(c)):
-                    rebuilt.add(unit)
-        return max((work[u] for u in rebuilt), default=0.0) + \
-            3.0 * max(params.values(), default=0.0)
+        return max(work.values(), default=0.0) + 3.0 * max(params.values(), default=0.0)
 
 
 def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> Layered:
@@ -166,6 +161,7 @@ def build(graph: Graph, space: ConfigSpace, model: Any, microbatches: int) -> La
         lay.once, lay.layer, lay.gathered = once, layer, gathered
         lay.bound = bound
         lay.units = [bound.context(op).unit for op in graph.ops]
+        lay.recompute_full = bound.recompute_mode == "full"
         from pase.costing import tied_connections
 
         tied = {(u, v) for u, _, v, _ in tied_connections(graph)}
