@@ -151,7 +151,6 @@ def tally(graph: Graph, bound: CalibratedRules, problem: Problem, c: np.ndarray,
         params_by_unit[ctx.unit] = params_by_unit.get(ctx.unit, 0.0) + o.gathered_bytes
         if ctx.unit not in ("pre", "post"):
             acts_by_unit[ctx.unit] = acts_by_unit.get(ctx.unit, 0.0) + o.activation_bytes
-
     sync += extra_sync
     if not first:
         optimizer += bound.optimizer_fixed()
@@ -205,8 +204,7 @@ def _op_terms(bound: CalibratedRules, op: Op, configs: np.ndarray, zero: int,
     work = apply_variant(base, zero, recompute)
     assert isinstance(work, PricedWork)
     f, b = float(work.forward_seconds[0]), float(work.backward_seconds[0])
-    again = bool(recomputes(work)[0])
-    return _OpTerms(f, b, f if again else 0.0,
+    return _OpTerms(f, b, f if bool(recomputes(work)[0]) else 0.0,
                     float(work.weight_seconds[0]), _collectives(bound, work),
                     parameter_elements(op), float(bound.optimizer_seconds(work)[0]),
                     float(work.state_bytes[0]), float(bound.kept_activation_bytes(work)[0]),
